@@ -1,0 +1,68 @@
+"""ys: durable workflows for scripts.
+
+What a workflow script imports (`ys.workflow`, `ys.Step`, `ys.Retry`, the errors, the effect
+lookup results) and what an application uses (`ys.Client`). Names load lazily, so
+`import ys` stays cheap for the CLI and for workers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "workflow": "ys.sdk",
+    "Step": "ys.sdk",
+    "Retry": "ys.sdk",
+    "Settled": "ys.sdk",
+    "NotFound": "ys.sdk",
+    "Unknown": "ys.sdk",
+    "Client": "ys.client",
+    "YsError": "ys.errors",
+    "ExecutionAdmissionError": "ys.errors",
+    "WorkflowStartError": "ys.errors",
+    "WorkflowEffectError": "ys.errors",
+    "ChildWorkflowFailed": "ys.errors",
+    "WorkflowCancelledError": "ys.errors",
+    "WaitTimeout": "ys.errors",
+    "LeaseLost": "ys.errors",
+    "DaemonUnavailable": "ys.errors",
+}
+
+if TYPE_CHECKING:
+    from ys.client import Client
+    from ys.errors import (
+        ChildWorkflowFailed,
+        DaemonUnavailable,
+        ExecutionAdmissionError,
+        LeaseLost,
+        WaitTimeout,
+        WorkflowCancelledError,
+        WorkflowEffectError,
+        WorkflowStartError,
+        YsError,
+    )
+    from ys.sdk import NotFound, Retry, Settled, Step, Unknown, workflow
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        if name in ("codec", "testing"):
+            import importlib
+
+            return importlib.import_module(f"ys.{name}")
+        raise AttributeError(f"module 'ys' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ChildWorkflowFailed", "Client", "DaemonUnavailable", "ExecutionAdmissionError", "LeaseLost",
+    "NotFound", "Retry", "Settled", "Step", "Unknown", "WaitTimeout", "WorkflowCancelledError",
+    "WorkflowEffectError", "WorkflowStartError", "YsError", "__version__", "workflow",
+]

@@ -1,0 +1,422 @@
+"""Durable values (RFC 003): validate, encode to one canonical JSON string, decode back.
+
+A durable value is None, a bool, an int, a finite float, a str, a list of durable values, a dict
+with str keys and durable values, or an ErrorValue. The canonical text has its keys sorted, no
+insignificant white space and non-ASCII characters as they are; -0.0 is written as 0. Two values
+that mean the same thing therefore encode to the same string, which is what request comparison
+(START_REQUEST_MISMATCH and friends) relies on.
+
+Errors are tagged as {"$error": {...}}. So that user data can never pose as an error, every key
+of user data that starts with "$" is written with one more "$" ("$error" -> "$$error") and read
+back with one less; any other single-"$" key in canonical text is malformed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from ys.errors import InvalidArgument
+
+MAX_DEPTH = 64  # containers (lists, dicts, ErrorValues) nested deeper than this are refused
+
+_MAX_CAUSES = 16  # ErrorValue.from_exception follows at most this many __cause__ links
+_INT_DIGITS = 4300  # Python's default int<->str limit; longer ints could not be decoded
+_INT_LIMIT = 10**_INT_DIGITS
+_ERROR_TAG = "$error"
+_ERROR_FIELDS = frozenset({"name", "message", "code", "cause"})
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What `encode` returns: `canonical` when status is "encoded", `message` when "invalid"."""
+
+    status: str
+    canonical: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorValue:
+    """An error as a durable value; it is tagged in canonical text, so no plain dict decodes as one."""
+
+    name: str
+    message: str
+    code: str | None = None
+    cause: ErrorValue | None = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorValue:
+        """Follows `__cause__` (not `__context__`) at most 16 links deep; never raises."""
+        chain: list[BaseException] = []
+        seen: set[int] = set()
+        link: BaseException | None = exc
+        while link is not None and len(chain) <= _MAX_CAUSES and id(link) not in seen:
+            seen.add(id(link))
+            chain.append(link)
+            link = link.__cause__
+        result: ErrorValue | None = None
+        for link in reversed(chain):
+            result = cls(type(link).__name__, _exception_message(link), _exception_code(link), result)
+        assert result is not None
+        return result
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for API output (untagged: not for storing, use `encode` for that)."""
+        out: dict[str, Any] = {"name": self.name, "message": self.message}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.cause is not None:
+            out["cause"] = self.cause.to_json()
+        return out
+
+
+def _exception_message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def _exception_code(exc: BaseException) -> str | None:
+    try:
+        code = getattr(exc, "code", None)
+    except Exception:
+        return None
+    return str.__str__(code) if isinstance(code, str) else None
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False,
+    check_circular=False,  # _build has already refused cycles
+    allow_nan=False,
+    sort_keys=True,
+    separators=(",", ":"),
+)
+
+
+class _Invalid(Exception):
+    """Raised inside _build; each container adds its path segment on the way out."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.segments: list[str] = []  # innermost first
+
+    def message(self, root: str) -> str:
+        return root + "".join(reversed(self.segments)) + ": " + self.reason
+
+
+def encode(value: object, *, path: str = "value") -> Encoding:
+    """Never raises for a bad value: an invalid one gives status "invalid" and a message that
+    starts with the offending path under `path` (e.g. "params.items[3]: NaN is ...")."""
+    t = type(value)
+    if t is str or value is None or t is bool or (t is int and -_INT_LIMIT < value < _INT_LIMIT):
+        return Encoding("encoded", canonical=_ENCODER.encode(value))
+    try:
+        tree = _build(value, 0, set())
+    except _Invalid as exc:
+        return Encoding("invalid", message=exc.message(path))
+    try:
+        return Encoding("encoded", canonical=_ENCODER.encode(tree))
+    except ValueError as exc:  # only if sys.set_int_max_str_digits was lowered below 4300
+        return Encoding("invalid", message=f"{path}: {exc}")
+
+
+def dumps(value: object, *, path: str = "value") -> str:
+    """The canonical text of `value`; raises InvalidArgument (INVALID_ARGUMENT) if it is not durable."""
+    result = encode(value, path=path)
+    if result.canonical is None:
+        raise InvalidArgument("INVALID_ARGUMENT", result.message or f"{path}: not a durable value")
+    return result.canonical
+
+
+def is_durable(value: object) -> bool:
+    """Whether `encode` would accept `value` (validates without producing text)."""
+    try:
+        _build(value, 0, set())
+    except _Invalid:
+        return False
+    return True
+
+
+def _build(v: Any, depth: int, active: set[int]) -> Any:
+    """`v` made ready for the JSON encoder: keys escaped, -0.0 as 0, subclasses made plain,
+    errors tagged. Returns `v` itself where nothing needs to change. `depth` counts the
+    containers around `v`; `active` holds the ids of those containers (for cycles)."""
+    t = type(v)
+    if t is str or v is None or t is bool:
+        return v
+    if t is int:
+        return _int(v)
+    if t is float:
+        return _float(v)
+    if t is dict:
+        return _dict(v, depth, active)
+    if t is list:
+        return _list(v, depth, active)
+    if isinstance(v, ErrorValue):
+        return _error(v, depth, active)
+    # Subclasses (enum.StrEnum, enum.IntEnum, OrderedDict, Counter, ...) are read through their
+    # base type, so no overridden method runs, and encode as the plain value they hold.
+    if isinstance(v, str):
+        return str.__str__(v)
+    if isinstance(v, int):  # bool cannot be subclassed, so this is never a bool
+        return _int(int.__int__(v))
+    if isinstance(v, float):
+        return _float(float.__float__(v))
+    if isinstance(v, dict):
+        return _dict(v, depth, active)
+    if isinstance(v, list):
+        return _list(v, depth, active)
+    raise _Invalid(_refusal(v))
+
+
+def _int(v: int) -> int:
+    if -_INT_LIMIT < v < _INT_LIMIT:
+        return v
+    raise _Invalid(f"an integer of more than {_INT_DIGITS} digits is not a durable value")
+
+
+def _float(v: float) -> float | int:
+    if v - v == 0.0:  # finite: inf - inf and nan - nan are nan
+        if v == 0.0 and math.copysign(1.0, v) < 0.0:
+            return 0  # the spec's "-0 as 0"; decodes as int 0, which re-encodes the same
+        return v
+    if v != v:
+        raise _Invalid("NaN is not a durable value")
+    raise _Invalid(("Infinity" if v > 0 else "-Infinity") + " is not a durable value")
+
+
+def _enter(v: object, depth: int, active: set[int]) -> int:
+    key = id(v)
+    if key in active:
+        raise _Invalid("a reference cycle is not a durable value")
+    if depth >= MAX_DEPTH:
+        raise _Invalid(f"nesting deeper than {MAX_DEPTH} levels is not a durable value")
+    active.add(key)
+    return key
+
+
+def _list(v: list[Any], depth: int, active: set[int]) -> list[Any]:
+    key = _enter(v, depth, active)
+    out: list[Any] | None = None if type(v) is list else []
+    i = 0
+    for x in list.__iter__(v):
+        tx = type(x)
+        if (
+            tx is str
+            or x is None
+            or tx is bool
+            or (tx is int and -_INT_LIMIT < x < _INT_LIMIT)
+            or (tx is float and x - x == 0.0 and x != 0.0)
+        ):
+            y = x
+        else:
+            try:
+                if tx is dict:
+                    y = _dict(x, depth + 1, active)
+                elif tx is list:
+                    y = _list(x, depth + 1, active)
+                else:
+                    y = _build(x, depth + 1, active)
+            except _Invalid as exc:
+                exc.segments.append(f"[{i}]")
+                raise
+            if out is None and y is not x:
+                out = v[:i]
+        if out is not None:
+            out.append(y)
+        i += 1
+    active.discard(key)
+    return v if out is None else out
+
+
+def _dict(v: dict[Any, Any], depth: int, active: set[int]) -> dict[str, Any]:
+    key = _enter(v, depth, active)
+    out: dict[str, Any] | None = None if type(v) is dict else {}
+    n = 0
+    for k0, x in dict.items(v):
+        k = k0
+        if type(k) is not str:
+            if not isinstance(k, str):
+                raise _Invalid(f"key {_show(k)} is not a string")
+            k = str.__str__(k)
+        ek = "$" + k if k[:1] == "$" else k
+        tx = type(x)
+        if (
+            tx is str
+            or x is None
+            or tx is bool
+            or (tx is int and -_INT_LIMIT < x < _INT_LIMIT)
+            or (tx is float and x - x == 0.0 and x != 0.0)
+        ):
+            y = x
+        else:
+            try:
+                if tx is dict:
+                    y = _dict(x, depth + 1, active)
+                elif tx is list:
+                    y = _list(x, depth + 1, active)
+                else:
+                    y = _build(x, depth + 1, active)
+            except _Invalid as exc:
+                exc.segments.append(_key_segment(k))
+                raise
+        if out is None and (y is not x or ek is not k0):
+            out = dict(islice(dict.items(v), n))  # the items before this one are unchanged
+        if out is not None:
+            out[ek] = y
+        n += 1
+    active.discard(key)
+    return v if out is None else out
+
+
+def _error(v: ErrorValue, depth: int, active: set[int]) -> dict[str, Any]:
+    key = _enter(v, depth, active)
+    payload: dict[str, Any] = {}
+    for field in ("name", "message", "code"):
+        x = getattr(v, field)
+        if x is None and field == "code":
+            continue
+        if not isinstance(x, str):
+            exc = _Invalid(f"an ErrorValue's {field} must be a str, not {_a(x)}")
+            exc.segments.append("." + field)
+            raise exc
+        payload[field] = str.__str__(x)
+    cause = v.cause
+    if cause is not None:
+        try:
+            if not isinstance(cause, ErrorValue):
+                raise _Invalid(f"an ErrorValue's cause must be an ErrorValue or None, not {_a(cause)}")
+            payload["cause"] = _error(cause, depth + 1, active)
+        except _Invalid as exc:
+            exc.segments.append(".cause")
+            raise
+    active.discard(key)
+    return {_ERROR_TAG: payload}
+
+
+def _key_segment(key: str) -> str:
+    return "." + key if key.isidentifier() else "[" + json.dumps(key, ensure_ascii=False) + "]"
+
+
+def _show(x: object) -> str:
+    try:
+        text = repr(x)
+    except Exception:
+        return _a(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _a(x: object) -> str:
+    name = type(x).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name} object"
+
+
+_HINTS = {
+    "tuple": "a tuple is not a durable value (use a list)",
+    "set": "a set is not a durable value",
+    "frozenset": "a frozenset is not a durable value",
+    "bytes": "a bytes object is not a durable value (decode it to a str)",
+    "bytearray": "a bytearray object is not a durable value (decode it to a str)",
+    "datetime": "a datetime object is not a durable value (use an ISO 8601 str)",
+    "date": "a date object is not a durable value (use an ISO 8601 str)",
+    "Decimal": "a Decimal object is not a durable value (use a str or a float)",
+}
+
+
+def _refusal(v: object) -> str:
+    t = type(v)
+    if t.__module__ in ("builtins", "datetime", "decimal") and t.__name__ in _HINTS:
+        return _HINTS[t.__name__]
+    if dataclasses.is_dataclass(v):
+        return f"{_a(v)} is not a durable value (convert it with dataclasses.asdict)"
+    return f"{_a(v)} is not a durable value"
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"malformed durable value: {name} is not a durable value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:
+        raise ValueError(f"malformed durable value: {text} is not a finite float")
+    return value
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("malformed durable value: duplicate key in an object")
+    return d
+
+
+def _tagged_pairs(pairs: list[tuple[str, Any]]) -> Any:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("malformed durable value: duplicate key in an object")
+    for k in d:
+        if k[:1] == "$":
+            break
+    else:
+        return d
+    if _ERROR_TAG in d:
+        if len(d) != 1:
+            raise ValueError('malformed durable value: "$error" has sibling keys')
+        return _error_from(d[_ERROR_TAG])
+    out: dict[str, Any] = {}
+    for k, x in d.items():
+        if k[:1] == "$":
+            if k[:2] != "$$":
+                raise ValueError(f"malformed durable value: unknown tag key {json.dumps(k)}")
+            k = k[1:]
+        out[k] = x
+    return out
+
+
+def _error_from(payload: Any) -> ErrorValue:
+    if type(payload) is not dict or not payload.keys() <= _ERROR_FIELDS:
+        raise ValueError('malformed durable value: "$error" must hold name, message, code, cause')
+    name, message = payload.get("name"), payload.get("message")
+    code, cause = payload.get("code"), payload.get("cause")
+    if type(name) is not str or type(message) is not str:
+        raise ValueError('malformed durable value: "$error" needs a str name and message')
+    if "code" in payload and type(code) is not str:
+        raise ValueError('malformed durable value: an "$error" code must be a str')
+    if "cause" in payload and type(cause) is not ErrorValue:
+        raise ValueError('malformed durable value: an "$error" cause must be an "$error"')
+    return ErrorValue(name, message, code, cause)
+
+
+_PLAIN = json.JSONDecoder(
+    parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_pairs
+)
+_TAGGED = json.JSONDecoder(
+    parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_tagged_pairs
+)
+
+
+def decode(canonical: str) -> Any:
+    """The value back from canonical text: plain Python values, ErrorValue for tagged errors.
+    Raises ValueError on malformed text (not JSON, NaN/Infinity, duplicate or unknown "$" keys,
+    a malformed "$error"). It does not insist on canonical key order or white space."""
+    if not isinstance(canonical, str):
+        raise TypeError(f"decode takes a str, not {_a(canonical)}")
+    # Text without "$" (written plainly or as \u0024) has no tags and no escaped keys.
+    decoder = _PLAIN if "$" not in canonical and "\\u0024" not in canonical else _TAGGED
+    try:
+        return decoder.decode(canonical)
+    except RecursionError:
+        raise ValueError("malformed durable value: nested too deeply") from None

@@ -1,0 +1,145 @@
+"""Errors of ys: one small tree, stable codes from the spec.
+
+    YsError(code, message)                 root; .code is the spec's string, .exit_code the CLI's
+    ├── ExecutionAdmissionError            EXECUTION_ID_CONFLICT, INVALID_EXECUTION_EVENT
+    ├── WorkflowStartError                 INVALID_START_PARAMETERS, START_REQUEST_MISMATCH
+    ├── WorkflowEffectError                INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH
+    ├── ChildWorkflowFailed                a child's failed outcome, raised in its caller
+    ├── WorkflowCancelledError             raised at the next step after `ys cancel`
+    ├── WaitTimeout                        step.wait_for timed out
+    ├── LeaseLost                          a stale delivery token tried to write
+    └── DaemonUnavailable                  nothing answers on the socket
+
+Every code maps to one HTTP status (the daemon's API) and one exit code (the CLI) here, and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# code -> (HTTP status, CLI exit code)
+_CODES: dict[str, tuple[int, int]] = {
+    "INVALID_ARGUMENT": (400, 2),
+    "INVALID_EXECUTION_EVENT": (400, 2),
+    "INVALID_START_PARAMETERS": (400, 2),
+    "INVALID_EFFECT_REQUEST": (400, 2),
+    "EXECUTION_ID_CONFLICT": (409, 3),
+    "START_REQUEST_MISMATCH": (409, 3),
+    "EFFECT_REQUEST_MISMATCH": (409, 3),
+    "VERSION_CONFLICT": (409, 3),
+    "LEASE_LOST": (409, 3),
+    "FAILED_PRECONDITION": (409, 3),
+    "EXECUTION_NOT_FOUND": (404, 4),
+    "WORKFLOW_NOT_FOUND": (404, 4),
+    "NOT_FOUND": (404, 4),
+    "DAEMON_UNAVAILABLE": (503, 5),
+    "TIMEOUT": (504, 6),
+    "RESOURCE_EXHAUSTED": (507, 7),
+    "INTERNAL": (500, 1),
+}
+
+
+def http_status(code: str) -> int:
+    return _CODES.get(code, (500, 1))[0]
+
+
+def exit_code(code: str) -> int:
+    return _CODES.get(code, (500, 1))[1]
+
+
+class YsError(Exception):
+    """An error with a stable code. `context` carries structured fields for renderers."""
+
+    default_code = "INTERNAL"
+
+    def __init__(self, code: str | None = None, message: str = "", **context: Any) -> None:
+        self.code = code or self.default_code
+        self.message = message
+        self.context = context
+        super().__init__(f"{self.code}: {message}" if message else self.code)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.code)
+
+    @property
+    def http_status(self) -> int:
+        return http_status(self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+class ExecutionAdmissionError(YsError):
+    default_code = "EXECUTION_ID_CONFLICT"
+
+
+class WorkflowStartError(YsError):
+    default_code = "START_REQUEST_MISMATCH"
+
+
+class WorkflowEffectError(YsError):
+    default_code = "EFFECT_REQUEST_MISMATCH"
+
+
+class ChildWorkflowFailed(YsError):
+    default_code = "CHILD_WORKFLOW_FAILED"
+
+    def __init__(self, message: str = "", *, child_id: str = "", name: str = "", **kw: Any):
+        super().__init__("CHILD_WORKFLOW_FAILED", message, child_id=child_id, name=name, **kw)
+        self.child_id = child_id
+        self.name = name
+
+
+class WorkflowCancelledError(YsError):
+    default_code = "CANCELLED"
+
+
+class WaitTimeout(YsError):
+    default_code = "WAIT_TIMEOUT"
+
+
+class LeaseLost(YsError):
+    default_code = "LEASE_LOST"
+
+
+class DaemonUnavailable(YsError):
+    default_code = "DAEMON_UNAVAILABLE"
+
+
+class NotFound(YsError):
+    default_code = "EXECUTION_NOT_FOUND"
+
+
+class InvalidArgument(YsError):
+    default_code = "INVALID_ARGUMENT"
+
+
+class ResourceExhausted(YsError):
+    default_code = "RESOURCE_EXHAUSTED"
+
+
+_BY_CODE: dict[str, type[YsError]] = {
+    "EXECUTION_ID_CONFLICT": ExecutionAdmissionError,
+    "INVALID_EXECUTION_EVENT": ExecutionAdmissionError,
+    "INVALID_START_PARAMETERS": WorkflowStartError,
+    "START_REQUEST_MISMATCH": WorkflowStartError,
+    "INVALID_EFFECT_REQUEST": WorkflowEffectError,
+    "EFFECT_REQUEST_MISMATCH": WorkflowEffectError,
+    "LEASE_LOST": LeaseLost,
+    "EXECUTION_NOT_FOUND": NotFound,
+    "WORKFLOW_NOT_FOUND": NotFound,
+    "NOT_FOUND": NotFound,
+    "INVALID_ARGUMENT": InvalidArgument,
+    "RESOURCE_EXHAUSTED": ResourceExhausted,
+    "DAEMON_UNAVAILABLE": DaemonUnavailable,
+}
+
+
+def from_code(code: str, message: str, **context: Any) -> YsError:
+    """The error class that a code belongs to (used to revive errors sent over the API)."""
+    cls = _BY_CODE.get(code, YsError)
+    err = cls.__new__(cls)
+    YsError.__init__(err, code, message, **context)
+    return err

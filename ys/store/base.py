@@ -1,0 +1,145 @@
+"""What every store adapter offers, and the values it returns.
+
+The contract tests in tests/store/ run against every adapter; SQLite is the only one today.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ys.errors import InvalidArgument
+from ys.store.records import Event, Record
+
+MAX_PARAMS_BYTES = 2 * 1024 * 1024
+MAX_ID_BYTES = 256
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+_WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Admission:
+    execution_id: str
+    started: bool
+
+
+@dataclass(frozen=True)
+class Delivery:
+    execution_id: str
+    token: str
+    attempt: int
+    lease_expires_at: float
+    workflow: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    key: str
+    kind: str
+    status: str  # completed | failed | waiting
+    value: str | None  # canonical encoding of the result or the tagged error
+    attempts: int
+    wake_at: float | None
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    next_page_token: str | None
+
+
+@dataclass
+class Description:
+    record: Record
+    history_bytes: int
+    steps: list[StepRecord] = field(default_factory=list)
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    children: list[Record] = field(default_factory=list)
+    lease_expires_at: float | None = None
+
+
+def check_execution_id(execution_id: str, what: str = "execution ID") -> str:
+    """Any printable text up to 256 bytes without control characters."""
+    if not isinstance(execution_id, str) or not execution_id:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the {what} must be non-empty text")
+    if len(execution_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"the {what} is longer than {MAX_ID_BYTES} bytes"
+        )
+    if not execution_id.isprintable():
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"the {what} {execution_id!r} contains control characters"
+        )
+    try:
+        execution_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the {what} is not valid UTF-8") from None
+    return execution_id
+
+
+def check_workflow_name(name: str) -> str:
+    """Workflow names are file names: letters, digits, '.', '_', '-', at most 128."""
+    if not isinstance(name, str) or not _WORKFLOW_NAME.match(name) or name in (".", ".."):
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"workflow name {name!r} is not valid: use letters, digits, '.', '_' or '-' "
+            "(at most 128)",
+        )
+    return name
+
+
+class Store(Protocol):
+    """The runtime adapter: execution client (RFC 001), steps, and reads."""
+
+    def admit(
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> Admission: ...
+
+    def get(self, execution_id: str) -> Record | None: ...
+
+    def request_wake(self, execution_id: str, at: float | None = None, *, now: float | None = None) -> str: ...
+
+    def claim_due(
+        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+    ) -> list[Delivery]: ...
+
+    def renew(self, execution_id: str, token: str, *, now: float | None = None,
+              lease_seconds: float | None = None) -> float: ...
+
+    def release(self, execution_id: str, token: str, *, retry_at: float | None = None,
+                reason: str = "retry", now: float | None = None) -> None: ...
+
+    def acknowledge(self, execution_id: str, token: str, outcome: dict[str, Any], *,
+                    now: float | None = None) -> dict[str, Any]: ...
+
+    def save_step(self, execution_id: str, token: str, key: str, *, kind: str, status: str,
+                  value: str | None, attempts: int = 1, wake_at: float | None = None,
+                  now: float | None = None) -> None: ...
+
+    def steps(self, execution_id: str) -> list[StepRecord]: ...
+
+    def history(self, execution_id: str, limit: int = DEFAULT_PAGE,
+                page_token: str | None = None) -> Page: ...
+
+    def list(self, *, statuses: list[str] | None = None, workflow: str | None = None,
+             parent: str | None = None, limit: int = DEFAULT_PAGE,
+             page_token: str | None = None) -> Page: ...
+
+    def describe(self, execution_id: str) -> Description: ...
+
+    def verify(self) -> list[str]: ...
+
+    def events(self, execution_id: str) -> list[Event]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,154 @@
+"""SQLite plumbing: one `connect()` with the pragmas, one transaction helper, the group writer.
+
+Durability is never traded for speed: WAL with synchronous=FULL, every write in a
+`BEGIN IMMEDIATE` transaction. Throughput comes from the group writer, which runs many
+requests in one transaction (each in its own savepoint) and answers each only after COMMIT.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ys.errors import ResourceExhausted, YsError
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection with ys's pragmas; autocommit mode so transactions are explicit."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal" and path != ":memory:":
+        raise YsError("INTERNAL", f"{path}: cannot switch the database to WAL (got {mode})")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def is_full(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and (
+        getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        or "database or disk is full" in str(exc)
+    )
+
+
+def translate(exc: BaseException) -> BaseException:
+    """SQLITE_FULL becomes RESOURCE_EXHAUSTED; everything else passes through unchanged."""
+    if is_full(exc):
+        return ResourceExhausted(
+            "RESOURCE_EXHAUSTED", "the disk or database is full; free space and retry"
+        )
+    return exc
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE .. COMMIT; on any error ROLLBACK and re-raise the original error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc
+
+
+class _Request:
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+        self.fn = fn
+        self.future: Future[Any] = Future()
+
+
+class Writer:
+    """Runs write functions against one connection.
+
+    Direct mode runs each function in its own transaction under a lock. Group mode runs a
+    thread that drains the queue, executes up to `batch` requests in one transaction, each
+    inside a savepoint (a failing request rolls back only itself), commits, then answers.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, group: bool = False, batch: int = 256) -> None:
+        self.conn = conn
+        self.group = group
+        self.batch = batch
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        if group:
+            self._thread = threading.Thread(target=self._run, name="ys-writer", daemon=True)
+            self._thread.start()
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self.group:
+            with self._lock, transaction(self.conn):
+                return fn(self.conn)
+        req = _Request(fn)
+        self._queue.put(req)
+        return req.future.result()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            reqs = [first]
+            while len(reqs) < self.batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._queue.put(None)
+                    break
+                reqs.append(nxt)
+            self._commit(reqs)
+
+    def _commit(self, reqs: list[_Request]) -> None:
+        conn = self.conn
+        results: list[tuple[_Request, bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for req in reqs:
+                conn.execute("SAVEPOINT req")
+                try:
+                    value = req.fn(conn)
+                except BaseException as exc:  # each request fails alone
+                    conn.execute("ROLLBACK TO req")
+                    conn.execute("RELEASE req")
+                    results.append((req, False, translate(exc)))
+                else:
+                    conn.execute("RELEASE req")
+                    results.append((req, True, value))
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            err = translate(exc)
+            for req in reqs:
+                req.future.set_exception(err)
+            return
+        for req, ok, value in results:
+            if ok:
+                req.future.set_result(value)
+            else:
+                req.future.set_exception(value)

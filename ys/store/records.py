@@ -1,0 +1,163 @@
+"""Execution records and their events: `apply` is the only code that changes a record.
+
+A record is a fold of its history. Every store write computes events, folds them with `apply`,
+and persists both in one transaction; `verify` re-folds stored histories and compares.
+Lease tokens and expiries are not part of the record: they are the dispatcher's working state
+(renewals are heartbeats, not history), kept beside it by the adapter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+STATUSES = ("admitted", "running", "suspended", "completed", "failed", "cancelled")
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+# kinds of events, in the order a typical execution sees them
+ADMITTED = "admitted"
+WAKE_REQUESTED = "wake_requested"
+CLAIMED = "claimed"
+STEP = "step"
+RELEASED = "released"  # a delivery ended without an outcome (lease expired, worker crashed)
+SUSPENDED = "suspended"
+CANCEL_REQUESTED = "cancel_requested"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+EVENT_KINDS = (
+    ADMITTED, WAKE_REQUESTED, CLAIMED, STEP, RELEASED, SUSPENDED, CANCEL_REQUESTED,
+    COMPLETED, FAILED, CANCELLED,
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    at: float
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Record:
+    execution_id: str
+    workflow: str
+    params_json: str  # canonical encoding, as admitted ("" when a write loaded the record without it)
+    context_json: str
+    status: str
+    outcome: dict[str, Any] | None
+    admitted_at: float
+    updated_at: float
+    due_at: float | None  # earliest pending wake not covered by the current delivery
+    covered_due_at: float | None  # the wake the current delivery covers
+    prior_status: str | None  # status before the current claim, restored on release
+    attempts: int
+    parent: dict[str, Any] | None
+    cancel_requested: bool
+    history_length: int
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+class RawJSON(str):
+    """Canonical JSON text that an event carries as is (params are encoded once, at admission)."""
+
+
+def _raw(value: Any) -> str:
+    """Canonical text of a value read back from a stored event (already in codec form)."""
+    if isinstance(value, RawJSON):
+        return str(value)
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a <= b else b
+
+
+def apply(record: Record | None, event: Event) -> Record:
+    """The record after one more event. Pure: the same at commit time and at recovery."""
+    d = event.data
+    if record is None:
+        if event.kind != ADMITTED:
+            raise ValueError(f"the first event must be admitted, not {event.kind}")
+        return Record(
+            execution_id=d["execution_id"],
+            workflow=d["workflow"],
+            params_json=_raw(d["params"]),
+            context_json=_raw(d.get("context") or {}),
+            status="admitted",
+            outcome=None,
+            admitted_at=event.at,
+            updated_at=event.at,
+            due_at=event.at,
+            covered_due_at=None,
+            prior_status=None,
+            attempts=0,
+            parent=d.get("parent"),
+            cancel_requested=False,
+            history_length=1,
+        )
+    r = dataclasses.replace(record, updated_at=event.at, history_length=record.history_length + 1)
+    k = event.kind
+    if k == ADMITTED:
+        raise ValueError("an execution is admitted once")
+    if r.status in TERMINAL:
+        # Terminal records never change (callers must not write such events).
+        raise ValueError(f"{k} after terminal status {r.status}")
+    if k == WAKE_REQUESTED:
+        return dataclasses.replace(r, due_at=_min(r.due_at, d["due_at"]))
+    if k == CLAIMED:
+        return dataclasses.replace(
+            r,
+            status="running",
+            prior_status=r.status,
+            covered_due_at=r.due_at,
+            due_at=None,
+            attempts=r.attempts + 1,
+        )
+    if k == STEP:
+        wake = d.get("wake_at")
+        return dataclasses.replace(r, due_at=_min(r.due_at, wake)) if wake is not None else r
+    if k == RELEASED:
+        # The covered wakes stay pending; they become due again after the retry delay.
+        retry_at = d.get("retry_at", event.at)
+        covered = r.covered_due_at if r.covered_due_at is not None else retry_at
+        return dataclasses.replace(
+            r,
+            status=r.prior_status or "admitted",
+            prior_status=None,
+            covered_due_at=None,
+            due_at=_min(r.due_at, max(covered, retry_at)),
+        )
+    if k == SUSPENDED:
+        return dataclasses.replace(r, status="suspended", prior_status=None, covered_due_at=None)
+    if k == CANCEL_REQUESTED:
+        return dataclasses.replace(r, cancel_requested=True, due_at=_min(r.due_at, event.at))
+    if k in (COMPLETED, FAILED, CANCELLED):
+        outcome: dict[str, Any] = {"status": k}
+        if k == COMPLETED:
+            outcome["result"] = d.get("result")
+        elif k == FAILED:
+            outcome["error"] = d["error"]
+        return dataclasses.replace(
+            r, status=k, outcome=outcome, due_at=None, covered_due_at=None, prior_status=None
+        )
+    raise ValueError(f"unknown event kind {k!r}")
+
+
+def fold(events: list[Event]) -> Record:
+    record: Record | None = None
+    for e in events:
+        record = apply(record, e)
+    if record is None:
+        raise ValueError("an empty history has no record")
+    return record

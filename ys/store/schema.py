@@ -1,0 +1,84 @@
+"""The schema, versioned: each migration runs in the transaction that records it."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from ys.store.db import transaction
+
+MIGRATIONS: list[str] = [
+    # 1: execution records (a projection of their events), events, steps
+    """
+    CREATE TABLE executions (
+        execution_id     TEXT PRIMARY KEY,
+        workflow         TEXT NOT NULL,
+        params           TEXT NOT NULL,
+        context          TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        outcome          TEXT,
+        admitted_at      REAL NOT NULL,
+        updated_at       REAL NOT NULL,
+        due_at           REAL,
+        covered_due_at   REAL,
+        prior_status     TEXT,
+        attempts         INTEGER NOT NULL,
+        parent_id        TEXT,
+        parent_step      TEXT,
+        parent_detached  INTEGER,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        history_length   INTEGER NOT NULL,
+        history_bytes    INTEGER NOT NULL,
+        lease_token      TEXT,
+        lease_expires_at REAL
+    );
+    CREATE INDEX executions_due ON executions(due_at) WHERE due_at IS NOT NULL;
+    CREATE INDEX executions_lease ON executions(lease_expires_at) WHERE lease_token IS NOT NULL;
+    CREATE INDEX executions_admitted ON executions(admitted_at DESC, execution_id);
+    CREATE INDEX executions_status ON executions(status, admitted_at DESC);
+    CREATE INDEX executions_parent ON executions(parent_id) WHERE parent_id IS NOT NULL;
+    CREATE TABLE events (
+        execution_id TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        at           REAL NOT NULL,
+        kind         TEXT NOT NULL,
+        data         TEXT NOT NULL,
+        PRIMARY KEY (execution_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE steps (
+        execution_id TEXT NOT NULL,
+        key          TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        value        TEXT,
+        attempts     INTEGER NOT NULL DEFAULT 1,
+        wake_at      REAL,
+        updated_at   REAL NOT NULL,
+        PRIMARY KEY (execution_id, key)
+    ) WITHOUT ROWID;
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the file to the newest schema; returns the version it is at."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL)"
+    )
+    while True:
+        with transaction(conn):
+            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+            version = int(row[0])
+            if version >= len(MIGRATIONS):
+                return version
+            for stmt in _statements(MIGRATIONS[version]):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version + 1, time.time()),
+            )
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (executescript would COMMIT our transaction)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

@@ -1,0 +1,569 @@
+"""The SQLite adapter: RFC 001's execution client, leases, and step records.
+
+Every write runs through the Writer (one transaction, or a savepoint inside a group commit),
+computes events, folds them with `apply`, and persists events and projection together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ys import codec
+from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFound
+from ys.store import reads
+from ys.store.base import (
+    DEFAULT_PAGE,
+    MAX_PARAMS_BYTES,
+    Admission,
+    Delivery,
+    Description,
+    Page,
+    StepRecord,
+    check_execution_id,
+    check_workflow_name,
+)
+from ys.store.db import Writer, connect
+from ys.store.records import (
+    ADMITTED,
+    CANCEL_REQUESTED,
+    CANCELLED,
+    CLAIMED,
+    COMPLETED,
+    FAILED,
+    RELEASED,
+    STEP,
+    SUSPENDED,
+    TERMINAL,
+    WAKE_REQUESTED,
+    Event,
+    RawJSON,
+    Record,
+    apply,
+)
+from ys.store.schema import migrate
+
+T = TypeVar("T")
+DEFAULT_LEASE_SECONDS = 30.0
+
+_RECORD_COLUMNS = (
+    "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
+    "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
+    "cancel_requested, history_length"
+)
+_FULL = _RECORD_COLUMNS.format(params="params", context="context")
+_LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
+
+
+def row_to_record(row: tuple[Any, ...]) -> Record:
+    parent = None
+    if row[12] is not None:
+        parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
+    return Record(
+        execution_id=row[0],
+        workflow=row[1],
+        params_json=row[2],
+        context_json=row[3],
+        status=row[4],
+        outcome=json.loads(row[5]) if row[5] is not None else None,
+        admitted_at=row[6],
+        updated_at=row[7],
+        due_at=row[8],
+        covered_due_at=row[9],
+        prior_status=row[10],
+        attempts=row[11],
+        parent=parent,
+        cancel_requested=bool(row[15]),
+        history_length=row[16],
+    )
+
+
+def load(c: sqlite3.Connection, execution_id: str, payload: bool = True) -> Record | None:
+    row = c.execute(
+        f"SELECT {_FULL if payload else _LIGHT} FROM executions WHERE execution_id = ?",
+        (execution_id,),
+    ).fetchone()
+    return row_to_record(row) if row else None
+
+
+def event_text(data: dict[str, Any]) -> str:
+    """Canonical JSON of an event's data; RawJSON values (params) are embedded unchanged."""
+    parts = []
+    for key in sorted(data):
+        value = data[key]
+        text = str(value) if isinstance(value, RawJSON) else json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        parts.append(f"{json.dumps(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> Record:
+    """Fold `events` onto `prior` and persist the events and the new projection together."""
+    record = prior
+    seq = prior.history_length if prior else 0
+    nbytes = 0
+    rows = []
+    for e in events:
+        record = apply(record, e)
+        seq += 1
+        text = event_text(e.data)
+        nbytes += len(text)
+        rows.append((record.execution_id, seq, e.at, e.kind, text))
+    assert record is not None
+    c.executemany("INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)", rows)
+    outcome = (
+        json.dumps(record.outcome, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if record.outcome is not None
+        else None
+    )
+    if prior is None:
+        p = record.parent or {}
+        c.execute(
+            "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
+            "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
+            "parent_step, parent_detached, cancel_requested, history_length, history_bytes) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.execution_id, record.workflow, record.params_json, record.context_json,
+                record.status, outcome, record.admitted_at, record.updated_at, record.due_at,
+                record.covered_due_at, record.prior_status, record.attempts,
+                p.get("execution_id"), p.get("step_key"),
+                int(bool(p.get("detached"))) if p else None,
+                int(record.cancel_requested), record.history_length, nbytes,
+            ),
+        )
+    else:
+        c.execute(
+            "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
+            "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
+            "history_bytes=history_bytes+? WHERE execution_id=?",
+            (
+                record.status, outcome, record.updated_at, record.due_at, record.covered_due_at,
+                record.prior_status, record.attempts, int(record.cancel_requested),
+                record.history_length, nbytes, record.execution_id,
+            ),
+        )
+    return record
+
+
+def check_lease(c: sqlite3.Connection, execution_id: str, token: str, now: float) -> None:
+    """Fencing: only the live lease's token may write; an expired lease is already lost."""
+    row = c.execute(
+        "SELECT lease_token, lease_expires_at FROM executions WHERE execution_id = ?",
+        (execution_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if row[0] is None or row[0] != token or row[1] <= now:
+        raise LeaseLost(
+            "LEASE_LOST",
+            f"the delivery of {execution_id!r} no longer holds its lease; another delivery owns it",
+        )
+
+
+class SqliteStore:
+    """One SQLite file. Thread-safe: writes go through one Writer, reads use per-thread
+    connections (WAL lets them run beside the writer)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        group_commit: bool = False,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.clock = clock
+        self.lease_seconds = lease_seconds
+        conn = connect(self.path)
+        migrate(conn)
+        self._writer = Writer(conn, group=group_commit)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._writer.write(fn)
+
+    def reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self._writer.close()
+        self._writer.conn.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    def _now(self, now: float | None) -> float:
+        return self.clock() if now is None else now
+
+    # -- admission --------------------------------------------------------------------------
+
+    def admit(
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> Admission:
+        check_workflow_name(workflow)
+        if execution_id is not None:
+            check_execution_id(execution_id)
+        if if_exists not in ("fail", "use-existing"):
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"if_exists must be 'fail' or 'use-existing', not {if_exists!r}"
+            )
+        params_json = encode_event_value({} if params is None else params, "params")
+        if len(params_json.encode("utf-8")) > MAX_PARAMS_BYTES:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
+            )
+        context_json = encode_event_value(context or {}, "context")
+        at = self._now(now)
+
+        def tx(c: sqlite3.Connection) -> Admission:
+            return admit_tx(
+                c, workflow, params_json, context_json, execution_id, if_exists, parent, at
+            )
+
+        return self.write(tx)
+
+    def get(self, execution_id: str) -> Record | None:
+        return load(self.reader(), execution_id)
+
+    # -- wakes and deliveries ---------------------------------------------------------------
+
+    def request_wake(
+        self, execution_id: str, at: float | None = None, *, now: float | None = None,
+        reason: str = "requested",
+    ) -> str:
+        t = self._now(now)
+        due = t if at is None else at
+        return self.write(lambda c: request_wake_tx(c, execution_id, due, t, reason))
+
+    def claim_due(
+        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+    ) -> list[Delivery]:
+        t = self._now(now)
+        lease = self.lease_seconds if lease_seconds is None else lease_seconds
+        return self.write(lambda c: claim_due_tx(c, t, limit, lease))
+
+    def release_expired(self, now: float | None = None) -> list[str]:
+        """Recovery's first step: every expired lease is released, its wakes pending again."""
+        t = self._now(now)
+        return self.write(lambda c: release_expired_tx(c, t, limit=None))
+
+    def renew(
+        self, execution_id: str, token: str, *, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        t = self._now(now)
+        expires = t + (self.lease_seconds if lease_seconds is None else lease_seconds)
+
+        def tx(c: sqlite3.Connection) -> float:
+            check_lease(c, execution_id, token, t)
+            c.execute(
+                "UPDATE executions SET lease_expires_at=? WHERE execution_id=?",
+                (expires, execution_id),
+            )
+            return expires
+
+        return self.write(tx)
+
+    def release(
+        self, execution_id: str, token: str, *, retry_at: float | None = None,
+        reason: str = "retry", now: float | None = None, detail: str | None = None,
+    ) -> None:
+        """An infrastructure failure: no outcome; the covered wakes become due at retry_at."""
+        t = self._now(now)
+
+        def tx(c: sqlite3.Connection) -> None:
+            check_lease(c, execution_id, token, t)
+            record = load(c, execution_id, payload=False)
+            assert record is not None
+            data: dict[str, Any] = {"reason": reason, "retry_at": retry_at or t}
+            if detail:
+                data["detail"] = detail[-2000:]
+            append(c, record, [Event(RELEASED, t, data)])
+            clear_lease(c, execution_id)
+
+        self.write(tx)
+
+    def acknowledge(
+        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+    ) -> dict[str, Any]:
+        t = self._now(now)
+        event = outcome_event(outcome, t)
+        return self.write(lambda c: acknowledge_tx(c, execution_id, token, event, t))
+
+    def cancel(self, execution_id: str, *, now: float | None = None) -> Record:
+        t = self._now(now)
+
+        def tx(c: sqlite3.Connection) -> Record:
+            record = load(c, execution_id, payload=False)
+            if record is None:
+                raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            if record.terminal or record.cancel_requested:
+                return record
+            return append(c, record, [Event(CANCEL_REQUESTED, t, {})])
+
+        return self.write(tx)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def save_step(
+        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
+        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Fenced by the delivery token; a wake_at is requested in the same transaction."""
+        t = self._now(now)
+
+        def tx(c: sqlite3.Connection) -> None:
+            save_step_tx(c, execution_id, token, key, kind, status, value, attempts, wake_at, t)
+
+        self.write(tx)
+
+    def steps(self, execution_id: str) -> list[StepRecord]:
+        return reads.steps(self.reader(), execution_id)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def events(self, execution_id: str) -> list[Event]:
+        return reads.events(self.reader(), execution_id)
+
+    def history(
+        self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
+    ) -> Page:
+        return reads.history(self.reader(), execution_id, limit, page_token)
+
+    def list(
+        self, *, statuses: list[str] | None = None, workflow: str | None = None,
+        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+    ) -> Page:
+        return reads.list_executions(
+            self.reader(), statuses=statuses, workflow=workflow, parent=parent,
+            limit=limit, page_token=page_token,
+        )
+
+    def describe(self, execution_id: str) -> Description:
+        return reads.describe(self.reader(), execution_id)
+
+    def verify(self) -> list[str]:
+        return reads.verify(self.reader())
+
+    def next_due_at(self) -> float | None:
+        """The earliest time anything becomes claimable (a due wake or a lease expiry)."""
+        return reads.next_due_at(self.reader())
+
+
+# -- transaction bodies (shared by the adapter's methods and by later clients) ---------------
+
+
+def encode_event_value(value: Any, path: str) -> str:
+    enc = codec.encode(value, path=path)
+    if enc.status != "encoded":
+        raise ExecutionAdmissionError("INVALID_EXECUTION_EVENT", enc.message or "invalid value")
+    assert enc.canonical is not None
+    return enc.canonical
+
+
+def admit_tx(
+    c: sqlite3.Connection, workflow: str, params_json: str, context_json: str,
+    execution_id: str | None, if_exists: str, parent: dict[str, Any] | None, at: float,
+) -> Admission:
+    if execution_id is None:
+        while True:
+            candidate = f"{workflow}-{secrets.token_hex(6)}"
+            if c.execute(
+                "SELECT 1 FROM executions WHERE execution_id=?", (candidate,)
+            ).fetchone() is None:
+                execution_id = candidate
+                break
+    else:
+        row = c.execute(
+            "SELECT workflow, params, context, status FROM executions WHERE execution_id=?",
+            (execution_id,),
+        ).fetchone()
+        if row is not None:
+            same = row[0] == workflow and row[1] == params_json and row[2] == context_json
+            if if_exists == "use-existing" and same:
+                return Admission(execution_id, started=False)
+            why = "" if if_exists == "fail" else " with a different workflow, params or context"
+            raise ExecutionAdmissionError(
+                "EXECUTION_ID_CONFLICT",
+                f"{execution_id} already exists{why} ({row[3]})",
+                execution_id=execution_id, status=row[3],
+            )
+    data: dict[str, Any] = {
+        "execution_id": execution_id,
+        "workflow": workflow,
+        "params": RawJSON(params_json),
+        "context": RawJSON(context_json),
+    }
+    if parent is not None:
+        data["parent"] = parent
+    append(c, None, [Event(ADMITTED, at, data)])
+    return Admission(execution_id, started=True)
+
+
+def request_wake_tx(
+    c: sqlite3.Connection, execution_id: str, due: float, now: float, reason: str = "requested"
+) -> str:
+    record = load(c, execution_id, payload=False)
+    if record is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if record.terminal:
+        return "ignored"
+    if record.due_at is not None and record.due_at <= due:
+        return "requested"  # merges into an earlier pending wake: nothing changes
+    append(c, record, [Event(WAKE_REQUESTED, now, {"due_at": due, "reason": reason})])
+    return "requested"
+
+
+def clear_lease(c: sqlite3.Connection, execution_id: str) -> None:
+    c.execute(
+        "UPDATE executions SET lease_token=NULL, lease_expires_at=NULL WHERE execution_id=?",
+        (execution_id,),
+    )
+
+
+def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> list[str]:
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
+        "AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?",
+        (now, -1 if limit is None else limit),
+    ).fetchall()
+    released = []
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False)
+        assert record is not None
+        append(c, record, [Event(RELEASED, now, {"reason": "lease_expired", "retry_at": now})])
+        clear_lease(c, execution_id)
+        released.append(execution_id)
+    return released
+
+
+def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
+    release_expired_tx(c, now, limit=max(limit, 16))
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "
+        "ORDER BY due_at, execution_id LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    out = []
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False)
+        assert record is not None and not record.terminal
+        token = secrets.token_hex(16)
+        expires = now + lease
+        record = append(c, record, [Event(CLAIMED, now, {"attempt": record.attempts + 1})])
+        c.execute(
+            "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
+            (token, expires, execution_id),
+        )
+        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow))
+    return out
+
+
+def outcome_event(outcome: dict[str, Any], at: float) -> Event:
+    """Validate a WorkflowRunOutcome and turn it into the event that records it."""
+    status = outcome.get("status")
+    if status == "suspended":
+        return Event(SUSPENDED, at, {})
+    if status == "completed":
+        result = outcome.get("result")
+        enc = codec.encode(result, path="result")
+        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
+            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        # Results are stored as plain JSON (lossless for durable values without tagged errors).
+        return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
+    if status == "failed":
+        error = outcome.get("error") or {}
+        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
+            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
+        clean = {"name": error["name"], "message": str(error.get("message", ""))}
+        for extra in ("code", "traceback", "cause"):
+            if error.get(extra) is not None:
+                clean[extra] = error[extra]
+        return Event(FAILED, at, {"error": clean})
+    if status == "cancelled":
+        return Event(CANCELLED, at, {})
+    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")
+
+
+def acknowledge_tx(
+    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float
+) -> dict[str, Any]:
+    record = load(c, execution_id, payload=False)
+    if record is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if record.terminal:
+        assert record.outcome is not None
+        return record.outcome  # terminal outcomes are immutable: the first one wins
+    check_lease(c, execution_id, token, now)
+    record = append(c, record, [event])
+    clear_lease(c, execution_id)
+    if record.terminal and record.parent is not None:
+        wake_waiting_parent(c, record, now)
+    return record.outcome if record.outcome is not None else {"status": "suspended"}
+
+
+def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> None:
+    """A caller blocked in step.call on this child is woken in the child's final transaction."""
+    assert child.parent is not None
+    parent_id, key = child.parent["execution_id"], child.parent["step_key"]
+    waiting = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='waiting'",
+        (parent_id, key),
+    ).fetchone()
+    if waiting is not None:
+        request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
+
+
+def save_step_tx(
+    c: sqlite3.Connection, execution_id: str, token: str, key: str, kind: str, status: str,
+    value: str | None, attempts: int, wake_at: float | None, now: float,
+) -> None:
+    check_lease(c, execution_id, token, now)
+    record = load(c, execution_id, payload=False)
+    assert record is not None
+    c.execute(
+        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at) "
+        "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
+        "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
+        "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
+        (execution_id, key, kind, status, value, attempts, wake_at, now),
+    )
+    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
+    if attempts != 1:
+        data["attempts"] = attempts
+    if wake_at is not None:
+        data["wake_at"] = wake_at
+    append(c, record, [Event(STEP, now, data)])
+
+
+__all__ = ["SqliteStore", "TERMINAL"]
