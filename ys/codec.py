@@ -51,7 +51,8 @@ class ErrorValue:
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorValue:
-        """Follows `__cause__` (not `__context__`) at most 16 links deep; never raises."""
+        """Follows `__cause__` (not `__context__`) at most 16 links deep; never raises, and the
+        result always encodes (lone surrogates in texts are written as \\udcxx escapes)."""
         chain: list[BaseException] = []
         seen: set[int] = set()
         link: BaseException | None = exc
@@ -61,7 +62,9 @@ class ErrorValue:
             link = link.__cause__
         result: ErrorValue | None = None
         for link in reversed(chain):
-            result = cls(type(link).__name__, _exception_message(link), _exception_code(link), result)
+            result = cls(
+                type(link).__name__, _exception_message(link), _exception_code(link), result
+            )
         assert result is not None
         return result
 
@@ -77,7 +80,7 @@ class ErrorValue:
 
 def _exception_message(exc: BaseException) -> str:
     try:
-        return str(exc)
+        return _utf8(str(exc))
     except Exception:
         return f"<unprintable {type(exc).__name__}>"
 
@@ -87,7 +90,14 @@ def _exception_code(exc: BaseException) -> str | None:
         code = getattr(exc, "code", None)
     except Exception:
         return None
-    return str.__str__(code) if isinstance(code, str) else None
+    return _utf8(str.__str__(code)) if isinstance(code, str) else None
+
+
+def _utf8(text: str) -> str:
+    """`text` with lone surrogates (e.g. from os.fsdecode) spelled as \\udcxx, so it encodes."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -124,9 +134,20 @@ def encode(value: object, *, path: str = "value") -> Encoding:
     except _Invalid as exc:
         return Encoding("invalid", message=exc.message(path))
     try:
-        return Encoding("encoded", canonical=_ENCODER.encode(tree))
+        canonical = _ENCODER.encode(tree)
     except ValueError as exc:  # only if sys.set_int_max_str_digits was lowered below 4300
         return Encoding("invalid", message=f"{path}: {exc}")
+    if not canonical.isascii():
+        # A lone surrogate (e.g. from os.fsdecode) has no UTF-8 form, so it could not be stored.
+        try:
+            canonical.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                _find_surrogate(value)
+            except _Invalid as exc:
+                return Encoding("invalid", message=exc.message(path))
+            return Encoding("invalid", message=f"{path}: a lone surrogate is not a durable value")
+    return Encoding("encoded", canonical=canonical)
 
 
 def dumps(value: object, *, path: str = "value") -> str:
@@ -138,12 +159,8 @@ def dumps(value: object, *, path: str = "value") -> str:
 
 
 def is_durable(value: object) -> bool:
-    """Whether `encode` would accept `value` (validates without producing text)."""
-    try:
-        _build(value, 0, set())
-    except _Invalid:
-        return False
-    return True
+    """Whether `encode` would accept `value` (it costs as much as encoding it)."""
+    return encode(value).status == "encoded"
 
 
 def _build(v: Any, depth: int, active: set[int]) -> Any:
@@ -294,13 +311,49 @@ def _error(v: ErrorValue, depth: int, active: set[int]) -> dict[str, Any]:
     if cause is not None:
         try:
             if not isinstance(cause, ErrorValue):
-                raise _Invalid(f"an ErrorValue's cause must be an ErrorValue or None, not {_a(cause)}")
+                raise _Invalid(
+                    f"an ErrorValue's cause must be an ErrorValue or None, not {_a(cause)}"
+                )
             payload["cause"] = _error(cause, depth + 1, active)
         except _Invalid as exc:
             exc.segments.append(".cause")
             raise
     active.discard(key)
     return {_ERROR_TAG: payload}
+
+
+def _find_surrogate(v: Any) -> None:
+    """Raises _Invalid at the first str holding a lone surrogate; `v` has passed _build."""
+    if isinstance(v, str):
+        _check_str(v, "a str")
+    elif isinstance(v, dict):
+        for k, x in dict.items(v):
+            _check_str(k, f"key {_show(k)}")
+            try:
+                _find_surrogate(x)
+            except _Invalid as exc:
+                exc.segments.append(_key_segment(k))
+                raise
+    elif isinstance(v, list):
+        for i, x in enumerate(list.__iter__(v)):
+            try:
+                _find_surrogate(x)
+            except _Invalid as exc:
+                exc.segments.append(f"[{i}]")
+                raise
+    elif isinstance(v, ErrorValue):
+        for field in ("name", "message", "code", "cause"):
+            try:
+                _find_surrogate(getattr(v, field))
+            except _Invalid as exc:
+                exc.segments.append("." + field)
+                raise
+
+
+def _check_str(s: str, what: str) -> None:
+    for c in s:
+        if "\ud800" <= c <= "\udfff":
+            raise _Invalid(f"{what} with a lone surrogate (U+{ord(c):04X}) is not a durable value")
 
 
 def _key_segment(key: str) -> str:
@@ -316,6 +369,8 @@ def _show(x: object) -> str:
 
 
 def _a(x: object) -> str:
+    if type(x) is object:
+        return "a bare object()"
     name = type(x).__name__
     article = "an" if name[:1].lower() in "aeiou" else "a"
     return f"{article} {name} object"
@@ -356,17 +411,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    d = dict(pairs)
-    if len(d) != len(pairs):
-        raise ValueError("malformed durable value: duplicate key in an object")
-    return d
-
-
-def _tagged_pairs(pairs: list[tuple[str, Any]]) -> Any:
-    d = dict(pairs)
-    if len(d) != len(pairs):
-        raise ValueError("malformed durable value: duplicate key in an object")
+def _unescape(d: dict[str, Any]) -> Any:
     for k in d:
         if k[:1] == "$":
             break
@@ -400,18 +445,19 @@ def _error_from(payload: Any) -> ErrorValue:
     return ErrorValue(name, message, code, cause)
 
 
-_PLAIN = json.JSONDecoder(
-    parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_pairs
-)
+# Duplicate keys are not checked (the last one wins, as in json.loads): encode never writes them,
+# and checking would cost a hook call per object on every read.
+_PLAIN = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_constant)
 _TAGGED = json.JSONDecoder(
-    parse_float=_finite_float, parse_constant=_refuse_constant, object_pairs_hook=_tagged_pairs
+    parse_float=_finite_float, parse_constant=_refuse_constant, object_hook=_unescape
 )
 
 
 def decode(canonical: str) -> Any:
     """The value back from canonical text: plain Python values, ErrorValue for tagged errors.
-    Raises ValueError on malformed text (not JSON, NaN/Infinity, duplicate or unknown "$" keys,
-    a malformed "$error"). It does not insist on canonical key order or white space."""
+    Raises ValueError on malformed text (not JSON, NaN/Infinity, a float that overflows, an
+    unknown single-"$" key, a malformed "$error"). Key order, white space and duplicate keys are
+    not checked."""
     if not isinstance(canonical, str):
         raise TypeError(f"decode takes a str, not {_a(canonical)}")
     # Text without "$" (written plainly or as \u0024) has no tags and no escaped keys.

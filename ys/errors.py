@@ -57,7 +57,7 @@ class YsError(Exception):
         self.code = code or self.default_code
         self.message = message
         self.context = context
-        super().__init__(f"{self.code}: {message}" if message else self.code)
+        super().__init__(message or self.code)
 
     @property
     def exit_code(self) -> int:

@@ -98,7 +98,7 @@ class Writer:
                 return fn(self.conn)
         req = _Request(fn)
         self._queue.put(req)
-        return req.future.result()  # type: ignore[no-any-return]
+        return req.future.result()  # type: ignore[no-any-return,unused-ignore]
 
     def close(self) -> None:
         if self._thread is not None:

@@ -102,7 +102,8 @@ def list_executions(
     from ys.store.sqlite import _FULL, row_to_record
 
     limit = check_limit(limit)
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if statuses:
         bad = [s for s in statuses if s not in STATUSES]
         if bad:

@@ -6,6 +6,7 @@ computes events, folds them with `apply`, and persists events and projection tog
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import secrets
@@ -347,6 +348,36 @@ class SqliteStore:
 
         self.write(tx)
 
+    def delivery_state(
+        self, execution_id: str, token: str, *, now: float | None = None
+    ) -> tuple[Record, list[StepRecord]]:
+        """What a worker needs to run: the record and the saved steps, if it holds the lease.
+        A terminal record is returned to any caller (its outcome is final)."""
+        t = self._now(now)
+        c = self.reader()
+        c.execute("BEGIN")
+        try:
+            record = load(c, execution_id)
+            if record is None:
+                raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            if not record.terminal:
+                row = c.execute(
+                    "SELECT lease_token, lease_expires_at FROM executions WHERE execution_id=?",
+                    (execution_id,),
+                ).fetchone()
+                if row[0] != token or row[1] is None or row[1] <= t:
+                    raise LeaseLost("LEASE_LOST", f"this delivery of {execution_id!r} has no lease")
+            return record, reads.steps(c, execution_id)
+        finally:
+            c.execute("COMMIT")
+
+    def held_leases(self) -> list[tuple[str, str]]:
+        """(execution ID, token) of every lease currently held, expired or not."""
+        rows = self.reader().execute(
+            "SELECT execution_id, lease_token FROM executions WHERE lease_token IS NOT NULL"
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
     def steps(self, execution_id: str) -> list[StepRecord]:
         return reads.steps(self.reader(), execution_id)
 
@@ -361,7 +392,7 @@ class SqliteStore:
         return reads.history(self.reader(), execution_id, limit, page_token)
 
     def list(
-        self, *, statuses: list[str] | None = None, workflow: str | None = None,
+        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
         parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
     ) -> Page:
         return reads.list_executions(
@@ -372,7 +403,7 @@ class SqliteStore:
     def describe(self, execution_id: str) -> Description:
         return reads.describe(self.reader(), execution_id)
 
-    def verify(self) -> list[str]:
+    def verify(self) -> builtins.list[str]:
         return reads.verify(self.reader())
 
     def next_due_at(self) -> float | None:
@@ -451,7 +482,7 @@ def clear_lease(c: sqlite3.Connection, execution_id: str) -> None:
     )
 
 
-def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> list[str]:
+def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> builtins.list[str]:
     rows = c.execute(
         "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
         "AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?",
@@ -467,7 +498,7 @@ def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> 
     return released
 
 
-def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
+def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> builtins.list[Delivery]:
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
         "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "

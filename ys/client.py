@@ -1,0 +1,213 @@
+"""ys.Client: trigger and read executions over the daemon's Unix socket.
+
+Standard library only (http.client over AF_UNIX), so the CLI's fast paths stay fast. Refusals
+raise the error class of their code (`ys.ExecutionAdmissionError` for a 409 on trigger, ...).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import time
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from ys.errors import DaemonUnavailable, YsError, from_code
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not None:
+            sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+def _seg(execution_id: str) -> str:
+    return quote(execution_id, safe="")
+
+
+class Transport:
+    """One keep-alive HTTP connection to the socket; reconnects once on a dropped connection."""
+
+    def __init__(self, socket_path: str, timeout: float | None = 60.0,
+                 token: str | None = None) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.token = token
+        self._conn: _UnixConnection | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def request(self, method: str, path: str, body: Any = None,
+                timeout: float | None = None) -> Any:
+        payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        if self.token:
+            headers["X-Ys-Token"] = self.token
+        for attempt in (1, 2):
+            conn = self._conn
+            if conn is None or timeout is not None:
+                conn = _UnixConnection(self.socket_path, timeout or self.timeout)
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                conn.close()
+                self._conn = None
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    f"no daemon answers on {self.socket_path}; start it with `ys daemon start`",
+                ) from exc
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
+                    http.client.CannotSendRequest) as exc:
+                conn.close()
+                self._conn = None
+                if attempt == 2 or method not in ("GET",):
+                    raise DaemonUnavailable(
+                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})"
+                    ) from exc
+                continue
+            if timeout is None:
+                self._conn = conn
+            else:
+                conn.close()
+            break
+        if resp.status >= 400:
+            try:
+                err = json.loads(data)
+                raise from_code(err["code"], err.get("message", ""), status=resp.status)
+            except (ValueError, KeyError, TypeError):
+                raise YsError("INTERNAL", f"HTTP {resp.status}: {data[:200]!r}") from None
+        if resp.status == 204 or not data:
+            return None
+        return json.loads(data)
+
+
+def default_socket() -> str:
+    from ys.paths import resolve
+
+    return str(resolve().socket)
+
+
+class Client:
+    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3."""
+
+    def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0,
+                 autostart: bool = False) -> None:
+        self.socket_path = socket_path or os.environ.get("YS_SOCKET") or default_socket()
+        self.transport = Transport(self.socket_path, timeout=timeout)
+        self.autostart = autostart
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        try:
+            return self.transport.request(method, path, body, timeout=timeout)
+        except DaemonUnavailable:
+            if not self.autostart:
+                raise
+            from ys.autostart import ensure_daemon
+
+            ensure_daemon()
+            self.autostart = False
+            return self.transport.request(method, path, body, timeout=timeout)
+
+    # -- executions -------------------------------------------------------------------------
+
+    def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
+                if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Admit an execution; returns {"execution_id", "started"} once admission commits."""
+        body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
+        if params is not None:
+            body["params"] = params
+        if execution_id is not None:
+            body["execution_id"] = execution_id
+        if context is not None:
+            body["context"] = context
+        result: dict[str, Any] = self._call("POST", "/v1/executions", body)
+        return result
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_seg(execution_id)}")
+        return result
+
+    def describe(self, execution_id: str) -> dict[str, Any]:
+        path = f"/v1/executions/{_seg(execution_id)}/describe"
+        result: dict[str, Any] = self._call("GET", path)
+        return result
+
+    def wait(self, execution_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the execution is terminal or `timeout` seconds pass; returns the record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            chunk = 30.0 if deadline is None else max(0.0, min(30.0, deadline - time.monotonic()))
+            path = f"/v1/executions/{_seg(execution_id)}/wait?timeout={chunk:.3f}"
+            record: dict[str, Any] = self._call("GET", path, timeout=chunk + 30)
+            if record["status"] in ("completed", "failed", "cancelled"):
+                return record
+            if deadline is not None and time.monotonic() >= deadline:
+                return record
+
+    def list(self, *, status: list[str] | str | None = None, workflow: str | None = None,
+             parent: str | None = None, limit: int | None = None,
+             page_token: str | None = None) -> dict[str, Any]:
+        q: list[tuple[str, str]] = []
+        for s in [status] if isinstance(status, str) else status or []:
+            q.append(("status", s))
+        for k, v in (("workflow", workflow), ("parent", parent), ("limit", limit),
+                     ("page_token", page_token)):
+            if v is not None:
+                q.append((k, str(v)))
+        path = "/v1/executions" + (f"?{urlencode(q)}" if q else "")
+        result: dict[str, Any] = self._call("GET", path)
+        return result
+
+    def ps(self) -> dict[str, Any]:
+        return self.list(status=["admitted", "running", "suspended"], limit=1000)
+
+    def history(self, execution_id: str, limit: int | None = None,
+                page_token: str | None = None) -> dict[str, Any]:
+        q = {k: str(v) for k, v in (("limit", limit), ("page_token", page_token)) if v is not None}
+        path = f"/v1/executions/{_seg(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
+        result: dict[str, Any] = self._call("GET", path)
+        return result
+
+    def wake(self, execution_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/v1/executions/{_seg(execution_id)}/wake", {})
+        return result
+
+    def cancel(self, execution_id: str) -> dict[str, Any]:
+        path = f"/v1/executions/{_seg(execution_id)}/cancel"
+        result: dict[str, Any] = self._call("POST", path, {})
+        return result
+
+    def workflows(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/v1/workflows")
+        return result
+
+    def version(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/v1/version")
+        return result
+
+    def shutdown(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})
+        return result

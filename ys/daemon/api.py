@@ -1,0 +1,326 @@
+"""The API on the Unix socket: HTTP/1.1 + JSON (aiohttp). Every route is in docs/API.md.
+
+Errors are {"code", "message"} with the spec's codes and the HTTP status errors.py maps them
+to. Worker routes take the delivery token in the X-Ys-Token header and are fenced by it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from ys import __version__
+from ys.daemon import views
+from ys.errors import InvalidArgument, NotFound, YsError
+
+log = logging.getLogger("ys.api")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
+MAX_WAIT = 60.0
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(data, separators=(",", ":"), ensure_ascii=False),
+        status=status, content_type="application/json",
+    )
+
+
+def peer_uid(request: web.Request) -> int | None:
+    sock = request.transport.get_extra_info("socket") if request.transport else None
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    uid = peer_uid(request)
+    if uid != os.getuid():
+        log.warning("refused a connection from uid %s", uid)
+        return _json({"code": "PERMISSION_DENIED",
+                      "message": "this daemon serves only its own user"}, 403)
+    try:
+        return await handler(request)
+    except YsError as exc:
+        return _json(exc.to_json(), exc.http_status)
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "INVALID_ARGUMENT"}.get(
+                exc.status, "INVALID_ARGUMENT")
+            return _json({"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
+                         exc.status)
+        raise
+    except Exception as exc:
+        log.exception("internal error on %s %s", request.method, request.path)
+        return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("INVALID_ARGUMENT", "the request body must be a JSON object")
+    return data
+
+
+def _int(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a whole number") from None
+
+
+def _float(request: web.Request, name: str, default: float) -> float:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a number") from None
+
+
+class Api:
+    def __init__(self, daemon: Any) -> None:
+        self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
+
+    def routes(self) -> list[web.RouteDef]:
+        e = "/v1/executions/{id}"
+        return [
+            web.get("/v1/version", self.version),
+            web.post("/v1/shutdown", self.shutdown),
+            web.get("/v1/workflows", self.workflows),
+            web.post("/v1/executions", self.trigger),
+            web.get("/v1/executions", self.list),
+            web.get(e, self.get),
+            web.get(e + "/describe", self.describe),
+            web.get(e + "/history", self.history),
+            web.get(e + "/wait", self.wait),
+            web.post(e + "/wake", self.wake),
+            web.post(e + "/cancel", self.cancel),
+            web.get(e + "/run", self.run_state),
+            web.put(e + "/steps/{key}", self.save_step),
+            web.post(e + "/outcome", self.outcome),
+            web.post(e + "/lease", self.renew),
+        ]
+
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.d.hub.call(fn, *args, **kwargs)
+
+    def _token(self, request: web.Request) -> str:
+        token = request.headers.get("X-Ys-Token")
+        if not token:
+            raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
+        return token
+
+    # -- daemon -----------------------------------------------------------------------------
+
+    async def version(self, request: web.Request) -> web.Response:
+        p = self.d.paths
+        return _json({
+            "version": __version__, "pid": os.getpid(), "started_at": views.iso(self.d.started_at),
+            "uptime_seconds": round(time.time() - self.d.started_at, 3),
+            "concurrency": self.d.dispatcher.concurrency, "running": len(self.d.dispatcher.running),
+            "paths": {"db": str(p.db), "workflows": str(p.workflows), "socket": str(p.socket),
+                      "logs": str(p.logs)},
+        })
+
+    async def shutdown(self, request: web.Request) -> web.Response:
+        self.d.request_stop()
+        return _json({"stopping": True, "pid": os.getpid()})
+
+    async def workflows(self, request: web.Request) -> web.Response:
+        items = sorted(self.d.registry.workflows.values(), key=lambda w: w.name)
+        return _json({"workflows": [w.to_json() for w in items]})
+
+    # -- executions -------------------------------------------------------------------------
+
+    async def known_workflow(self, name: str) -> None:
+        """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
+        reg = self.d.registry
+        if reg.get(name) is None and isinstance(name, str) and "/" not in name and name:
+            for candidate in (f"{name}.py", name):
+                path = reg.folder / candidate
+                if path.exists():
+                    await reg.refresh(path)
+        if reg.get(name) is None:
+            close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else (
+                f"; scripts go in {reg.folder}")
+            raise NotFound("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
+                           suggestions=close)
+
+    async def trigger(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        workflow = body.get("workflow")
+        if not isinstance(workflow, str):
+            raise InvalidArgument("INVALID_ARGUMENT", "workflow is required")
+        from ys.store.base import check_workflow_name
+
+        check_workflow_name(workflow)
+        await self.known_workflow(workflow)
+        result = await self.call(
+            self.d.store.admit, workflow, body.get("params"),
+            context=body.get("context"), execution_id=body.get("execution_id"),
+            if_exists=body.get("if_exists", "fail"),
+        )
+        if result.started:
+            self.d.dispatcher.poke()
+        return _json({"execution_id": result.execution_id, "started": result.started},
+                     201 if result.started else 200)
+
+    async def list(self, request: web.Request) -> web.Response:
+        statuses = request.query.getall("status", [])
+        page = await self.call(
+            self.d.store.list, statuses=statuses or None,
+            workflow=request.query.get("workflow") or None,
+            parent=request.query.get("parent") or None,
+            limit=_int(request, "limit", 100), page_token=request.query.get("page_token") or None,
+        )
+        return _json({"executions": [self._record(r) for r in page.items],
+                      "next_page_token": page.next_page_token})
+
+    def _record(self, r: Any) -> dict[str, Any]:
+        out = views.record(r)
+        running = self.d.dispatcher.running.get(r.execution_id)
+        if running is not None and r.status == "running":
+            out["lease_holder"] = f"pid {running.proc.pid}" if running.proc else "starting"
+        return out
+
+    async def _load(self, execution_id: str) -> Any:
+        record = await self.call(self.d.store.get, execution_id)
+        if record is None:
+            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        return record
+
+    async def get(self, request: web.Request) -> web.Response:
+        return _json(self._record(await self._load(request.match_info["id"])))
+
+    async def describe(self, request: web.Request) -> web.Response:
+        d = await self.call(self.d.store.describe, request.match_info["id"])
+        out = views.describe(d)
+        extra = getattr(self.d, "describe_extra", None)
+        if extra is not None:
+            await extra(out)
+        return _json(out)
+
+    async def history(self, request: web.Request) -> web.Response:
+        page = await self.call(
+            self.d.store.history, request.match_info["id"], _int(request, "limit", 100),
+            request.query.get("page_token") or None,
+        )
+        return _json({"events": [views.event(e) for e in page.items],
+                      "next_page_token": page.next_page_token})
+
+    async def wait(self, request: web.Request) -> web.Response:
+        """Long poll: returns when the execution is terminal, or (with `after=N`) once its
+        history is longer than N events, or when `timeout` seconds pass."""
+        execution_id = request.match_info["id"]
+        timeout = min(MAX_WAIT, max(0.0, _float(request, "timeout", 30.0)))
+        after = request.query.get("after")
+        after_n = int(after) if after and after.isdigit() else None
+        deadline = time.monotonic() + timeout
+        while True:
+            ev = self.d.hub.watch(execution_id)
+            record = await self._load(execution_id)
+            if record.terminal or (after_n is not None and record.history_length > after_n):
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 or not await self.d.hub.wait(ev, left):
+                break
+        out = self._record(record)
+        out["history_length"] = record.history_length
+        return _json(out)
+
+    async def wake(self, request: web.Request) -> web.Response:
+        status = await self.call(self.d.store.request_wake, request.match_info["id"])
+        self.d.dispatcher.poke()
+        return _json({"status": status})
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        before = await self._load(execution_id)
+        record = await self.call(self.d.store.cancel, execution_id)
+        self.d.hub.notify(execution_id)
+        self.d.dispatcher.poke()
+        out = self._record(record)
+        out["changed"] = not before.terminal and not before.cancel_requested
+        return _json(out)
+
+    # -- the worker's calls (fenced by the delivery token) ----------------------------------
+
+    async def run_state(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        record, steps = await self.call(
+            self.d.store.delivery_state, execution_id, self._token(request)
+        )
+        return _json({
+            "record": views.record(record) | {"params": None},
+            "params": record.params_json,
+            "steps": [
+                {"key": s.key, "kind": s.kind, "status": s.status, "value": s.value,
+                 "attempts": s.attempts, "wake_at": s.wake_at}
+                for s in steps
+            ],
+            "lease_seconds": self.d.dispatcher.lease_seconds,
+        })
+
+    async def save_step(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        body = await _body(request)
+        value = body.get("value")
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
+        await self.call(
+            self.d.store.save_step, execution_id, self._token(request), request.match_info["key"],
+            kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
+            value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
+        )
+        self.d.hub.notify(execution_id)
+        return web.Response(status=204)
+
+    async def outcome(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        token = self._token(request)
+        body = await _body(request)
+        result = await self.call(
+            self.d.store.acknowledge, execution_id, token, body.get("outcome") or {}
+        )
+        self.d.dispatcher.acknowledged(execution_id, token)
+        self.d.hub.notify(execution_id)
+        self.d.dispatcher.poke()
+        return _json(result)
+
+    async def renew(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        token = self._token(request)
+        expires = await self.call(
+            self.d.store.renew, execution_id, token,
+            lease_seconds=self.d.dispatcher.lease_seconds,
+        )
+        self.d.dispatcher.renewed(execution_id, token, expires)
+        return _json({"lease_expires_at": views.iso(expires)})
+
+
+def make_app(api: Api) -> web.Application:
+    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY)
+    app.add_routes(api.routes())
+    return app

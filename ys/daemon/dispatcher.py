@@ -1,0 +1,222 @@
+"""The dispatcher: claim due executions, run each delivery as a process under a lease,
+acknowledge what the worker reported or release what it did not.
+
+Workers renew their own lease (a stopped or wedged worker cannot), and the dispatcher kills a
+delivery's process group once its lease is lost, so no execution runs in two places at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ys.daemon.hub import Hub
+from ys.daemon.launcher import Launcher, kill_group
+from ys.daemon.recovery import forget_worker, record_worker
+from ys.daemon.registry import Registry
+from ys.errors import LeaseLost, YsError
+from ys.paths import Paths
+from ys.store.base import Delivery
+
+log = logging.getLogger("ys.dispatcher")
+MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
+
+
+@dataclass
+class Running:
+    delivery: Delivery
+    task: asyncio.Task[None] | None = None
+    proc: asyncio.subprocess.Process | None = None
+    acknowledged: bool = False
+    lease_expires_at: float = 0.0
+    lost: bool = False
+    log_path: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Dispatcher:
+    def __init__(self, store: Any, registry: Registry, launcher: Launcher, paths: Paths, hub: Hub,
+                 *, concurrency: int = 4, lease_seconds: float = 30.0,
+                 retry_base: float = 1.0, retry_max: float = 300.0) -> None:
+        self.store = store
+        self.registry = registry
+        self.launcher = launcher
+        self.paths = paths
+        self.hub = hub
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.retry_base = retry_base
+        self.retry_max = retry_max
+        self.running: dict[str, Running] = {}
+        self._poke = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.hub.call(fn, *args, **kwargs)
+
+    def poke(self) -> None:
+        """Something may have become due (an admission, a wake, a freed slot)."""
+        self._poke.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="dispatcher")
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._poke.clear()
+            free = self.concurrency - len(self.running)
+            claimed: list[Delivery] = []
+            if free > 0:
+                try:
+                    claimed = await self.call(
+                        self.store.claim_due, time.time(), free, self.lease_seconds
+                    )
+                except YsError as exc:
+                    log.error("claim failed: %s", exc)
+            for d in claimed:
+                self.hub.notify(d.execution_id)
+                r = Running(d, lease_expires_at=d.lease_expires_at)
+                self.running[d.execution_id] = r
+                r.task = asyncio.create_task(self._deliver(r), name=f"deliver {d.execution_id}")
+            if claimed and len(claimed) == free:
+                continue  # more may be due
+            timeout = MAX_IDLE
+            if len(self.running) < self.concurrency:
+                nxt = await self.call(self.store.next_due_at)
+                if nxt is not None:
+                    timeout = min(MAX_IDLE, max(0.0, nxt - time.time()) + 0.005)
+            try:
+                await asyncio.wait_for(self._poke.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    # -- one delivery -----------------------------------------------------------------------
+
+    def retry_delay(self, attempt: int) -> float:
+        return min(self.retry_max, self.retry_base * (2 ** max(0, attempt - 1)))
+
+    async def _deliver(self, r: Running) -> None:
+        d = r.delivery
+        try:
+            wf = self.registry.get(d.workflow)
+            if wf is None or wf.error:
+                why = "missing" if wf is None else f"broken: {wf.error}"
+                log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
+                await self.call(
+                    self.store.release, d.execution_id, d.token,
+                    retry_at=time.time() + 3600, reason="workflow_unavailable",
+                    detail=f"workflow {d.workflow} is {why}",
+                )
+                return
+            log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
+            r.log_path = str(log_path)
+            env = self._env(d, wf.path)
+            r.proc = await self.launcher.launch(wf, env, log_path)
+            record_worker(self.paths, r.proc.pid, d.execution_id)
+            watch = asyncio.create_task(self._watch_lease(r))
+            try:
+                code = await r.proc.wait()
+            finally:
+                watch.cancel()
+                forget_worker(self.paths, r.proc.pid)
+            if r.acknowledged:
+                return
+            detail = f"worker exited with status {code} without an outcome"
+            if r.lost:
+                detail = "the lease was lost; the worker was killed"
+            tail = _tail(log_path)
+            if tail:
+                detail += f"; last output: {tail}"
+            log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
+            try:
+                await self.call(
+                    self.store.release, d.execution_id, d.token,
+                    retry_at=time.time() + self.retry_delay(d.attempt),
+                    reason="lease_lost" if r.lost else "worker_failed", detail=detail,
+                )
+            except LeaseLost:
+                pass  # the lease already expired; claim_due releases it
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("delivery of %s failed in the dispatcher", d.execution_id)
+        finally:
+            self.running.pop(d.execution_id, None)
+            self.hub.notify(d.execution_id)
+            self.poke()
+
+    async def _watch_lease(self, r: Running) -> None:
+        """Kill the delivery's process group once its lease has expired (the worker stopped
+        renewing: frozen, stopped, or cut off)."""
+        while True:
+            await asyncio.sleep(max(0.05, r.lease_expires_at - time.time()))
+            if time.time() >= r.lease_expires_at:
+                r.lost = True
+                log.warning("%s: lease expired; killing its worker", r.delivery.execution_id)
+                if r.proc is not None:
+                    kill_group(r.proc)
+                return
+
+    def _env(self, d: Delivery, script: str) -> dict[str, str]:
+        env = dict(os.environ)
+        for k in ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE"):
+            env.pop(k, None)
+        env.update(
+            YS_EXECUTION_ID=d.execution_id,
+            YS_DELIVERY_TOKEN=d.token,
+            YS_SOCKET=str(self.paths.socket),
+            YS_WORKFLOW_FILE=script,
+            YS_ATTEMPT=str(d.attempt),
+        )
+        return env
+
+    # -- hooks from the API -----------------------------------------------------------------
+
+    def renewed(self, execution_id: str, token: str, expires: float) -> None:
+        r = self.running.get(execution_id)
+        if r is not None and r.delivery.token == token:
+            r.lease_expires_at = expires
+
+    def acknowledged(self, execution_id: str, token: str) -> None:
+        r = self.running.get(execution_id)
+        if r is not None and r.delivery.token == token:
+            r.acknowledged = True
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def stop(self, grace: float) -> None:
+        """Stop claiming; give running deliveries `grace` seconds; then kill and release them."""
+        self._stopping = True
+        self.poke()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=grace)
+            for r in list(self.running.values()):
+                if r.proc is not None and r.proc.returncode is None:
+                    log.warning("%s: killed at shutdown; it will be delivered again",
+                                r.delivery.execution_id)
+                    kill_group(r.proc)
+            if pending:
+                await asyncio.wait(pending, timeout=10)
+
+
+def _tail(path: Any, limit: int = 400) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            text = f.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return " | ".join(lines[-3:])

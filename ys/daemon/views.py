@@ -1,0 +1,83 @@
+"""The JSON shapes of DESIGN.md §3, built from store values. Times are ISO 8601 UTC with ms."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ys import codec
+from ys.store.base import Description, StepRecord
+from ys.store.records import Record
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    d = dt.datetime.fromtimestamp(t, tz=dt.UTC)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+
+
+def plain(value: Any) -> Any:
+    """A decoded durable value as plain JSON (tagged errors become their dict form)."""
+    if isinstance(value, codec.ErrorValue):
+        return value.to_json()
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def record(r: Record) -> dict[str, Any]:
+    return {
+        "execution_id": r.execution_id,
+        "workflow": r.workflow,
+        "status": r.status,
+        "params": plain(codec.decode(r.params_json)) if r.params_json else None,
+        "context": plain(codec.decode(r.context_json)) if r.context_json else {},
+        "outcome": r.outcome,
+        "admitted_at": iso(r.admitted_at),
+        "updated_at": iso(r.updated_at),
+        "due_at": iso(r.due_at),
+        "attempts": r.attempts,
+        "parent": r.parent,
+        "cancel_requested": r.cancel_requested,
+    }
+
+
+def step(s: StepRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key": s.key, "kind": s.kind, "status": s.status, "attempts": s.attempts,
+        "wake_at": iso(s.wake_at), "updated_at": iso(s.updated_at),
+    }
+    if s.value is not None:
+        out["value"] = plain(codec.decode(s.value))
+    return out
+
+
+def describe(d: Description) -> dict[str, Any]:
+    out = record(d.record)
+    out.update(
+        history_length=d.record.history_length,
+        history_bytes=d.history_bytes,
+        lease_expires_at=iso(d.lease_expires_at),
+        steps=[step(s) for s in d.steps],
+        children=[
+            {
+                "execution_id": c.execution_id, "workflow": c.workflow, "status": c.status,
+                "step_key": (c.parent or {}).get("step_key"),
+                "detached": bool((c.parent or {}).get("detached")),
+            }
+            for c in d.children
+        ],
+        effects=[],
+        deliveries=[
+            {**dlv, "started_at": iso(dlv["started_at"]), "ended_at": iso(dlv["ended_at"])}
+            for dlv in d.deliveries
+        ],
+    )
+    return out
+
+
+def event(e: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": e["data"]}

@@ -1,0 +1,59 @@
+"""Where ys keeps its files (DESIGN.md §2). YS_HOME puts everything in one folder."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Paths:
+    data: Path  # database and logs
+    config: Path  # workflows
+    runtime: Path  # the socket's private folder
+    db: Path
+    workflows: Path
+    socket: Path
+
+    @property
+    def logs(self) -> Path:
+        return self.data / "logs"
+
+    @property
+    def lock(self) -> Path:
+        return self.runtime / "ys.lock"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.data / "daemon.log"
+
+    def log_dir(self, execution_id: str) -> Path:
+        """An execution's log folder; the ID is encoded so it can never leave logs/."""
+        return self.logs / quote(execution_id, safe="")
+
+
+def resolve(workflows: str | os.PathLike[str] | None = None) -> Paths:
+    """The paths in force: YS_HOME, then platformdirs; YS_DB, YS_WORKFLOWS, YS_SOCKET override."""
+    home = os.environ.get("YS_HOME")
+    if home:
+        root = Path(home).expanduser().absolute()
+        data, config, runtime = root, root, root / "run"
+    else:
+        import platformdirs
+
+        data = Path(platformdirs.user_data_dir("ys"))
+        config = Path(platformdirs.user_config_dir("ys"))
+        runtime = Path(platformdirs.user_runtime_dir("ys"))
+    sock = os.environ.get("YS_SOCKET")
+    socket_path = Path(sock).expanduser().absolute() if sock else runtime / "ys.sock"
+    wf = workflows or os.environ.get("YS_WORKFLOWS")
+    return Paths(
+        data=data,
+        config=config,
+        runtime=socket_path.parent,
+        db=Path(os.environ.get("YS_DB") or data / "ys.db").expanduser().absolute(),
+        workflows=Path(wf).expanduser().absolute() if wf else config / "workflows",
+        socket=socket_path,
+    )

@@ -1,0 +1,275 @@
+"""The workflow SDK: `@ys.workflow`, `Step`, `Retry`, and the effect lookup results.
+
+A workflow runs again from the top on every delivery; each finished step returns its saved
+result instead of running again. A step that must wait (sleep, retry delay) records itself and
+its wake, then ends the delivery by raising `Suspend`, which workflow code cannot catch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import datetime as dt
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ys import codec
+from ys.errors import WorkflowCancelledError, YsError, from_code
+
+
+class Suspend(BaseException):
+    """Ends a delivery as `suspended`: the step and its wake are already recorded."""
+
+
+class InfrastructureFailure(BaseException):
+    """The runtime failed (socket, store, lease): no outcome, the delivery is retried.
+
+    A BaseException so that `except Exception` in workflow code cannot swallow it (RFC 003).
+    """
+
+    def __init__(self, cause: BaseException, code: str = "INFRASTRUCTURE") -> None:
+        super().__init__(f"{code}: {cause}")
+        self.cause = cause
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Durable retries for step.run: a failed attempt suspends and wakes after the interval."""
+
+    max_attempts: int = 3
+    interval: float = 1.0
+    backoff: float = 2.0
+    max_interval: float | None = None
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        d = self.interval * (self.backoff ** (attempt - 1))
+        return min(d, self.max_interval) if self.max_interval is not None else d
+
+
+@dataclass(frozen=True)
+class Settled:
+    result: Any
+
+
+@dataclass(frozen=True)
+class NotFound:
+    pass
+
+
+@dataclass(frozen=True)
+class Unknown:
+    pass
+
+
+def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Mark the script's workflow function; options (schedule=, tz=, ...) are declarations."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__ys_workflow__ = dict(options)  # type: ignore[attr-defined]
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+@dataclass
+class SavedStep:
+    kind: str
+    status: str  # completed | failed | waiting
+    value: str | None
+    attempts: int
+    wake_at: float | None
+
+
+class Backend(Protocol):
+    """What Step needs from the runtime: the daemon's API (worker) or a store (ys.testing)."""
+
+    def now(self) -> float: ...
+
+    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
+                  wake_at: float | None) -> None: ...
+
+
+_REVIVED: dict[str, type[BaseException]] = {}
+
+
+def revive(error: codec.ErrorValue) -> BaseException:
+    """An exception of the saved class when it is a builtin or a ys error, else a look-alike
+    class with the same name (so a failed outcome names the original error)."""
+    if error.code and error.name in ("ExecutionAdmissionError", "WorkflowStartError",
+                                     "WorkflowEffectError", "YsError", "LeaseLost", "NotFound"):
+        return from_code(error.code, error.message)
+    cls = getattr(builtins, error.name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(error.message)
+        except TypeError:
+            pass
+    made = _REVIVED.get(error.name)
+    if made is None:
+        made = type(error.name, (YsError,), {})
+        _REVIVED[error.name] = made
+    exc = made.__new__(made)
+    YsError.__init__(exc, error.code or "STEP_FAILED", error.message)  # type: ignore[arg-type]
+    exc.args = (error.message,)
+    return exc
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    value = fn(*args)
+    if inspect.isawaitable(value):
+        async def _await() -> Any:
+            return await value
+
+        return asyncio.run(_await())
+    return value
+
+
+class Step:
+    """The handle a workflow gets: step.run, step.sleep, and (later issues) start/effect/wait."""
+
+    def __init__(self, backend: Backend, *, execution_id: str, workflow: str,
+                 context: dict[str, Any], attempt: int, steps: dict[str, SavedStep],
+                 cancel_requested: bool = False) -> None:
+        self._backend = backend
+        self.execution_id = execution_id
+        self.workflow = workflow
+        self.context = context
+        self.attempt = attempt
+        self._saved = steps
+        self._used: set[str] = set()
+        self._cancel_requested = cancel_requested
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _begin(self, key: str) -> SavedStep | None:
+        if not isinstance(key, str) or not key:
+            raise ValueError("a step key must be non-empty text")
+        if key in self._used:
+            raise YsError("DUPLICATE_STEP_KEY", f"step key {key!r} is used twice in one run")
+        self._used.add(key)
+        if self._cancel_requested:
+            raise WorkflowCancelledError("CANCELLED", f"{self.execution_id} was cancelled")
+        return self._saved.get(key)
+
+    def _save(self, key: str, kind: str, status: str, value: str | None, attempts: int = 1,
+              wake_at: float | None = None) -> None:
+        try:
+            self._backend.save_step(key, kind, status, value, attempts, wake_at)
+        except (YsError, OSError) as exc:
+            raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
+        self._saved[key] = SavedStep(kind, status, value, attempts, wake_at)
+
+    def _suspend(self, key: str, kind: str, value: str | None, attempts: int,
+                 wake_at: float) -> None:
+        self._save(key, kind, "waiting", value, attempts, wake_at)
+        raise Suspend(key)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def run(self, key: str, fn: Callable[..., Any], *args: Any, retry: Retry | None = None) -> Any:
+        """Run fn(*args) once and save its result; an exception is saved and raised on replay."""
+        saved = self._begin(key)
+        attempts = 0
+        if saved is not None:
+            if saved.status == "completed":
+                return codec.decode(saved.value) if saved.value is not None else None
+            if saved.status == "failed":
+                raise revive(codec.decode(saved.value or "null"))
+            attempts = saved.attempts  # a retry is waiting
+            if saved.wake_at is not None and self._backend.now() < saved.wake_at:
+                self._suspend(key, "run", saved.value, attempts, saved.wake_at)
+        attempts += 1
+        try:
+            result = _call(fn, args)
+        except Exception as exc:
+            error = codec.ErrorValue.from_exception(exc)
+            text = codec.dumps(error)
+            if retry is not None and attempts < retry.max_attempts:
+                self._suspend(key, "run", text, attempts, self._backend.now() + retry.delay(attempts))
+            self._save(key, "run", "failed", text, attempts)
+            raise
+        enc = codec.encode(result, path=f"step {key!r} result")
+        if enc.status != "encoded":
+            raise TypeError(enc.message)
+        self._save(key, "run", "completed", enc.canonical, attempts)
+        return result
+
+    def sleep(self, key: str, seconds: float) -> None:
+        """A durable timer: the step and its wake are recorded, the delivery ends, and the
+        execution is delivered again when due."""
+        saved = self._begin(key)
+        now = self._backend.now()
+        if saved is not None:
+            if saved.status == "completed":
+                return
+            wake_at = saved.wake_at if saved.wake_at is not None else now
+        else:
+            if seconds < 0 or seconds != seconds:
+                raise ValueError(f"step.sleep({key!r}): seconds must be >= 0, not {seconds}")
+            wake_at = now + seconds
+        if now >= wake_at:
+            self._save(key, "sleep", "completed", None, 1, wake_at)
+            return
+        self._suspend(key, "sleep", None, 1, wake_at)
+
+    def sleep_until(self, key: str, when: dt.datetime | float) -> None:
+        """Sleep until an absolute time (an aware datetime, or epoch seconds)."""
+        if isinstance(when, dt.datetime):
+            if when.tzinfo is None:
+                raise ValueError("step.sleep_until needs an aware datetime (with a time zone)")
+            target = when.timestamp()
+        else:
+            target = float(when)
+        saved = self._saved.get(key)
+        now = self._backend.now()
+        self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
+
+
+def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
+    """The function marked @ys.workflow, or failing that, one named `main`."""
+    for value in namespace.values():
+        if callable(value) and hasattr(value, "__ys_workflow__"):
+            return value
+    main = namespace.get("main")
+    return main if callable(main) else None
+
+
+def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
+    """Call the workflow and turn how it ended into a WorkflowRunOutcome (RFC 003).
+
+    InfrastructureFailure propagates: it is not an outcome."""
+    try:
+        result = fn(step, params)
+        if inspect.isawaitable(result):
+            raise TypeError("a workflow function must be a plain function, not async")
+    except Suspend:
+        return {"status": "suspended"}
+    except WorkflowCancelledError:
+        if step._cancel_requested:
+            return {"status": "cancelled"}
+        raise
+    except InfrastructureFailure:
+        raise
+    except Exception as exc:
+        return {"status": "failed", "error": error_json(exc)}
+    enc = codec.encode(result, path="result")
+    if enc.status != "encoded":
+        return {"status": "failed", "error": {"name": "TypeError", "message": enc.message}}
+    return {"status": "completed", "result": codec.decode(enc.canonical or "null")}
+
+
+def error_json(exc: BaseException) -> dict[str, Any]:
+    import traceback
+
+    message = exc.message if isinstance(exc, YsError) else str(exc)
+    out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        out["code"] = code
+    tb = "".join(traceback.format_exception(exc))
+    out["traceback"] = tb[-4000:]
+    return out

@@ -1,0 +1,160 @@
+"""The worker: one delivery of one execution, in its own process.
+
+    python -m ys.worker               run the delivery named by YS_EXECUTION_ID / YS_DELIVERY_TOKEN
+    python -m ys.worker --check FILE  import a script and print {"error", "schedule"} as JSON
+
+The worker reads workflow, params and context from the record through the API (never from the
+environment or the command line), renews its lease while it runs, saves steps with its token,
+and reports the outcome. Exit status 0 means an outcome was acknowledged; EXIT_RETRY means an
+infrastructure failure: no outcome, the daemon redelivers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+EXIT_RETRY = 75  # EX_TEMPFAIL
+
+
+def load_script(path: str) -> Any:
+    """Import a workflow script by path and return its workflow function (or raise)."""
+    from ys.sdk import find_workflow
+
+    name = Path(path).stem
+    spec = importlib.util.spec_from_file_location(f"ys_workflow_{name.replace('-', '_')}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    fn = find_workflow(vars(module))
+    if fn is None:
+        raise LookupError(f"{path} defines no @ys.workflow function and no function named main")
+    return fn
+
+
+def check(path: str) -> int:
+    """Print whether a script imports; never lets a failure escape as a traceback."""
+    error = None
+    schedule = None
+    try:
+        fn = load_script(path)
+        opts = getattr(fn, "__ys_workflow__", {}) or {}
+        if opts.get("schedule"):
+            schedule = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
+    except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
+        error = f"{type(exc).__name__}: {exc}"
+    sys.stdout.write(json.dumps({"error": error, "schedule": schedule}) + "\n")
+    return 0
+
+
+class ApiBackend:
+    """Step's backend in a worker: the daemon's API with this delivery's token."""
+
+    def __init__(self, transport: Any, execution_id: str) -> None:
+        self.transport = transport
+        self.base = f"/v1/executions/{quote(execution_id, safe='')}"
+
+    def now(self) -> float:
+        return time.time()
+
+    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
+                  wake_at: float | None) -> None:
+        body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
+                "wake_at": wake_at}
+        self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
+
+
+def _heartbeat(socket_path: str, token: str, base: str, every: float,
+               stop: threading.Event) -> None:
+    from ys.client import Transport
+    from ys.errors import LeaseLost, YsError
+
+    t = Transport(socket_path, timeout=max(every, 5.0), token=token)
+    while not stop.wait(every):
+        try:
+            t.request("POST", f"{base}/lease", {})
+        except LeaseLost:
+            sys.stderr.write("ys: this delivery lost its lease; stopping\n")
+            os._exit(EXIT_RETRY)
+        except (YsError, OSError):
+            continue  # the daemon may be busy; the lease covers a few missed beats
+
+
+def deliver() -> int:
+    from ys import codec
+    from ys.client import Transport
+    from ys.errors import YsError
+    from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+
+    execution_id = os.environ["YS_EXECUTION_ID"]
+    token = os.environ["YS_DELIVERY_TOKEN"]
+    socket_path = os.environ["YS_SOCKET"]
+    script = os.environ["YS_WORKFLOW_FILE"]
+    transport = Transport(socket_path, timeout=120.0, token=token)
+    backend = ApiBackend(transport, execution_id)
+    try:
+        state = transport.request("GET", f"{backend.base}/run")
+    except YsError as exc:
+        sys.stderr.write(f"ys: cannot read the execution: {exc.code}: {exc.message}\n")
+        return EXIT_RETRY
+    record = state["record"]
+    if record["status"] in ("completed", "failed", "cancelled"):
+        return 0  # a terminal execution keeps its outcome: no workflow code runs
+    stop = threading.Event()
+    beat = threading.Thread(
+        target=_heartbeat, daemon=True,
+        args=(socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop),
+    )
+    beat.start()
+    steps = {
+        s["key"]: SavedStep(s["kind"], s["status"], s.get("value"), s["attempts"], s.get("wake_at"))
+        for s in state["steps"]
+    }
+    step = Step(
+        backend, execution_id=execution_id, workflow=record["workflow"],
+        context=record["context"], attempt=record["attempts"], steps=steps,
+        cancel_requested=record.get("cancel_requested", False),
+    )
+    params = codec.decode(state["params"])
+    try:
+        fn = load_script(script)
+        outcome = run_workflow(fn, step, params)
+    except InfrastructureFailure as exc:
+        sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")
+        return EXIT_RETRY
+    except (ImportError, LookupError, SyntaxError) as exc:
+        sys.stderr.write(f"ys: the script cannot be loaded: {type(exc).__name__}: {exc}\n")
+        return EXIT_RETRY
+    finally:
+        sys.stdout.flush()
+        stop.set()
+    if outcome["status"] == "failed":
+        tb = outcome["error"].get("traceback")
+        if tb:
+            sys.stderr.write(tb)
+    try:
+        transport.request("POST", f"{backend.base}/outcome", {"outcome": outcome})
+    except YsError as exc:
+        sys.stderr.write(f"ys: the outcome was not recorded: {exc.code}: {exc.message}\n")
+        return EXIT_RETRY
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--check"] and len(args) == 2:
+        return check(args[1])
+    return deliver()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
