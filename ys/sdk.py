@@ -255,6 +255,9 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
     except InfrastructureFailure:
         raise
     except Exception as exc:
+        import traceback
+
+        traceback.print_exception(exc)  # into the delivery's log; the outcome keeps name+message
         return {"status": "failed", "error": error_json(exc)}
     enc = codec.encode(result, path="result")
     if enc.status != "encoded":
@@ -263,13 +266,9 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:
-    import traceback
-
     message = exc.message if isinstance(exc, YsError) else str(exc)
     out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
     code = getattr(exc, "code", None)
     if isinstance(code, str):
         out["code"] = code
-    tb = "".join(traceback.format_exception(exc))
-    out["traceback"] = tb[-4000:]
     return out

@@ -137,10 +137,6 @@ def deliver() -> int:
     finally:
         sys.stdout.flush()
         stop.set()
-    if outcome["status"] == "failed":
-        tb = outcome["error"].get("traceback")
-        if tb:
-            sys.stderr.write(tb)
     try:
         transport.request("POST", f"{backend.base}/outcome", {"outcome": outcome})
     except YsError as exc:

@@ -133,6 +133,10 @@ class Writer:
                 try:
                     value = req.fn(conn)
                 except BaseException as exc:  # each request fails alone
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back (SQLITE_FULL, IOERR): the
+                        # savepoint is gone and so is the batch; every request gets this error.
+                        raise
                     conn.execute("ROLLBACK TO req")
                     conn.execute("RELEASE req")
                     results.append((req, False, translate(exc)))

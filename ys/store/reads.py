@@ -137,7 +137,7 @@ def list_executions(
 
 def steps(c: sqlite3.Connection, execution_id: str) -> list[StepRecord]:
     rows = c.execute(
-        f"SELECT {_STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY updated_at, key",
+        f"SELECT {_STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY first_seq",
         (execution_id,),
     ).fetchall()
     return [StepRecord(*r) for r in rows]

@@ -54,6 +54,7 @@ MIGRATIONS: list[str] = [
         attempts     INTEGER NOT NULL DEFAULT 1,
         wake_at      REAL,
         updated_at   REAL NOT NULL,
+        first_seq    INTEGER NOT NULL,
         PRIMARY KEY (execution_id, key)
     ) WITHOUT ROWID;
     """,

@@ -115,7 +115,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
         record = apply(record, e)
         seq += 1
         text = event_text(e.data)
-        nbytes += len(text)
+        nbytes += len(text.encode("utf-8"))  # bytes, not characters
         rows.append((record.execution_id, seq, e.at, e.kind, text))
     assert record is not None
     c.executemany("INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)", rows)
@@ -583,11 +583,12 @@ def save_step_tx(
     record = load(c, execution_id, payload=False)
     assert record is not None
     c.execute(
-        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at) "
-        "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
+        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at, "
+        "first_seq) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
         "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
         "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now),
+        (execution_id, key, kind, status, value, attempts, wake_at, now,
+         record.history_length + 1),
     )
     data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
     if attempts != 1:

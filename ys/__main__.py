@@ -1,0 +1,5 @@
+"""`python -m ys`: the command line."""
+
+from ys.cli import main
+
+main()
