@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ys import codec
-from ys.errors import WorkflowCancelledError, YsError, from_code
+from ys.errors import (
+    ChildWorkflowFailed,
+    WorkflowCancelledError,
+    WorkflowStartError,
+    YsError,
+    from_code,
+)
 
 
 class Suspend(BaseException):
@@ -90,7 +96,15 @@ class Backend(Protocol):
     def now(self) -> float: ...
 
     def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> None: ...
+                  wake_at: float | None) -> bool | None:
+        """Save a step (fenced); returns whether a cancellation is now requested."""
+
+    def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
+        """RFC 003's start; raises WorkflowStartError for a rejection, anything else is an
+        infrastructure failure."""
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        """A record as the API shows it (status, outcome)."""
 
 
 _REVIVED: dict[str, type[BaseException]] = {}
@@ -142,6 +156,7 @@ class Step:
         self._saved = steps
         self._used: set[str] = set()
         self._cancel_requested = cancel_requested
+        self._cancel_raised = False
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -151,17 +166,34 @@ class Step:
         if key in self._used:
             raise YsError("DUPLICATE_STEP_KEY", f"step key {key!r} is used twice in one run")
         self._used.add(key)
-        if self._cancel_requested:
+        saved = self._saved.get(key)
+        finished = saved is not None and saved.status in ("completed", "failed")
+        if self._cancel_requested and not self._cancel_raised and not finished:
+            # Raised once, at the first step that is not history; steps the workflow then
+            # runs to clean up work as usual.
+            self._cancel_raised = True
             raise WorkflowCancelledError("CANCELLED", f"{self.execution_id} was cancelled")
-        return self._saved.get(key)
+        return saved
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    def _infra(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call the runtime; its failures are infrastructure failures, never workflow errors."""
+        try:
+            return fn(*args)
+        except WorkflowStartError:
+            raise
+        except (YsError, OSError) as exc:
+            raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
 
     def _save(self, key: str, kind: str, status: str, value: str | None, attempts: int = 1,
               wake_at: float | None = None) -> None:
-        try:
-            self._backend.save_step(key, kind, status, value, attempts, wake_at)
-        except (YsError, OSError) as exc:
-            raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
+        cancel = self._infra(self._backend.save_step, key, kind, status, value, attempts, wake_at)
         self._saved[key] = SavedStep(kind, status, value, attempts, wake_at)
+        if cancel:
+            self._cancel_requested = True
 
     def _suspend(self, key: str, kind: str, value: str | None, attempts: int,
                  wake_at: float) -> None:
@@ -227,6 +259,97 @@ class Step:
         saved = self._saved.get(key)
         now = self._backend.now()
         self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
+
+
+    # -- children (RFC 003) -----------------------------------------------------------------
+
+    def _request(self, key: str, kind: str, workflow: str, params: Any,
+                 saved: SavedStep | None) -> str | None:
+        """The child a recorded start step names, after checking the request is unchanged;
+        None when nothing is recorded. A recorded rejection is raised again."""
+        if saved is None:
+            return None
+        if saved.status == "failed" and saved.kind == kind and kind == "start":
+            raise revive(codec.decode(saved.value or "null"))
+        info = codec.decode(saved.value or "null")
+        if isinstance(info, dict) and "request" in info:
+            info = info["request"]
+        from ys.store.base import request_params
+
+        asked = request_params(params)
+        if not isinstance(info, dict) or info.get("workflow") != workflow or info.get(
+            "params"
+        ) != asked:
+            raise WorkflowStartError(
+                "START_REQUEST_MISMATCH",
+                f"step {key!r} already started {info.get('workflow') if isinstance(info, dict) else '?'}"
+                " with a different request; the code changed after the step was recorded",
+            )
+        return str(info["execution_id"])
+
+    def _start(self, key: str, kind: str, workflow: str, params: Any, detached: bool) -> str:
+        """Call the start client; a rejection is recorded and raised as WorkflowStartError."""
+        try:
+            return str(self._infra(self._backend.start, key, workflow, params, detached))
+        except WorkflowStartError as exc:
+            error = codec.ErrorValue("WorkflowStartError", exc.message, exc.code)
+            self._save(key, "start", "failed", codec.dumps(error))
+            raise
+
+    def start(self, key: str, workflow: str, params: dict[str, Any] | None = None,
+              detached: bool = False) -> str:
+        """Start a child workflow once, however often this step replays; returns its ID."""
+        saved = self._begin(key)
+        child = self._request(key, "start", workflow, params, saved)
+        if child is not None:
+            return child
+        child = self._start(key, "start", workflow, params, detached)
+        from ys.store.base import request_params
+
+        info = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
+        self._save(key, "start", "completed", codec.dumps(info))
+        return child
+
+    def call(self, key: str, workflow: str, params: dict[str, Any] | None = None) -> Any:
+        """Start a child (as step.start) and wait for its outcome: its result, or
+        ChildWorkflowFailed. The wait is durable: the execution suspends until the child ends."""
+        saved = self._begin(key)
+        if saved is not None and saved.status in ("completed", "failed"):
+            value = codec.decode(saved.value or "null")
+            if saved.status == "failed":
+                raise _child_failed(value)
+            return value.get("result") if isinstance(value, dict) else None
+        child = self._request(key, "call", workflow, params, saved)
+        if child is None:
+            child = self._start(key, "call", workflow, params, False)
+        from ys.store.base import request_params
+
+        request = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
+        record = self._infra(self._backend.get, child)
+        outcome = record.get("outcome")
+        if record.get("status") not in ("completed", "failed", "cancelled") or outcome is None:
+            self._save(key, "call", "waiting", codec.dumps({"request": request}))
+            raise Suspend(key)
+        if outcome["status"] == "completed":
+            value = {"request": request, "result": outcome.get("result")}
+            self._save(key, "call", "completed", codec.dumps(value))
+            return outcome.get("result")
+        error = outcome.get("error") or {
+            "name": "WorkflowCancelledError", "message": f"child {child} was cancelled"
+        }
+        failed = {"request": request, "child": child, "name": error.get("name", "Error"),
+                  "message": error.get("message", "")}
+        self._save(key, "call", "failed", codec.dumps(failed))
+        raise _child_failed(failed)
+
+
+def _child_failed(value: Any) -> ChildWorkflowFailed:
+    v = value if isinstance(value, dict) else {}
+    child = str(v.get("child") or (v.get("request") or {}).get("execution_id", ""))
+    name = str(v.get("name", "Error"))
+    message = str(v.get("message", ""))
+    return ChildWorkflowFailed(f"child {child} failed: {name}: {message}", child_id=child,
+                               name=name, child_message=message)
 
 
 def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:

@@ -51,9 +51,23 @@ class _StoreBackend:
         return float(self.store.clock())
 
     def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> None:
-        self.store.save_step(self.execution_id, self.token, key, kind=kind, status=status,
-                             value=value, attempts=attempts, wake_at=wake_at)
+                  wake_at: float | None) -> bool | None:
+        return bool(self.store.save_step(self.execution_id, self.token, key, kind=kind,
+                                         status=status, value=value, attempts=attempts,
+                                         wake_at=wake_at))
+
+    def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
+        return str(self.store.start(self.execution_id, key, workflow, params, detached=detached))
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        from ys.daemon.views import record
+
+        r = self.store.get(execution_id)
+        if r is None:
+            from ys.errors import NotFound
+
+            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        return record(r)
 
 
 class WorkflowTest:

@@ -67,10 +67,26 @@ class ApiBackend:
         return time.time()
 
     def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> None:
+                  wake_at: float | None) -> bool | None:
         body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
                 "wake_at": wake_at}
-        self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
+        out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
+        return bool(out and out.get("cancel_requested"))
+
+    def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
+        from ys.store.base import request_params, validate_start
+
+        validate_start(key, workflow)  # the client refuses what it cannot send
+        request_params(params)
+        body = {"workflow": workflow, "params": params, "detached": detached}
+        out = self.transport.request("POST", f"{self.base}/starts/{quote(key, safe='')}", body)
+        return str(out["execution_id"])
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.transport.request(
+            "GET", f"/v1/executions/{quote(execution_id, safe='')}"
+        )
+        return out
 
 
 def _heartbeat(socket_path: str, token: str, base: str, every: float,

@@ -118,6 +118,7 @@ class Api:
             web.post(e + "/cancel", self.cancel),
             web.get(e + "/run", self.run_state),
             web.put(e + "/steps/{key}", self.save_step),
+            web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
         ]
@@ -257,12 +258,12 @@ class Api:
 
     async def cancel(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
-        before = await self._load(execution_id)
-        record = await self.call(self.d.store.cancel, execution_id)
+        changed = await self.call(self.d.store.cancel, execution_id)
+        record = await self._load(execution_id)
         self.d.hub.notify(execution_id)
         self.d.dispatcher.poke()
         out = self._record(record)
-        out["changed"] = not before.terminal and not before.cancel_requested
+        out["changed"] = changed
         return _json(out)
 
     # -- the worker's calls (fenced by the delivery token) ----------------------------------
@@ -289,13 +290,25 @@ class Api:
         value = body.get("value")
         if value is not None and not isinstance(value, str):
             raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
-        await self.call(
+        cancel = await self.call(
             self.d.store.save_step, execution_id, self._token(request), request.match_info["key"],
             kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
             value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
         )
         self.d.hub.notify(execution_id)
-        return web.Response(status=204)
+        return _json({"cancel_requested": bool(cancel)})
+
+    async def start(self, request: web.Request) -> web.Response:
+        """RFC 003's start client: idempotent by (caller, step key), not fenced."""
+        caller = request.match_info["id"]
+        body = await _body(request)
+        target = await self.call(
+            self.d.store.start, caller, request.match_info["key"], body.get("workflow"),
+            body.get("params"), detached=bool(body.get("detached", False)),
+        )
+        self.d.hub.notify(target)
+        self.d.dispatcher.poke()
+        return _json({"execution_id": target})
 
     async def outcome(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]

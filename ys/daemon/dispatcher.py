@@ -108,6 +108,12 @@ class Dispatcher:
             wf = self.registry.get(d.workflow)
             if wf is None or wf.error:
                 why = "missing" if wf is None else f"broken: {wf.error}"
+                record = await self.call(self.store.get, d.execution_id)
+                if record is not None and record.cancel_requested:
+                    # Nothing can run to see the cancellation: it takes effect at once.
+                    await self.call(self.store.acknowledge, d.execution_id, d.token,
+                                    {"status": "cancelled"})
+                    return
                 log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
                 await self.call(
                     self.store.release, d.execution_id, d.token,

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ys.errors import InvalidArgument
+from ys import codec
+from ys.errors import InvalidArgument, WorkflowStartError
 from ys.store.records import Event, Record
 
 MAX_PARAMS_BYTES = 2 * 1024 * 1024
@@ -90,6 +91,33 @@ def check_workflow_name(name: str) -> str:
             "(at most 128)",
         )
     return name
+
+
+def request_params(params: Any) -> str:
+    """The canonical request params: `null` when missing (which never matches `{}`)."""
+    if params is None:
+        return "null"
+    if not isinstance(params, dict):
+        raise WorkflowStartError(
+            "INVALID_START_PARAMETERS", "start params must be an object (a dict) or omitted"
+        )
+    enc = codec.encode(params, path="params")
+    if enc.status != "encoded" or enc.canonical is None:
+        raise WorkflowStartError("INVALID_START_PARAMETERS", enc.message or "invalid params")
+    if len(enc.canonical.encode()) > MAX_PARAMS_BYTES:
+        raise WorkflowStartError("INVALID_START_PARAMETERS", "params are over 2 MiB encoded")
+    return enc.canonical
+
+
+def validate_start(step_key: str, workflow: str) -> None:
+    from ys.errors import YsError
+
+    try:
+        check_workflow_name(workflow)
+    except YsError as exc:
+        raise WorkflowStartError("INVALID_ARGUMENT", exc.message) from None
+    if not isinstance(step_key, str) or not step_key:
+        raise WorkflowStartError("INVALID_START_PARAMETERS", "a step key must be non-empty text")
 
 
 class Store(Protocol):

@@ -58,6 +58,19 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, key)
     ) WITHOUT ROWID;
     """,
+    # 2: start requests (RFC 003): one target per (caller execution, step key)
+    """
+    CREATE TABLE start_requests (
+        caller_id  TEXT NOT NULL,
+        step_key   TEXT NOT NULL,
+        workflow   TEXT NOT NULL,
+        params     TEXT NOT NULL,
+        detached   INTEGER NOT NULL,
+        target_id  TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (caller_id, step_key)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

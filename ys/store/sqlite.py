@@ -33,7 +33,6 @@ from ys.store.base import (
 from ys.store.db import Writer, connect
 from ys.store.records import (
     ADMITTED,
-    CANCEL_REQUESTED,
     CANCELLED,
     CLAIMED,
     COMPLETED,
@@ -320,18 +319,29 @@ class SqliteStore:
         event = outcome_event(outcome, t)
         return self.write(lambda c: acknowledge_tx(c, execution_id, token, event, t))
 
-    def cancel(self, execution_id: str, *, now: float | None = None) -> Record:
+    def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
+        """Request cancellation (attached children too); False when nothing changed."""
+        from ys.store.starts import cancel_tx
+
         t = self._now(now)
+        return self.write(lambda c: cancel_tx(c, execution_id, t))
 
-        def tx(c: sqlite3.Connection) -> Record:
-            record = load(c, execution_id, payload=False)
-            if record is None:
-                raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-            if record.terminal or record.cancel_requested:
-                return record
-            return append(c, record, [Event(CANCEL_REQUESTED, t, {})])
+    # -- starts (RFC 003) -------------------------------------------------------------------
 
-        return self.write(tx)
+    def start(
+        self, caller_id: str, step_key: str, workflow: str, params: Any = None, *,
+        detached: bool = False, now: float | None = None,
+    ) -> str:
+        """Start a child once per (caller, step key); returns the target's execution ID.
+        Raises WorkflowStartError (INVALID_START_PARAMETERS, START_REQUEST_MISMATCH)."""
+        from ys.store.starts import request_params, start_tx, validate_start
+
+        validate_start(step_key, workflow)
+        params_json = request_params(params)
+        t = self._now(now)
+        return self.write(
+            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t)
+        )
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -339,14 +349,17 @@ class SqliteStore:
         self, execution_id: str, token: str, key: str, *, kind: str, status: str,
         value: str | None, attempts: int = 1, wake_at: float | None = None,
         now: float | None = None,
-    ) -> None:
-        """Fenced by the delivery token; a wake_at is requested in the same transaction."""
+    ) -> bool:
+        """Fenced by the delivery token; a wake_at is requested in the same transaction.
+        Returns whether a cancellation has been requested (the worker's next step raises)."""
         t = self._now(now)
 
-        def tx(c: sqlite3.Connection) -> None:
-            save_step_tx(c, execution_id, token, key, kind, status, value, attempts, wake_at, t)
+        def tx(c: sqlite3.Connection) -> bool:
+            return save_step_tx(
+                c, execution_id, token, key, kind, status, value, attempts, wake_at, t
+            )
 
-        self.write(tx)
+        return self.write(tx)
 
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None
@@ -578,10 +591,19 @@ def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> Non
 def save_step_tx(
     c: sqlite3.Connection, execution_id: str, token: str, key: str, kind: str, status: str,
     value: str | None, attempts: int, wake_at: float | None, now: float,
-) -> None:
+) -> bool:
     check_lease(c, execution_id, token, now)
     record = load(c, execution_id, payload=False)
     assert record is not None
+    if kind == "call" and status == "waiting":
+        # The child may have ended before this step said it waits: then nobody would wake us.
+        child = c.execute(
+            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
+            " WHERE s.caller_id=? AND s.step_key=?",
+            (execution_id, key),
+        ).fetchone()
+        if child is not None and child[0] in TERMINAL:
+            wake_at = now
     c.execute(
         "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at, "
         "first_seq) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
@@ -596,6 +618,7 @@ def save_step_tx(
     if wake_at is not None:
         data["wake_at"] = wake_at
     append(c, record, [Event(STEP, now, data)])
+    return record.cancel_requested
 
 
 __all__ = ["SqliteStore", "TERMINAL"]

@@ -1,0 +1,51 @@
+"""The `ys` command line: `main()` is the entry point of the console script and `python -m ys`.
+
+Start-up is most of what `ys get ID --json` and `ys --version` cost: `import typer` alone takes
+several times as long as the interpreter's own start. So `main()` first looks at argv for those
+two exact shapes and answers them with the standard library (`ys.commands._output` and
+`ys.client`); everything else, `--help` and any unknown flag included, goes to the typer app in
+`ys.commands.app`. Both paths print the same bytes and exit with the same code (tested;
+`YS_NO_FAST_PATH=1` turns the fast path off).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _fast_path(argv: list[str]) -> int | None:
+    """An exit code if argv is one of the fast shapes, else None (the typer app decides)."""
+    if argv == ["--version"]:
+        from ys import __version__
+
+        sys.stdout.write(f"ys {__version__}\n")
+        return 0
+    if len(argv) == 3 and argv[0] == "get" and "--json" in argv[1:]:
+        execution_id = argv[2] if argv[1] == "--json" else argv[1]
+        if execution_id.startswith("-"):
+            return None  # an option, or `--`: the typer app says what it means
+        from ys.commands._output import guarded
+
+        return guarded(lambda: _get_json(execution_id))
+    return None
+
+
+def _get_json(execution_id: str) -> int:
+    from ys.commands._output import client, emit_json
+
+    with client() as c:
+        emit_json(c.get(execution_id))
+    return 0
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    code = None
+    if not os.environ.get("YS_NO_FAST_PATH") and "_YS_COMPLETE" not in os.environ:
+        code = _fast_path(argv)
+    if code is None:
+        from ys.commands.app import run
+
+        code = run(argv)
+    sys.exit(code)

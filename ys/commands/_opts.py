@@ -1,0 +1,49 @@
+"""Options and arguments that several commands share, and their shell completions.
+
+Completion callbacks ask the daemon with a short timeout and never start it: a Tab press must
+not leave a daemon behind, and no answer means no suggestions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ys.durations import parse_duration
+
+
+def _ask(fn: Any) -> list[str]:
+    try:
+        from ys.client import Client
+
+        with Client(autostart=False, timeout=1.0) as c:
+            return list(fn(c))
+    except Exception:
+        return []
+
+
+def complete_workflows(incomplete: str) -> list[str]:
+    return [n for n in _ask(lambda c: (w["name"] for w in c.workflows()["workflows"]))
+            if n.startswith(incomplete)]
+
+
+def complete_executions(incomplete: str) -> list[str]:
+    return [i for i in _ask(lambda c: (r["execution_id"] for r in c.list(limit=200)["executions"]))
+            if i.startswith(incomplete)]
+
+
+Json = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document on stdout instead of text for people.")]
+
+ExecutionId = Annotated[str, typer.Argument(
+    metavar="ID", help="The execution's ID.", autocompletion=complete_executions,
+    show_default=False)]
+
+Timeout = Annotated[str | None, typer.Option(
+    "--timeout", metavar="DURATION",
+    help="Give up after this long (90, 90s, 10m, 2h, 1d) and exit 6.", show_default=False)]
+
+
+def timeout_seconds(text: str | None) -> float | None:
+    return None if text is None else parse_duration(text, "--timeout")

@@ -1,0 +1,111 @@
+"""The typer app: every command group registers itself here, one line per module.
+
+`run(argv)` is the slow path of `ys.cli.main`: it answers shell completion requests, runs the
+command, and turns every way a command ends (usage errors included) into one stderr line and
+an exit code through `ys.commands._output`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+import typer
+
+from ys.commands._output import error, guarded
+from ys.errors import YsError
+
+# One module per command group; each has `register(app)`. Adding a group is one line here.
+MODULES = [
+    "daemon",
+    "trigger",
+    "executions",
+    "history",
+    "logs",
+    "workflows",
+    "completions",
+]
+
+COMPLETE_VAR = "_YS_COMPLETE"
+
+app = typer.Typer(
+    name="ys",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from ys import __version__
+
+        sys.stdout.write(f"ys {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version,
+        help="Print the version of ys and exit.",
+    ),
+) -> None:
+    """Durable workflows for scripts: a local daemon, one SQLite file, steps that survive
+    crashes.
+
+    Drop a workflow script into the workflows folder, then `ys trigger NAME`. Every command
+    takes --json for one JSON document on stdout; errors are one line on stderr, CODE: what
+    happened; what to do. Exit codes: 0 ok, 1 workflow failed or cancelled, 2 usage or invalid
+    input, 3 conflict, 4 not found, 5 daemon unreachable, 6 timed out, 7 storage exhausted.
+    """
+
+
+for _name in MODULES:
+    importlib.import_module(f"ys.commands.{_name}").register(app)
+
+
+def command() -> click.Command:
+    """The click command tree (man pages and completions are generated from it)."""
+    return typer.main.get_command(app)
+
+
+def _usage(exc: click.UsageError) -> YsError:
+    message = exc.format_message().strip().rstrip(".")
+    if message[:1].isupper() and message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    where = exc.ctx.command_path if exc.ctx else "ys"
+    return error("INVALID_ARGUMENT", message, hint=f"see `{where} --help`")
+
+
+def _invoke(cmd: click.Command, argv: list[str]) -> int:
+    try:
+        rv = cmd.main(args=argv, prog_name="ys", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # typer's rich help has already printed itself; click's plain help is the message.
+        if exc.format_message():
+            sys.stdout.write(exc.format_message() + "\n")
+        return 2
+    except click.UsageError as exc:
+        raise _usage(exc) from None
+    except click.Abort:
+        sys.stderr.write("aborted\n")
+        return 130
+    except click.ClickException as exc:
+        raise error("INVALID_ARGUMENT", exc.format_message()) from None
+    return rv if isinstance(rv, int) else 0
+
+
+def run(argv: list[str]) -> int:
+    cmd = command()
+    instruction = os.environ.get(COMPLETE_VAR)
+    if instruction:
+        # click's own completion protocol (`bash_source`, `bash_complete`, ...): completion
+        # callbacks never start the daemon (they use a client without autostart).
+        from click.shell_completion import shell_complete
+
+        return shell_complete(cmd, {}, "ys", COMPLETE_VAR, instruction)
+    return guarded(lambda: _invoke(cmd, argv))

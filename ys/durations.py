@@ -1,0 +1,43 @@
+"""Durations on the command line (DESIGN.md §3): `90`, `90s`, `10m`, `2h`, `1d`, `1.5h`.
+
+Standard library only; bad input is INVALID_ARGUMENT (exit 2), naming the forms that work.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ys.errors import InvalidArgument
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Seconds in `text`; a bare number is seconds."""
+    m = _DURATION.fullmatch(text.strip())
+    seconds = float(m.group(1)) * _UNITS[m.group(2)] if m else math.nan
+    if not math.isfinite(seconds):
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"{what} {text!r} is not a duration; use seconds or a unit: 90, 90s, 10m, 2h, 1d",
+        )
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: `0.4s`, `45s`, `3m`, `2h 5m`, `3d 4h`."""
+    s = abs(seconds)
+    if s < 10:
+        return f"{s:.1f}s"
+    if s < 60:
+        return f"{s:.0f}s"
+    minutes, secs = divmod(int(s), 60)
+    if minutes < 60:
+        return f"{minutes}m" + (f" {secs}s" if minutes < 10 and secs else "")
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h" + (f" {minutes}m" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return f"{days}d" + (f" {hours}h" if hours else "")

@@ -1,0 +1,76 @@
+"""The start client (RFC 003): a child start happens once per (caller execution, step key).
+
+A new start admits the target with its parent link and first wake and records the request in
+one transaction; a repeat with the same workflow and canonical params returns the first target;
+anything different is START_REQUEST_MISMATCH, also after the target is terminal. Not fenced: a
+stale lease holder gets the same target and starts nothing new.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ys.errors import NotFound, WorkflowStartError
+from ys.store.base import request_params, validate_start  # noqa: F401 - re-exported
+from ys.store.records import CANCEL_REQUESTED, Event
+from ys.store.sqlite import admit_tx, append, load
+
+
+def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str,
+             params_json: str, detached: bool, now: float) -> str:
+    row = c.execute(
+        "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=? AND step_key=?",
+        (caller_id, step_key),
+    ).fetchone()
+    if row is not None:
+        if row[0] != workflow or row[1] != params_json:
+            raise WorkflowStartError(
+                "START_REQUEST_MISMATCH",
+                f"step {step_key!r} of {caller_id} already started {row[0]} ({row[2]}) with "
+                f"{'the same workflow but other params' if row[0] == workflow else 'another workflow'}",
+                target=row[2],
+            )
+        return str(row[2])
+    if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (caller_id,)).fetchone() is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
+    parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
+    admission = admit_tx(
+        c, workflow, "{}" if params_json == "null" else params_json, "{}", None, "fail", parent,
+        now,
+    )
+    c.execute(
+        "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, target_id, "
+        "created_at) VALUES (?,?,?,?,?,?,?)",
+        (caller_id, step_key, workflow, params_json, int(bool(detached)), admission.execution_id,
+         now),
+    )
+    return admission.execution_id
+
+
+def start_target(c: sqlite3.Connection, caller_id: str, step_key: str) -> str | None:
+    row = c.execute(
+        "SELECT target_id FROM start_requests WHERE caller_id=? AND step_key=?",
+        (caller_id, step_key),
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def cancel_tx(c: sqlite3.Connection, execution_id: str, now: float, depth: int = 0) -> bool:
+    """Record a cancellation request (the execution becomes due now) and pass it on to every
+    attached child that is not terminal. Returns whether anything changed."""
+    record = load(c, execution_id, payload=False)
+    if record is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if record.terminal or record.cancel_requested:
+        return False
+    data = {"by": "parent"} if depth else {}
+    append(c, record, [Event(CANCEL_REQUESTED, now, data)])
+    if depth < 64:
+        children = c.execute(
+            "SELECT execution_id FROM executions WHERE parent_id=? AND parent_detached=0 "
+            "AND status NOT IN ('completed','failed','cancelled')",
+            (execution_id,),
+        ).fetchall()
+        for (child,) in children:
+            cancel_tx(c, child, now, depth + 1)
+    return True
