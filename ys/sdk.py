@@ -11,6 +11,9 @@ import asyncio
 import builtins
 import datetime as dt
 import inspect
+import os
+import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,6 +26,25 @@ from ys.errors import (
     YsError,
     from_code,
 )
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for crash tests: YS_CRASH_POINTS="start.after_client@/tmp/marker,..."
+    SIGKILLs this process at the named point (once per marker file, when one is given)."""
+    spec = os.environ.get("YS_CRASH_POINTS")
+    if not spec:
+        return
+    for item in spec.split(","):
+        point, _, marker = item.partition("@")
+        if point.strip() != name:
+            continue
+        if marker:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                return
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Suspend(BaseException):
@@ -304,6 +326,7 @@ class Step:
         if child is not None:
             return child
         child = self._start(key, "start", workflow, params, detached)
+        crash_point("start.after_client")
         from ys.store.base import request_params
 
         info = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
@@ -322,6 +345,7 @@ class Step:
         child = self._request(key, "call", workflow, params, saved)
         if child is None:
             child = self._start(key, "call", workflow, params, False)
+            crash_point("call.after_client")
         from ys.store.base import request_params
 
         request = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
