@@ -36,6 +36,7 @@ _CODES: dict[str, tuple[int, int]] = {
     "DAEMON_UNAVAILABLE": (503, 5),
     "TIMEOUT": (504, 6),
     "RESOURCE_EXHAUSTED": (507, 7),
+    "EFFECT_RUNTIME_INVARIANT": (500, 1),
     "INTERNAL": (500, 1),
 }
 
@@ -100,6 +101,12 @@ class WaitTimeout(YsError):
     default_code = "WAIT_TIMEOUT"
 
 
+class EffectInvariantError(YsError):
+    """The runtime's own effect data or behaviour is wrong: the delivery is retried."""
+
+    default_code = "EFFECT_RUNTIME_INVARIANT"
+
+
 class LeaseLost(YsError):
     default_code = "LEASE_LOST"
 
@@ -128,6 +135,7 @@ _BY_CODE: dict[str, type[YsError]] = {
     "INVALID_EFFECT_REQUEST": WorkflowEffectError,
     "EFFECT_REQUEST_MISMATCH": WorkflowEffectError,
     "LEASE_LOST": LeaseLost,
+    "EFFECT_RUNTIME_INVARIANT": EffectInvariantError,
     "EXECUTION_NOT_FOUND": NotFound,
     "WORKFLOW_NOT_FOUND": NotFound,
     "NOT_FOUND": NotFound,

@@ -22,6 +22,7 @@ from ys import codec
 from ys.errors import (
     ChildWorkflowFailed,
     WorkflowCancelledError,
+    WorkflowEffectError,
     WorkflowStartError,
     YsError,
     from_code,
@@ -93,6 +94,10 @@ class Unknown:
     pass
 
 
+class _Failed:
+    """A callback raised: its outcome is unknown."""
+
+
 def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Mark the script's workflow function; options (schedule=, tz=, ...) are declarations."""
 
@@ -127,6 +132,17 @@ class Backend(Protocol):
 
     def get(self, execution_id: str) -> dict[str, Any]:
         """A record as the API shows it (status, outcome)."""
+
+    def effect_begin(self, operation: str, effect_id: str, input: Any,
+                     key: str) -> dict[str, Any]:
+        """RFC 004 begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
+        raises WorkflowEffectError for a rejection."""
+
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+        """RFC 004 settle: {"status": "settled" | "conflict", "result", ...} (canonical)."""
+
+    def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
+        """RFC 004 wait: register as a waiter and request the wake; returns the wake time."""
 
 
 _REVIVED: dict[str, type[BaseException]] = {}
@@ -205,7 +221,7 @@ class Step:
         """Call the runtime; its failures are infrastructure failures, never workflow errors."""
         try:
             return fn(*args)
-        except WorkflowStartError:
+        except (WorkflowStartError, WorkflowEffectError):
             raise
         except (YsError, OSError) as exc:
             raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
@@ -282,6 +298,105 @@ class Step:
         now = self._backend.now()
         self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
 
+
+    # -- external effects (RFC 004) ---------------------------------------------------------
+
+    def effect(self, key: str, *, effect_id: str, operation: str, input: dict[str, Any],
+               perform: Callable[[str], Any], lookup: Callable[[str], Any],
+               retry_in: float = 60.0) -> Any:
+        """Perform an external operation at most once per effect ID, asking `lookup` what
+        happened after any uncertain attempt (RFC 004's driver table)."""
+        saved = self._begin(key)
+        if saved is not None and saved.status == "completed":
+            return codec.decode(saved.value or "null")
+        if saved is not None and saved.status == "failed":
+            raise revive(codec.decode(saved.value or "null"))
+        try:
+            from ys.store.base import check_request
+
+            check_request(effect_id, operation, input, retry_in)
+            if not callable(perform) or not callable(lookup):
+                raise WorkflowEffectError("INVALID_EFFECT_REQUEST",
+                                          "perform and lookup must be callables")
+            state = self._effect_call(self._backend.effect_begin, operation, effect_id, input, key)
+        except WorkflowEffectError as exc:
+            error = codec.ErrorValue("WorkflowEffectError", exc.message, exc.code)
+            self._save(key, "effect", "failed", codec.dumps(error))
+            raise
+        crash_point("effect.after_begin")
+        if state["status"] == "settled":
+            return self._effect_done(key, state["result"])
+        result_json: str | None = None
+        if state["status"] == "pending":
+            found = self._callback(lookup, effect_id, "lookup")
+            crash_point("effect.after_lookup")
+            if isinstance(found, Settled):
+                result_json = self._durable(found.result, "lookup")
+            elif isinstance(found, NotFound):
+                found = None
+            elif isinstance(found, Unknown | _Failed):
+                return self._effect_wait(key, effect_id, retry_in)
+            else:
+                raise InfrastructureFailure(
+                    TypeError(f"lookup returned {type(found).__name__}, not Settled, NotFound "
+                              "or Unknown"), "EFFECT_HANDLER_INVALID")
+        if result_json is None:
+            performed = self._callback(perform, effect_id, "perform")
+            crash_point("effect.after_perform")
+            if isinstance(performed, _Failed):
+                return self._effect_wait(key, effect_id, retry_in)
+            result_json = self._durable(performed, "perform")
+        settled = self._effect_call(self._backend.effect_settle, operation, effect_id, result_json)
+        crash_point("effect.after_settle")
+        if settled["status"] == "conflict":
+            sys.stderr.write(
+                f"ys: EFFECT_CONFLICT: effect {effect_id!r} was already settled with another "
+                "result; the first result is kept and the conflict is reported (ys effect "
+                f"{effect_id})\n")
+        return self._effect_done(key, settled["result"])
+
+    def _effect_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """An effect client call: a rejection passes through; any other failure is
+        EFFECT_CLIENT_UNAVAILABLE (or the invariant code), never a workflow error."""
+        try:
+            return fn(*args)
+        except WorkflowEffectError:
+            raise
+        except YsError as exc:
+            code = exc.code if exc.code == "EFFECT_RUNTIME_INVARIANT" else (
+                "EFFECT_CLIENT_UNAVAILABLE")
+            raise InfrastructureFailure(exc, code) from exc
+        except Exception as exc:
+            raise InfrastructureFailure(exc, "EFFECT_CLIENT_UNAVAILABLE") from exc
+
+    @staticmethod
+    def _callback(fn: Callable[[str], Any], effect_id: str, what: str) -> Any:
+        """A perform or lookup call; a raising callback is an unknown outcome."""
+        try:
+            return _call(fn, (effect_id,))
+        except Exception as exc:
+            sys.stderr.write(f"ys: {what} for effect {effect_id!r} raised "
+                             f"{type(exc).__name__}: {exc}; its outcome is unknown\n")
+            return _Failed()
+
+    @staticmethod
+    def _durable(value: Any, what: str) -> str:
+        enc = codec.encode(value, path=f"{what} result")
+        if enc.status != "encoded" or enc.canonical is None:
+            raise InfrastructureFailure(ValueError(enc.message), "EFFECT_HANDLER_INVALID")
+        return enc.canonical
+
+    def _effect_done(self, key: str, result_json: str) -> Any:
+        self._save(key, "effect", "completed", result_json)
+        return codec.decode(result_json)
+
+    def _effect_wait(self, key: str, effect_id: str, retry_in: float) -> Any:
+        """Register as a waiter (the wake comes with it), then record the unfinished step."""
+        wake_at = self._effect_call(self._backend.effect_wait, effect_id, key,
+                                    self._backend.now() + retry_in)
+        crash_point("effect.after_wait")
+        self._save(key, "effect", "waiting", None, 1, float(wake_at))
+        raise Suspend(key)
 
     # -- children (RFC 003) -----------------------------------------------------------------
 

@@ -69,6 +69,19 @@ class _StoreBackend:
             raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record(r)
 
+    def effect_begin(self, operation: str, effect_id: str, input: Any,
+                     key: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.store.effect_begin(operation, effect_id, input,
+                                                      self.execution_id, key)
+        return out
+
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.store.effect_settle(operation, effect_id, result)
+        return out
+
+    def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
+        return float(self.store.effect_wait(effect_id, self.execution_id, key, wake_at))
+
 
 class WorkflowTest:
     """A temporary store and a set of workflows (name -> function, or a folder of scripts)."""

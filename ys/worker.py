@@ -61,6 +61,7 @@ class ApiBackend:
 
     def __init__(self, transport: Any, execution_id: str) -> None:
         self.transport = transport
+        self.execution_id = execution_id
         self.base = f"/v1/executions/{quote(execution_id, safe='')}"
 
     def now(self) -> float:
@@ -87,6 +88,26 @@ class ApiBackend:
             "GET", f"/v1/executions/{quote(execution_id, safe='')}"
         )
         return out
+
+    def _effect(self, effect_id: str, verb: str, body: dict[str, Any]) -> Any:
+        return self.transport.request("POST", f"/v1/effects/{quote(effect_id, safe='')}/{verb}",
+                                      body)
+
+    def effect_begin(self, operation: str, effect_id: str, input: Any,
+                     key: str) -> dict[str, Any]:
+        body = {"operation": operation, "input": input, "execution_id": self.execution_id,
+                "step_key": key}
+        out: dict[str, Any] = self._effect(effect_id, "begin", body)
+        return out
+
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._effect(effect_id, "settle",
+                                           {"operation": operation, "result": result})
+        return out
+
+    def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
+        body = {"execution_id": self.execution_id, "step_key": key, "wake_at": wake_at}
+        return float(self._effect(effect_id, "wait", body)["wake_at"])
 
 
 def _heartbeat(socket_path: str, token: str, base: str, every: float,

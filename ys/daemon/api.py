@@ -121,6 +121,11 @@ class Api:
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
+            web.get("/v1/effects", self.effects),
+            web.get("/v1/effects/{effect_id}", self.effect),
+            web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
+            web.post("/v1/effects/{effect_id}/settle", self.effect_settle),
+            web.post("/v1/effects/{effect_id}/wait", self.effect_wait),
         ]
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -322,6 +327,56 @@ class Api:
         self.d.dispatcher.poke()
         return _json(result)
 
+    # -- effects (RFC 004): not fenced -------------------------------------------------------
+
+    async def effects(self, request: web.Request) -> web.Response:
+        status = request.query.get("status") or None
+        if status not in (None, "pending", "settled", "conflict"):
+            raise InvalidArgument("INVALID_ARGUMENT",
+                                  "status must be pending, settled or conflict")
+        items = await self.call(self.d.store.effects, status,
+                                request.query.get("execution") or None)
+        return _json({"effects": [views.effect(e) for e in items]})
+
+    async def effect(self, request: web.Request) -> web.Response:
+        effect_id = request.match_info["effect_id"]
+        found = await self.call(self.d.store.effect, effect_id)
+        if found is None:
+            raise NotFound("NOT_FOUND", f"no effect {effect_id!r}")
+        return _json(views.effect(found))
+
+    async def effect_begin(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        state = await self.call(
+            self.d.store.effect_begin, body.get("operation"), request.match_info["effect_id"],
+            body.get("input"), _text(body, "execution_id"), _text(body, "step_key"),
+        )
+        return _json(state)
+
+    async def effect_settle(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        try:
+            state = await self.call(
+                self.d.store.effect_settle, _text(body, "operation"),
+                request.match_info["effect_id"], _text(body, "result"),
+            )
+        except ValueError as exc:
+            raise InvalidArgument("INVALID_ARGUMENT", f"result is not canonical: {exc}") from None
+        self.d.dispatcher.poke()  # settlement wakes every waiter
+        return _json(state)
+
+    async def effect_wait(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        wake_at = body.get("wake_at")
+        if not isinstance(wake_at, int | float):
+            raise InvalidArgument("INVALID_ARGUMENT", "wake_at (epoch seconds) is required")
+        first = await self.call(
+            self.d.store.effect_wait, request.match_info["effect_id"],
+            _text(body, "execution_id"), _text(body, "step_key"), float(wake_at),
+        )
+        self.d.dispatcher.poke()
+        return _json({"wake_at": first})
+
     async def renew(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
         token = self._token(request)
@@ -331,6 +386,13 @@ class Api:
         )
         self.d.dispatcher.renewed(execution_id, token, expires)
         return _json({"lease_expires_at": views.iso(expires)})
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str):
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} is required (text)")
+    return value
 
 
 def make_app(api: Api) -> web.Application:

@@ -82,9 +82,13 @@ class Dispatcher:
                     log.error("claim failed: %s", exc)
             for d in claimed:
                 self.hub.notify(d.execution_id)
+                # A delivery whose lease expired may still be here, being killed: claim_due
+                # released and re-claimed its execution. The new one waits until it is gone.
+                prev = self.running.get(d.execution_id)
                 r = Running(d, lease_expires_at=d.lease_expires_at)
                 self.running[d.execution_id] = r
-                r.task = asyncio.create_task(self._deliver(r), name=f"deliver {d.execution_id}")
+                r.task = asyncio.create_task(self._deliver(r, prev),
+                                             name=f"deliver {d.execution_id}")
             if claimed and len(claimed) == free:
                 continue  # more may be due
             timeout = MAX_IDLE
@@ -102,9 +106,16 @@ class Dispatcher:
     def retry_delay(self, attempt: int) -> float:
         return min(self.retry_max, self.retry_base * (2 ** max(0, attempt - 1)))
 
-    async def _deliver(self, r: Running) -> None:
+    async def _deliver(self, r: Running, prev: Running | None = None) -> None:
         d = r.delivery
         try:
+            if prev is not None:
+                # never two processes for one execution: the old one lost its lease
+                prev.lost = True
+                if prev.proc is not None:
+                    kill_group(prev.proc)
+                if prev.task is not None:
+                    await asyncio.wait([prev.task])
             wf = self.registry.get(d.workflow)
             if wf is None or wf.error:
                 why = "missing" if wf is None else f"broken: {wf.error}"
@@ -154,7 +165,8 @@ class Dispatcher:
         except Exception:
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
-            self.running.pop(d.execution_id, None)
+            if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
+                del self.running[d.execution_id]
             self.hub.notify(d.execution_id)
             self.poke()
 

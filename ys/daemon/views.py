@@ -79,5 +79,23 @@ def describe(d: Description) -> dict[str, Any]:
     return out
 
 
+def effect(e: dict[str, Any]) -> dict[str, Any]:
+    out = dict(e)
+    for k in ("input", "result"):
+        out[k] = plain(out.get(k))
+    out["conflicts"] = [
+        {"result": plain(c["result"]), "conflicting_result": plain(c["conflicting_result"]),
+         "at": iso(c["at"])}
+        for c in e.get("conflicts", [])
+    ]
+    for k in ("created_at", "settled_at"):
+        out[k] = iso(out.get(k))
+    for w in out.get("waiters", []):
+        w["wake_at"] = iso(w["wake_at"])
+    for b in out.get("began_by", []):
+        b["at"] = iso(b["at"])
+    return out
+
+
 def event(e: dict[str, Any]) -> dict[str, Any]:
     return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": e["data"]}

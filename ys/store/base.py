@@ -6,12 +6,13 @@ The contract tests in tests/store/ run against every adapter; SQLite is the only
 from __future__ import annotations
 
 import builtins
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ys import codec
-from ys.errors import InvalidArgument, WorkflowStartError
+from ys.errors import InvalidArgument, WorkflowEffectError, WorkflowStartError
 from ys.store.records import Event, Record
 
 MAX_PARAMS_BYTES = 2 * 1024 * 1024
@@ -118,6 +119,30 @@ def validate_start(step_key: str, workflow: str) -> None:
         raise WorkflowStartError("INVALID_ARGUMENT", exc.message) from None
     if not isinstance(step_key, str) or not step_key:
         raise WorkflowStartError("INVALID_START_PARAMETERS", "a step key must be non-empty text")
+
+
+def check_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.0) -> str:
+    """Validate an effect request before begin; returns the canonical input.
+    Raises WorkflowEffectError(INVALID_EFFECT_REQUEST)."""
+
+    def bad(msg: str) -> WorkflowEffectError:
+        return WorkflowEffectError("INVALID_EFFECT_REQUEST", msg)
+
+    if not isinstance(effect_id, str) or not effect_id or not effect_id.isprintable():
+        raise bad("effect_id must be non-empty printable text")
+    if len(effect_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        raise bad(f"effect_id is longer than {MAX_ID_BYTES} bytes")
+    if not isinstance(operation, str) or not operation or not operation.isprintable():
+        raise bad("operation must be non-empty printable text")
+    if not isinstance(input, dict):
+        raise bad("input must be an object (a dict of durable values)")
+    enc = codec.encode(input, path="input")
+    if enc.status != "encoded" or enc.canonical is None:
+        raise bad(enc.message or "input is not a durable value")
+    if (isinstance(retry_in, bool) or not isinstance(retry_in, int | float)
+            or not math.isfinite(retry_in) or retry_in < 0):
+        raise bad(f"retry_in must be a finite number of seconds >= 0, not {retry_in!r}")
+    return enc.canonical
 
 
 class Store(Protocol):

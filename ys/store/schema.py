@@ -71,6 +71,43 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (caller_id, step_key)
     ) WITHOUT ROWID;
     """,
+    # 3: the effect ledger (RFC 004): never pruned with an execution
+    """
+    CREATE TABLE effects (
+        effect_id  TEXT PRIMARY KEY,
+        operation  TEXT NOT NULL,
+        input      TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        result     TEXT,
+        created_at REAL NOT NULL,
+        settled_at REAL
+    ) WITHOUT ROWID;
+    CREATE INDEX effects_status ON effects(status);
+    CREATE TABLE effect_begins (
+        effect_id    TEXT NOT NULL,
+        execution_id TEXT NOT NULL,
+        step_key     TEXT NOT NULL,
+        at           REAL NOT NULL,
+        PRIMARY KEY (effect_id, execution_id, step_key)
+    ) WITHOUT ROWID;
+    CREATE TABLE effect_waiters (
+        effect_id     TEXT NOT NULL,
+        execution_id  TEXT NOT NULL,
+        step_key      TEXT NOT NULL,
+        wake_at       REAL NOT NULL,
+        registered_at REAL NOT NULL,
+        PRIMARY KEY (effect_id, execution_id, step_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX effect_waiters_execution ON effect_waiters(execution_id);
+    CREATE TABLE effect_conflicts (
+        id                 INTEGER PRIMARY KEY,
+        effect_id          TEXT NOT NULL,
+        result             TEXT NOT NULL,
+        conflicting_result TEXT NOT NULL,
+        at                 REAL NOT NULL
+    );
+    CREATE INDEX effect_conflicts_effect ON effect_conflicts(effect_id);
+    """,
 ]
 
 

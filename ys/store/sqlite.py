@@ -326,6 +326,48 @@ class SqliteStore:
         t = self._now(now)
         return self.write(lambda c: cancel_tx(c, execution_id, t))
 
+    # -- effects (RFC 004) ------------------------------------------------------------------
+
+    def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,
+                     step_key: str, *, now: float | None = None) -> dict[str, Any]:
+        """{"status": "new" | "pending"} or {"status": "settled", "result": <canonical>};
+        raises WorkflowEffectError (INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH)."""
+        from ys.store.base import check_request
+        from ys.store.effects import begin_tx
+
+        input_json = check_request(effect_id, operation, input)
+        t = self._now(now)
+        return self.write(
+            lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
+        )
+
+    def effect_settle(self, operation: str, effect_id: str, result_json: str, *,
+                      now: float | None = None) -> dict[str, Any]:
+        """Settle once; a different later result is kept as a conflict report."""
+        from ys.store.effects import settle_tx
+
+        codec.decode(result_json)  # must be canonical durable text
+        t = self._now(now)
+        return self.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
+
+    def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
+                    now: float | None = None) -> float:
+        from ys.store.effects import wait_tx
+
+        t = self._now(now)
+        return self.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
+
+    def effect(self, effect_id: str) -> dict[str, Any] | None:
+        from ys.store.effects import describe_effect
+
+        return describe_effect(self.reader(), effect_id)
+
+    def effects(self, status: str | None = None,
+                execution_id: str | None = None) -> builtins.list[dict[str, Any]]:
+        from ys.store.effects import list_effects
+
+        return list_effects(self.reader(), status, execution_id)
+
     # -- starts (RFC 003) -------------------------------------------------------------------
 
     def start(
