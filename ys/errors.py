@@ -107,6 +107,10 @@ class EffectInvariantError(YsError):
     default_code = "EFFECT_RUNTIME_INVARIANT"
 
 
+class VersionConflict(YsError):
+    default_code = "VERSION_CONFLICT"
+
+
 class LeaseLost(YsError):
     default_code = "LEASE_LOST"
 
@@ -135,6 +139,7 @@ _BY_CODE: dict[str, type[YsError]] = {
     "INVALID_EFFECT_REQUEST": WorkflowEffectError,
     "EFFECT_REQUEST_MISMATCH": WorkflowEffectError,
     "LEASE_LOST": LeaseLost,
+    "VERSION_CONFLICT": VersionConflict,
     "EFFECT_RUNTIME_INVARIANT": EffectInvariantError,
     "EXECUTION_NOT_FOUND": NotFound,
     "WORKFLOW_NOT_FOUND": NotFound,

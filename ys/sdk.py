@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from ys import codec
 from ys.errors import (
     ChildWorkflowFailed,
+    WaitTimeout,
     WorkflowCancelledError,
     WorkflowEffectError,
     WorkflowStartError,
@@ -144,6 +145,11 @@ class Backend(Protocol):
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         """RFC 004 wait: register as a waiter and request the wake; returns the wake time."""
 
+    def store_wait(self, store_key: str, key: str, seen: int,
+                   timeout_at: float | None) -> dict[str, Any] | None:
+        """The store key's {"value": canonical, "version"} if above `seen`, else register this
+        step as a waiter (and its timeout wake) and return None, in one transaction."""
+
 
 _REVIVED: dict[str, type[BaseException]] = {}
 
@@ -154,6 +160,8 @@ def revive(error: codec.ErrorValue) -> BaseException:
     if error.code and error.name in ("ExecutionAdmissionError", "WorkflowStartError",
                                      "WorkflowEffectError", "YsError", "LeaseLost", "NotFound"):
         return from_code(error.code, error.message)
+    if error.name == "WaitTimeout":
+        return WaitTimeout("WAIT_TIMEOUT", error.message)
     cls = getattr(builtins, error.name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
@@ -299,6 +307,40 @@ class Step:
         self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
 
 
+    # -- waiting for a value -----------------------------------------------------------------
+
+    def wait_for(self, key: str, store_key: str, timeout: float | None = None,
+                 newer_than: int = 0) -> Any:
+        """Wait until `store_key` holds a value (at a version above `newer_than`) and return
+        it; with a timeout, raise ys.WaitTimeout once it passes. Durable: the execution
+        suspends while it waits, and a put that lands meanwhile is never missed."""
+        saved = self._begin(key)
+        if saved is not None and saved.status == "completed":
+            return codec.decode(saved.value or "null")
+        if saved is not None and saved.status == "failed":
+            raise revive(codec.decode(saved.value or "null"))
+        now = self._backend.now()
+        if saved is not None:
+            info = codec.decode(saved.value or "{}")
+            seen, timeout_at = int(info.get("seen", 0)), info.get("timeout_at")
+        else:
+            if timeout is not None and (timeout != timeout or timeout < 0):
+                raise ValueError(f"step.wait_for({key!r}): timeout must be >= 0")
+            seen, timeout_at = newer_than, (None if timeout is None else now + timeout)
+        found = self._infra(self._backend.store_wait, store_key, key, seen, timeout_at)
+        if found is not None:
+            self._save(key, "wait", "completed", found["value"])
+            return codec.decode(found["value"])
+        if timeout_at is not None and now >= timeout_at:
+            error = codec.ErrorValue("WaitTimeout", f"no value for {store_key!r} within "
+                                     f"{timeout}s" if timeout is not None else
+                                     f"no value for {store_key!r} in time", "WAIT_TIMEOUT")
+            self._save(key, "wait", "failed", codec.dumps(error))
+            raise WaitTimeout("WAIT_TIMEOUT", error.message)
+        info = {"store_key": store_key, "seen": seen, "timeout_at": timeout_at}
+        self._save(key, "wait", "waiting", codec.dumps(info), 1, timeout_at)
+        raise Suspend(key)
+
     # -- external effects (RFC 004) ---------------------------------------------------------
 
     def effect(self, key: str, *, effect_id: str, operation: str, input: dict[str, Any],
@@ -406,8 +448,14 @@ class Step:
         None when nothing is recorded. A recorded rejection is raised again."""
         if saved is None:
             return None
-        if saved.status == "failed" and saved.kind == kind and kind == "start":
-            raise revive(codec.decode(saved.value or "null"))
+        if saved.status == "failed" and saved.kind == "start":
+            # A recorded rejection (of a start or of a call's start): the same class and code,
+            # whatever the code (revive would turn INVALID_ARGUMENT into InvalidArgument).
+            rejected = codec.decode(saved.value or "null")
+            if isinstance(rejected, codec.ErrorValue) and rejected.name == "WorkflowStartError":
+                raise WorkflowStartError(rejected.code or "START_REQUEST_MISMATCH",
+                                         rejected.message)
+            raise revive(rejected)
         info = codec.decode(saved.value or "null")
         if isinstance(info, dict) and "request" in info:
             info = info["request"]
@@ -428,6 +476,13 @@ class Step:
         """Call the start client; a rejection is recorded and raised as WorkflowStartError."""
         try:
             return str(self._infra(self._backend.start, key, workflow, params, detached))
+        except (WorkflowStartError, InfrastructureFailure):
+            raise_rejection = True
+        except Exception as exc:
+            # Whatever else the client throws is not the workflow's to catch (RFC 003).
+            raise InfrastructureFailure(exc, str(getattr(exc, "code", "INFRASTRUCTURE"))) from exc
+        try:
+            raise
         except WorkflowStartError as exc:
             error = codec.ErrorValue("WorkflowStartError", exc.message, exc.code)
             self._save(key, "start", "failed", codec.dumps(error))

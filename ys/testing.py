@@ -79,6 +79,12 @@ class _StoreBackend:
         out: dict[str, Any] = self.store.effect_settle(operation, effect_id, result)
         return out
 
+    def store_wait(self, store_key: str, key: str, seen: int,
+                   timeout_at: float | None) -> dict[str, Any] | None:
+        out: dict[str, Any] | None = self.store.store_wait(store_key, self.execution_id, key,
+                                                           seen, timeout_at)
+        return out
+
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         return float(self.store.effect_wait(effect_id, self.execution_id, key, wake_at))
 
@@ -116,6 +122,10 @@ class WorkflowTest:
                 if_exists: str = "fail") -> str:
         return str(self.store.admit(workflow, params, execution_id=execution_id,
                                     if_exists=if_exists).execution_id)
+
+    def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
+        """`ys store put`: commit a value and wake its waiters; returns the new version."""
+        return int(self.store.store_put(key, value, expected_version)["version"])
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

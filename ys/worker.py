@@ -105,6 +105,15 @@ class ApiBackend:
                                            {"operation": operation, "result": result})
         return out
 
+    def store_wait(self, store_key: str, key: str, seen: int,
+                   timeout_at: float | None) -> dict[str, Any] | None:
+        body = {"execution_id": self.execution_id, "step_key": key, "seen": seen,
+                "timeout_at": timeout_at}
+        out: dict[str, Any] = self.transport.request(
+            "POST", f"/v1/store/{quote(store_key, safe='')}/wait", body
+        )
+        return out.get("found")
+
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         body = {"execution_id": self.execution_id, "step_key": key, "wake_at": wake_at}
         return float(self._effect(effect_id, "wait", body)["wake_at"])

@@ -121,6 +121,11 @@ class Api:
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
+            web.get("/v1/store", self.store_list),
+            web.get("/v1/store/{key}", self.store_get),
+            web.put("/v1/store/{key}", self.store_put),
+            web.delete("/v1/store/{key}", self.store_delete),
+            web.post("/v1/store/{key}/wait", self.store_wait),
             web.get("/v1/effects", self.effects),
             web.get("/v1/effects/{effect_id}", self.effect),
             web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
@@ -221,11 +226,16 @@ class Api:
         return _json(self._record(await self._load(request.match_info["id"])))
 
     async def describe(self, request: web.Request) -> web.Response:
-        d = await self.call(self.d.store.describe, request.match_info["id"])
+        execution_id = request.match_info["id"]
+        d = await self.call(self.d.store.describe, execution_id)
         out = views.describe(d)
-        extra = getattr(self.d, "describe_extra", None)
-        if extra is not None:
-            await extra(out)
+        out["effects"] = [views.effect(e) for e in
+                          await self.call(self.d.store.effects, None, execution_id)]
+        out["waiting_on"] = [
+            {**w, **({"since": views.iso(w["since"])} if "since" in w else {}),
+             **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {})}
+            for w in await self.call(self.d.store.waits, execution_id)
+        ]
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:
@@ -326,6 +336,55 @@ class Api:
         self.d.hub.notify(execution_id)
         self.d.dispatcher.poke()
         return _json(result)
+
+    # -- durable values ----------------------------------------------------------------------
+
+    async def store_list(self, request: web.Request) -> web.Response:
+        items = await self.call(self.d.store.store_list, request.query.get("prefix", ""))
+        return _json({"entries": [
+            {"key": e["key"], "version": e["version"], "updated_at": views.iso(e["updated_at"])}
+            for e in items
+        ]})
+
+    async def store_get(self, request: web.Request) -> web.Response:
+        key = request.match_info["key"]
+        found = await self.call(self.d.store.store_get, key)
+        if found is None:
+            raise NotFound("NOT_FOUND", f"no value stored under {key!r}")
+        return _json({"key": key, "value": views.plain(found["value"]),
+                      "version": found["version"], "updated_at": views.iso(found["updated_at"])})
+
+    async def store_put(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        if "value" not in body:
+            raise InvalidArgument("INVALID_ARGUMENT", "value is required")
+        expected = body.get("expected_version")
+        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool)
+                                     or expected < 0):
+            raise InvalidArgument("INVALID_ARGUMENT", "expected_version must be a whole number")
+        out = await self.call(self.d.store.store_put, request.match_info["key"], body["value"],
+                              expected)
+        if out.get("woken"):
+            self.d.dispatcher.poke()
+        return _json({"key": out["key"], "version": out["version"],
+                      "updated_at": views.iso(out["updated_at"]), "woken": out["woken"]})
+
+    async def store_delete(self, request: web.Request) -> web.Response:
+        key = request.match_info["key"]
+        deleted = await self.call(self.d.store.store_delete, key)
+        if not deleted:
+            raise NotFound("NOT_FOUND", f"no value stored under {key!r}")
+        return _json({"key": key, "deleted": True})
+
+    async def store_wait(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        timeout_at = body.get("timeout_at")
+        found = await self.call(
+            self.d.store.store_wait, request.match_info["key"], _text(body, "execution_id"),
+            _text(body, "step_key"), int(body.get("seen") or 0),
+            float(timeout_at) if isinstance(timeout_at, int | float) else None,
+        )
+        return _json({"found": found})
 
     # -- effects (RFC 004): not fenced -------------------------------------------------------
 

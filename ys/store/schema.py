@@ -108,6 +108,25 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX effect_conflicts_effect ON effect_conflicts(effect_id);
     """,
+    # 4: durable values that workflows wait for (approvals, signals), and their waiters
+    """
+    CREATE TABLE kv (
+        key        TEXT PRIMARY KEY,
+        value      TEXT,
+        version    INTEGER NOT NULL,
+        deleted    INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE kv_waiters (
+        key           TEXT NOT NULL,
+        execution_id  TEXT NOT NULL,
+        step_key      TEXT NOT NULL,
+        seen_version  INTEGER NOT NULL,
+        registered_at REAL NOT NULL,
+        PRIMARY KEY (key, execution_id, step_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX kv_waiters_execution ON kv_waiters(execution_id);
+    """,
 ]
 
 

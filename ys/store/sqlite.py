@@ -326,6 +326,61 @@ class SqliteStore:
         t = self._now(now)
         return self.write(lambda c: cancel_tx(c, execution_id, t))
 
+    # -- durable values and their waiters ----------------------------------------------------
+
+    def store_put(self, key: str, value: Any, expected_version: int | None = None, *,
+                  now: float | None = None) -> dict[str, Any]:
+        """Commit a new version (compare-and-set with expected_version; 0 = must not exist)
+        and, in the same transaction, wake every execution waiting on the key."""
+        from ys.store.kv import check_key, encode_value, put_tx
+
+        check_key(key)
+        value_json = encode_value(value)
+        t = self._now(now)
+        return self.write(lambda c: put_tx(c, key, value_json, expected_version, t))
+
+    def store_get(self, key: str) -> dict[str, Any] | None:
+        from ys.store.kv import get
+
+        return get(self.reader(), key)
+
+    def store_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+        from ys.store.kv import list_keys
+
+        return list_keys(self.reader(), prefix)
+
+    def store_delete(self, key: str, *, now: float | None = None) -> bool:
+        from ys.store.kv import delete_tx
+
+        t = self._now(now)
+        return self.write(lambda c: delete_tx(c, key, t))
+
+    def store_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
+                   timeout_at: float | None = None, *,
+                   now: float | None = None) -> dict[str, Any] | None:
+        from ys.store.kv import check_key, wait_tx
+
+        check_key(key)
+        t = self._now(now)
+        return self.write(
+            lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)
+        )
+
+    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
+        """What an execution waits on: store keys and effects."""
+        from ys.store.kv import waits_of
+
+        c = self.reader()
+        out = waits_of(c, execution_id)
+        out += [
+            {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
+            for r in c.execute(
+                "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
+                (execution_id,),
+            ).fetchall()
+        ]
+        return out
+
     # -- effects (RFC 004) ------------------------------------------------------------------
 
     def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,

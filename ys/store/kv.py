@@ -1,0 +1,124 @@
+"""Durable values that workflows wait for (RFC 001's store waiters).
+
+Each key has a version that grows by one per commit (a delete is a commit too, so versions
+never go back). A put requests a wake for every execution waiting on its key in the same
+transaction: after a crash either the new version and every wake are there, or neither.
+A wait checks and registers in one transaction, so a put can never slip between the two.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ys import codec
+from ys.errors import InvalidArgument, NotFound, VersionConflict
+from ys.store.base import MAX_PARAMS_BYTES, check_execution_id
+from ys.store.sqlite import request_wake_tx
+
+
+def check_key(key: Any) -> str:
+    return check_execution_id(key, what="store key")
+
+
+def encode_value(value: Any) -> str:
+    enc = codec.encode(value, path="value")
+    if enc.status != "encoded" or enc.canonical is None:
+        raise InvalidArgument("INVALID_ARGUMENT", enc.message or "not a durable value")
+    if len(enc.canonical.encode()) > MAX_PARAMS_BYTES:
+        raise InvalidArgument("INVALID_ARGUMENT", "the value is over 2 MiB encoded")
+    return enc.canonical
+
+
+def put_tx(c: sqlite3.Connection, key: str, value_json: str, expected: int | None,
+           now: float) -> dict[str, Any]:
+    row = c.execute("SELECT version, deleted FROM kv WHERE key=?", (key,)).fetchone()
+    current = 0 if row is None or row[1] else int(row[0])
+    if expected is not None and expected != current:
+        raise VersionConflict(
+            "VERSION_CONFLICT",
+            f"{key} is at version {current}, not {expected}; read it again and retry",
+            version=current,
+        )
+    version = (int(row[0]) if row else 0) + 1
+    c.execute(
+        "INSERT INTO kv (key, value, version, deleted, updated_at) VALUES (?,?,?,0,?) "
+        "ON CONFLICT (key) DO UPDATE SET value=excluded.value, version=excluded.version, "
+        "deleted=0, updated_at=excluded.updated_at",
+        (key, value_json, version, now),
+    )
+    waiters = c.execute(
+        "SELECT DISTINCT execution_id FROM kv_waiters WHERE key=?", (key,)
+    ).fetchall()
+    for (execution_id,) in waiters:
+        try:
+            request_wake_tx(c, execution_id, now, now, reason=f"store key {key} changed")
+        except NotFound:
+            pass  # the waiter's record was pruned
+    c.execute("DELETE FROM kv_waiters WHERE key=?", (key,))
+    return {"key": key, "version": version, "updated_at": now, "woken": len(waiters)}
+
+
+def get(c: sqlite3.Connection, key: str) -> dict[str, Any] | None:
+    row = c.execute(
+        "SELECT value, version, updated_at FROM kv WHERE key=? AND deleted=0", (key,)
+    ).fetchone()
+    if row is None:
+        return None
+    return {"key": key, "value": codec.decode(row[0]), "version": row[1], "updated_at": row[2]}
+
+
+def list_keys(c: sqlite3.Connection, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = c.execute(
+        "SELECT key, version, updated_at FROM kv WHERE deleted=0 AND key LIKE ? ESCAPE '\\' "
+        "ORDER BY key LIMIT ?",
+        (escaped + "%", limit),
+    ).fetchall()
+    return [{"key": r[0], "version": r[1], "updated_at": r[2]} for r in rows]
+
+
+def delete_tx(c: sqlite3.Connection, key: str, now: float) -> bool:
+    row = c.execute("SELECT version, deleted FROM kv WHERE key=?", (key,)).fetchone()
+    if row is None or row[1]:
+        return False
+    c.execute(
+        "UPDATE kv SET value=NULL, deleted=1, version=version+1, updated_at=? WHERE key=?",
+        (now, key),
+    )
+    return True
+
+
+def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, seen: int,
+            timeout_at: float | None, now: float) -> dict[str, Any] | None:
+    """The value if the key exists at a version above `seen`; otherwise register the waiter
+    (and its timeout wake) and return None. One transaction: no put is ever missed."""
+    row = c.execute(
+        "SELECT value, version, updated_at FROM kv WHERE key=? AND deleted=0", (key,)
+    ).fetchone()
+    if row is not None and int(row[1]) > seen:
+        c.execute(
+            "DELETE FROM kv_waiters WHERE key=? AND execution_id=? AND step_key=?",
+            (key, execution_id, step_key),
+        )
+        return {"key": key, "value": row[0], "version": row[1], "updated_at": row[2]}
+    if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone() is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    c.execute(
+        "INSERT OR IGNORE INTO kv_waiters (key, execution_id, step_key, seen_version, "
+        "registered_at) VALUES (?,?,?,?,?)",
+        (key, execution_id, step_key, seen, now),
+    )
+    if timeout_at is not None:
+        request_wake_tx(c, execution_id, timeout_at, now, reason=f"wait for {key} times out")
+    return None
+
+
+def waits_of(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
+    return [
+        {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
+        for r in c.execute(
+            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
+            "ORDER BY registered_at", (execution_id,),
+        ).fetchall()
+    ]
