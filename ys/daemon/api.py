@@ -126,6 +126,14 @@ class Api:
             web.put("/v1/store/{key}", self.store_put),
             web.delete("/v1/store/{key}", self.store_delete),
             web.post("/v1/store/{key}/wait", self.store_wait),
+            web.get("/v1/schedules", self.schedules),
+            web.post("/v1/schedules", self.schedule_add),
+            web.get("/v1/schedules/{name}", self.schedule),
+            web.delete("/v1/schedules/{name}", self.schedule_remove),
+            web.post("/v1/schedules/{name}/pause", self.schedule_pause),
+            web.post("/v1/schedules/{name}/resume", self.schedule_resume),
+            web.get("/v1/schedules/{name}/next", self.schedule_next),
+            web.post("/v1/gc", self.gc),
             web.get("/v1/effects", self.effects),
             web.get("/v1/effects/{effect_id}", self.effect),
             web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
@@ -310,6 +318,8 @@ class Api:
             kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
             value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
         )
+        if body.get("status") == "waiting":
+            self.d.dispatcher.mark_suspended(execution_id, self._token(request))
         self.d.hub.notify(execution_id)
         return _json({"cancel_requested": bool(cancel)})
 
@@ -336,6 +346,70 @@ class Api:
         self.d.hub.notify(execution_id)
         self.d.dispatcher.poke()
         return _json(result)
+
+    # -- schedules and housekeeping ----------------------------------------------------------
+
+    async def schedules(self, request: web.Request) -> web.Response:
+        items = await self.call(self.d.store.schedules)
+        return _json({"schedules": [views.schedule(s) for s in items]})
+
+    async def schedule(self, request: web.Request) -> web.Response:
+        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        return _json(views.schedule(s))
+
+    async def schedule_add(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        workflow = _text(body, "workflow")
+        from ys.store.base import check_workflow_name
+
+        check_workflow_name(workflow)
+        await self.known_workflow(workflow)
+        max_late = body.get("max_late")
+        s = await self.call(
+            self.d.store.schedule_add, _text(body, "name"), workflow, _text(body, "cron"),
+            tz=str(body.get("tz") or "local"), params=body.get("params"),
+            catch_up=str(body.get("catch_up") or "once"),
+            overlap=str(body.get("overlap") or "skip"),
+            max_late=float(max_late) if isinstance(max_late, int | float) else None,
+            jitter=float(body.get("jitter") or 0.0),
+        )
+        self.d.scheduler.poke()
+        return _json(views.schedule(s), 201)
+
+    async def schedule_remove(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        await self.call(self.d.store.schedule_remove, name)
+        return _json({"name": name, "removed": True})
+
+    async def schedule_pause(self, request: web.Request) -> web.Response:
+        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], True)
+        return _json(views.schedule(s))
+
+    async def schedule_resume(self, request: web.Request) -> web.Response:
+        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], False)
+        self.d.scheduler.poke()
+        return _json(views.schedule(s))
+
+    async def schedule_next(self, request: web.Request) -> web.Response:
+        from ys import cron
+
+        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        n = max(1, min(1000, _int(request, "n", 5)))
+        after = max(time.time(), s["cursor"])
+        off = cron.jitter_offset(s["name"], s["jitter"])
+        times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+        return _json({"fire_times": [views.iso(t) for t in times]})
+
+    async def gc(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        older = body.get("older_than")
+        if older is not None and (not isinstance(older, int | float) or older < 0):
+            raise InvalidArgument("INVALID_ARGUMENT", "older_than must be seconds >= 0")
+        from ys.daemon.scheduler import retention_seconds
+
+        ids = await self.d.scheduler.gc(float(older) if older is not None else
+                                        retention_seconds(), bool(body.get("dry_run")))
+        return _json({"pruned": ids, "count": len(ids), "dry_run": bool(body.get("dry_run"))})
 
     # -- durable values ----------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ class Running:
     acknowledged: bool = False
     lease_expires_at: float = 0.0
     lost: bool = False
+    suspended: bool = False  # a shell workflow's `ys step` recorded a suspension
+    last_line: str = ""
     log_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -131,18 +133,33 @@ class Dispatcher:
                     retry_at=time.time() + 3600, reason="workflow_unavailable",
                     detail=f"workflow {d.workflow} is {why}",
                 )
+                fixed = self.registry.get(d.workflow)
+                if fixed is not None and fixed.error is None:
+                    # fixed while this delivery gave up: the registry's wake skipped it (leased)
+                    await self.call(self.store.request_wake, d.execution_id,
+                                    reason=f"workflow {d.workflow} changed")
                 return
             log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
             r.log_path = str(log_path)
             env = self._env(d, wf.path)
             r.proc = await self.launcher.launch(wf, env, log_path)
             record_worker(self.paths, r.proc.pid, d.execution_id)
-            watch = asyncio.create_task(self._watch_lease(r))
+            helpers = [asyncio.create_task(self._watch_lease(r))]
+            if wf.kind == "shell":
+                helpers += [asyncio.create_task(self._renew(r)),
+                            asyncio.create_task(self._tee(r, log_path))]
             try:
                 code = await r.proc.wait()
+                if wf.kind == "shell":
+                    await asyncio.wait_for(helpers[-1], 5)  # the rest of its output
+            except TimeoutError:
+                pass
             finally:
-                watch.cancel()
+                for h in helpers:
+                    h.cancel()
                 forget_worker(self.paths, r.proc.pid)
+            if wf.kind == "shell" and not r.lost and not r.acknowledged:
+                await self._shell_outcome(r, code, log_path)
             if r.acknowledged:
                 return
             detail = f"worker exited with status {code} without an outcome"
@@ -169,6 +186,57 @@ class Dispatcher:
                 del self.running[d.execution_id]
             self.hub.notify(d.execution_id)
             self.poke()
+
+    async def _renew(self, r: Running) -> None:
+        """Shell scripts have no worker to renew their lease: the dispatcher does it."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                r.lease_expires_at = await self.call(
+                    self.store.renew, r.delivery.execution_id, r.delivery.token,
+                    lease_seconds=self.lease_seconds,
+                )
+            except LeaseLost:
+                return
+
+    async def _tee(self, r: Running, log_path: Any) -> None:
+        """Copy a shell script's stdout into its log, keeping the last line for the result."""
+        assert r.proc is not None and r.proc.stdout is not None
+        with open(log_path, "ab") as log_file:
+            while True:
+                line = await r.proc.stdout.readline()
+                if not line:
+                    return
+                log_file.write(line)
+                log_file.flush()
+                text = line.decode("utf-8", errors="replace").rstrip("\n")
+                if text.strip():
+                    r.last_line = text[-2000:]
+
+    async def _shell_outcome(self, r: Running, code: int, log_path: Any) -> None:
+        """A shell workflow's outcome: suspended if a `ys step` suspended it (whatever the exit
+        code), completed on exit 0, failed otherwise with the status and the end of its log."""
+        d = r.delivery
+        if r.suspended:
+            outcome: dict[str, Any] = {"status": "suspended"}
+        elif code == 0:
+            outcome = {"status": "completed",
+                       "result": {"exit_status": 0, "last_line": r.last_line}}
+        else:
+            status = f"signal {-code}" if code < 0 else f"exit status {code}"
+            outcome = {"status": "failed", "error": {
+                "name": "ExitStatus", "message": f"{status}: {_tail(log_path, 600)}",
+                "code": "EXIT_STATUS"}}
+        try:
+            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome)
+            r.acknowledged = True
+        except LeaseLost:
+            pass
+
+    def mark_suspended(self, execution_id: str, token: str) -> None:
+        r = self.running.get(execution_id)
+        if r is not None and r.delivery.token == token:
+            r.suspended = True
 
     async def _watch_lease(self, r: Running) -> None:
         """Kill the delivery's process group once its lease has expired (the worker stopped

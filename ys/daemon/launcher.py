@@ -23,15 +23,20 @@ class SpawnLauncher:
 
     async def launch(self, workflow: Workflow, env: dict[str, str],
                      log_path: Path) -> asyncio.subprocess.Process:
-        if workflow.kind == "python":
-            argv = [sys.executable, "-m", "ys.worker"]
-        else:
+        shell = workflow.kind != "python"
+        if shell:
+            # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
             argv = [workflow.path]
+            bindir = os.path.dirname(sys.executable)
+            env = {**env, "PATH": bindir + os.pathsep + env.get("PATH", os.defpath)}
+        else:
+            argv = [sys.executable, "-m", "ys.worker"]
         log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             return await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd,
+                *argv, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE if shell else fd, stderr=fd,
                 env=env, cwd=str(Path(workflow.path).parent), start_new_session=True,
             )
         finally:

@@ -76,8 +76,12 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
+        from ys.daemon.scheduler import Scheduler
+
+        self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()
+        await self.scheduler.sync_declared(self.registry.workflows)
 
         app = make_app(Api(self))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -93,6 +97,7 @@ class Daemon:
             os.umask(old)
         self.registry.start_watching()
         self.dispatcher.start()
+        self.scheduler.start()
         log.info("ys daemon %d listening on %s (db %s, workflows %s)",
                  os.getpid(), sock, self.paths.db, self.paths.workflows)
         try:
@@ -100,6 +105,7 @@ class Daemon:
         finally:
             log.info("stopping: no new deliveries; %d running get %.0fs",
                      len(self.dispatcher.running), self.grace)
+            await self.scheduler.stop()
             await self.dispatcher.stop(self.grace)
             await self.registry.stop()
             await runner.cleanup()
@@ -112,8 +118,10 @@ class Daemon:
             log.info("stopped")
 
     async def _workflow_changed(self, wf: Any) -> None:
-        """A script became runnable: executions that waited for it are woken."""
-        if wf.error is None:
+        """A script became runnable: executions that waited for it are woken; schedules it
+        declares follow it."""
+        await self.scheduler.sync_declared(self.registry.workflows)
+        if wf.error is None and self.registry.get(wf.name) is not None:
             n = await self.hub.call(wake_waiting, self.store, wf.name)
             if n:
                 log.info("workflow %s is runnable: woke %d waiting executions", wf.name, n)

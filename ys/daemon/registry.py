@@ -88,6 +88,8 @@ class Registry:
             if old is not None and Path(old.path) == path:
                 del self.workflows[stem]
                 log.info("workflow %s removed", stem)
+                if self.on_change is not None:
+                    await self.on_change(old)
             return
         self.workflows[wf.name] = wf
         if old != wf:

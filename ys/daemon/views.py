@@ -97,5 +97,16 @@ def effect(e: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def schedule(s: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": s["name"], "workflow": s["workflow"], "cron": s["cron"], "tz": s["tz"],
+        "params": plain(s["params"]), "catch_up": s["catch_up"], "overlap": s["overlap"],
+        "max_late": s["max_late"], "jitter": s["jitter"], "paused": s["paused"],
+        "source": s["source"], "next_fire_at": None if s["paused"] else iso(s["next_fire_at"]),
+        "last_fire_at": iso(s["last_fire_at"]), "last_execution_id": s["last_execution_id"],
+        "queued": s["queued_slot"] is not None,
+    }
+
+
 def event(e: dict[str, Any]) -> dict[str, Any]:
     return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": e["data"]}

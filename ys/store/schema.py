@@ -127,6 +127,30 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX kv_waiters_execution ON kv_waiters(execution_id);
     """,
+    # 5: cron schedules; each fire's execution ID derives from the schedule and the slot
+    """
+    CREATE TABLE schedules (
+        name              TEXT PRIMARY KEY,
+        workflow          TEXT NOT NULL,
+        cron              TEXT NOT NULL,
+        tz                TEXT NOT NULL,
+        params            TEXT NOT NULL,
+        catch_up          TEXT NOT NULL,
+        max_late          REAL,
+        overlap           TEXT NOT NULL,
+        jitter            REAL NOT NULL DEFAULT 0,
+        paused            INTEGER NOT NULL DEFAULT 0,
+        source            TEXT NOT NULL,
+        cursor            REAL NOT NULL,
+        next_fire_at      REAL,
+        last_fire_at      REAL,
+        last_slot         REAL,
+        last_execution_id TEXT,
+        queued_slot       REAL,
+        created_at        REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    """,
 ]
 
 

@@ -326,6 +326,76 @@ class SqliteStore:
         t = self._now(now)
         return self.write(lambda c: cancel_tx(c, execution_id, t))
 
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def gc(self, older_than: float, *, dry_run: bool = False,
+           now: float | None = None) -> builtins.list[str]:
+        """Prune terminal executions last changed more than `older_than` seconds ago; returns
+        their IDs (what would go, with dry_run). Effect records always stay."""
+        from ys.store import gc
+
+        cutoff = self._now(now) - older_than
+        ids = gc.candidates(self.reader(), cutoff)
+        if dry_run:
+            return ids
+        for i in range(0, len(ids), gc.BATCH):
+            batch = ids[i:i + gc.BATCH]
+            self.write(lambda c, b=batch: gc.prune_tx(c, b))  # type: ignore[misc]
+        return ids
+
+    def setting(self, key: str) -> str | None:
+        row = self.reader().execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.write(lambda c: c.execute(
+            "INSERT INTO settings (key, value) VALUES (?,?) ON CONFLICT (key) DO UPDATE SET "
+            "value=excluded.value", (key, value)))
+
+    # -- schedules ---------------------------------------------------------------------------
+
+    def schedule_add(self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
+                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
+                     max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
+                     replace: bool = False, now: float | None = None) -> dict[str, Any]:
+        from ys.store import schedules
+
+        schedules.check(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        t = self._now(now)
+        return self.write(lambda c: schedules.upsert_tx(
+            c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
+            catch_up=catch_up, overlap=overlap, max_late=max_late, jitter=jitter,
+            source=source, now=t, replace=replace))
+
+    def schedules(self) -> builtins.list[dict[str, Any]]:
+        from ys.store import schedules
+
+        return schedules.list_all(self.reader())
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        from ys.store import schedules
+
+        return schedules.get(self.reader(), name)
+
+    def schedule_remove(self, name: str) -> None:
+        from ys.store import schedules
+
+        self.write(lambda c: schedules.remove_tx(c, name))
+
+    def schedule_pause(self, name: str, paused: bool, *,
+                       now: float | None = None) -> dict[str, Any]:
+        from ys.store import schedules
+
+        t = self._now(now)
+        return self.write(lambda c: schedules.pause_tx(c, name, paused, t))
+
+    def schedule_tick(self, name: str, *, now: float | None = None) -> builtins.list[dict[str, Any]]:
+        """Fire what is due for one schedule (admissions and the cursor in one transaction)."""
+        from ys.store import schedules
+
+        t = self._now(now)
+        return self.write(lambda c: schedules.tick_tx(c, name, t))
+
     # -- durable values and their waiters ----------------------------------------------------
 
     def store_put(self, key: str, value: Any, expected_version: int | None = None, *,
@@ -401,7 +471,9 @@ class SqliteStore:
         """Settle once; a different later result is kept as a conflict report."""
         from ys.store.effects import settle_tx
 
-        codec.decode(result_json)  # must be canonical durable text
+        # Must be durable text; compared and stored in its canonical form, so equal results
+        # never conflict because of key order or white space.
+        result_json = codec.dumps(codec.decode(result_json))
         t = self._now(now)
         return self.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 

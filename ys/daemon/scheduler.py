@@ -1,0 +1,164 @@
+"""The scheduler: fires cron schedules, catches up after sleep once, and prunes old records.
+
+It re-reads the wall clock at least every 30 s, so after a suspend, resume or clock change the
+next tick sees the jump and applies each schedule's catch-up policy (the planning is pure, in
+ys.cron; the fire itself is one store transaction, in ys.store.schedules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+from ys.errors import YsError
+
+log = logging.getLogger("ys.scheduler")
+MAX_IDLE = 30.0
+DAY = 86400.0
+
+
+def retention_seconds() -> float:
+    try:
+        return float(os.environ.get("YS_RETENTION_DAYS", "30")) * DAY
+    except ValueError:
+        return 30 * DAY
+
+
+class Scheduler:
+    def __init__(self, daemon: Any) -> None:
+        self.d = daemon
+        self._poke = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="scheduler")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.poke()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._poke.clear()
+            timeout = MAX_IDLE
+            try:
+                timeout = min(timeout, await self.tick())
+                await self.housekeeping()
+            except Exception:
+                log.exception("scheduler tick failed")
+            try:
+                await asyncio.wait_for(self._poke.wait(), max(0.01, timeout))
+            except TimeoutError:
+                pass
+
+    async def tick(self, now: float | None = None) -> float:
+        """Fire every due schedule; returns seconds until the next one may be due."""
+        now = time.time() if now is None else now
+        store = self.d.store
+        wait = MAX_IDLE
+        for s in await self.d.hub.call(store.schedules):
+            if s["paused"]:
+                continue
+            due = s["next_fire_at"] is not None and s["next_fire_at"] <= now
+            if due or s["queued_slot"] is not None:
+                try:
+                    actions = await self.d.hub.call(store.schedule_tick, s["name"], now=now)
+                except YsError as exc:
+                    log.error("schedule %s: %s", s["name"], exc)
+                    continue
+                self._log(s, actions)
+                if any(a["action"] == "fired" for a in actions):
+                    self.d.dispatcher.poke()
+                s = await self.d.hub.call(store.schedule, s["name"])
+            if s["queued_slot"] is not None:
+                wait = min(wait, 1.0)  # waiting for the previous execution to end
+            if s["next_fire_at"] is not None:
+                wait = min(wait, max(0.0, s["next_fire_at"] - time.time()))
+        return wait
+
+    def _log(self, s: dict[str, Any], actions: list[dict[str, Any]]) -> None:
+        for a in actions:
+            when = _iso(a.get("slot"))
+            if a["action"] == "fired":
+                how = " (catch-up)" if a.get("catch_up") else (
+                    " (queued)" if a.get("queued") else "")
+                log.info("schedule %s fired slot %s%s: %s", s["name"], when, how,
+                         a["execution_id"])
+            elif a["action"] == "skipped":
+                log.info("schedule %s skipped slot %s: %s", s["name"], when, a["why"])
+            elif a["action"] == "queued":
+                log.info("schedule %s queued slot %s behind the running execution",
+                         s["name"], when)
+            elif a["action"] == "caught_up":
+                log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
+                         s["name"], a["policy"], a["fired"])
+
+    async def housekeeping(self) -> None:
+        """Once a day: prune terminal executions past the retention setting, and their logs."""
+        store = self.d.store
+        last = await self.d.hub.call(store.setting, "last_gc_at")
+        now = time.time()
+        if last is not None and now - float(last) < DAY:
+            return
+        await self.gc(retention_seconds())
+        await self.d.hub.call(store.set_setting, "last_gc_at", repr(now))
+
+    async def gc(self, older_than: float, dry_run: bool = False) -> list[str]:
+        ids: list[str] = await self.d.hub.call(self.d.store.gc, older_than, dry_run=dry_run)
+        if not dry_run:
+            for execution_id in ids:
+                shutil.rmtree(self.d.paths.log_dir(execution_id), ignore_errors=True)
+            if ids:
+                log.info("pruned %d terminal executions older than %.0f days and their logs",
+                         len(ids), older_than / DAY)
+        return ids
+
+    async def sync_declared(self, workflows: dict[str, Any]) -> None:
+        """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""
+        store = self.d.store
+        declared = {name: wf for name, wf in workflows.items()
+                    if wf.error is None and wf.schedule and wf.schedule.get("schedule")}
+        for name, wf in declared.items():
+            sch = wf.schedule
+            try:
+                await self.d.hub.call(
+                    store.schedule_add, name, name, str(sch["schedule"]),
+                    tz=str(sch.get("tz") or "local"), catch_up=str(sch.get("catch_up", "once")),
+                    overlap=str(sch.get("overlap", "skip")),
+                    max_late=_float(sch.get("max_late")), jitter=_float(sch.get("jitter")) or 0.0,
+                    source="script", replace=True,
+                )
+            except YsError as exc:
+                log.error("workflow %s declares a bad schedule: %s", name, exc.message)
+        for s in await self.d.hub.call(store.schedules):
+            if s["source"] == "script" and s["name"] not in declared:
+                await self.d.hub.call(store.schedule_remove, s["name"])
+                log.info("schedule %s removed: its script no longer declares it", s["name"])
+        self.poke()
+
+
+def _float(v: Any) -> float | None:
+    if v is None or v == "":
+        return None
+    if isinstance(v, int | float):
+        return float(v)
+    from ys.durations import parse_duration
+
+    return parse_duration(str(v))
+
+
+def _iso(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

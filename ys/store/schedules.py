@@ -1,0 +1,163 @@
+"""Cron schedules in the store. A fire admits `<schedule>@<slot in UTC>` and moves the
+schedule's cursor in one transaction, so a fire repeated after a crash or a catch-up is the
+same execution and never a second one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from typing import Any
+
+from ys import codec, cron
+from ys.errors import ExecutionAdmissionError, InvalidArgument, NotFound
+from ys.store.base import check_workflow_name
+from ys.store.records import TERMINAL
+from ys.store.sqlite import admit_tx
+
+_COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
+            "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
+            "queued_slot, created_at")
+_NAMES = [c.strip() for c in _COLUMNS.split(",")]
+
+
+def slot_id(name: str, slot: float) -> str:
+    d = dt.datetime.fromtimestamp(slot, tz=dt.UTC)
+    return f"{name}@{d.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def _row(row: tuple[Any, ...]) -> dict[str, Any]:
+    out = dict(zip(_NAMES, row, strict=True))
+    out["params"] = codec.decode(out["params"])
+    out["paused"] = bool(out["paused"])
+    return out
+
+
+def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: str,
+          max_late: float | None, jitter: float) -> None:
+    if not isinstance(name, str) or not name or "@" in name or not name.isprintable() or len(
+            name) > 128:
+        raise InvalidArgument("INVALID_ARGUMENT",
+                              f"schedule name {name!r} must be printable text without '@'")
+    check_workflow_name(workflow)
+    try:
+        cron.validate(expr, tz)
+    except ValueError as exc:
+        raise InvalidArgument("INVALID_ARGUMENT", str(exc)) from None
+    if catch_up not in cron.CATCH_UP:
+        raise InvalidArgument("INVALID_ARGUMENT", f"catch-up must be one of {cron.CATCH_UP}")
+    if overlap not in cron.OVERLAP:
+        raise InvalidArgument("INVALID_ARGUMENT", f"overlap must be one of {cron.OVERLAP}")
+    if max_late is not None and max_late < 0 or jitter < 0:
+        raise InvalidArgument("INVALID_ARGUMENT", "max-late and jitter must be >= 0")
+
+
+def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz: str,
+              params: Any, catch_up: str, overlap: str, max_late: float | None, jitter: float,
+              source: str, now: float, replace: bool) -> dict[str, Any]:
+    params_json = codec.dumps(params or {}, path="params")
+    existing = c.execute("SELECT source, cursor FROM schedules WHERE name=?", (name,)).fetchone()
+    if existing is not None and not replace:
+        raise ExecutionAdmissionError(
+            "EXECUTION_ID_CONFLICT", f"schedule {name!r} already exists; remove it first")
+    cursor = existing[1] if existing is not None else now
+    nxt = cron.next_fire(expr, tz, cursor, jitter, name)
+    c.execute(
+        f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * len(_NAMES))}) "
+        "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
+        "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
+        "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
+        "source=excluded.source, next_fire_at=excluded.next_fire_at",
+        (name, workflow, expr, tz, params_json, catch_up, max_late, overlap, jitter, 0, source,
+         cursor, nxt, None, None, None, None, now),
+    )
+    return get(c, name)
+
+
+def get(c: sqlite3.Connection, name: str) -> dict[str, Any]:
+    row = c.execute(f"SELECT {_COLUMNS} FROM schedules WHERE name=?", (name,)).fetchone()
+    if row is None:
+        raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
+    return _row(row)
+
+
+def list_all(c: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [_row(r) for r in c.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
+
+
+def remove_tx(c: sqlite3.Connection, name: str) -> None:
+    if c.execute("DELETE FROM schedules WHERE name=?", (name,)).rowcount == 0:
+        raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
+
+
+def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict[str, Any]:
+    s = get(c, name)
+    if paused == s["paused"]:
+        return s
+    # Resuming does not fire what passed while paused: the cursor moves to now.
+    cursor = s["cursor"] if paused else max(s["cursor"], now)
+    nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    c.execute("UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
+              (int(paused), cursor, nxt, name))
+    return get(c, name)
+
+
+def _running(c: sqlite3.Connection, execution_id: str | None) -> bool:
+    if not execution_id:
+        return False
+    row = c.execute("SELECT status FROM executions WHERE execution_id=?",
+                    (execution_id,)).fetchone()
+    return row is not None and row[0] not in TERMINAL
+
+
+def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
+          now: float) -> str:
+    execution_id = slot_id(s["name"], slot)
+    context = {"schedule": s["name"], "slot": slot_id("", slot)[1:], "catch_up": catch_up}
+    exists = c.execute("SELECT 1 FROM executions WHERE execution_id=?",
+                       (execution_id,)).fetchone()
+    if exists is None:
+        admit_tx(c, s["workflow"], codec.dumps(s["params"]), codec.dumps(context),
+                 execution_id, "fail", None, now)
+    return execution_id
+
+
+def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]]:
+    """Fire what is due for one schedule at `now`; returns what was done (for the log)."""
+    s = get(c, name)
+    if s["paused"]:
+        return []
+    actions: list[dict[str, Any]] = []
+    last_id = s["last_execution_id"]
+    queued = s["queued_slot"]
+    # A queued fire goes first, once the previous execution has ended.
+    if queued is not None and not _running(c, last_id):
+        last_id = _fire(c, s, queued, False, now)
+        actions.append({"action": "fired", "slot": queued, "execution_id": last_id,
+                        "queued": True})
+        queued = None
+    fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
+                              max_late=s["max_late"], jitter=s["jitter"], name=name)
+    missed_total = sum(1 for f in fires if f.catch_up)
+    for f in fires:
+        if s["overlap"] != "allow" and _running(c, last_id):
+            if s["overlap"] == "queue":
+                queued = f.slot  # at most one waiting fire: the newest wins
+                actions.append({"action": "queued", "slot": f.slot})
+            else:
+                actions.append({"action": "skipped", "slot": f.slot,
+                                "why": f"{last_id} is still running"})
+            continue
+        last_id = _fire(c, s, f.slot, f.catch_up, now)
+        actions.append({"action": "fired", "slot": f.slot, "execution_id": last_id,
+                        "catch_up": f.catch_up})
+    nxt = cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    fired = [a for a in actions if a["action"] == "fired"]
+    c.execute(
+        "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, queued_slot=?, "
+        "last_fire_at=COALESCE(?, last_fire_at), last_slot=COALESCE(?, last_slot) WHERE name=?",
+        (cursor, nxt, last_id, queued, now if fired else None,
+         fired[-1]["slot"] if fired else None, name),
+    )
+    if missed_total:
+        actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
+    return actions
