@@ -78,6 +78,9 @@ class Scheduler:
                     log.error("schedule %s: %s", s["name"], exc)
                     continue
                 self._log(s, actions)
+                from ys.sdk import crash_point
+
+                crash_point("schedule.after_fire")
                 if any(a["action"] == "fired" for a in actions):
                     self.d.dispatcher.poke()
                 s = await self.d.hub.call(store.schedule, s["name"])

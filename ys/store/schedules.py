@@ -9,7 +9,7 @@ import sqlite3
 from typing import Any
 
 from ys import codec, cron
-from ys.errors import ExecutionAdmissionError, InvalidArgument, NotFound
+from ys.errors import InvalidArgument, NotFound, YsError
 from ys.store.base import check_workflow_name
 from ys.store.records import TERMINAL
 from ys.store.sqlite import admit_tx
@@ -57,8 +57,9 @@ def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute("SELECT source, cursor FROM schedules WHERE name=?", (name,)).fetchone()
     if existing is not None and not replace:
-        raise ExecutionAdmissionError(
-            "EXECUTION_ID_CONFLICT", f"schedule {name!r} already exists; remove it first")
+        raise YsError(
+            "FAILED_PRECONDITION", f"schedule {name!r} already exists; remove it first "
+            "(ys schedule rm)")
     cursor = existing[1] if existing is not None else now
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     c.execute(
@@ -118,6 +119,9 @@ def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
     if exists is None:
         admit_tx(c, s["workflow"], codec.dumps(s["params"]), codec.dumps(context),
                  execution_id, "fail", None, now)
+        from ys.sdk import crash_point
+
+        crash_point("schedule.in_fire")  # inside the transaction: nothing of it commits
     return execution_id
 
 
