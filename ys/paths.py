@@ -30,8 +30,12 @@ class Paths:
         return self.data / "daemon.log"
 
     def log_dir(self, execution_id: str) -> Path:
-        """An execution's log folder; the ID is encoded so it can never leave logs/."""
-        return self.logs / quote(execution_id, safe="")
+        """An execution's log folder; the ID is encoded so it can never leave logs/
+        (`.` and `..` are encoded too: quote() leaves dots alone)."""
+        name = quote(execution_id, safe="")
+        if name in (".", ".."):
+            name = name.replace(".", "%2E")
+        return self.logs / name
 
 
 def resolve(workflows: str | os.PathLike[str] | None = None) -> Paths:
