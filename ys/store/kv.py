@@ -69,11 +69,13 @@ def get(c: sqlite3.Connection, key: str) -> dict[str, Any] | None:
 
 
 def list_keys(c: sqlite3.Connection, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    # GLOB, not LIKE: LIKE ignores ASCII case, so "approve/" would also list "Approve/...".
+    # Each GLOB wildcard in the prefix is escaped as a one-character class ("[*]").
+    escaped = "".join(f"[{ch}]" if ch in "*?[" else ch for ch in prefix)
     rows = c.execute(
-        "SELECT key, version, updated_at FROM kv WHERE deleted=0 AND key LIKE ? ESCAPE '\\' "
+        "SELECT key, version, updated_at FROM kv WHERE deleted=0 AND key GLOB ? "
         "ORDER BY key LIMIT ?",
-        (escaped + "%", limit),
+        (escaped + "*", limit),
     ).fetchall()
     return [{"key": r[0], "version": r[1], "updated_at": r[2]} for r in rows]
 
@@ -92,7 +94,8 @@ def delete_tx(c: sqlite3.Connection, key: str, now: float) -> bool:
 def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, seen: int,
             timeout_at: float | None, now: float) -> dict[str, Any] | None:
     """The value if the key exists at a version above `seen`; otherwise register the waiter
-    (and its timeout wake) and return None. One transaction: no put is ever missed."""
+    (and its timeout wake) and return None, or, once timeout_at has passed, only return None.
+    One transaction: no put is ever missed."""
     row = c.execute(
         "SELECT value, version, updated_at FROM kv WHERE key=? AND deleted=0", (key,)
     ).fetchone()
@@ -102,6 +105,15 @@ def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, s
             (key, execution_id, step_key),
         )
         return {"key": key, "value": row[0], "version": row[1], "updated_at": row[2]}
+    if timeout_at is not None and timeout_at <= now:
+        # The wait has timed out: only check. Registering (or requesting the timeout wake,
+        # which is already past) would leave a stale waiter that a later put wakes for
+        # nothing, and a past-due wake that delivers the execution once more for nothing.
+        c.execute(
+            "DELETE FROM kv_waiters WHERE key=? AND execution_id=? AND step_key=?",
+            (key, execution_id, step_key),
+        )
+        return None
     if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone() is None:
         raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
