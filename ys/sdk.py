@@ -366,8 +366,16 @@ class Step:
             self._save(key, "effect", "failed", codec.dumps(error))
             raise
         crash_point("effect.after_begin")
+        if not isinstance(state, dict) or state.get("status") not in ("new", "pending",
+                                                                      "settled"):
+            # Never perform on an answer the driver cannot read.
+            from ys.errors import EffectInvariantError
+
+            raise InfrastructureFailure(EffectInvariantError(
+                "EFFECT_RUNTIME_INVARIANT", f"effect begin answered {state!r}"),
+                "EFFECT_RUNTIME_INVARIANT")
         if state["status"] == "settled":
-            return self._effect_done(key, state["result"])
+            return self._effect_done(key, state.get("result"))
         result_json: str | None = None
         if state["status"] == "pending":
             found = self._callback(lookup, effect_id, "lookup")
@@ -390,12 +398,18 @@ class Step:
             result_json = self._durable(performed, "perform")
         settled = self._effect_call(self._backend.effect_settle, operation, effect_id, result_json)
         crash_point("effect.after_settle")
+        if not isinstance(settled, dict) or settled.get("status") not in ("settled", "conflict"):
+            from ys.errors import EffectInvariantError
+
+            raise InfrastructureFailure(EffectInvariantError(
+                "EFFECT_RUNTIME_INVARIANT", f"effect settle answered {settled!r}"),
+                "EFFECT_RUNTIME_INVARIANT")
         if settled["status"] == "conflict":
             sys.stderr.write(
                 f"ys: EFFECT_CONFLICT: effect {effect_id!r} was already settled with another "
                 "result; the first result is kept and the conflict is reported (ys effect "
                 f"{effect_id})\n")
-        return self._effect_done(key, settled["result"])
+        return self._effect_done(key, settled.get("result"))
 
     def _effect_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """An effect client call: a rejection passes through; any other failure is
@@ -428,9 +442,19 @@ class Step:
             raise InfrastructureFailure(ValueError(enc.message), "EFFECT_HANDLER_INVALID")
         return enc.canonical
 
-    def _effect_done(self, key: str, result_json: str) -> Any:
+    def _effect_done(self, key: str, result_json: Any) -> Any:
+        """Record the settled result; text the client sent that is not a durable value is a
+        runtime invariant (checked before it is recorded, so replay never reads it)."""
+        try:
+            result = codec.decode(result_json)
+        except (TypeError, ValueError) as exc:
+            from ys.errors import EffectInvariantError
+
+            raise InfrastructureFailure(EffectInvariantError(
+                "EFFECT_RUNTIME_INVARIANT", f"the effect client's result is not durable: {exc}"),
+                "EFFECT_RUNTIME_INVARIANT") from exc
         self._save(key, "effect", "completed", result_json)
-        return codec.decode(result_json)
+        return result
 
     def _effect_wait(self, key: str, effect_id: str, retry_in: float) -> Any:
         """Register as a waiter (the wake comes with it), then record the unfinished step."""
@@ -476,17 +500,13 @@ class Step:
         """Call the start client; a rejection is recorded and raised as WorkflowStartError."""
         try:
             return str(self._infra(self._backend.start, key, workflow, params, detached))
-        except (WorkflowStartError, InfrastructureFailure):
-            raise_rejection = True
-        except Exception as exc:
-            # Whatever else the client throws is not the workflow's to catch (RFC 003).
-            raise InfrastructureFailure(exc, str(getattr(exc, "code", "INFRASTRUCTURE"))) from exc
-        try:
-            raise
         except WorkflowStartError as exc:
             error = codec.ErrorValue("WorkflowStartError", exc.message, exc.code)
             self._save(key, "start", "failed", codec.dumps(error))
             raise
+        except Exception as exc:
+            # Whatever else the client throws is not the workflow's to catch (RFC 003).
+            raise InfrastructureFailure(exc) from exc
 
     def start(self, key: str, workflow: str, params: dict[str, Any] | None = None,
               detached: bool = False) -> str:
@@ -507,7 +527,9 @@ class Step:
         """Start a child (as step.start) and wait for its outcome: its result, or
         ChildWorkflowFailed. The wait is durable: the execution suspends until the child ends."""
         saved = self._begin(key)
-        if saved is not None and saved.status in ("completed", "failed"):
+        if saved is not None and saved.kind != "start" and saved.status in ("completed", "failed"):
+            # (a recorded rejection of this call's start has kind "start": _request raises it)
+            self._request(key, "call", workflow, params, saved)  # the same request, or mismatch
             value = codec.decode(saved.value or "null")
             if saved.status == "failed":
                 raise _child_failed(value)

@@ -31,7 +31,10 @@ def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str
                 target=row[2],
             )
         return str(row[2])
-    if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (caller_id,)).fetchone() is None:
+    caller = c.execute(
+        "SELECT cancel_requested FROM executions WHERE execution_id=?", (caller_id,)
+    ).fetchone()
+    if caller is None:
         raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
     parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
     admission = admit_tx(
@@ -44,6 +47,10 @@ def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str
         (caller_id, step_key, workflow, params_json, int(bool(detached)), admission.execution_id,
          now),
     )
+    if caller[0] and not detached:
+        # A caller already being cancelled passes that on to an attached child it starts now
+        # (cleanup that must outlive the caller starts its children detached).
+        cancel_tx(c, admission.execution_id, now, depth=1)
     return admission.execution_id
 
 

@@ -1,0 +1,214 @@
+"""Helpers for RFC 003's conformance tests (fixtures live in conftest.py): the explicit clock
+T0, readers that count started targets with a connection of their own, and FakeBackend, the
+fake WorkflowStartClient + step store of the workflow-driver table."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_REPO = Path(__file__).resolve().parents[2]
+if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
+    sys.path.insert(0, str(_REPO))
+
+from tests.conftest import DaemonHandle, wait_until  # noqa: E402
+from ys.errors import NotFound, WorkflowStartError  # noqa: E402
+from ys.sdk import SavedStep, Step, run_workflow  # noqa: E402
+
+__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "count_targets", "history", "kinds",
+           "lines", "make_home", "start_rows", "wait_until", "write_scripts"]
+
+T0 = 1_000_000.0  # the explicit clock every store test uses
+
+
+def count_targets(path: Path, caller_id: str | None = None) -> int:
+    """Executions started by `caller_id` (or every execution with a parent), read with a
+    connection of its own, as another process would."""
+    conn = sqlite3.connect(path)
+    try:
+        if caller_id is None:
+            row = conn.execute("SELECT COUNT(*) FROM executions WHERE parent_id IS NOT NULL")
+        else:
+            row = conn.execute("SELECT COUNT(*) FROM executions WHERE parent_id=?", (caller_id,))
+        return int(row.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def start_rows(path: Path) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(
+            "SELECT caller_id, step_key, workflow, params, detached, target_id "
+            "FROM start_requests ORDER BY caller_id, step_key"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+# -- the fake start client (workflow driver) -------------------------------------------------
+
+
+class FakeBackend:
+    """A Step backend that records every call; its `start` is a fake WorkflowStartClient.
+
+    By default `start` behaves as RFC 003's client does: it validates like ApiBackend (the
+    workflow name, then the params with the durable value codec: INVALID_START_PARAMETERS),
+    remembers each request ID (caller, step key) with its workflow and canonical params,
+    returns the first execution ID for a matching repeat and refuses a changed one with
+    START_REQUEST_MISMATCH. `script` overrides what the next start calls do: an exception
+    (raised) or a string (returned as the execution ID)."""
+
+    def __init__(self, execution_id: str = "order-42", clock: float = T0) -> None:
+        self.execution_id = execution_id
+        self.clock = clock
+        self.calls: list[tuple[Any, ...]] = []  # every start call: (request ID, workflow, ...)
+        self.saved: dict[str, SavedStep] = {}  # the durable steps save_step recorded
+        self.save_log: list[tuple[str, str, str]] = []  # (key, kind, status), in order
+        self.requests: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self.script: list[BaseException | str] = []
+        self.records: dict[str, dict[str, Any]] = {}  # what get() returns, by execution ID
+        self.fail_saves = 0  # the next n saves raise OSError (the caller stops unrecorded)
+        self.cancel = False  # what save_step answers: a cancellation has been requested
+
+    def now(self) -> float:
+        return self.clock
+
+    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
+                  wake_at: float | None) -> bool | None:
+        if self.fail_saves:
+            self.fail_saves -= 1
+            raise OSError("the connection dropped before the step was recorded")
+        self.saved[key] = SavedStep(kind, status, value, attempts, wake_at)
+        self.save_log.append((key, kind, status))
+        return self.cancel
+
+    def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
+        from ys.store.base import request_params, validate_start
+
+        request_id = (self.execution_id, key)
+        self.calls.append((request_id, workflow, params, detached))
+        if self.script:
+            what = self.script.pop(0)
+            if isinstance(what, BaseException):
+                raise what
+            return what
+        validate_start(key, workflow)
+        canonical = request_params(params)
+        known = self.requests.get(request_id)
+        if known is None:
+            target = f"{workflow}-{len(self.requests) + 1}"
+            self.requests[request_id] = (workflow, canonical, target)
+            self.records[target] = {"execution_id": target, "workflow": workflow,
+                                    "status": "admitted", "outcome": None}
+            return target
+        if known[:2] != (workflow, canonical):
+            raise WorkflowStartError("START_REQUEST_MISMATCH",
+                                     f"step {key!r} already started {known[0]} ({known[2]})")
+        return known[2]
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        if execution_id not in self.records:
+            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        return self.records[execution_id]
+
+    def end(self, execution_id: str, outcome: dict[str, Any]) -> None:
+        """The child reached a terminal outcome."""
+        self.records[execution_id] = dict(self.records[execution_id],
+                                          status=outcome["status"], outcome=outcome)
+
+    def step(self, attempt: int = 1, cancel_requested: bool = False) -> Step:
+        """A Step for one delivery attempt, replaying what has been saved so far."""
+        return Step(self, execution_id=self.execution_id, workflow="charge-order", context={},
+                    attempt=attempt, steps=dict(self.saved), cancel_requested=cancel_requested)
+
+    def run(self, fn: Callable[..., Any], params: Any = None, attempt: int = 1,
+            cancel_requested: bool = False) -> dict[str, Any]:
+        """One delivery attempt: run_workflow's outcome (InfrastructureFailure propagates)."""
+        return run_workflow(fn, self.step(attempt, cancel_requested), params or {})
+
+
+# -- real daemons and their workflow scripts ------------------------------------------------
+
+def make_home(root: Path, **extra_env: str) -> DaemonHandle:
+    """A DaemonHandle in a new temp home under `root` (lease 3 s, retry base 0.2 s); not
+    started. Its `env` is what the daemon and its workers see."""
+    home = root / "home"
+    home.mkdir(mode=0o700)
+    workflows = home / "workflows"
+    workflows.mkdir(mode=0o700)
+    return DaemonHandle(home, workflows, {"YS_LEASE_SECONDS": "3",
+                                          "YS_RETRY_BASE_SECONDS": "0.2",
+                                          "YS_GRACE_SECONDS": "2", **extra_env})
+
+
+PRELUDE = '''\
+import os
+import pathlib
+import sys
+import time
+
+import ys
+
+
+def note(d, line):
+    """A side effect the test can count: one line appended per call."""
+    with open(os.path.join(d, "effects"), "a") as f:
+        f.write(line + "\\n")
+    return line
+
+
+def block(d, name):
+    """Note <name>:start, wait until the test creates <d>/<name>.go, note <name>:end."""
+    note(d, name + ":start")
+    go = pathlib.Path(d, name + ".go")
+    while not go.exists():
+        time.sleep(0.01)
+    note(d, name + ":end")
+    return name
+
+
+'''
+
+
+def write_scripts(daemon: DaemonHandle, scripts: dict[str, str]) -> None:
+    """Write `<name>.py` = PRELUDE + body for each script, then wait until the daemon's
+    registry knows every one of them (a child started before its script is known would wait
+    for the registry, not run)."""
+    import textwrap
+
+    for name, body in scripts.items():
+        daemon.write(f"{name}.py", PRELUDE + textwrap.dedent(body))
+    client = daemon.client()
+
+    def known() -> bool:
+        listed = {w["name"]: w for w in client.workflows()["workflows"]}
+        return all(n in listed and not listed[n].get("error") for n in scripts)
+
+    wait_until(known, timeout=20, message="the registry lists the new scripts")
+
+
+def lines(d: Path) -> list[str]:
+    try:
+        return (d / "effects").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def history(client: Any, execution_id: str) -> list[dict[str, Any]]:
+    """The whole history of an execution, every page."""
+    out: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page = client.history(execution_id, limit=1000, page_token=token)
+        out.extend(page["events"])
+        token = page["next_page_token"]
+        if not token:
+            return out
+
+
+def kinds(client: Any, execution_id: str) -> list[str]:
+    return [e["kind"] for e in history(client, execution_id)]

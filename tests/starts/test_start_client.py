@@ -1,0 +1,361 @@
+"""RFC 003, runtime-adapter table: the start client (SqliteStore.start) against a temp file.
+
+Every row of the table is one test named after its case; the extra tests pin the Required
+Semantics the table leaves implicit (missing params vs {}, fresh target IDs, no fencing).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starts_support import T0, count_targets, start_rows
+
+from ys import codec
+from ys.errors import ExecutionAdmissionError, LeaseLost, ResourceExhausted, WorkflowStartError
+from ys.store.base import request_params
+from ys.store.sqlite import SqliteStore
+from ys.store.starts import start_tx
+
+BIG = {"label": "x" * 200_000}  # large enough that admitting it must allocate new pages
+
+
+def _limit_growth(s: SqliteStore) -> None:
+    """The database may not grow at all: the next write that needs a new page fails (FULL)."""
+    conn = s._writer.conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def _unlimit(s: SqliteStore) -> None:
+    s._writer.conn.execute("PRAGMA max_page_count = 4294967294")
+
+
+def _finish(s: SqliteStore, execution_id: str, at: float) -> None:
+    """Deliver `execution_id` and acknowledge it completed (the target becomes terminal)."""
+    deliveries = {d.execution_id: d for d in s.claim_due(now=at, limit=100)}
+    d = deliveries[execution_id]
+    s.acknowledge(execution_id, d.token, {"status": "completed", "result": "shipped"}, now=at)
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("group_commit", [False, True], ids=["direct", "group"])
+def test_failure_before_a_new_start_commits_admits_nothing_and_a_repeat_succeeds_as_a_first_call(
+        open_store, db_path: Path, group_commit: bool):
+    s = open_store(group_commit=group_commit)
+    s.admit("charge-order", {}, execution_id="order-42", now=T0)
+    executions_before = s.list().items
+
+    # 1. The database is full: the start's transaction cannot commit.
+    _limit_growth(s)
+    with pytest.raises(ResourceExhausted) as exc:
+        s.start("order-42", "ship", "ship-order", BIG, now=T0 + 1)
+    assert exc.value.code == "RESOURCE_EXHAUSTED"
+    _unlimit(s)
+    assert count_targets(db_path) == 0
+    assert start_rows(db_path) == []
+    assert [r.execution_id for r in s.list().items] == [
+        r.execution_id for r in executions_before]
+
+    # 2. The transaction fails after the target was admitted but before the request record is
+    #    written (the exact gap RFC 003 closes): the admission is rolled back with it.
+    conn = s._writer.conn
+    conn.execute("CREATE TRIGGER fail_start BEFORE INSERT ON start_requests "
+                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+        s.start("order-42", "ship", "ship-order", BIG, now=T0 + 2)
+    conn.execute("DROP TRIGGER fail_start")
+    assert count_targets(db_path) == 0
+    assert start_rows(db_path) == []
+    assert s.claim_due(now=T0 + 2, limit=100) != []  # only the caller is due
+    assert s.list(parent="order-42").items == []
+
+    # 3. A failure after the start's writes, before COMMIT (the start's function ran inside a
+    #    write that then failed): nothing of it is observable.
+    params_json = request_params(BIG)
+
+    def start_then_fail(c: sqlite3.Connection) -> Any:
+        start_tx(c, "order-42", "ship", "ship-order", params_json, False, T0 + 3)
+        raise RuntimeError("the process died before COMMIT")
+
+    with pytest.raises(RuntimeError):
+        s.write(start_then_fail)
+    assert count_targets(db_path) == 0
+    assert start_rows(db_path) == []
+
+    # The repeated call succeeds as a first call: one new target, admitted now, due now.
+    target = s.start("order-42", "ship", "ship-order", BIG, now=T0 + 4)
+    rec = s.get(target)
+    assert rec is not None and rec.admitted_at == T0 + 4 and rec.due_at == T0 + 4
+    assert count_targets(db_path, "order-42") == 1
+    assert s.verify() == []
+
+
+def test_start_commit_followed_by_a_lost_response_repeats_to_the_committed_id_and_one_target(
+        open_store, db_path: Path):
+    s = open_store()
+    s.admit("charge-order", {}, execution_id="order-42", now=T0)
+    answers: list[str] = []
+
+    def lose_the_answer(c: sqlite3.Connection) -> None:
+        # The start commits; the caller never sees its answer (the connection dropped).
+        answers.append(start_tx(c, "order-42", "ship", "ship-order",
+                                request_params({"order": 42}), False, T0 + 1))
+
+    s.write(lose_the_answer)
+    committed = answers[0]
+    assert count_targets(db_path, "order-42") == 1
+
+    # The caller (after a restart: another store on the same file) repeats the call.
+    again = open_store()
+    assert again.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 5) == committed
+    assert s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 6) == committed
+    assert count_targets(db_path, "order-42") == 1
+    assert again.get(committed).admitted_at == T0 + 1  # the first admission, untouched
+
+
+@pytest.mark.parametrize("mode", ["direct", "group", "two-stores"])
+def test_two_concurrent_calls_with_one_start_request_id_return_one_id_and_admit_one_target(
+        open_store, db_path: Path, mode: str):
+    first = open_store(group_commit=(mode == "group"))
+    first.admit("charge-order", {}, execution_id="order-42", now=T0)
+    second = open_store() if mode == "two-stores" else first
+    n = 8
+    barrier = threading.Barrier(n)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def call(i: int) -> None:
+        s = first if i % 2 == 0 else second
+        try:
+            barrier.wait(10)
+            results.append(s.start("order-42", "ship", "ship-order", {"order": 42},
+                                   now=T0 + 1))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert len(results) == n and len(set(results)) == 1
+    assert count_targets(db_path, "order-42") == 1
+    assert len(start_rows(db_path)) == 1
+
+
+def test_two_different_start_request_ids_each_receive_a_different_execution_id(
+        store: SqliteStore, caller: str, db_path: Path):
+    store.admit("other-order", {}, execution_id="order-43", now=T0)
+    a = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    b = store.start(caller, "ship-again", "ship-order", {"order": 42}, now=T0 + 1)
+    c = store.start("order-43", "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    assert len({a, b, c}) == 3
+    assert count_targets(db_path) == 3
+
+
+def test_a_new_start_commits_the_target_admitted_due_and_linked_to_its_caller(
+        store: SqliteStore, caller: str):
+    target = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    rec = store.get(target)
+    assert rec is not None
+    assert (rec.workflow, rec.status, rec.params_json) == ("ship-order", "admitted",
+                                                           '{"order":42}')
+    assert rec.parent == {"execution_id": caller, "step_key": "ship", "detached": False}
+    assert rec.due_at == T0 + 1  # its first wake is in the same commit
+    # the admission event carries the parent link: the record is a fold of its history
+    first = store.events(target)[0]
+    assert first.kind == "admitted" and first.data["parent"] == rec.parent
+    assert store.verify() == []
+    # due: the dispatcher claims it
+    claimed = {d.execution_id: d for d in store.claim_due(now=T0 + 1, limit=10)}
+    assert target in claimed and claimed[target].workflow == "ship-order"
+    # reads show the link both ways
+    assert [r.execution_id for r in store.list(parent=caller).items] == [target]
+    assert [c.execution_id for c in store.describe(caller).children] == [target]
+
+
+def test_a_start_with_detached_true_marks_the_parent_link_detached(
+        store: SqliteStore, caller: str, db_path: Path):
+    attached = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    detached = store.start(caller, "audit", "audit-order", {"order": 42}, detached=True,
+                           now=T0 + 1)
+    assert store.get(detached).parent == {"execution_id": caller, "step_key": "audit",
+                                          "detached": True}
+    assert store.get(attached).parent["detached"] is False
+    # detached is part of the stored request, beside the target
+    assert [(r[1], r[4]) for r in start_rows(db_path)] == [("audit", 1), ("ship", 0)]
+
+
+@pytest.mark.parametrize("params", [
+    {"amount": float("nan")},
+    {"amount": float("inf")},
+    {"tags": {"a", "b"}},
+    {"when": object()},
+    {1: "non-text key"},
+    {"nested": [1, {"f": lambda: 1}]},
+    ["not", "an", "object"],
+    "text",
+    42,
+], ids=["nan", "inf", "set", "object", "int-key", "function", "list", "str", "int"])
+def test_invalid_start_parameters_return_invalid_start_parameters_and_admit_nothing(
+        store: SqliteStore, caller: str, db_path: Path, params: Any):
+    before = store.history(caller).items
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "ship", "ship-order", params, now=T0 + 1)
+    assert exc.value.code == "INVALID_START_PARAMETERS"
+    assert count_targets(db_path) == 0
+    assert start_rows(db_path) == []
+    assert store.history(caller).items == before
+    # the request ID is still free: a valid call is a first call
+    store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 2)
+    assert count_targets(db_path) == 1
+
+
+def test_a_reference_cycle_is_invalid_start_parameters(store: SqliteStore, caller: str,
+                                                       db_path: Path):
+    loop: dict[str, Any] = {"a": 1}
+    loop["self"] = loop
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "ship", "ship-order", loop, now=T0 + 1)
+    assert exc.value.code == "INVALID_START_PARAMETERS"
+    assert count_targets(db_path) == 0
+
+
+def test_parameter_objects_with_different_key_order_encode_the_same_and_the_requests_match(
+        store: SqliteStore, caller: str, db_path: Path):
+    # -0 encodes as 0 (the int: ys's codec keeps 0 and 0.0 apart, as Python does)
+    one = {"order": 42, "lines": [{"sku": "a", "qty": 1}], "zero": 0, "address": {"b": 2, "a": 1}}
+    two = {"address": {"a": 1, "b": 2}, "zero": -0.0, "lines": [{"qty": 1, "sku": "a"}],
+           "order": 42}
+    assert list(one) != list(two)
+    enc1, enc2 = codec.encode(one), codec.encode(two)
+    assert enc1.status == enc2.status == "encoded"
+    assert enc1.canonical == enc2.canonical
+    assert enc1.canonical == ('{"address":{"a":1,"b":2},"lines":[{"qty":1,"sku":"a"}],'
+                              '"order":42,"zero":0}')
+    first = store.start(caller, "ship", "ship-order", one, now=T0 + 1)
+    assert store.start(caller, "ship", "ship-order", two, now=T0 + 2) == first
+    assert count_targets(db_path) == 1
+
+
+@pytest.mark.parametrize("change", ["workflow", "params", "params-type", "params-missing"])
+def test_a_repeated_request_that_changes_workflow_or_params_is_start_request_mismatch(
+        store: SqliteStore, caller: str, db_path: Path, change: str):
+    original = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    rows, rec = start_rows(db_path), store.get(original)
+    changed = {
+        "workflow": ("ship-express", {"order": 42}),
+        "params": ("ship-order", {"order": 43}),
+        "params-type": ("ship-order", {"order": 42.5}),
+        "params-missing": ("ship-order", None),
+    }[change]
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "ship", *changed, now=T0 + 2)
+    assert exc.value.code == "START_REQUEST_MISMATCH"
+    # the original start is unchanged: same request record, same target, nothing new admitted
+    assert start_rows(db_path) == rows
+    assert store.get(original) == rec
+    assert count_targets(db_path) == 1
+    assert store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 3) == original
+
+
+def test_missing_params_and_an_empty_object_do_not_match(store: SqliteStore, caller: str,
+                                                         db_path: Path):
+    assert request_params(None) != request_params({})
+    missing = store.start(caller, "no-params", "ship-order", None, now=T0 + 1)
+    empty = store.start(caller, "empty-params", "ship-order", {}, now=T0 + 1)
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "no-params", "ship-order", {}, now=T0 + 2)
+    assert exc.value.code == "START_REQUEST_MISMATCH"
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "empty-params", "ship-order", None, now=T0 + 2)
+    assert exc.value.code == "START_REQUEST_MISMATCH"
+    assert store.start(caller, "no-params", "ship-order", None, now=T0 + 3) == missing
+    assert store.start(caller, "empty-params", "ship-order", {}, now=T0 + 3) == empty
+    assert count_targets(db_path) == 2
+
+
+def test_a_matching_request_after_the_target_is_terminal_returns_the_original_id(
+        store: SqliteStore, caller: str, db_path: Path):
+    target = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    _finish(store, target, T0 + 2)
+    assert store.get(target).status == "completed"
+    assert store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 3) == target
+    assert count_targets(db_path) == 1
+    assert store.get(target).status == "completed"  # not admitted again, not due
+    assert store.get(target).due_at is None
+    # and a changed request is still a mismatch after the target ended
+    with pytest.raises(WorkflowStartError) as exc:
+        store.start(caller, "ship", "ship-express", {"order": 42}, now=T0 + 4)
+    assert exc.value.code == "START_REQUEST_MISMATCH"
+    assert count_targets(db_path) == 1
+
+
+# -- Required Semantics beyond the table -------------------------------------------------------
+
+
+def test_started_target_ids_never_collide_with_directly_triggered_ones(
+        store: SqliteStore, caller: str, monkeypatch: pytest.MonkeyPatch):
+    from ys.store import sqlite as sqlite_mod
+
+    # A directly triggered execution already holds the first ID the generator will offer.
+    store.admit("ship-order", {"by": "hand"}, execution_id="ship-order-aaaaaaaaaaaa", now=T0)
+    offered = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    monkeypatch.setattr(sqlite_mod.secrets, "token_hex", lambda n: next(offered))
+    target = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    assert target == "ship-order-bbbbbbbbbbbb"  # a fresh ID, not the taken one
+    assert store.get("ship-order-aaaaaaaaaaaa").parent is None  # the direct one is untouched
+    monkeypatch.undo()
+    # a direct trigger can never take a started target's ID either
+    with pytest.raises(ExecutionAdmissionError) as exc:
+        store.admit("ship-order", {"order": 42}, execution_id=target, now=T0 + 2)
+    assert exc.value.code == "EXECUTION_ID_CONFLICT"
+    # an idempotent trigger (RFC 001's use-existing) of the same request finds it: still one
+    # record, nothing admitted, the parent link kept
+    before = store.get(target)
+    again = store.admit("ship-order", {"order": 42}, execution_id=target,
+                        if_exists="use-existing", now=T0 + 2)
+    assert (again.execution_id, again.started) == (target, False)
+    assert store.get(target) == before
+    # many starts: all distinct, none equal to a direct ID
+    ids = {store.start(caller, f"k{i}", "ship-order", {"i": i}, now=T0 + 3) for i in range(50)}
+    assert len(ids) == 50 and "ship-order-aaaaaaaaaaaa" not in ids and target not in ids
+
+
+def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(
+        open_store, db_path: Path):
+    s = open_store(lease_seconds=30)
+    s.admit("charge-order", {}, execution_id="order-42", now=T0)
+    (stale,) = s.claim_due(now=T0, limit=1)
+    # the first holder starts the child, then freezes; its lease expires
+    target = s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 1)
+    (fresh,) = [d for d in s.claim_due(now=T0 + 31, limit=10) if d.execution_id == "order-42"]
+    assert fresh.token != stale.token
+    # the stale holder may not record anything ...
+    with pytest.raises(LeaseLost):
+        s.save_step("order-42", stale.token, "ship", kind="start", status="completed",
+                    value=None, now=T0 + 32)
+    # ... but its start (which takes no token at all) answers as for anyone: the same target
+    assert s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 32) == target
+    # the new holder replays the step and gets the same target too
+    assert s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 33) == target
+    assert count_targets(db_path, "order-42") == 1
+    # and it works with no delivery at all (after the caller is released)
+    s.release("order-42", fresh.token, now=T0 + 34)
+    assert s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 35) == target
+    assert count_targets(db_path, "order-42") == 1
+
+
+def test_a_start_whose_caller_does_not_exist_admits_nothing(store: SqliteStore, db_path: Path):
+    from ys.errors import NotFound
+
+    with pytest.raises(NotFound):
+        store.start("no-such-caller", "ship", "ship-order", {"order": 42}, now=T0)
+    assert count_targets(db_path) == 0 and start_rows(db_path) == []
