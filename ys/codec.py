@@ -127,7 +127,8 @@ def encode(value: object, *, path: str = "value") -> Encoding:
     """Never raises for a bad value: an invalid one gives status "invalid" and a message that
     starts with the offending path under `path` (e.g. "params.items[3]: NaN is ...")."""
     t = type(value)
-    if t is str or value is None or t is bool or (t is int and -_INT_LIMIT < value < _INT_LIMIT):
+    if value is None or t is bool or (t is int and -_INT_LIMIT < value < _INT_LIMIT) or (
+            isinstance(value, str) and t is str and value.isascii()):
         return Encoding("encoded", canonical=_ENCODER.encode(value))
     try:
         tree = _build(value, 0, set())

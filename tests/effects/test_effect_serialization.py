@@ -1,0 +1,365 @@
+"""RFC 004's serialization tests: every valid durable value round-trips through an effect's
+input and result (the store, the driver and the recorded step) without changing its type or
+value, an error-shaped plain dict included; every invalid value is refused; a suspended
+effect step stays unfinished after serialization and deserialization."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from effects_support import T0, FakeClient, FakeProvider, Unknown
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import ys.sdk
+from ys import codec
+from ys.codec import ErrorValue
+from ys.errors import WorkflowEffectError
+from ys.sdk import InfrastructureFailure, SavedStep
+from ys.store.sqlite import SqliteStore
+from ys.testing import WorkflowTest
+
+OP = "charge.v1"
+
+# -- strategies ---------------------------------------------------------------------------------
+
+keys = st.one_of(
+    st.text(max_size=8),
+    st.text(max_size=6).map(lambda s: "$" + s),
+    st.sampled_from(["$error", "$$error", "$", "name", "message", "code", "cause", "status"]),
+)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
+error_values = st.recursive(
+    st.builds(ErrorValue, st.text(max_size=8), st.text(max_size=12),
+              st.none() | st.text(max_size=8)),
+    lambda causes: st.builds(ErrorValue, st.text(max_size=8), st.text(max_size=12),
+                             st.none() | st.text(max_size=8), causes),
+    max_leaves=3,
+)
+durable_values = st.recursive(
+    scalars | error_values,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
+    max_leaves=20,
+)
+
+# plain dicts that look like errors (tagged or not) must stay plain dicts
+ERROR_SHAPED = [
+    {"name": "ValueError", "message": "card declined", "code": "DECLINED"},
+    {"$error": {"name": "ValueError", "message": "card declined"}},
+    {"$$error": {"name": "x", "message": "y"}},
+    {"status": "settled", "result": {"$error": {"name": "E", "message": "m"}}},
+]
+
+
+def normalized(v: Any) -> Any:
+    """What decode gives back for v: the same, except -0.0 becomes int 0 (the canonical form)."""
+    if type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
+        return 0
+    if isinstance(v, list):
+        return [normalized(x) for x in v]
+    if isinstance(v, dict):
+        return {k: normalized(x) for k, x in v.items()}
+    return v
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    """Equality that also insists on types (1 != 1.0, True != 1, ErrorValue != dict)."""
+    assert type(actual) is type(expected), (actual, expected)
+    if isinstance(expected, dict):
+        assert list(actual.keys()) == list(expected.keys()) or set(actual) == set(expected)
+        for k in expected:
+            assert_same(actual[k], expected[k])
+    elif isinstance(expected, list):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_same(a, e)
+    elif isinstance(expected, ErrorValue):
+        assert (actual.name, actual.message, actual.code) == (
+            expected.name, expected.message, expected.code)
+        assert_same(actual.cause, expected.cause)
+    elif isinstance(expected, float):
+        assert actual == expected and math.copysign(1.0, actual) == math.copysign(1.0, expected)
+    else:
+        assert actual == expected
+
+
+@pytest.fixture(scope="module")
+def shared_store() -> Iterator[SqliteStore]:
+    """One store for every example of a property (opening a file per example is slow)."""
+    with tempfile.TemporaryDirectory(prefix="ys-effects-") as d:
+        s = SqliteStore(Path(d) / "ys.db", clock=lambda: T0)
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+_ids = itertools.count()
+
+
+# -- round trips --------------------------------------------------------------------------------
+
+
+@settings(max_examples=75, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=durable_values)
+@example(value=ERROR_SHAPED[0])
+@example(value=ERROR_SHAPED[1])
+@example(value=ERROR_SHAPED[2])
+@example(value=ERROR_SHAPED[3])
+@example(value=ErrorValue("ValueError", "card declined", "DECLINED"))
+@example(value=-0.0)
+@example(value=[1, 1.0, True, "1", None])
+@example(value=2**70)
+@example(value=1e308)
+def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_store(
+    shared_store: SqliteStore, value: Any
+) -> None:
+    effect_id = f"effect-{next(_ids)}"
+    expected = normalized(value)
+    assert shared_store.effect_begin(OP, effect_id, {"v": value}, "order-42", "charge",
+                                     now=T0) == {"status": "new"}
+    # the same input (as decoded) matches the stored one: nothing was lost in the encoding
+    again = shared_store.effect_begin(OP, effect_id, {"v": expected}, "order-43", "charge",
+                                      now=T0)
+    assert again == {"status": "pending"}
+    described = shared_store.effect(effect_id)
+    assert described is not None
+    assert_same(described["input"], {"v": expected})
+
+    settled = shared_store.effect_settle(OP, effect_id, codec.dumps(value), now=T0)
+    assert settled["status"] == "settled"
+    state = shared_store.effect_begin(OP, effect_id, {"v": value}, "order-44", "charge", now=T0)
+    assert state["status"] == "settled"
+    assert_same(codec.decode(state["result"]), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=durable_values)
+@example(value=ERROR_SHAPED[0])
+@example(value=ERROR_SHAPED[1])
+@example(value=ErrorValue("ValueError", "card declined", "DECLINED"))
+def test_every_durable_value_round_trips_through_the_driver_and_its_recorded_step(
+    value: Any
+) -> None:
+    client = FakeClient()
+    provider = FakeProvider(client)
+    provider.perform_script.append(lambda e: value)
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        got = step.effect("charge", effect_id="eff", operation=OP, input={"v": value},
+                          perform=provider.perform, lookup=provider.lookup)
+        return {"type": type(got).__name__, "same": got == normalized(value) or (
+            isinstance(value, float) and math.isnan(value))}
+
+    assert client.run(main)["result"]["type"] == type(normalized(value)).__name__
+    assert_same(codec.decode(client.effects["eff"]["input"]), {"v": normalized(value)})
+    # the recorded step gives the same value back on replay, with no client call
+    client.calls.clear()
+    seen: list[Any] = []
+
+    def replay(step: ys.sdk.Step, params: Any) -> None:
+        seen.append(step.effect("charge", effect_id="eff", operation=OP, input={"v": value},
+                                perform=provider.perform, lookup=provider.lookup))
+
+    client.run(replay, attempt=2)
+    assert client.calls == []
+    assert_same(seen[0], normalized(value))
+
+
+@pytest.mark.parametrize("shaped", ERROR_SHAPED, ids=range(len(ERROR_SHAPED)))
+def test_error_shaped_plain_dict_stays_a_plain_dict_through_lookup_settle_and_replay(
+    shaped: dict[str, Any]
+) -> None:
+    client = FakeClient()
+    provider = FakeProvider(client)
+    client.pending("eff", input={"v": shaped})
+    provider.lookup_script.append(lambda e: ys.Settled(shaped))
+    got: list[Any] = []
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        got.append(step.effect("charge", effect_id="eff", operation=OP, input={"v": shaped},
+                               perform=provider.perform, lookup=provider.lookup))
+
+    client.run(main)
+    client.run(main, attempt=2)
+    for value in got:
+        assert type(value) is dict
+        assert_same(value, shaped)
+    assert "$$" in client.effects["eff"]["result"] or "$" not in json.dumps(shaped)
+
+
+# -- invalid values -----------------------------------------------------------------------------
+
+
+class Opaque:
+    pass
+
+
+def _cycle() -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    d["self"] = d
+    return d
+
+
+def _deep() -> list[Any]:
+    v: list[Any] = []
+    for _ in range(codec.MAX_DEPTH + 2):
+        v = [v]
+    return v
+
+
+INVALID = {
+    "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "set": {1, 2},
+    "frozenset": frozenset([1]), "tuple": (1, 2), "bytes": b"x", "object": Opaque(),
+    "int-key": {1: "x"}, "cycle": _cycle(), "too-deep": _deep(), "surrogate": ["\udc80"],
+    "huge-int": 10**5000, "callable": print, "Settled": ys.Settled(1),
+    "error-with-bad-code": ErrorValue("E", "m", 5),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("value", list(INVALID.values()), ids=list(INVALID))
+def test_invalid_values_are_refused_as_input_by_the_store_and_the_driver(
+    shared_store: SqliteStore, value: Any
+) -> None:
+    effect_id = f"invalid-{next(_ids)}"
+    with pytest.raises(WorkflowEffectError) as info:
+        shared_store.effect_begin(OP, effect_id, {"v": value}, "order-42", "charge", now=T0)
+    assert info.value.code == "INVALID_EFFECT_REQUEST"
+    assert shared_store.effect(effect_id) is None
+
+    client = FakeClient()
+    provider = FakeProvider(client)
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        try:
+            step.effect("charge", effect_id=effect_id, operation=OP, input={"v": value},
+                        perform=provider.perform, lookup=provider.lookup)
+        except WorkflowEffectError as exc:
+            return exc.code
+
+    assert client.run(main) == {"status": "completed", "result": "INVALID_EFFECT_REQUEST"}
+    assert client.names() == ["save"]
+
+
+@pytest.mark.parametrize("value", list(INVALID.values()), ids=list(INVALID))
+def test_invalid_values_are_refused_as_results_of_perform_and_lookup(value: Any) -> None:
+    for via in ("perform", "lookup"):
+        client = FakeClient()
+        provider = FakeProvider(client)
+        if via == "lookup":
+            client.pending("eff", input={})
+            provider.lookup_script.append(lambda e: ys.Settled(value))
+        else:
+            provider.perform_script.append(lambda e: value)
+
+        def main(step: ys.sdk.Step, params: Any, provider: FakeProvider = provider) -> Any:
+            return step.effect("charge", effect_id="eff", operation=OP, input={},
+                               perform=provider.perform, lookup=provider.lookup)
+
+        with pytest.raises(InfrastructureFailure) as info:
+            client.run(main)
+        assert info.value.code == "EFFECT_HANDLER_INVALID"
+        assert client.saved == {} and "settle" not in client.names()
+
+
+def test_a_lone_surrogate_str_result_is_refused_as_an_invalid_callback_result() -> None:
+    client = FakeClient()
+    provider = FakeProvider(client)
+    provider.perform_script.append(lambda e: "\udc80")
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        return step.effect("charge", effect_id="eff", operation=OP, input={},
+                           perform=provider.perform, lookup=provider.lookup)
+
+    with pytest.raises(InfrastructureFailure) as info:
+        client.run(main)
+    assert info.value.code == "EFFECT_HANDLER_INVALID"
+
+
+# -- rejections keep their code through serialization -------------------------------------------
+
+
+def test_workflow_effect_error_code_survives_serialization_of_the_recorded_step() -> None:
+    client = FakeClient()
+    provider = FakeProvider(client)
+    client.pending("eff", operation="charge.v0")
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        return step.effect("charge", effect_id="eff", operation=OP, input={"amount": 49.99},
+                           perform=provider.perform, lookup=provider.lookup)
+
+    client.run(main)
+    saved = client.saved["charge"]
+    # what a worker gets back from the API: plain JSON text, decoded again
+    wire = json.loads(json.dumps({"status": saved.status, "value": saved.value}))
+    error = codec.decode(wire["value"])
+    assert isinstance(error, ErrorValue)
+    assert (error.name, error.code) == ("WorkflowEffectError", "EFFECT_REQUEST_MISMATCH")
+    revived = ys.sdk.revive(error)
+    assert isinstance(revived, WorkflowEffectError)
+    assert revived.code == "EFFECT_REQUEST_MISMATCH"
+
+
+# -- a suspended effect step stays unfinished ---------------------------------------------------
+
+
+def test_suspended_effect_step_stays_unfinished_after_serialization_and_replays_from_begin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = ["unknown", "settled"]  # (the first delivery performs)
+    charge = {"charge_id": "ch_1", "amount": 49.99}
+
+    def lookup(effect_id: str) -> Any:
+        return ys.Settled(charge) if answers.pop(0) == "settled" else Unknown()
+
+    def perform(effect_id: str) -> Any:
+        raise TimeoutError("no answer from the provider")
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        return step.effect("charge", effect_id="eff", operation=OP, input={"amount": 49.99},
+                           perform=perform, lookup=lookup, retry_in=30)
+
+    with WorkflowTest({"charge-order": main}, start=T0) as t:
+        begins: list[str] = []
+        real_begin = t.store.effect_begin
+
+        def counting_begin(*args: Any, **kw: Any) -> Any:
+            begins.append(args[1])
+            return real_begin(*args, **kw)
+
+        monkeypatch.setattr(t.store, "effect_begin", counting_begin)
+        eid = t.trigger("charge-order", {})
+        t.run()
+        assert t.get(eid)["status"] == "suspended"
+        step, = t.store.steps(eid)
+        assert (step.kind, step.status, step.value, step.wake_at) == (
+            "effect", "waiting", None, T0 + 30)
+
+        # serialized as a worker receives it (GET .../run) and deserialized into a SavedStep
+        wire = json.loads(json.dumps({"key": step.key, "kind": step.kind,
+                                      "status": step.status, "value": step.value,
+                                      "attempts": step.attempts, "wake_at": step.wake_at}))
+        saved = SavedStep(wire["kind"], wire["status"], wire.get("value"), wire["attempts"],
+                          wire.get("wake_at"))
+        assert saved.status == "waiting"  # unfinished, not a result
+
+        # each later delivery starts the effect step again from begin
+        t.advance(30)
+        t.run()
+        assert t.get(eid)["status"] == "suspended"
+        t.advance(30)
+        t.run()
+        record = t.get(eid)
+        assert record["status"] == "completed"
+        assert record["outcome"]["result"] == charge
+        assert begins == ["eff", "eff", "eff"]
+        assert [s.status for s in t.store.steps(eid)] == ["completed"]
