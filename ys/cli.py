@@ -1,11 +1,12 @@
 """The `ys` command line: `main()` is the entry point of the console script and `python -m ys`.
 
-Start-up is most of what `ys get ID --json` and `ys --version` cost: `import typer` alone takes
-several times as long as the interpreter's own start. So `main()` first looks at argv for those
-two exact shapes and answers them with the standard library (`ys.commands._output` and
-`ys.client`); everything else, `--help` and any unknown flag included, goes to the typer app in
-`ys.commands.app`. Both paths print the same bytes and exit with the same code (tested;
-`YS_NO_FAST_PATH=1` turns the fast path off).
+Start-up is most of what `ys get ID --json`, `ys trigger` and `ys --version` cost: `import typer`
+alone takes several times as long as the interpreter's own start. So `main()` first looks at
+argv for those shapes and answers them with the standard library (`ys.commands._output`,
+`ys.commands._admit` and `ys.client`); everything else, `--help`, `--wait` and any unknown or
+repeated flag included, goes to the typer app in `ys.commands.app`. Both paths run the same
+functions, print the same bytes and exit with the same code (tested; `YS_NO_FAST_PATH=1` turns
+the fast path off).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def _fast_path(argv: list[str]) -> int | None:
         from ys.commands._output import guarded
 
         return guarded(lambda: _get_json(execution_id))
+    if argv[:1] == ["trigger"]:
+        from ys.commands._admit import fast_argv, trigger
+
+        kwargs = fast_argv(argv)
+        if kwargs is not None:
+            from ys.commands._output import guarded
+
+            return guarded(lambda: trigger(**kwargs))
     return None
 
 

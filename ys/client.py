@@ -167,6 +167,14 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 return record
 
+    def wait_change(self, execution_id: str, after: int | None, timeout: float) -> dict[str, Any]:
+        """One long poll: the record (with `history_length`) once the history is longer than
+        `after` events, the execution is terminal, or `timeout` seconds pass."""
+        q = f"timeout={max(0.0, timeout):.3f}" + ("" if after is None else f"&after={after}")
+        path = f"/v1/executions/{_seg(execution_id)}/wait?{q}"
+        result: dict[str, Any] = self._call("GET", path, timeout=timeout + 30)
+        return result
+
     def list(self, *, status: list[str] | str | None = None, workflow: str | None = None,
              parent: str | None = None, limit: int | None = None,
              page_token: str | None = None) -> dict[str, Any]:

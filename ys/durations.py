@@ -5,8 +5,10 @@ Standard library only; bad input is INVALID_ARGUMENT (exit 2), naming the forms 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
+import time
 
 from ys.errors import InvalidArgument
 
@@ -41,3 +43,13 @@ def format_duration(seconds: float) -> str:
         return f"{hours}h" + (f" {minutes}m" if minutes else "")
     days, hours = divmod(hours, 24)
     return f"{days}d" + (f" {hours}h" if hours else "")
+
+
+def relative(iso: str | None, now: float | None = None) -> str:
+    """An ISO 8601 time as `3m ago`, `in 5m` or `now`; `-` for none."""
+    if not iso:
+        return "-"
+    delta = dt.datetime.fromisoformat(iso).timestamp() - (time.time() if now is None else now)
+    if abs(delta) < 1:
+        return "just now"
+    return f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(delta)} ago"

@@ -47,3 +47,17 @@ Timeout = Annotated[str | None, typer.Option(
 
 def timeout_seconds(text: str | None) -> float | None:
     return None if text is None else parse_duration(text, "--timeout")
+
+
+def reflow(doc: str | None) -> str:
+    """A docstring as help text: paragraphs kept, the source's line breaks inside them not
+    (typer's rich help would print them as they are)."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def add(app: typer.Typer, name: str, fn: Any) -> None:
+    """Register `fn` as command `name`, its docstring as its help."""
+    app.command(name, help=reflow(fn.__doc__))(fn)

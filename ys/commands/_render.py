@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from rich import box
@@ -21,7 +20,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ys.durations import format_duration
+from ys.durations import format_duration, relative
 
 STATUS_STYLE = {
     "admitted": "blue", "running": "cyan", "suspended": "magenta",
@@ -48,6 +47,17 @@ def err() -> Console:
     if _err is None:
         _err = Console(stderr=True, highlight=False, soft_wrap=True)
     return _err
+
+
+def show(*renderables: RenderableType) -> None:
+    """Print to stdout; off a terminal, without the spaces that pad table cells at line ends."""
+    console = out()
+    if console.is_terminal:
+        console.print(*renderables, sep="\n")
+        return
+    with console.capture() as captured:
+        console.print(*renderables, sep="\n")
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def note(message: str) -> None:
@@ -78,16 +88,6 @@ def when(iso: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(iso) if iso else None
 
 
-def relative(iso: str | None, now: float | None = None) -> str:
-    t = when(iso)
-    if t is None:
-        return DASH
-    delta = t.timestamp() - (time.time() if now is None else now)
-    if abs(delta) < 1:
-        return "now"
-    return f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(delta)} ago"
-
-
 def local(iso: str | None, ms: bool = False) -> str:
     t = when(iso)
     if t is None:
@@ -116,11 +116,44 @@ def outcome(record: dict[str, Any], limit: int = 60) -> Text:
 
 def table(*columns: str) -> Table:
     tty = out().is_terminal
-    t = Table(box=box.SIMPLE_HEAD if tty else None, show_edge=tty, pad_edge=False,
-              header_style="bold" if tty else "", padding=(0, 1) if tty else (0, 2, 0, 0))
+    t = Table(box=box.SIMPLE_HEAD if tty else None, show_edge=False, pad_edge=False,
+              header_style="bold" if tty else "", padding=(0, 1, 0, 0) if tty else (0, 2, 0, 0))
     for c in columns:
         t.add_column(c, overflow="ellipsis", no_wrap=True)
     return t
+
+
+def fit(t: Table, *elastic: str) -> Table:
+    """On a terminal too narrow for the table, shrink only the `elastic` columns, the last
+    given first (their cells end in …): rich would shrink every column alike, to `STAT…`."""
+    console = out()
+    if not console.is_terminal:
+        return t
+    from rich.measure import Measurement
+
+    unbounded = console.options.update_width(100_000)
+
+    def width(renderable: Any) -> int:
+        return Measurement.get(console, unbounded, renderable).maximum
+
+    flexible = [c for c in t.columns if c.header in elastic]
+    if not flexible or width(t) <= console.width:
+        return t
+    natural = {id(c): max(width(x) for x in [c.header, *c.cells]) for c in flexible}
+    for c in flexible:
+        c.max_width = 1
+    room = console.width - width(t) + len(flexible)
+    # In the order given: each keeps what it needs while the ones after it keep 6 or more.
+    for i, c in enumerate(flexible):
+        c.max_width = max(6, min(natural[id(c)], room - 6 * (len(flexible) - i - 1)))
+        room -= c.max_width
+    return t
+
+
+def add_row(t: Table, *cells: str | Text) -> None:
+    """A row whose text is shown as it is: IDs, params and messages may hold `[...]`, which
+    rich would take for markup."""
+    t.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
 
 
 def grid() -> Table:
@@ -132,17 +165,15 @@ def grid() -> Table:
 
 def panel(title: str, body: RenderableType) -> None:
     if out().is_terminal:
-        out().print(Panel(body, title=Text(title, style="bold"), title_align="left",
-                          box=box.ROUNDED, expand=False))
+        show(Panel(body, title=Text(title, style="bold"), title_align="left", box=box.ROUNDED,
+                   expand=False))
     else:
-        out().print(Text(title, style="bold"))
-        out().print(body)
+        show(Text(title, style="bold"), body)
 
 
 def section(title: str, body: RenderableType | None, empty: str) -> None:
-    out().print()
-    out().print(Text(title, style="bold"))
-    out().print(body if body is not None else Text(f"  {empty}", style="dim"))
+    show(Text(""), Text(title, style="bold"),
+         body if body is not None else Text(f"  {empty}", style="dim"))
 
 
 # -- records --------------------------------------------------------------------------------
@@ -151,26 +182,26 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 def record_rows(g: Table, r: dict[str, Any]) -> None:
     cancel = " (cancel requested)" if r.get("cancel_requested") and r["status"] not in (
         "completed", "failed", "cancelled") else ""
-    g.add_row("workflow", r["workflow"])
-    g.add_row("status", status(r["status"], cancel))
+    add_row(g, "workflow", r["workflow"])
+    add_row(g, "status", status(r["status"], cancel))
     o = r.get("outcome") or {}
     if o.get("status") == "completed":
-        g.add_row("result", compact(o.get("result"), 400))
+        add_row(g, "result", compact(o.get("result"), 400))
     elif o.get("status") == "failed":
-        g.add_row("error", outcome(r, 400))
-    g.add_row("params", compact(r.get("params"), 400))
+        add_row(g, "error", outcome(r, 400))
+    add_row(g, "params", compact(r.get("params"), 400))
     if r.get("context"):
-        g.add_row("context", compact(r["context"], 400))
-    g.add_row("admitted", local_and_relative(r.get("admitted_at")))
-    g.add_row("updated", local_and_relative(r.get("updated_at")))
-    g.add_row("due", local_and_relative(r.get("due_at")) if r.get("due_at") else "no wake pending")
-    g.add_row("attempts", str(r.get("attempts", 0)))
+        add_row(g, "context", compact(r["context"], 400))
+    add_row(g, "admitted", local_and_relative(r.get("admitted_at")))
+    add_row(g, "updated", local_and_relative(r.get("updated_at")))
+    add_row(g, "due", local_and_relative(r.get("due_at")) if r.get("due_at") else "no wake pending")
+    add_row(g, "attempts", str(r.get("attempts", 0)))
     if r.get("lease_holder"):
-        g.add_row("lease", str(r["lease_holder"]))
+        add_row(g, "lease", str(r["lease_holder"]))
     p = r.get("parent")
     if p:
         how = "detached child" if p.get("detached") else "child"
-        g.add_row("parent", f"{p.get('execution_id')} ({how}, step {p.get('step_key')})")
+        add_row(g, "parent", f"{p.get('execution_id')} ({how}, step {p.get('step_key')})")
 
 
 def show_record(r: dict[str, Any]) -> None:
@@ -183,16 +214,16 @@ def executions(records: list[dict[str, Any]], ps: bool = False) -> None:
     if ps:
         t = table("ID", "WORKFLOW", "STATUS", "DUE", "ATTEMPT", "LEASE", "ADMITTED")
         for r in records:
-            t.add_row(cut(r["execution_id"], 40), r["workflow"], status(r["status"]),
+            add_row(t, r["execution_id"], r["workflow"], status(r["status"]),
                       relative(r.get("due_at")), str(r.get("attempts", 0)),
                       r.get("lease_holder") or DASH, relative(r.get("admitted_at")))
     else:
         t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "UPDATED", "ATTEMPTS", "OUTCOME")
         for r in records:
-            t.add_row(cut(r["execution_id"], 40), r["workflow"], status(r["status"]),
+            add_row(t, r["execution_id"], r["workflow"], status(r["status"]),
                       relative(r.get("admitted_at")), relative(r.get("updated_at")),
                       str(r.get("attempts", 0)), outcome(r, 50))
-    out().print(t)
+    show(fit(t, "ID", "OUTCOME"))
 
 
 def event_line(e: dict[str, Any]) -> Text:
@@ -201,5 +232,20 @@ def event_line(e: dict[str, Any]) -> Text:
     line.append(local(e.get("at"), ms=True) + "  ")
     line.append(f"{e['kind']:<16}", style=EVENT_STYLE.get(e["kind"], "bold"))
     if e.get("data"):
-        line.append(" " + compact(e["data"], 200))
+        room = out().width - 48 if out().is_terminal else 200
+        line.append(" " + compact(e["data"], max(20, room)))
+    return line
+
+
+def finished(record: dict[str, Any]) -> Text:
+    """`ID completed in 0.4s` or `ID failed: ValueError: boom`, for `trigger --wait`."""
+    line = Text(f"{record['execution_id']} ")
+    line.append(record["status"], style=STATUS_STYLE.get(record["status"], ""))
+    if record["status"] == "completed":
+        a, b = when(record.get("admitted_at")), when(record.get("updated_at"))
+        if a and b:
+            line.append(f" in {format_duration((b - a).total_seconds())}")
+    elif record["status"] == "failed":
+        line.append(": ")
+        line.append_text(outcome(record, 300))
     return line

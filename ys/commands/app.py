@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 import typer
 
+from ys.commands._opts import reflow
 from ys.commands._output import error, guarded
 from ys.errors import YsError
 
@@ -29,12 +31,29 @@ MODULES = [
 ]
 
 COMPLETE_VAR = "_YS_COMPLETE"
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
+def _keep_argument_help() -> None:
+    """typer 0.25 sets an argument's `help` and then calls click.Argument.__init__, which
+    since click 8.5 takes `help` itself and resets it to None; set it again afterwards."""
+    init = typer.core.TyperArgument.__init__
+
+    def __init__(self: click.Argument, *, help: str | None = None, **kw: Any) -> None:
+        init(self, help=help, **kw)  # type: ignore[arg-type]
+        self.help = help
+
+    setattr(typer.core.TyperArgument, "__init__", __init__)  # noqa: B010
+
+
+_keep_argument_help()
 
 app = typer.Typer(
     name="ys",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # click suggests already; typer would say it twice
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -47,7 +66,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_version,
@@ -64,6 +82,8 @@ def _root(
     """
 
 
+app.callback(help=reflow(_root.__doc__))(_root)
+
 for _name in MODULES:
     importlib.import_module(f"ys.commands.{_name}").register(app)
 
@@ -74,7 +94,7 @@ def command() -> click.Command:
 
 
 def _usage(exc: click.UsageError) -> YsError:
-    message = exc.format_message().strip().rstrip(".")
+    message = exc.format_message().strip().rstrip(".").replace(". Did you mean", "; did you mean")
     if message[:1].isupper() and message[1:2].islower():
         message = message[0].lower() + message[1:]
     where = exc.ctx.command_path if exc.ctx else "ys"
@@ -84,7 +104,7 @@ def _usage(exc: click.UsageError) -> YsError:
 def _invoke(cmd: click.Command, argv: list[str]) -> int:
     try:
         rv = cmd.main(args=argv, prog_name="ys", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except _NO_ARGS_IS_HELP as exc:
         # typer's rich help has already printed itself; click's plain help is the message.
         if exc.format_message():
             sys.stdout.write(exc.format_message() + "\n")

@@ -1,0 +1,81 @@
+"""`ys describe` for people: the record panel, then steps, deliveries, children and effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.commands import _render as r
+from ys.durations import format_duration
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
+
+
+def _span(start: str | None, end: str | None) -> str:
+    a, b = r.when(start), r.when(end)
+    return format_duration((b - a).total_seconds()) if a and b else r.DASH
+
+
+def _steps(d: dict[str, Any]) -> Any:
+    if not d.get("steps"):
+        return None
+    t = r.table("KEY", "KIND", "STATUS", "ATTEMPTS", "WAKE", "VALUE")
+    for s in d["steps"]:
+        r.add_row(t, s["key"], s.get("kind", ""), r.status(s.get("status")),
+                  str(s.get("attempts", "")), r.relative(s.get("wake_at")),
+                  r.compact(s["value"], 60) if "value" in s else r.DASH)
+    return r.fit(t, "KEY", "VALUE")
+
+
+def _deliveries(d: dict[str, Any]) -> Any:
+    if not d.get("deliveries"):
+        return None
+    t = r.table("ATTEMPT", "STARTED", "ENDED", "TOOK", "OUTCOME")
+    for dl in d["deliveries"]:
+        outcome = dl.get("outcome") or ("running" if dl.get("ended_at") is None else r.DASH)
+        if dl.get("detail"):
+            outcome += f": {dl['detail']}"
+        r.add_row(t, str(dl.get("attempt")), r.local(dl.get("started_at")),
+                  r.local(dl.get("ended_at")),
+                  _span(dl.get("started_at"), dl.get("ended_at")),
+                  r.status(outcome) if outcome in r.STATUS_STYLE else r.cut(outcome, 80))
+    return r.fit(t, "OUTCOME")
+
+
+def _children(d: dict[str, Any]) -> Any:
+    if not d.get("children"):
+        return None
+    t = r.table("ID", "WORKFLOW", "STATUS", "STEP", "DETACHED")
+    for c in d["children"]:
+        r.add_row(t, c["execution_id"], c.get("workflow", ""), r.status(c.get("status")),
+                  str(c.get("step_key") or r.DASH), "yes" if c.get("detached") else "no")
+    return r.fit(t, "ID", "STEP")
+
+
+def _effects(d: dict[str, Any]) -> Any:
+    if not d.get("effects"):
+        return None
+    t = r.table("EFFECT", "OPERATION", "STATUS", "RESULT")
+    for e in d["effects"]:
+        r.add_row(t, str(e.get("effect_id", "")), str(e.get("operation", "")),
+                  str(e.get("status", "")), r.compact(e.get("result"), 60))
+    return r.fit(t, "EFFECT", "RESULT")
+
+
+def show(d: dict[str, Any]) -> None:
+    g = r.grid()
+    r.record_rows(g, d)
+    r.add_row(g, "history", f"{d.get('history_length', 0)} events, "
+                         f"{_size(int(d.get('history_bytes') or 0))}")
+    if d.get("lease_expires_at"):
+        r.add_row(g, "lease ends", r.local_and_relative(d["lease_expires_at"]))
+    r.panel(d["execution_id"], g)
+    r.section("Steps", _steps(d), "no steps yet")
+    r.section("Deliveries", _deliveries(d), "not delivered yet")
+    if d.get("children"):
+        r.section("Children", _children(d), "")
+    if d.get("effects"):
+        r.section("Effects", _effects(d), "")

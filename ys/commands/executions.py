@@ -1,0 +1,152 @@
+"""Reading and nudging executions: `get`, `ps`, `list`, `describe`, `wait`, `wake`."""
+
+from __future__ import annotations
+
+import shlex
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from ys.commands._opts import ExecutionId, Json, Timeout, add, timeout_seconds
+from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
+from ys.durations import format_duration
+
+LIST_LIMIT = 50
+
+
+class Status(StrEnum):
+    admitted = "admitted"
+    running = "running"
+    suspended = "suspended"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+def get(execution_id: ExecutionId, json_: Json = False) -> None:
+    """Show an execution's record: status, outcome, params, times, attempts, parent."""
+    with client() as c:
+        record = c.get(execution_id)
+    if json_:
+        emit_json(record)
+        return
+    from ys.commands import _render
+
+    _render.show_record(record)
+
+
+def ps(json_: Json = False) -> None:
+    """List the executions that are not finished: admitted, running or suspended.
+
+    Each with when it is due, its delivery attempt and which process holds its lease.
+    """
+    with client() as c:
+        page = c.ps()
+    if json_:
+        emit_json(page)
+        return
+    from ys.commands import _render
+
+    if not page["executions"]:
+        _render.note("nothing is admitted, running or suspended")
+        return
+    _render.executions(page["executions"], ps=True)
+
+
+def list_(
+    status: Annotated[list[Status] | None, typer.Option(
+        "--status", help="Only executions with this status (repeat for several).",
+        show_default=False)] = None,
+    workflow: Annotated[str | None, typer.Option(
+        "--workflow", help="Only executions of this workflow.", show_default=False)] = None,
+    limit: Annotated[int, typer.Option(
+        "--limit", min=1, max=1000, help="At most this many executions per page.")] = LIST_LIMIT,
+    page_token: Annotated[str | None, typer.Option(
+        "--page-token", help="Continue from where the previous page ended.",
+        show_default=False)] = None,
+    json_: Json = False,
+) -> None:
+    """List all executions, newest admitted first, a page at a time.
+
+    For people the next page's token is printed on stderr; with --json it is next_page_token.
+    """
+    with client() as c:
+        page = c.list(status=[s.value for s in status or []], workflow=workflow, limit=limit,
+                      page_token=page_token)
+    if json_:
+        emit_json(page)
+        return
+    from ys.commands import _render
+
+    if page["executions"]:
+        _render.executions(page["executions"])
+    else:
+        _render.note("no executions" + (" match" if status or workflow else " yet"))
+    if page.get("next_page_token"):
+        again = [f"--status {s.value}" for s in status or []]
+        again += [f"--workflow {shlex.quote(workflow)}"] if workflow else []
+        again += [f"--limit {limit}"] if limit != LIST_LIMIT else []
+        _render.note(" ".join(["more: ys list", *again, "--page-token", page["next_page_token"]]))
+
+
+def describe(execution_id: ExecutionId, json_: Json = False) -> None:
+    """Show everything about an execution.
+
+    Its record, history size, pending wake, steps, children, effects and deliveries (attempt,
+    start, end, outcome).
+    """
+    with client() as c:
+        d = c.describe(execution_id)
+    if json_:
+        emit_json(d)
+        return
+    from ys.commands import _describe
+
+    _describe.show(d)
+
+
+def wait(execution_id: ExecutionId, timeout: Timeout = None, json_: Json = False) -> None:
+    """Wait until an execution is finished and show its record.
+
+    Exits 0 if it completed, 1 if it failed or was cancelled, 6 if it is still not finished
+    after --timeout (with --json the record is printed then too).
+    """
+    seconds = timeout_seconds(timeout)
+    with client(timeout=None) as c:
+        record = c.wait(execution_id, timeout=seconds)
+    if json_:
+        emit_json(record)
+    else:
+        from ys.commands import _render
+
+        _render.show_record(record)
+    if record["status"] not in TERMINAL:
+        fail("TIMEOUT", f"{execution_id} is still {record['status']} after "
+             f"{format_duration(seconds or 0)}", hint="wait longer with --timeout, or see where "
+             f"it is with `ys describe {shlex.quote(execution_id)}`")
+    raise typer.Exit(outcome_exit_code(record))
+
+
+def wake(execution_id: ExecutionId, json_: Json = False) -> None:
+    """Make a suspended or waiting execution due now (a finished one is left as it is)."""
+    with client() as c:
+        result = c.wake(execution_id)
+    if json_:
+        emit_json({"execution_id": execution_id, **result})
+        return
+    from ys.commands import _render
+
+    if result.get("status") == "ignored":
+        _render.note(f"{execution_id} is finished; nothing to wake")
+    else:
+        _render.note(f"{execution_id} is due now")
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "get", get)
+    add(app, "ps", ps)
+    add(app, "list", list_)
+    add(app, "describe", describe)
+    add(app, "wait", wait)
+    add(app, "wake", wake)

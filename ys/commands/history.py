@@ -1,0 +1,86 @@
+"""`ys history`: an execution's event history, a page at a time or followed as it grows."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ys.commands._opts import ExecutionId, Json, add
+from ys.commands._output import TERMINAL, client, emit_json, emit_json_line
+
+FOLLOW_PAGE = 1000
+POLL_SECONDS = 30.0
+
+
+def _print_event(event: dict[str, Any], json_: bool) -> None:
+    if json_:
+        emit_json_line(event)
+    else:
+        from ys.commands import _render
+
+        _render.show(_render.event_line(event))
+        sys.stdout.flush()
+
+
+def follow(c: Any, execution_id: str, token: str | None, limit: int, json_: bool) -> None:
+    """Print events as they are appended; return after a terminal event.
+
+    Only page tokens the daemon gave are used: each round re-reads the last page from its
+    start (at most `limit` events) and prints the events past the last one printed.
+    """
+    seen = 0
+    while True:
+        while True:
+            page = c.history(execution_id, limit=limit, page_token=token)
+            for event in page["events"]:
+                if event["seq"] > seen:
+                    seen = event["seq"]
+                    _print_event(event, json_)
+                    if event["kind"] in TERMINAL:
+                        return
+            if not page.get("next_page_token"):
+                break
+            token = page["next_page_token"]
+        c.wait_change(execution_id, after=seen, timeout=POLL_SECONDS)
+
+
+def history(
+    execution_id: ExecutionId,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, max=1000, help="At most this many events per page (default 100).",
+        show_default=False)] = None,
+    page_token: Annotated[str | None, typer.Option(
+        "--page-token", help="Continue from where the previous page ended.",
+        show_default=False)] = None,
+    follow_: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep printing events as they happen, until the execution "
+                               "finishes. With --json: one JSON event per line.")] = False,
+    json_: Json = False,
+) -> None:
+    """Show an execution's event history (seq, time, kind, data), a page at a time.
+
+    For people the next page's token is printed on stderr; with --json it is next_page_token.
+    """
+    with client() as c:
+        if follow_:
+            follow(c, execution_id, page_token, limit or FOLLOW_PAGE, json_)
+            return
+        page = c.history(execution_id, limit=limit, page_token=page_token)
+    if json_:
+        emit_json(page)
+        return
+    from ys.commands import _render
+
+    for event in page["events"]:
+        _render.show(_render.event_line(event))
+    if page.get("next_page_token"):
+        size = f" --limit {limit}" if limit else ""
+        _render.note(f"more: ys history {shlex.quote(execution_id)}{size} "
+                     f"--page-token {page['next_page_token']}")
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "history", history)

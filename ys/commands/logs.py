@@ -1,0 +1,128 @@
+"""`ys logs`: what a workflow script printed (stdout and stderr), one file per delivery.
+
+The daemon writes delivery N's output to `<data>/logs/<execution>/N.log`; this command reads
+those files directly and asks the daemon only whether the execution exists and when it ends.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ys.commands._opts import ExecutionId, Json, add
+from ys.commands._output import TERMINAL, client, emit_json, emit_json_line, fail
+
+POLL_SECONDS = 0.25  # how often --follow looks at the file while the history stands still
+
+
+def attempt_files(folder: Path) -> list[tuple[int, Path]]:
+    """The delivery logs in attempt order."""
+    try:
+        names = [p for p in folder.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
+    except FileNotFoundError:
+        return []
+    return sorted((int(p.stem), p) for p in names)
+
+
+def _header(attempt: int) -> None:
+    from ys.commands import _render
+
+    _render.note(f"── attempt {attempt} ──")
+
+
+class _Tail:
+    """Prints what each attempt's file gained since the last look."""
+
+    def __init__(self, json_: bool) -> None:
+        self.json = json_
+        self.offsets: dict[int, int] = {}
+        self.decoders: dict[int, Any] = {}
+        self.current: int | None = None
+
+    def drain(self, attempt: int, path: Path) -> None:
+        with open(path, "rb") as f:
+            f.seek(self.offsets.get(attempt, 0))
+            data = f.read()
+        if not data:
+            return
+        self.offsets[attempt] = self.offsets.get(attempt, 0) + len(data)
+        if self.json:
+            dec = self.decoders.setdefault(
+                attempt, codecs.getincrementaldecoder("utf-8")("replace"))
+            emit_json_line({"attempt": attempt, "text": dec.decode(data)})
+            return
+        if attempt != self.current:
+            _header(attempt)
+            self.current = attempt
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def _follow(c: Any, folder: Path, execution_id: str, only: int | None, json_: bool) -> None:
+    """Tail the attempts' files until the execution is finished (or attempt `only` ended).
+
+    The record is read before each look at the files, so once it says finished, the look
+    that follows sees everything the script wrote."""
+    tail = _Tail(json_)
+    after: int | None = None
+    while True:
+        wait = 0.0 if after is None else POLL_SECONDS
+        state = c.wait_change(execution_id, after=after, timeout=wait)
+        after = state["history_length"]
+        for attempt, path in attempt_files(folder):
+            if only is None or attempt == only:
+                tail.drain(attempt, path)
+        if state["status"] in TERMINAL or (only is not None and state["attempts"] > only):
+            return
+
+
+def logs(
+    execution_id: ExecutionId,
+    attempt: Annotated[int | None, typer.Option(
+        "--attempt", min=1, help="Only this delivery attempt (1 is the first).",
+        show_default=False)] = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep printing as the script prints, through later attempts, "
+                               "until the execution finishes. With --json: one "
+                               '{"attempt", "text"} object per line.')] = False,
+    json_: Json = False,
+) -> None:
+    """Show what the workflow script printed (stdout and stderr), per delivery attempt.
+
+    For people each attempt starts with a header line on stderr, so stdout is exactly what
+    the script printed. With --json: {"execution_id", "logs": [{"attempt", "text"}, ...]}.
+    """
+    from ys.paths import resolve
+
+    folder = resolve().log_dir(execution_id)
+    with client() as c:
+        record = c.get(execution_id)
+        if follow:
+            _follow(c, folder, execution_id, attempt, json_)
+            return
+    files = attempt_files(folder)
+    if attempt is not None:
+        files = [(n, p) for n, p in files if n == attempt]
+        if not files:
+            fail("NOT_FOUND", f"{execution_id} has no log for attempt {attempt}",
+                 hint=f"it has had {record['attempts']} attempt(s)")
+    if json_:
+        emit_json({"execution_id": execution_id, "logs": [
+            {"attempt": n, "text": p.read_bytes().decode("utf-8", "replace")} for n, p in files]})
+        return
+    if not files:
+        from ys.commands import _render
+
+        _render.note(f"{execution_id} has not been delivered yet; nothing printed")
+    for n, p in files:
+        _header(n)
+        sys.stdout.buffer.write(p.read_bytes())
+        sys.stdout.buffer.flush()
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "logs", logs)

@@ -1,0 +1,58 @@
+"""`ys trigger`: admit an execution and print only its ID (so `id=$(ys trigger ...)` works)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from ys.commands import _admit
+from ys.commands._opts import Json, Timeout, add, complete_workflows, timeout_seconds
+from ys.commands._output import fail
+
+
+class IfExists(StrEnum):
+    fail = "fail"
+    use_existing = "use-existing"
+
+
+def trigger(
+    workflow: Annotated[str, typer.Argument(
+        metavar="WORKFLOW", help="The workflow's name: its file name without the extension.",
+        autocompletion=complete_workflows, show_default=False)],
+    execution_id: Annotated[str | None, typer.Option(
+        "--id", metavar="ID", help="The execution's ID; ys makes one when it is not given.",
+        show_default=False)] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "-p", "--param", metavar="KEY=VALUE",
+        help="A param (repeatable). The value is JSON when it parses as JSON (-p order=42 is "
+             "the number 42), else a string. A key may be given once.",
+        show_default=False)] = None,
+    params: Annotated[str | None, typer.Option(
+        "--params", metavar="JSON|@FILE|-",
+        help="All params as JSON: the text itself, @FILE to read a file, or - to read stdin. "
+             "With -p it must be an object.", show_default=False)] = None,
+    if_exists: Annotated[IfExists, typer.Option(
+        "--if-exists", help="When the ID is in use: fail (exit 3), or use-existing (print the "
+                            "ID if the workflow and params are the same).")] = IfExists.fail,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="After printing the ID, wait until the execution is finished; exit 0 "
+                       "if it completed, 1 if it failed or was cancelled.")] = False,
+    timeout: Timeout = None,
+    json_: Json = False,
+) -> None:
+    """Admit an execution of a workflow and print its ID.
+
+    The ID is printed once admission is committed; the daemon then delivers the execution.
+    With --json: {"execution_id": ..., "started": true|false}.
+    """
+    if timeout is not None and not wait:
+        fail("INVALID_ARGUMENT", "--timeout is for --wait", hint="add --wait, or drop --timeout")
+    code = _admit.trigger(workflow, execution_id, param, params, if_exists.value, json_,
+                          wait=wait, timeout=timeout_seconds(timeout))
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "trigger", trigger)
