@@ -208,6 +208,78 @@ class Client:
         result: dict[str, Any] = self._call("POST", path, {})
         return result
 
+    # -- effects, durable values, schedules, housekeeping -------------------------------------
+
+    def effects(self, status: str | None = None,
+                execution_id: str | None = None) -> dict[str, Any]:
+        q = {k: v for k, v in (("status", status), ("execution", execution_id)) if v}
+        result: dict[str, Any] = self._call("GET", "/v1/effects" + (
+            f"?{urlencode(q)}" if q else ""))
+        return result
+
+    def effect(self, effect_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id)}")
+        return result
+
+    def store_put(self, key: str, value: Any,
+                  expected_version: int | None = None) -> dict[str, Any]:
+        """Commit a new version of `key`; every execution waiting on it is woken."""
+        body: dict[str, Any] = {"value": value}
+        if expected_version is not None:
+            body["expected_version"] = expected_version
+        result: dict[str, Any] = self._call("PUT", f"/v1/store/{_seg(key)}", body)
+        return result
+
+    def store_get(self, key: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key)}")
+        return result
+
+    def store_list(self, prefix: str = "") -> dict[str, Any]:
+        path = "/v1/store" + (f"?{urlencode({'prefix': prefix})}" if prefix else "")
+        result: dict[str, Any] = self._call("GET", path)
+        return result
+
+    def store_delete(self, key: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key)}")
+        return result
+
+    def schedules(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/v1/schedules")
+        return result
+
+    def schedule_add(self, name: str, workflow: str, cron: str, *, tz: str = "local",
+                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
+                     max_late: float | None = None, jitter: float = 0.0) -> dict[str, Any]:
+        body = {"name": name, "workflow": workflow, "cron": cron, "tz": tz, "params": params,
+                "catch_up": catch_up, "overlap": overlap, "max_late": max_late,
+                "jitter": jitter}
+        result: dict[str, Any] = self._call("POST", "/v1/schedules", body)
+        return result
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}")
+        return result
+
+    def schedule_remove(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/v1/schedules/{_seg(name)}")
+        return result
+
+    def schedule_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
+        verb = "pause" if paused else "resume"
+        result: dict[str, Any] = self._call("POST", f"/v1/schedules/{_seg(name)}/{verb}", {})
+        return result
+
+    def schedule_next(self, name: str, n: int = 5) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}/next?n={n}")
+        return result
+
+    def gc(self, older_than: float | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """Prune terminal executions (and their logs) older than `older_than` seconds."""
+        result: dict[str, Any] = self._call(
+            "POST", "/v1/gc", {"older_than": older_than, "dry_run": dry_run}
+        )
+        return result
+
     def workflows(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/v1/workflows")
         return result
