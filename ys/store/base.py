@@ -94,6 +94,16 @@ def check_workflow_name(name: str) -> str:
     return name
 
 
+def check_time(value: Any, what: str) -> float:
+    """A time in seconds must be a finite number: a NaN due time would erase the pending wake
+    it merges with (min() with NaN is NaN, which SQLite stores as NULL)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{what} must be a finite number of seconds, not {value!r}"
+        )
+    return value
+
+
 def request_params(params: Any) -> str:
     """The canonical request params: `null` when missing (which never matches `{}`)."""
     if params is None:

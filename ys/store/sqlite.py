@@ -28,6 +28,7 @@ from ys.store.base import (
     Page,
     StepRecord,
     check_execution_id,
+    check_time,
     check_workflow_name,
 )
 from ys.store.db import Writer, connect
@@ -261,7 +262,7 @@ class SqliteStore:
         reason: str = "requested",
     ) -> str:
         t = self._now(now)
-        due = t if at is None else at
+        due = t if at is None else check_time(at, "the wake time")
         return self.write(lambda c: request_wake_tx(c, execution_id, due, t, reason))
 
     def claim_due(
@@ -522,6 +523,8 @@ class SqliteStore:
         """Fenced by the delivery token; a wake_at is requested in the same transaction.
         Returns whether a cancellation has been requested (the worker's next step raises)."""
         t = self._now(now)
+        if wake_at is not None:
+            check_time(wake_at, "the step's wake time")
 
         def tx(c: sqlite3.Connection) -> bool:
             return save_step_tx(
