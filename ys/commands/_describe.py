@@ -1,4 +1,5 @@
-"""`ys describe` for people: the record panel, then steps, deliveries, children and effects."""
+"""`ys describe` for people: the record panel (with its parent), what it waits on, then steps,
+deliveries, children and effects."""
 
 from __future__ import annotations
 
@@ -61,8 +62,22 @@ def _effects(d: dict[str, Any]) -> Any:
     t = r.table("EFFECT", "OPERATION", "STATUS", "RESULT")
     for e in d["effects"]:
         r.add_row(t, str(e.get("effect_id", "")), str(e.get("operation", "")),
-                  str(e.get("status", "")), r.compact(e.get("result"), 60))
+                  r.effect_status(e),
+                  r.compact(e.get("result"), 60) if e.get("status") == "settled" else r.DASH)
     return r.fit(t, "EFFECT", "RESULT")
+
+
+def _waiting_on(d: dict[str, Any]) -> Any:
+    """Store keys it waits for (`ys store put` wakes it) and effects it waits to settle."""
+    if not d.get("waiting_on"):
+        return None
+    t = r.table("KIND", "KEY", "STEP", "SINCE", "WAKE")
+    for w in d["waiting_on"]:
+        store = w.get("kind") == "store"
+        r.add_row(t, str(w.get("kind", "")), str(w.get("key") if store else w.get("effect_id")),
+                  str(w.get("step_key") or r.DASH), r.relative(w.get("since")),
+                  r.relative(w.get("wake_at")))
+    return r.fit(t, "KEY", "STEP")
 
 
 def show(d: dict[str, Any]) -> None:
@@ -73,6 +88,8 @@ def show(d: dict[str, Any]) -> None:
     if d.get("lease_expires_at"):
         r.add_row(g, "lease ends", r.local_and_relative(d["lease_expires_at"]))
     r.panel(d["execution_id"], g)
+    if d.get("waiting_on"):
+        r.section("Waiting on", _waiting_on(d), "")
     r.section("Steps", _steps(d), "no steps yet")
     r.section("Deliveries", _deliveries(d), "not delivered yet")
     if d.get("children"):

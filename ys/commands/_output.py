@@ -28,6 +28,7 @@ HINTS: dict[str, str] = {
     "EXECUTION_ID_CONFLICT": "use another --id, or --if-exists use-existing",
     "START_REQUEST_MISMATCH": "use another step key, or start the same workflow and params",
     "EFFECT_REQUEST_MISMATCH": "use another effect ID, or the same operation and input",
+    "VERSION_CONFLICT": "read it again with `ys store get` and retry",
     "INVALID_ARGUMENT": "fix it and try again (`ys --help` lists the commands)",
     "INVALID_EXECUTION_EVENT": "fix it and try again",
     "INVALID_START_PARAMETERS": "params must be JSON values of at most 2 MiB",

@@ -43,8 +43,9 @@ def parse_pairs(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def read_params(spec: str) -> Any:
-    """`--params`: JSON text, `@FILE` (JSON in a file) or `-` (JSON on stdin)."""
+def read_params(spec: str, what: str = "--params") -> Any:
+    """`--params`: JSON text, `@FILE` (JSON in a file) or `-` (JSON on stdin). `what` names
+    the option or argument in errors (`ys store put KEY @FILE` reads its VALUE this way)."""
     if spec == "-":
         text, where = sys.stdin.read(), "stdin"
     elif spec.startswith("@"):
@@ -52,17 +53,17 @@ def read_params(spec: str) -> Any:
             with open(spec[1:], encoding="utf-8") as f:
                 text = f.read()
         except (OSError, UnicodeDecodeError) as exc:
-            fail("INVALID_ARGUMENT", f"--params: cannot read {spec[1:]!r} "
+            fail("INVALID_ARGUMENT", f"{what}: cannot read {spec[1:]!r} "
                  f"({getattr(exc, 'strerror', None) or exc})", hint="check the path")
         where = spec[1:]
     else:
-        text, where = spec, "--params"
+        text, where = spec, what
     try:
         return _strict(text)
     except ValueError as exc:
         detail = (f"{exc.msg} at line {exc.lineno} column {exc.colno}"
                   if isinstance(exc, json.JSONDecodeError) else f"{exc} is not JSON")
-        fail("INVALID_ARGUMENT", f"--params from {where} is not valid JSON ({detail})",
+        fail("INVALID_ARGUMENT", f"{what} from {where} is not valid JSON ({detail})",
              hint="give a JSON value, @FILE or - for stdin")
 
 

@@ -27,6 +27,7 @@ STATUS_STYLE = {
     "completed": "green", "failed": "red", "cancelled": "yellow",
 }
 EVENT_STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "claimed": "cyan"}
+EFFECT_STYLE = {"pending": "magenta", "settled": "green"}
 DASH = "-"
 
 _out: Console | None = None
@@ -82,6 +83,14 @@ def compact(value: Any, limit: int = 60) -> str:
 
 def status(s: str | None, extra: str = "") -> Text:
     return Text((s or DASH) + extra, style=STATUS_STYLE.get(s or "", ""))
+
+
+def effect_status(e: dict[str, Any]) -> Text:
+    """`settled`, `pending`, or `settled, 2 conflicts` in red: a conflict needs an operator."""
+    n = len(e.get("conflicts") or [])
+    if n:
+        return Text(f"{e.get('status')}, {n} conflict{'s' if n != 1 else ''}", style="red")
+    return Text(str(e.get("status") or DASH), style=EFFECT_STYLE.get(e.get("status") or "", ""))
 
 
 def when(iso: str | None) -> dt.datetime | None:

@@ -28,6 +28,8 @@ MODULES = [
     "logs",
     "workflows",
     "completions",
+    "effects",
+    "store",
 ]
 
 COMPLETE_VAR = "_YS_COMPLETE"

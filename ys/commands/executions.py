@@ -1,4 +1,4 @@
-"""Reading and nudging executions: `get`, `ps`, `list`, `describe`, `wait`, `wake`."""
+"""Reading and nudging executions: `get`, `ps`, `list`, `describe`, `wait`, `wake`, `cancel`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from ys.commands._opts import ExecutionId, Json, Timeout, add, timeout_seconds
+from ys.commands._opts import (
+    ExecutionId,
+    Json,
+    Timeout,
+    add,
+    complete_executions,
+    timeout_seconds,
+)
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
 from ys.durations import format_duration
 
@@ -60,6 +67,9 @@ def list_(
         show_default=False)] = None,
     workflow: Annotated[str | None, typer.Option(
         "--workflow", help="Only executions of this workflow.", show_default=False)] = None,
+    parent: Annotated[str | None, typer.Option(
+        "--parent", metavar="ID", help="Only the children this execution started.",
+        autocompletion=complete_executions, show_default=False)] = None,
     limit: Annotated[int, typer.Option(
         "--limit", min=1, max=1000, help="At most this many executions per page.")] = LIST_LIMIT,
     page_token: Annotated[str | None, typer.Option(
@@ -72,8 +82,8 @@ def list_(
     For people the next page's token is printed on stderr; with --json it is next_page_token.
     """
     with client() as c:
-        page = c.list(status=[s.value for s in status or []], workflow=workflow, limit=limit,
-                      page_token=page_token)
+        page = c.list(status=[s.value for s in status or []], workflow=workflow, parent=parent,
+                      limit=limit, page_token=page_token)
     if json_:
         emit_json(page)
         return
@@ -82,10 +92,11 @@ def list_(
     if page["executions"]:
         _render.executions(page["executions"])
     else:
-        _render.note("no executions" + (" match" if status or workflow else " yet"))
+        _render.note("no executions" + (" match" if status or workflow or parent else " yet"))
     if page.get("next_page_token"):
         again = [f"--status {s.value}" for s in status or []]
         again += [f"--workflow {shlex.quote(workflow)}"] if workflow else []
+        again += [f"--parent {shlex.quote(parent)}"] if parent else []
         again += [f"--limit {limit}"] if limit != LIST_LIMIT else []
         _render.note(" ".join(["more: ys list", *again, "--page-token", page["next_page_token"]]))
 
@@ -93,8 +104,8 @@ def list_(
 def describe(execution_id: ExecutionId, json_: Json = False) -> None:
     """Show everything about an execution.
 
-    Its record, history size, pending wake, steps, children, effects and deliveries (attempt,
-    start, end, outcome).
+    Its record (parent included), history size, pending wake, what it waits on (store keys,
+    effects), steps, children, effects and deliveries (attempt, start, end, outcome).
     """
     with client() as c:
         d = c.describe(execution_id)
@@ -143,6 +154,28 @@ def wake(execution_id: ExecutionId, json_: Json = False) -> None:
         _render.note(f"{execution_id} is due now")
 
 
+def cancel(execution_id: ExecutionId, json_: Json = False) -> None:
+    """Request an execution's cancellation: it stops at its next step, as cancelled.
+
+    A suspended or admitted one is cancelled when the daemon next looks at it; a finished one
+    is left as it is (exit 0). With --json the record is printed, plus "changed": false when
+    nothing changed (it had finished, or its cancellation was already requested).
+    """
+    with client() as c:
+        record = c.cancel(execution_id)
+    if json_:
+        emit_json(record)
+        return
+    from ys.commands import _render
+
+    if record.get("changed"):
+        _render.note(f"cancellation requested for {execution_id} (it stops at its next step)")
+    elif record["status"] in TERMINAL:
+        _render.note(f"{execution_id} is already {record['status']}; nothing changed")
+    else:
+        _render.note(f"cancellation of {execution_id} was already requested; nothing changed")
+
+
 def register(app: typer.Typer) -> None:
     add(app, "get", get)
     add(app, "ps", ps)
@@ -150,3 +183,4 @@ def register(app: typer.Typer) -> None:
     add(app, "describe", describe)
     add(app, "wait", wait)
     add(app, "wake", wake)
+    add(app, "cancel", cancel)
