@@ -652,7 +652,7 @@ def main() -> int:
     if max(load_before["loadavg"][0], load_after["loadavg"][0]) > (mi["cpus"] or 1):
         print("  note: the machine was busy with other work; figures are noisy")
     print(f"  scratch: {doc['scratch']} on {doc['filesystem']} (ys home and DBOS files alike)")
-    print(f"  ys: daemon + one fresh interpreter per delivery; journal_mode={ys['journal_mode']}, "
+    print(f"  ys: daemon + warm launcher (one fork of a preloaded interpreter per delivery; YS_LAUNCHER=spawn for a fresh one); journal_mode={ys['journal_mode']}, "
           "synchronous=FULL (always)")
     print(f"  DBOS {di['dbos_version']} (SQLAlchemy {di['sqlalchemy']}, python {di['python']}, "
           f"in-process library, own venv {DBOS_VENV.name})")

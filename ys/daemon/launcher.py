@@ -4,6 +4,7 @@ preloaded process, never carrying a database connection across the fork) can rep
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ys.daemon.registry import Workflow
+
+log = logging.getLogger("ys.launcher")
 
 
 class Launcher(Protocol):
@@ -48,3 +51,150 @@ def kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> N
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class WarmProcess:
+    """A worker forked by the fork server: what the dispatcher needs of a process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdout = None
+        self._done = asyncio.get_running_loop().create_future()
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        if not self._done.done():
+            self._done.set_result(code)
+
+    async def wait(self) -> int:
+        return int(await asyncio.shield(self._done))
+
+
+class WarmLauncher:
+    """Python deliveries fork from a preloaded interpreter (ys.forkserver), which takes the
+    interpreter's start and the SDK's imports out of every delivery. Shell workflows, and any
+    delivery while the fork server is unavailable, fall back to spawning."""
+
+    def __init__(self) -> None:
+        self.spawn = SpawnLauncher()
+        self._server: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, object]]] = {}
+        self._procs: dict[int, WarmProcess] = {}
+        self._early: dict[int, int] = {}  # exits reported before the fork reply was read
+        self._next = 0
+        self._lock = asyncio.Lock()
+
+    async def _ensure(self) -> asyncio.subprocess.Process | None:
+        async with self._lock:
+            if self._server is not None and self._server.returncode is None:
+                return self._server
+            try:
+                server = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "ys.forkserver", stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, start_new_session=True,
+                )
+                assert server.stdout is not None
+                line = await asyncio.wait_for(server.stdout.readline(), 30)
+                if b"ready" not in line:
+                    raise RuntimeError(f"fork server said {line!r}")
+            except Exception as exc:
+                log.warning("warm launcher unavailable (%s); spawning workers", exc)
+                return None
+            self._server = server
+            self._reader = asyncio.create_task(self._read(server), name="forkserver-reader")
+            return server
+
+    async def _read(self, server: asyncio.subprocess.Process) -> None:
+        import json
+
+        assert server.stdout is not None
+        while True:
+            line = await server.stdout.readline()
+            if not line:
+                break
+            msg = json.loads(line)
+            if "exit" in msg:
+                proc = self._procs.pop(int(msg["exit"]), None)
+                if proc is not None:
+                    proc._exited(int(msg["code"]))
+                else:
+                    self._early[int(msg["exit"])] = int(msg["code"])
+            elif "id" in msg:
+                fut = self._pending.pop(int(msg["id"]), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        # The server is gone: workers it forked can no longer be waited for by exit code;
+        # watch them by polling their pid instead.
+        for pid, proc in list(self._procs.items()):
+            asyncio.create_task(_poll_exit(proc))
+            del self._procs[pid]
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_result({"error": "the fork server exited"})
+        self._pending.clear()
+
+    async def launch(self, workflow: Workflow, env: dict[str, str],
+                     log_path: Path) -> asyncio.subprocess.Process:
+        if workflow.kind != "python":
+            return await self.spawn.launch(workflow, env, log_path)
+        server = await self._ensure()
+        if server is None or server.stdin is None:
+            return await self.spawn.launch(workflow, env, log_path)
+        import json
+
+        log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._next += 1
+        rid = self._next
+        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        req = {"id": rid, "env": env, "cwd": str(Path(workflow.path).parent),
+               "log": str(log_path)}
+        try:
+            server.stdin.write((json.dumps(req) + "\n").encode())
+            await server.stdin.drain()
+            reply = await asyncio.wait_for(fut, 30)
+        except (OSError, TimeoutError) as exc:
+            self._pending.pop(rid, None)
+            log.warning("fork server failed (%s); spawning this worker", exc)
+            return await self.spawn.launch(workflow, env, log_path)
+        if "pid" not in reply:
+            log.warning("fork server refused (%s); spawning this worker", reply.get("error"))
+            return await self.spawn.launch(workflow, env, log_path)
+        proc = WarmProcess(int(reply["pid"]))  # type: ignore[call-overload]
+        code = self._early.pop(proc.pid, None)
+        if code is not None:
+            proc._exited(code)
+        else:
+            self._procs[proc.pid] = proc
+        return proc  # type: ignore[return-value]
+
+    async def close(self) -> None:
+        server = self._server
+        if server is not None and server.returncode is None and server.stdin is not None:
+            server.stdin.close()
+            try:
+                await asyncio.wait_for(server.wait(), 5)
+            except TimeoutError:
+                server.kill()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+async def _poll_exit(proc: WarmProcess) -> None:
+    """For a worker whose parent (the fork server) is gone: wait until its pid disappears."""
+    while True:
+        try:
+            os.kill(proc.pid, 0)
+        except ProcessLookupError:
+            proc._exited(-1)
+            return
+        await asyncio.sleep(0.2)
+
+
+def make_launcher() -> Launcher:
+    """The warm launcher unless YS_LAUNCHER=spawn."""
+    if os.environ.get("YS_LAUNCHER", "warm") == "spawn":
+        return SpawnLauncher()
+    return WarmLauncher()

@@ -60,7 +60,7 @@ class Daemon:
 
         from ys.daemon.api import Api, make_app
         from ys.daemon.dispatcher import Dispatcher
-        from ys.daemon.launcher import SpawnLauncher
+        from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
         from ys.store.sqlite import SqliteStore
 
@@ -71,8 +71,9 @@ class Daemon:
 
         self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
+        self.launcher = make_launcher()
         self.dispatcher = Dispatcher(
-            self.store, self.registry, SpawnLauncher(), self.paths, self.hub,
+            self.store, self.registry, self.launcher, self.paths, self.hub,
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
@@ -107,6 +108,9 @@ class Daemon:
                      len(self.dispatcher.running), self.grace)
             await self.scheduler.stop()
             await self.dispatcher.stop(self.grace)
+            close = getattr(self.launcher, "close", None)
+            if close is not None:
+                await close()
             await self.registry.stop()
             await runner.cleanup()
             try:

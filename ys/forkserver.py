@@ -1,0 +1,136 @@
+"""The warm launcher's other half: a preloaded interpreter that forks one worker per delivery.
+
+    python -m ys.forkserver      (started by the daemon; requests on stdin, replies on stdout)
+
+It imports the worker's modules once, never opens the database (nothing crosses a fork but the
+SDK), and is single-threaded, so forking is safe. Each request is one JSON line
+`{"id", "env", "cwd", "log"}`; the reply is `{"id", "pid"}` (or `{"id", "error"}`); each
+worker's end is reported as `{"exit": pid, "code": status}`. The worker runs in its own session
+(its pid is its process group), with stdout and stderr appended to its delivery log.
+When stdin closes (the daemon is gone) the server exits; running workers are left to the next
+daemon's recovery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+# Preload what every worker needs; this is what makes the launcher warm.
+import ys.client  # noqa: F401
+import ys.codec  # noqa: F401
+import ys.sdk  # noqa: F401
+import ys.worker
+
+_OUT = 1
+
+
+def _send(obj: dict[str, Any]) -> None:
+    data = (json.dumps(obj) + "\n").encode()
+    while data:
+        n = os.write(_OUT, data)
+        data = data[n:]
+
+
+def _child(req: dict[str, Any], keep: list[int]) -> None:
+    """In the forked child: become the worker. Never returns."""
+    code = 70
+    try:
+        os.setsid()
+        for fd in keep:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.argv = ["ys.worker"]
+        import random
+
+        random.seed()
+        code = ys.worker.main([])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def main() -> int:
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    os.set_blocking(rfd, False)
+    signal.set_wakeup_fd(wfd)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when we stop
+    buf = b""
+    _send({"ready": os.getpid()})
+    while True:
+        try:
+            ready, _, _ = select.select([0, rfd], [], [])
+        except InterruptedError:
+            continue
+        if rfd in ready:
+            try:
+                os.read(rfd, 4096)
+            except BlockingIOError:
+                pass
+            _reap()
+        if 0 in ready:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                _reap()
+                return 0
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    _fork(json.loads(line), [rfd, wfd])
+
+
+def _fork(req: dict[str, Any], keep: list[int]) -> None:
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        _send({"id": req.get("id"), "error": str(exc)})
+        return
+    if pid == 0:
+        _child(req, keep)
+    _send({"id": req.get("id"), "pid": pid})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
