@@ -222,6 +222,15 @@ def _enter(v: object, depth: int, active: set[int]) -> int:
     return key
 
 
+def _nested(x: Any, tx: type, depth: int, active: set[int]) -> Any:
+    """A container's element that is not a plain leaf (the common leaves are checked inline)."""
+    if tx is dict:
+        return _dict(x, depth, active)
+    if tx is list:
+        return _list(x, depth, active)
+    return _build(x, depth, active)
+
+
 def _list(v: list[Any], depth: int, active: set[int]) -> list[Any]:
     key = _enter(v, depth, active)
     out: list[Any] | None = None if type(v) is list else []
@@ -238,12 +247,7 @@ def _list(v: list[Any], depth: int, active: set[int]) -> list[Any]:
             y = x
         else:
             try:
-                if tx is dict:
-                    y = _dict(x, depth + 1, active)
-                elif tx is list:
-                    y = _list(x, depth + 1, active)
-                else:
-                    y = _build(x, depth + 1, active)
+                y = _nested(x, tx, depth + 1, active)
             except _Invalid as exc:
                 exc.segments.append(f"[{i}]")
                 raise
@@ -278,12 +282,7 @@ def _dict(v: dict[Any, Any], depth: int, active: set[int]) -> dict[str, Any]:
             y = x
         else:
             try:
-                if tx is dict:
-                    y = _dict(x, depth + 1, active)
-                elif tx is list:
-                    y = _list(x, depth + 1, active)
-                else:
-                    y = _build(x, depth + 1, active)
+                y = _nested(x, tx, depth + 1, active)
             except _Invalid as exc:
                 exc.segments.append(_key_segment(k))
                 raise
