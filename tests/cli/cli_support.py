@@ -13,11 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
-    sys.path.insert(0, str(_REPO))
-
-from tests.conftest import DaemonHandle, _alive, wait_until  # noqa: E402
+from tests.support import DaemonHandle, wait_until
+from tests.support import alive as _alive
+from tests.support import make_home as _make_home
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -76,12 +74,7 @@ WORKFLOWS = {"hello.py": HELLO, "boom.py": BOOM, "nap.py": NAP, "gate.py": GATE,
 
 def make_home(root: Path) -> DaemonHandle:
     """A home under `root` with WORKFLOWS written (before any daemon loads the folder)."""
-    home = root / "home"
-    home.mkdir(mode=0o700)
-    workflows = home / "workflows"
-    workflows.mkdir(mode=0o700)
-    h = DaemonHandle(home, workflows, {"YS_LEASE_SECONDS": "3", "YS_RETRY_BASE_SECONDS": "0.2",
-                                       "YS_GRACE_SECONDS": "2"})
+    h = _make_home(root)
     for name, source in WORKFLOWS.items():
         h.write(name, source)
     return h

@@ -25,19 +25,12 @@ def autostart_home(tmp_path) -> Iterator[DaemonHandle]:
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
     """One daemon for the CLI tests that only add executions with their own IDs (a daemon
     per test would take most of the suite's time). Its folder holds cli_support.WORKFLOWS."""
-    h = make_home(tmp_path_factory.mktemp("cli"))
-    h.start()
-    try:
-        yield h
-    finally:
-        h.stop()
+    with make_home(tmp_path_factory.mktemp("cli")) as h:
+        yield h.start()
 
 
 @pytest.fixture
 def fresh(tmp_path) -> Iterator[DaemonHandle]:
     """A daemon of one's own (for tests that need it empty, or stop it)."""
-    h = make_home(tmp_path)
-    try:
+    with make_home(tmp_path) as h:
         yield h.start()
-    finally:
-        h.stop()

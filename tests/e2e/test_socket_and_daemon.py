@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from e2e_support import DaemonHandle
+from e2e_support import make_home
 
 import ys
 
@@ -75,12 +75,7 @@ def public_home():
         pytest.skip("needs setpriv to run a client as another user")
     base = Path(tempfile.mkdtemp(prefix="ys-e2e-uid-"))
     os.chmod(base, 0o711)
-    home = base / "home"
-    home.mkdir(mode=0o700)
-    workflows = home / "workflows"
-    workflows.mkdir(mode=0o700)
-    h = DaemonHandle(home, workflows, {"YS_LEASE_SECONDS": "3", "YS_RETRY_BASE_SECONDS": "0.2",
-                                       "YS_GRACE_SECONDS": "2"})
+    h = make_home(base)
     try:
         yield h.start()
     finally:

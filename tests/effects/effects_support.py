@@ -5,30 +5,21 @@ writing workflow scripts that use the file-ledger provider of fake_provider.py."
 
 from __future__ import annotations
 
-import sqlite3
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-_REPO = _HERE.parents[1]
-if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
-    sys.path.insert(0, str(_REPO))
-
-from tests.conftest import DaemonHandle, wait_until  # noqa: E402
-from ys import codec  # noqa: E402
-from ys.errors import WorkflowEffectError  # noqa: E402
-from ys.sdk import NotFound, SavedStep, Settled, Step, Unknown, run_workflow  # noqa: E402
+from tests.support import T0, DaemonHandle, events, kinds, rows, wait_until, write_script
+from ys import codec
+from ys.errors import WorkflowEffectError
+from ys.sdk import NotFound, SavedStep, Settled, Step, Unknown, run_workflow
 
 __all__ = [
     "EFFECTS_DIR", "T0", "Crash", "DaemonHandle", "FakeClient", "FakeProvider", "NotFound",
     "Settled", "Unknown", "effect_row", "events", "kinds", "rows", "script", "wait_until",
 ]
 
-T0 = 1_000_000.0  # the explicit clock every store test uses
-EFFECTS_DIR = _HERE
+EFFECTS_DIR = Path(__file__).resolve().parent
 
 
 class Crash(BaseException):
@@ -36,14 +27,6 @@ class Crash(BaseException):
 
 
 # -- raw reads of the database file, as another process would read it -------------------------
-
-
-def rows(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
 
 
 def effect_row(path: Path, effect_id: str) -> tuple[Any, ...] | None:
@@ -235,20 +218,4 @@ from fake_provider import FileProvider
 
 def script(daemon: DaemonHandle, name: str, body: str) -> Path:
     """Write workflow `<name>.py`: PRELUDE (ys, FileProvider) then the dedented body."""
-    return daemon.write(f"{name}.py", PRELUDE + textwrap.dedent(body))
-
-
-def events(client: Any, execution_id: str) -> list[dict[str, Any]]:
-    """The whole history, every page."""
-    out: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = client.history(execution_id, limit=1000, page_token=token)
-        out.extend(page["events"])
-        token = page["next_page_token"]
-        if not token:
-            return out
-
-
-def kinds(client: Any, execution_id: str) -> list[str]:
-    return [e["kind"] for e in events(client, execution_id)]
+    return write_script(daemon, name, body, PRELUDE)

@@ -1,46 +1,26 @@
 """Fixtures for the durable key-value store tests.
 
-`open_store` opens SqliteStores on this test's temp file (every store test passes `now=`, so
-nothing depends on the wall clock) and closes them at the end. The real daemon fixtures
-(`ys_home`, `daemon`) come from tests/conftest.py. Plain helpers are in kv_support.py.
+`open_store` (tests/conftest.py) opens SqliteStores on this test's temp file, with the clock
+at this folder's T0 (every store test passes `now=`, so nothing depends on the wall clock),
+and closes them at the end. The real daemon fixtures (`ys_home`, `daemon`) come from
+tests/conftest.py too. Plain helpers are in kv_support.py.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kv_support import T0, DaemonHandle, approval, make_home, patient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kv_support import T0, DaemonHandle, approval, make_home, patient  # noqa: E402
-
-from ys.store.sqlite import SqliteStore  # noqa: E402
-from ys.testing import WorkflowTest  # noqa: E402
+from ys.store.sqlite import SqliteStore
+from ys.testing import WorkflowTest
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "ys.db"
-
-
-@pytest.fixture
-def open_store(db_path: Path) -> Iterator[Callable[..., SqliteStore]]:
-    """`open_store(group_commit=False, path=None)`: a store on this test's database file (or
-    another one); every store opened is closed at the end, even when the test fails."""
-    opened: list[SqliteStore] = []
-
-    def _open(group_commit: bool = False, path: Path | None = None, **kw: Any) -> SqliteStore:
-        kw.setdefault("clock", lambda: T0)
-        s = SqliteStore(path or db_path, group_commit=group_commit, **kw)
-        opened.append(s)
-        return s
-
-    yield _open
-    for s in reversed(opened):
-        s.close()
+def store_t0() -> float:
+    return T0
 
 
 @pytest.fixture(params=[False, True], ids=["direct", "group-commit"])
@@ -61,20 +41,13 @@ def wt() -> Iterator[WorkflowTest]:
 def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
     """A running daemon with the approval workflow, shared by one module's end-to-end tests
     (each uses its own store keys); tests that stop, kill or crash a daemon start their own."""
-    h = make_home(tmp_path_factory.mktemp("kv-home"))
-    try:
-        h.start(concurrency=8)
-        yield h
-    finally:
-        h.stop()
+    with make_home(tmp_path_factory.mktemp("kv-home")) as h:
+        yield h.start(concurrency=8)
 
 
 @pytest.fixture
 def own_daemon(tmp_path: Path) -> Iterator[DaemonHandle]:
     """A daemon home of this test's own with the approval workflow, not started; whatever
     the test starts is stopped at the end (by PID)."""
-    h = make_home(tmp_path)
-    try:
+    with make_home(tmp_path) as h:
         yield h
-    finally:
-        h.stop()

@@ -1,53 +1,20 @@
 """Fixtures for RFC 003's conformance tables (durable workflow start).
 
-`open_store` opens SqliteStores on one temp file (explicit `now=` everywhere, so no test
-depends on the wall clock) and closes them at the end. `shared_daemon` is a real daemon in a
-temp home shared by the end-to-end tests of one module (starting daemons is the slow part).
-Plain helpers are in starts_support.py.
+`open_store` (tests/conftest.py) opens SqliteStores on one temp file (explicit `now=`
+everywhere, so no test depends on the wall clock) and closes them at the end. `shared_daemon`
+is a real daemon in a temp home shared by the end-to-end tests of one module (starting daemons
+is the slow part). Plain helpers are in starts_support.py and tests/support.py.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from starts_support import T0, DaemonHandle, make_home  # noqa: E402
-
-from ys.store.sqlite import SqliteStore  # noqa: E402
-
-# -- the store (runtime adapter) -------------------------------------------------------------
-
-
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "ys.db"
-
-
-@pytest.fixture
-def open_store(db_path: Path) -> Iterator[Callable[..., SqliteStore]]:
-    """`open_store(group_commit=False, path=None)`: a store on this test's database file (or
-    another one); every store opened is closed at the end."""
-    opened: list[SqliteStore] = []
-
-    def _open(group_commit: bool = False, path: Path | None = None, **kw: Any) -> SqliteStore:
-        s = SqliteStore(path or db_path, group_commit=group_commit,
-                        clock=lambda: T0, **kw)
-        opened.append(s)
-        return s
-
-    yield _open
-    for s in reversed(opened):
-        s.close()
-
-
-@pytest.fixture
-def store(open_store: Callable[..., SqliteStore]) -> SqliteStore:
-    return open_store()
+from tests.support import T0, DaemonHandle, fixture_dir, make_home
+from ys.store.sqlite import SqliteStore
 
 
 @pytest.fixture
@@ -64,12 +31,8 @@ def caller(store: SqliteStore) -> str:
 def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
     """A running daemon in a temp home, for one test module (tests that need their own
     environment, such as crash points, start their own)."""
-    h = make_home(tmp_path_factory.mktemp("starts-home"))
-    try:
-        h.start(concurrency=8)
-        yield h
-    finally:
-        h.stop()
+    with make_home(tmp_path_factory.mktemp("starts-home")) as h:
+        yield h.start(concurrency=8)
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +41,13 @@ def crash_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHan
     answered (start.after_client) and once right after step.call's start (call.after_client),
     before the step is recorded. The marker files are `<home>/start.marker` and
     `<home>/call.marker`; workers inherit the daemon's environment."""
-    root = tmp_path_factory.mktemp("crash-home")
-    h = make_home(root)
-    h.env["YS_CRASH_POINTS"] = (f"start.after_client@{h.home / 'start.marker'},"
-                                f"call.after_client@{h.home / 'call.marker'}")
-    try:
-        h.start(concurrency=8)
-        yield h
-    finally:
-        h.stop()
+    with make_home(tmp_path_factory.mktemp("crash-home")) as h:
+        h.env["YS_CRASH_POINTS"] = (f"start.after_client@{h.home / 'start.marker'},"
+                                    f"call.after_client@{h.home / 'call.marker'}")
+        yield h.start(concurrency=8)
 
 
 @pytest.fixture
 def fx(tmp_path: Path) -> Path:
     """A folder for one test's side-effect files and go-files (readable by its workflows)."""
-    d = tmp_path / "fx"
-    d.mkdir(mode=0o700, exist_ok=True)
-    return d
+    return fixture_dir(tmp_path)

@@ -4,49 +4,43 @@ fake WorkflowStartClient + step store of the workflow-driver table."""
 
 from __future__ import annotations
 
-import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
-    sys.path.insert(0, str(_REPO))
+from tests.support import (
+    T0,
+    DaemonHandle,
+    fixture_dir,
+    kinds,
+    lines,
+    make_home,
+    prelude,
+    rows,
+    wait_until,
+    write_script,
+)
+from tests.support import events as history
+from ys.errors import NotFound, WorkflowStartError
+from ys.sdk import SavedStep, Step, run_workflow
 
-from tests.conftest import DaemonHandle, wait_until  # noqa: E402
-from ys.errors import NotFound, WorkflowStartError  # noqa: E402
-from ys.sdk import SavedStep, Step, run_workflow  # noqa: E402
-
-__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "count_targets", "history", "kinds",
-           "lines", "make_home", "start_rows", "wait_until", "write_scripts"]
-
-T0 = 1_000_000.0  # the explicit clock every store test uses
+__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "count_targets", "fixture_dir",
+           "history", "kinds", "lines", "make_home", "start_rows", "wait_until", "write_scripts"]
 
 
 def count_targets(path: Path, caller_id: str | None = None) -> int:
     """Executions started by `caller_id` (or every execution with a parent), read with a
     connection of its own, as another process would."""
-    conn = sqlite3.connect(path)
-    try:
-        if caller_id is None:
-            row = conn.execute("SELECT COUNT(*) FROM executions WHERE parent_id IS NOT NULL")
-        else:
-            row = conn.execute("SELECT COUNT(*) FROM executions WHERE parent_id=?", (caller_id,))
-        return int(row.fetchone()[0])
-    finally:
-        conn.close()
+    if caller_id is None:
+        found = rows(path, "SELECT COUNT(*) FROM executions WHERE parent_id IS NOT NULL")
+    else:
+        found = rows(path, "SELECT COUNT(*) FROM executions WHERE parent_id=?", (caller_id,))
+    return int(found[0][0])
 
 
 def start_rows(path: Path) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(
-            "SELECT caller_id, step_key, workflow, params, detached, target_id "
-            "FROM start_requests ORDER BY caller_id, step_key"
-        ).fetchall()
-    finally:
-        conn.close()
+    return rows(path, "SELECT caller_id, step_key, workflow, params, detached, target_id "
+                      "FROM start_requests ORDER BY caller_id, step_key")
 
 
 # -- the fake start client (workflow driver) -------------------------------------------------
@@ -133,55 +127,15 @@ class FakeBackend:
 
 # -- real daemons and their workflow scripts ------------------------------------------------
 
-def make_home(root: Path, **extra_env: str) -> DaemonHandle:
-    """A DaemonHandle in a new temp home under `root` (lease 3 s, retry base 0.2 s); not
-    started. Its `env` is what the daemon and its workers see."""
-    home = root / "home"
-    home.mkdir(mode=0o700)
-    workflows = home / "workflows"
-    workflows.mkdir(mode=0o700)
-    return DaemonHandle(home, workflows, {"YS_LEASE_SECONDS": "3",
-                                          "YS_RETRY_BASE_SECONDS": "0.2",
-                                          "YS_GRACE_SECONDS": "2", **extra_env})
-
-
-PRELUDE = '''\
-import os
-import pathlib
-import sys
-import time
-
-import ys
-
-
-def note(d, line):
-    """A side effect the test can count: one line appended per call."""
-    with open(os.path.join(d, "effects"), "a") as f:
-        f.write(line + "\\n")
-    return line
-
-
-def block(d, name):
-    """Note <name>:start, wait until the test creates <d>/<name>.go, note <name>:end."""
-    note(d, name + ":start")
-    go = pathlib.Path(d, name + ".go")
-    while not go.exists():
-        time.sleep(0.01)
-    note(d, name + ":end")
-    return name
-
-
-'''
+PRELUDE = prelude(start_pid=False)  # block() notes <name>:start (no PID)
 
 
 def write_scripts(daemon: DaemonHandle, scripts: dict[str, str]) -> None:
     """Write `<name>.py` = PRELUDE + body for each script, then wait until the daemon's
     registry knows every one of them (a child started before its script is known would wait
     for the registry, not run)."""
-    import textwrap
-
     for name, body in scripts.items():
-        daemon.write(f"{name}.py", PRELUDE + textwrap.dedent(body))
+        write_script(daemon, name, body, PRELUDE)
     client = daemon.client()
 
     def known() -> bool:
@@ -189,26 +143,3 @@ def write_scripts(daemon: DaemonHandle, scripts: dict[str, str]) -> None:
         return all(n in listed and not listed[n].get("error") for n in scripts)
 
     wait_until(known, timeout=20, message="the registry lists the new scripts")
-
-
-def lines(d: Path) -> list[str]:
-    try:
-        return (d / "effects").read_text().splitlines()
-    except FileNotFoundError:
-        return []
-
-
-def history(client: Any, execution_id: str) -> list[dict[str, Any]]:
-    """The whole history of an execution, every page."""
-    out: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = client.history(execution_id, limit=1000, page_token=token)
-        out.extend(page["events"])
-        token = page["next_page_token"]
-        if not token:
-            return out
-
-
-def kinds(client: Any, execution_id: str) -> list[str]:
-    return [e["kind"] for e in history(client, execution_id)]

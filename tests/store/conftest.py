@@ -11,14 +11,14 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
+from tests.support import wait_until
 from ys.store.sqlite import SqliteStore
 
 
@@ -100,22 +100,14 @@ class SqliteAdapter:
         try:
             assert entered.wait(30), "the writer never ran the blocking request"
             yield sizes
-            wait_until(lambda: writer._queue.qsize() >= waiting)
+            wait_until(lambda: writer._queue.qsize() >= waiting, timeout=30.0,
+                       interval=0.001, message=f"{waiting} writes queued")
         finally:
             release.set()
             blocker.join(30)
 
 
 ADAPTERS: list[Adapter] = [SqliteAdapter()]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll a condition until it holds; fail (never sleep a fixed time) after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.001)
 
 
 class StoreFactory:
