@@ -151,6 +151,15 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     """,
+    # 6: ascending list indexes. Every admission inserts at the newest end of both; in a DESC
+    # index that is the B-tree's left edge, where SQLite splits pages 50/50 and touches ~40%
+    # more pages per commit. SQLite scans an ASC index backwards for ORDER BY .. DESC.
+    """
+    DROP INDEX executions_admitted;
+    CREATE INDEX executions_admitted ON executions(admitted_at, execution_id);
+    DROP INDEX executions_status;
+    CREATE INDEX executions_status ON executions(status, admitted_at);
+    """,
 ]
 
 

@@ -118,7 +118,6 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
         nbytes += len(text.encode("utf-8"))  # bytes, not characters
         rows.append((record.execution_id, seq, e.at, e.kind, text))
     assert record is not None
-    c.executemany("INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)", rows)
     outcome = (
         json.dumps(record.outcome, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         if record.outcome is not None
@@ -139,7 +138,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
                 int(bool(p.get("detached"))) if p else None,
                 int(record.cancel_requested), record.history_length, nbytes,
             ),
-        )
+        )  # first: a duplicate execution_id fails here, before any event is written
     else:
         c.execute(
             "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
@@ -151,6 +150,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
                 record.history_length, nbytes, record.execution_id,
             ),
         )
+    c.executemany("INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)", rows)
     return record
 
 
@@ -242,7 +242,7 @@ class SqliteStore:
                 "INVALID_ARGUMENT",
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
-        context_json = encode_event_value(context or {}, "context")
+        context_json = encode_event_value(context, "context") if context else "{}"
         at = self._now(now)
 
         def tx(c: sqlite3.Connection) -> Admission:
@@ -612,13 +612,16 @@ def admit_tx(
     execution_id: str | None, if_exists: str, parent: dict[str, Any] | None, at: float,
 ) -> Admission:
     if execution_id is None:
+        # No look-up first: the executions row is inserted before the events (see `append`),
+        # so the rare duplicate (48 random bits) fails on the primary key with nothing
+        # written, and another ID is drawn. Saves a query per admission.
         while True:
             candidate = f"{workflow}-{secrets.token_hex(6)}"
-            if c.execute(
-                "SELECT 1 FROM executions WHERE execution_id=?", (candidate,)
-            ).fetchone() is None:
-                execution_id = candidate
-                break
+            try:
+                return _admit_new(c, candidate, workflow, params_json, context_json, parent, at)
+            except sqlite3.IntegrityError as exc:
+                if "executions.execution_id" not in str(exc):
+                    raise
     else:
         row = c.execute(
             "SELECT workflow, params, context, status FROM executions WHERE execution_id=?",
@@ -634,6 +637,13 @@ def admit_tx(
                 f"{execution_id} already exists{why} ({row[3]})",
                 execution_id=execution_id, status=row[3],
             )
+    return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
+
+
+def _admit_new(
+    c: sqlite3.Connection, execution_id: str, workflow: str, params_json: str,
+    context_json: str, parent: dict[str, Any] | None, at: float,
+) -> Admission:
     data: dict[str, Any] = {
         "execution_id": execution_id,
         "workflow": workflow,
