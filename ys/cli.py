@@ -1,12 +1,12 @@
 """The `ys` command line: `main()` is the entry point of the console script and `python -m ys`.
 
-Start-up is most of what `ys get ID --json`, `ys trigger` and `ys --version` cost: `import typer`
-alone takes several times as long as the interpreter's own start. So `main()` first looks at
-argv for those shapes and answers them with the standard library (`ys.commands._output`,
-`ys.commands._admit` and `ys.client`); everything else, `--help`, `--wait` and any unknown or
-repeated flag included, goes to the typer app in `ys.commands.app`. Both paths run the same
-functions, print the same bytes and exit with the same code (tested; `YS_NO_FAST_PATH=1` turns
-the fast path off).
+Start-up is most of what `ys get ID --json`, `ys trigger`, `ys step` and `ys --version` cost:
+`import typer` alone takes several times as long as the interpreter's own start. So `main()`
+first looks at argv for those shapes and answers them with the standard library
+(`ys.commands._output`, `ys.commands._admit`, `ys.commands._step` and `ys.client`);
+everything else, `--help`, `--wait` and any unknown or repeated flag included, goes to the
+typer app in `ys.commands.app`. Both paths run the same functions, print the same bytes and
+exit with the same code (tested; `YS_NO_FAST_PATH=1` turns the fast path off).
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ def _fast_path(argv: list[str]) -> int | None:
             from ys.commands._output import guarded
 
             return guarded(lambda: trigger(**kwargs))
+    if argv[:1] == ["step"]:  # shell workflows call it once per step: keep it cheap
+        from ys.commands._step import fast
+
+        step = fast(argv)
+        if step is not None:
+            from ys.commands._output import guarded
+
+            return guarded(step)
     return None
 
 

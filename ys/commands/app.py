@@ -30,6 +30,11 @@ MODULES = [
     "completions",
     "effects",
     "store",
+    "schedule",
+    "step",
+    "gc",
+    "doctor",
+    "service",
 ]
 
 COMPLETE_VAR = "_YS_COMPLETE"

@@ -132,7 +132,14 @@ class Scheduler:
         store = self.d.store
         declared = {name: wf for name, wf in workflows.items()
                     if wf.error is None and wf.schedule and wf.schedule.get("schedule")}
+        by_hand = {s["name"] for s in await self.d.hub.call(store.schedules)
+                   if s["source"] != "script"}
         for name, wf in declared.items():
+            if name in by_hand:  # `ys schedule add` took the name first: never overwrite it
+                log.error("workflow %s declares a schedule, but a schedule named %s was added "
+                          "with `ys schedule add`; remove that one to use the script's", name,
+                          name)
+                continue
             sch = wf.schedule
             try:
                 await self.d.hub.call(
@@ -144,8 +151,12 @@ class Scheduler:
                 )
             except YsError as exc:
                 log.error("workflow %s declares a bad schedule: %s", name, exc.message)
+        # A script that does not load now (half-saved, a typo) keeps its schedule, its cursor
+        # and its pause until it loads again and says otherwise.
+        broken = {name for name, wf in workflows.items() if wf.error is not None}
         for s in await self.d.hub.call(store.schedules):
-            if s["source"] == "script" and s["name"] not in declared:
+            gone = s["name"] not in declared and s["name"] not in broken
+            if s["source"] == "script" and gone:
                 await self.d.hub.call(store.schedule_remove, s["name"])
                 log.info("schedule %s removed: its script no longer declares it", s["name"])
         self.poke()

@@ -1,0 +1,69 @@
+"""`ys doctor`: passes on a healthy home, and fails (exit 1) with a check that names the
+problem when the workflows folder is writable by others or a record was tampered with."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import pytest
+from cron_support import wait_status
+
+NAMES = {"home", "logs folder", "runtime folder", "socket", "workflows folder", "daemon",
+         "database", "histories", "time zone", "environment", "ys for scripts"}
+
+
+@pytest.fixture
+def healthy(home):
+    home.start()
+    with home.client() as c:
+        c.trigger("hello", {"n": 1}, execution_id="done")
+    wait_status(home, "done", "completed")
+    return home
+
+
+def doctor(daemon) -> tuple[int, dict[str, dict]]:
+    result = daemon.ys("doctor", "--json")
+    checks = json.loads(result.stdout)["checks"]
+    assert all(set(c) >= {"name", "ok", "detail"} for c in checks)
+    return result.returncode, {c["name"]: c for c in checks}
+
+
+def test_a_healthy_home_passes(healthy):
+    code, checks = doctor(healthy)
+    assert code == 0, checks
+    assert set(checks) == NAMES and all(c["ok"] for c in checks.values())
+    assert "1 execution" in checks["histories"]["detail"]
+    people = healthy.ys("doctor")
+    assert people.returncode == 0 and "all checks passed" in people.stderr
+    assert "histories" in people.stdout
+
+
+def test_no_daemon_is_a_warning_and_none_is_started(home):
+    code, checks = doctor(home)
+    assert code == 0
+    assert checks["daemon"]["ok"] and checks["daemon"]["level"] == "warning"
+    assert not home.socket.exists()
+
+
+def test_a_workflows_folder_others_can_write_fails(healthy):
+    os.chmod(healthy.workflows, 0o770)
+    code, checks = doctor(healthy)
+    assert code == 1
+    bad = [name for name, c in checks.items() if not c["ok"]]
+    assert bad == ["workflows folder"]
+    assert "writable by others" in checks["workflows folder"]["detail"]
+    people = healthy.ys("doctor")
+    assert people.returncode == 1 and "workflows folder" in people.stderr
+
+
+def test_a_tampered_record_fails_the_history_check(healthy):
+    conn = sqlite3.connect(healthy.db)
+    with conn:
+        conn.execute("UPDATE executions SET status='failed' WHERE execution_id='done'")
+    conn.close()
+    code, checks = doctor(healthy)
+    assert code == 1
+    assert not checks["histories"]["ok"] and "done" in checks["histories"]["detail"]
+    assert checks["database"]["ok"]  # the file is intact; its record is not

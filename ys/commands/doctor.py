@@ -1,0 +1,303 @@
+"""`ys doctor`: check the home, the daemon, the database, the time zone and the environment
+scripts will see. It never starts a daemon and never writes to the database.
+
+This is the one command that reads the store itself (read-only, lazily): it re-folds every
+execution's history and compares it with the stored record, as recovery would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ys.commands._opts import Json, add
+from ys.commands._output import emit_json
+from ys.paths import Paths
+
+# The YS_ variables ys reads; any other is likely a typo.
+KNOWN_ENV = {
+    "YS_HOME", "YS_DB", "YS_WORKFLOWS", "YS_SOCKET", "YS_AUTOSTART", "YS_LOG_LEVEL",
+    "YS_LEASE_SECONDS", "YS_GRACE_SECONDS", "YS_RETRY_BASE_SECONDS", "YS_RETENTION_DAYS",
+    "YS_NO_FAST_PATH", "YS_DEBUG", "YS_CRASH_POINTS", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN",
+    "YS_WORKFLOW_FILE", "YS_ATTEMPT",
+}
+PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
+MAX_LISTED = 5
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    level: str = "ok"  # ok | warning | error
+
+
+def passed(name: str, detail: str) -> Check:
+    return Check(name, True, detail)
+
+
+def warning(name: str, detail: str) -> Check:
+    return Check(name, True, detail, "warning")
+
+
+def failed(name: str, detail: str) -> Check:
+    return Check(name, False, detail, "error")
+
+
+def _listed(items: list[str]) -> str:
+    more = f" (and {len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else ""
+    return "; ".join(items[:MAX_LISTED]) + more
+
+
+# -- paths and permissions -------------------------------------------------------------------
+
+
+def _private(path: Path, what: str, mode: int) -> str | None:
+    """Why `path` is not private to this user, or None."""
+    st = path.lstat()
+    if st.st_uid != os.getuid():
+        return f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    if st.st_mode & 0o077:
+        return (f"{what} {path} is mode {stat.S_IMODE(st.st_mode):04o}, not {mode:04o}; "
+                f"run chmod {mode:o} {path}")
+    return None
+
+
+def check_folders(paths: Paths) -> list[Check]:
+    out = []
+    for name, path in (("home", paths.data), ("logs folder", paths.logs),
+                       ("runtime folder", paths.runtime)):
+        if not path.exists():
+            out.append(warning(name, f"{path} does not exist yet (the daemon makes it)"))
+            continue
+        why = _private(path, name, 0o700)
+        out.append(failed(name, why) if why else passed(name, f"{path} (0700)"))
+    return out
+
+
+def check_socket(paths: Paths) -> Check:
+    sock = paths.socket
+    if not (sock.exists() or sock.is_symlink()):
+        return warning("socket", f"{sock} does not exist (no daemon runs)")
+    if not stat.S_ISSOCK(sock.lstat().st_mode):
+        return failed("socket", f"{sock} is not a socket; remove it")
+    why = _private(sock, "socket", 0o600)
+    return failed("socket", why) if why else passed("socket", f"{sock} (0600)")
+
+
+def _unsafe(path: Path) -> str | None:
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        return f"{path} belongs to uid {st.st_uid}, not to you"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} is writable by others; run chmod go-w {path}"
+    return None
+
+
+def check_workflows(paths: Paths) -> Check:
+    """The registry refuses to run scripts from a folder (or files) others could change."""
+    folder = paths.workflows
+    if not folder.is_dir():
+        return warning("workflows folder", f"{folder} does not exist yet (the daemon makes it)")
+    problems = [p for p in [_unsafe(folder.resolve())] if p]
+    scripts = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "_"))
+               and p.is_file()]
+    for script in scripts:
+        try:
+            why = _unsafe(script.resolve())
+        except OSError as exc:
+            why = f"{script}: {exc.strerror}"
+        if why:
+            problems.append(why)
+    if problems:
+        return failed("workflows folder", _listed(problems))
+    return passed("workflows folder", f"{folder}: {len(scripts)} file(s), owned by you and "
+                                      "not writable by others")
+
+
+# -- the daemon ------------------------------------------------------------------------------
+
+
+def check_daemon(paths: Paths) -> Check:
+    from ys import __version__
+    from ys.client import Client
+    from ys.errors import YsError
+
+    try:
+        with Client(str(paths.socket), timeout=5.0, autostart=False) as c:
+            info = c.version()
+    except YsError as exc:
+        if exc.code == "DAEMON_UNAVAILABLE":
+            return warning("daemon", f"no daemon answers on {paths.socket}; commands start one "
+                                     "when needed (or `ys daemon start`)")
+        return failed("daemon", f"the daemon answered {exc.code}: {exc.message}")
+    except OSError as exc:
+        return failed("daemon", f"cannot reach {paths.socket}: {exc}")
+    version = info.get("version")
+    if version != __version__:
+        return failed("daemon", f"the daemon (pid {info.get('pid')}) runs ys {version}, this "
+                                f"command is ys {__version__}; restart it: ys daemon stop && "
+                                "ys daemon start")
+    served = (info.get("paths") or {}).get("db")
+    if served and Path(served) != paths.db:
+        return failed("daemon", f"the daemon on {paths.socket} serves {served}, not {paths.db}; "
+                                "check YS_HOME, YS_DB and YS_SOCKET")
+    return passed("daemon", f"ys {version}, pid {info.get('pid')}, up "
+                            f"{_duration(info.get('uptime_seconds'))}")
+
+
+def _duration(seconds: Any) -> str:
+    from ys.durations import format_duration
+
+    return format_duration(float(seconds or 0))
+
+
+# -- the database ----------------------------------------------------------------------------
+
+
+def check_database(paths: Paths) -> list[Check]:
+    db = paths.db
+    if not db.exists():
+        return [warning("database", f"{db} does not exist yet (the daemon makes it)")]
+    problems = []
+    for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if f.exists():
+            why = _private(f, "database file", 0o600)
+            if why:
+                problems.append(why)
+    import sqlite3
+    from urllib.parse import quote
+
+    old = os.umask(0o077)  # what SQLite may create beside it (-wal, -shm) stays private
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, isolation_level=None,
+                               timeout=30)
+        try:
+            conn.execute("PRAGMA query_only=ON")
+            integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            from ys.store import reads
+
+            conn.execute("BEGIN")  # one snapshot, while the daemon goes on writing
+            try:
+                mismatches = reads.verify(conn)
+                count = conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0]
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [failed("database", f"{db}: {exc}")]
+    finally:
+        os.umask(old)
+    if integrity != ["ok"]:
+        problems.append(f"integrity_check: {_listed(integrity)}")
+    out = [failed("database", _listed(problems)) if problems
+           else passed("database", f"{db}: integrity ok, private")]
+    if mismatches:
+        out.append(failed("histories", f"{len(mismatches)} record(s) differ from their "
+                                       f"history: {_listed(mismatches)}"))
+    else:
+        out.append(passed("histories", f"{count} execution(s); every record equals its "
+                                       "folded history"))
+    return out
+
+
+# -- time zone and environment ---------------------------------------------------------------
+
+
+def check_timezone() -> Check:
+    from zoneinfo import ZoneInfo
+
+    from ys.cron import local_zone_name
+
+    name = local_zone_name()
+    try:
+        ZoneInfo(name)
+    except (ValueError, OSError, LookupError) as exc:
+        return failed("time zone", f"the local zone {name!r} does not load ({exc}); set TZ "
+                                   "to an IANA name such as Europe/Paris")
+    return passed("time zone", f"{name} (schedules without --tz use it)")
+
+
+def check_environment() -> Check:
+    names = sorted(k for k in os.environ if k.startswith("YS_"))
+    unknown = [k for k in names if k not in KNOWN_ENV]
+    stray = [k for k in names if k in PER_DELIVERY]
+    if unknown:
+        return warning("environment", f"unknown variable(s) {', '.join(unknown)}: ys does not "
+                                      "read them (a typo?)")
+    if stray:
+        return warning("environment", f"{', '.join(stray)} set outside a workflow; the daemon "
+                                      "sets these for each delivery")
+    shown = ", ".join(f"{k}={os.environ[k]}" for k in names) or "no YS_ variables set"
+    return passed("environment", shown)
+
+
+def check_path() -> Check:
+    """Shell workflows get the directory of the daemon's Python first on PATH, so `ys step`
+    must be there; and a `ys` first on the user's PATH should be this one."""
+    bindir = os.path.dirname(sys.executable)
+    scripts = shutil.which("ys", path=bindir + os.pathsep + os.environ.get("PATH", os.defpath))
+    if scripts is None:
+        return failed("ys for scripts", f"no ys command in {bindir} or on PATH, so shell "
+                                        "workflows cannot run `ys step`; reinstall ys")
+    if Path(scripts).parent != Path(bindir):
+        return warning("ys for scripts", f"shell workflows would run {scripts}, from PATH, not "
+                                         f"the ys beside {sys.executable}")
+    yours = shutil.which("ys")
+    if yours is not None and Path(yours).resolve() != Path(scripts).resolve():
+        return warning("ys for scripts", f"shell workflows run {scripts}, but `ys` on your "
+                                         f"PATH is {yours}")
+    return passed("ys for scripts", f"{scripts} (shell workflows get {bindir} first on PATH)")
+
+
+def checks() -> list[Check]:
+    from ys.paths import resolve
+
+    paths = resolve()
+    return [*check_folders(paths), check_socket(paths), check_workflows(paths),
+            check_daemon(paths), *check_database(paths), check_timezone(),
+            check_environment(), check_path()]
+
+
+def doctor(json_: Json = False) -> None:
+    """Check that ys is healthy: paths, permissions, daemon, database, time zone, environment.
+
+    Folders must be private (0700), the socket 0600, the workflows folder yours and not
+    writable by others; the daemon (if one runs) the same version as this command; the
+    database intact, every record equal to its re-folded history. Never starts a daemon.
+    Exits 0 when every check passes (warnings included), 1 when any fails. With --json:
+    {"checks": [{"name", "ok", "detail", "level"}, ...]}.
+    """
+    results = checks()
+    if json_:
+        emit_json({"checks": [asdict(c) for c in results]})
+    else:
+        from ys.commands import _render
+
+        marks = {"ok": ("ok  ", "green"), "warning": ("warn", "yellow"),
+                 "error": ("FAIL", "red")}
+        lines = []
+        for c in results:
+            mark, style = marks[c.level]
+            line = _render.Text(mark, style=style)
+            line.append(f"  {c.name}: ", style="bold")
+            line.append(c.detail)
+            lines.append(line)
+        _render.show(*lines)
+        bad = [c.name for c in results if not c.ok]
+        _render.note(f"{len(bad)} check(s) failed: {', '.join(bad)}" if bad
+                     else "all checks passed")
+    raise typer.Exit(0 if all(c.ok for c in results) else 1)
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "doctor", doctor)

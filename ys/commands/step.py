@@ -1,0 +1,124 @@
+"""`ys step run|sleep|start|wait|params`: durable steps for shell workflows.
+
+The work is in `ys.commands._step` (standard library and the SDK); `ys.cli` runs the common
+shapes there without loading typer, and this module gives them help, man pages and completions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ys.commands import _step
+from ys.commands._opts import Json, add, complete_workflows, reflow
+
+step_app = typer.Typer(
+    help="Durable steps for shell workflows: run a command once, sleep, start a child, wait "
+         "for a value. They work only inside a script the daemon runs.",
+    no_args_is_help=True, suggest_commands=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+Key = Annotated[str, typer.Argument(
+    metavar="KEY", help="The step's key: unique within the script, the same on every run.",
+    show_default=False)]
+
+
+def run(
+    key: Key,
+    command: Annotated[list[str], typer.Argument(
+        metavar="CMD...", help="The command and its arguments (after --).", show_default=False)],
+    json_: Json = False,
+) -> None:
+    """Run a command once and record its output and exit status.
+
+    Prints the command's stdout and exits with its status. When the script runs again (after a
+    sleep, a crash or a restart), prints the saved stdout and exits with the saved status
+    without running the command. Its stderr goes to the log as it comes. Options go before
+    KEY: everything after KEY is the command. With --json prints {"stdout": ..., "status": N}
+    instead of the output.
+    """
+    if command[:1] == ["--"]:  # click keeps the `--` that ends the options after KEY
+        command = command[1:]
+    raise typer.Exit(_step.run(key, command, json_))
+
+
+def sleep(
+    key: Key,
+    duration: Annotated[str, typer.Argument(
+        metavar="DURATION", help="How long: 90, 90s, 10m, 2h, 1d.", show_default=False)],
+    json_: Json = False,
+) -> None:
+    """Sleep durably: record the wake and end the script; it runs again from the top when due.
+
+    On that run the step is done and the script goes on past it (with --json it prints
+    {"key": ..., "slept": true}).
+    """
+    raise typer.Exit(_step.sleep(key, duration, json_))
+
+
+def start(
+    key: Key,
+    workflow: Annotated[str, typer.Argument(
+        metavar="WORKFLOW", help="The child's workflow.", autocompletion=complete_workflows,
+        show_default=False)],
+    param: Annotated[list[str] | None, typer.Option(
+        "-p", "--param", metavar="KEY=VALUE",
+        help="A param of the child (repeatable); the value is JSON when it parses, else text.",
+        show_default=False)] = None,
+    params: Annotated[str | None, typer.Option(
+        "--params", metavar="JSON|@FILE|-", help="All the child's params as a JSON object.",
+        show_default=False)] = None,
+    detached: Annotated[bool, typer.Option(
+        "--detached", help="The child is not cancelled with this execution.")] = False,
+    json_: Json = False,
+) -> None:
+    """Start a child workflow once, however often the script runs, and print its ID.
+
+    Running again with another workflow or other params under the same key exits 3
+    (START_REQUEST_MISMATCH). With --json prints {"execution_id": ...}.
+    """
+    raise typer.Exit(_step.start(key, workflow, param, params, detached, json_))
+
+
+def wait(
+    key: Key,
+    store_key: Annotated[str, typer.Argument(
+        metavar="STORE_KEY", help="The durable value to wait for (`ys store put`).",
+        show_default=False)],
+    timeout: Annotated[str | None, typer.Option(
+        "--timeout", metavar="DURATION",
+        help="Give up after this long (90, 10m, 2h, 1d): exit 6 with WAIT_TIMEOUT.",
+        show_default=False)] = None,
+    json_: Json = False,
+) -> None:
+    """Wait until a store key has a value and print it (text as it is, anything else as JSON).
+
+    The script ends while it waits and runs again from the top once the value is put; on
+    every later run the step prints the same value. With --json the value is always JSON.
+    """
+    raise typer.Exit(_step.wait(key, store_key, timeout, json_))
+
+
+def params(
+    key: Annotated[str | None, typer.Argument(
+        metavar="[NAME]", help="Print only this param (text as it is, anything else as JSON).",
+        show_default=False)] = None,
+    json_: Json = False,
+) -> None:
+    """Print the execution's params as JSON, or one of them."""
+    raise typer.Exit(_step.params(key, json_))
+
+
+# `ys step run KEY -- ls -la`: everything after KEY is the command, options included.
+step_app.command("run", help=reflow(run.__doc__), context_settings={
+    "allow_interspersed_args": False, "ignore_unknown_options": True})(run)
+add(step_app, "sleep", sleep)
+add(step_app, "start", start)
+add(step_app, "wait", wait)
+add(step_app, "params", params)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(step_app, name="step")
