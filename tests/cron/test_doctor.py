@@ -11,7 +11,7 @@ import pytest
 from cron_support import wait_status
 
 NAMES = {"home", "logs folder", "runtime folder", "socket", "workflows folder", "daemon",
-         "database", "histories", "time zone", "environment", "ys for scripts"}
+         "database", "schema", "histories", "time zone", "environment", "ys for scripts"}
 
 
 @pytest.fixture
@@ -35,6 +35,7 @@ def test_a_healthy_home_passes(healthy):
     assert code == 0, checks
     assert set(checks) == NAMES and all(c["ok"] for c in checks.values())
     assert "1 execution" in checks["histories"]["detail"]
+    assert checks["schema"]["ok"] and "executions 1" in checks["schema"]["detail"]
     people = healthy.ys("doctor")
     assert people.returncode == 0 and "all checks passed" in people.stderr
     assert "histories" in people.stdout

@@ -189,6 +189,7 @@ def check_database(paths: Paths) -> list[Check]:
             try:
                 mismatches = reads.verify(conn)
                 count = conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0]
+                schema = check_schema(conn)
             finally:
                 conn.execute("COMMIT")
         finally:
@@ -200,7 +201,7 @@ def check_database(paths: Paths) -> list[Check]:
     if integrity != ["ok"]:
         problems.append(f"integrity_check: {_listed(integrity)}")
     out = [failed("database", _listed(problems)) if problems
-           else passed("database", f"{db}: integrity ok, private")]
+           else passed("database", f"{db}: integrity ok, private"), schema]
     if mismatches:
         out.append(failed("histories", f"{len(mismatches)} record(s) differ from their "
                                        f"history: {_listed(mismatches)}"))
@@ -208,6 +209,28 @@ def check_database(paths: Paths) -> list[Check]:
         out.append(passed("histories", f"{count} execution(s); every record equals its "
                                        "folded history"))
     return out
+
+
+def check_schema(conn: Any) -> Check:
+    """The schema's version and tables, read with sqlite-utils' introspection."""
+    import re
+
+    import sqlite_utils
+
+    from ys.store.schema import MIGRATIONS
+
+    db = sqlite_utils.Database(conn)
+    sizes = {t.name: t.count for t in db.tables}
+    version = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    expected = {m for script in MIGRATIONS for m in re.findall(r"CREATE TABLE (\w+)", script)}
+    missing = sorted(expected - set(sizes))
+    if version != len(MIGRATIONS) or missing:
+        return failed("schema", f"version {version} of {len(MIGRATIONS)}"
+                                + (f"; missing tables: {', '.join(missing)}" if missing else "")
+                                + "; start the daemon of this version to migrate")
+    rows = ", ".join(f"{name} {sizes[name]}" for name in
+                     ("executions", "events", "steps", "effects", "kv", "schedules"))
+    return passed("schema", f"version {version}; rows: {rows}")
 
 
 # -- time zone and environment ---------------------------------------------------------------
