@@ -2,12 +2,15 @@
 
 Errors are {"code", "message"} with the spec's codes and the HTTP status errors.py maps them
 to. Worker routes take the delivery token in the X-Ys-Token header and are fenced by it.
+
+Here: the middleware, and `Api` with the daemon and execution routes and `routes()`, the one
+list of every route. The other route groups are mixins of `Api`: the worker's calls
+(api_worker), durable values (api_store), schedules and gc (api_schedules) and effects
+(api_effects); the helpers they share are in api_base.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
 import socket
@@ -20,19 +23,17 @@ from aiohttp import web
 
 from ys import __version__
 from ys.daemon import views
+from ys.daemon.api_base import _body, _float, _int, _json
+from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_schedules import ScheduleRoutes
+from ys.daemon.api_store import StoreRoutes
+from ys.daemon.api_worker import WorkerRoutes
 from ys.errors import InvalidArgument, NotFound, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
 MAX_WAIT = 60.0
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        text=json.dumps(data, separators=(",", ":"), ensure_ascii=False),
-        status=status, content_type="application/json",
-    )
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -66,41 +67,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
-    if not request.can_read_body:
-        return {}
-    try:
-        data = await request.json()
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", "the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise InvalidArgument("INVALID_ARGUMENT", "the request body must be a JSON object")
-    return data
-
-
-def _int(request: web.Request, name: str, default: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a whole number") from None
-
-
-def _float(request: web.Request, name: str, default: float) -> float:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a number") from None
-
-
-class Api:
-    def __init__(self, daemon: Any) -> None:
-        self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
+class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
+    """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
         e = "/v1/executions/{id}"
@@ -141,15 +109,6 @@ class Api:
             web.post("/v1/effects/{effect_id}/wait", self.effect_wait),
         ]
 
-    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self.d.hub.call(fn, *args, **kwargs)
-
-    def _token(self, request: web.Request) -> str:
-        token = request.headers.get("X-Ys-Token")
-        if not token:
-            raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
-        return token
-
     # -- daemon -----------------------------------------------------------------------------
 
     async def version(self, request: web.Request) -> web.Response:
@@ -171,21 +130,6 @@ class Api:
         return _json({"workflows": [w.to_json() for w in items]})
 
     # -- executions -------------------------------------------------------------------------
-
-    async def known_workflow(self, name: str) -> None:
-        """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
-        reg = self.d.registry
-        if reg.get(name) is None and isinstance(name, str) and "/" not in name and name:
-            for candidate in (f"{name}.py", name):
-                path = reg.folder / candidate
-                if path.exists():
-                    await reg.refresh(path)
-        if reg.get(name) is None:
-            close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else (
-                f"; scripts go in {reg.folder}")
-            raise NotFound("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
-                           suggestions=close)
 
     async def trigger(self, request: web.Request) -> web.Response:
         body = await _body(request)
@@ -288,244 +232,6 @@ class Api:
         out = self._record(record)
         out["changed"] = changed
         return _json(out)
-
-    # -- the worker's calls (fenced by the delivery token) ----------------------------------
-
-    async def run_state(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        record, steps = await self.call(
-            self.d.store.delivery_state, execution_id, self._token(request)
-        )
-        return _json({
-            "record": views.record(record) | {"params": None},
-            "params": record.params_json,
-            "steps": [
-                {"key": s.key, "kind": s.kind, "status": s.status, "value": s.value,
-                 "attempts": s.attempts, "wake_at": s.wake_at}
-                for s in steps
-            ],
-            "lease_seconds": self.d.dispatcher.lease_seconds,
-        })
-
-    async def save_step(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        body = await _body(request)
-        value = body.get("value")
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
-        cancel = await self.call(
-            self.d.store.save_step, execution_id, self._token(request), request.match_info["key"],
-            kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
-            value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
-        )
-        if body.get("status") == "waiting":
-            self.d.dispatcher.mark_suspended(execution_id, self._token(request))
-        self.d.hub.notify(execution_id)
-        return _json({"cancel_requested": bool(cancel)})
-
-    async def start(self, request: web.Request) -> web.Response:
-        """RFC 003's start client: idempotent by (caller, step key), not fenced."""
-        caller = request.match_info["id"]
-        body = await _body(request)
-        target = await self.call(
-            self.d.store.start, caller, request.match_info["key"], body.get("workflow"),
-            body.get("params"), detached=bool(body.get("detached", False)),
-        )
-        self.d.hub.notify(target)
-        self.d.dispatcher.poke()
-        return _json({"execution_id": target})
-
-    async def outcome(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        token = self._token(request)
-        body = await _body(request)
-        result = await self.call(
-            self.d.store.acknowledge, execution_id, token, body.get("outcome") or {}
-        )
-        self.d.dispatcher.acknowledged(execution_id, token)
-        self.d.hub.notify(execution_id)
-        self.d.dispatcher.poke()
-        return _json(result)
-
-    # -- schedules and housekeeping ----------------------------------------------------------
-
-    async def schedules(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.schedules)
-        return _json({"schedules": [views.schedule(s) for s in items]})
-
-    async def schedule(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
-        return _json(views.schedule(s))
-
-    async def schedule_add(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        workflow = _text(body, "workflow")
-        from ys.store.base import check_workflow_name
-
-        check_workflow_name(workflow)
-        await self.known_workflow(workflow)
-        max_late = body.get("max_late")
-        s = await self.call(
-            self.d.store.schedule_add, _text(body, "name"), workflow, _text(body, "cron"),
-            tz=str(body.get("tz") or "local"), params=body.get("params"),
-            catch_up=str(body.get("catch_up") or "once"),
-            overlap=str(body.get("overlap") or "skip"),
-            max_late=float(max_late) if isinstance(max_late, int | float) else None,
-            jitter=float(body.get("jitter") or 0.0),
-        )
-        self.d.scheduler.poke()
-        return _json(views.schedule(s), 201)
-
-    async def schedule_remove(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        await self.call(self.d.store.schedule_remove, name)
-        return _json({"name": name, "removed": True})
-
-    async def schedule_pause(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], True)
-        return _json(views.schedule(s))
-
-    async def schedule_resume(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], False)
-        self.d.scheduler.poke()
-        return _json(views.schedule(s))
-
-    async def schedule_next(self, request: web.Request) -> web.Response:
-        from ys import cron
-
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
-        n = max(1, min(1000, _int(request, "n", 5)))
-        after = max(time.time(), s["cursor"])
-        off = cron.jitter_offset(s["name"], s["jitter"])
-        times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
-        return _json({"fire_times": [views.iso(t) for t in times]})
-
-    async def gc(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        older = body.get("older_than")
-        if older is not None and (not isinstance(older, int | float) or older < 0):
-            raise InvalidArgument("INVALID_ARGUMENT", "older_than must be seconds >= 0")
-        from ys.daemon.scheduler import retention_seconds
-
-        ids = await self.d.scheduler.gc(float(older) if older is not None else
-                                        retention_seconds(), bool(body.get("dry_run")))
-        return _json({"pruned": ids, "count": len(ids), "dry_run": bool(body.get("dry_run"))})
-
-    # -- durable values ----------------------------------------------------------------------
-
-    async def store_list(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.store_list, request.query.get("prefix", ""))
-        return _json({"entries": [
-            {"key": e["key"], "version": e["version"], "updated_at": views.iso(e["updated_at"])}
-            for e in items
-        ]})
-
-    async def store_get(self, request: web.Request) -> web.Response:
-        key = request.match_info["key"]
-        found = await self.call(self.d.store.store_get, key)
-        if found is None:
-            raise NotFound("NOT_FOUND", f"no value stored under {key!r}")
-        return _json({"key": key, "value": views.plain(found["value"]),
-                      "version": found["version"], "updated_at": views.iso(found["updated_at"])})
-
-    async def store_put(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        if "value" not in body:
-            raise InvalidArgument("INVALID_ARGUMENT", "value is required")
-        expected = body.get("expected_version")
-        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool)
-                                     or expected < 0):
-            raise InvalidArgument("INVALID_ARGUMENT", "expected_version must be a whole number")
-        out = await self.call(self.d.store.store_put, request.match_info["key"], body["value"],
-                              expected)
-        if out.get("woken"):
-            self.d.dispatcher.poke()
-        return _json({"key": out["key"], "version": out["version"],
-                      "updated_at": views.iso(out["updated_at"]), "woken": out["woken"]})
-
-    async def store_delete(self, request: web.Request) -> web.Response:
-        key = request.match_info["key"]
-        deleted = await self.call(self.d.store.store_delete, key)
-        if not deleted:
-            raise NotFound("NOT_FOUND", f"no value stored under {key!r}")
-        return _json({"key": key, "deleted": True})
-
-    async def store_wait(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        timeout_at = body.get("timeout_at")
-        found = await self.call(
-            self.d.store.store_wait, request.match_info["key"], _text(body, "execution_id"),
-            _text(body, "step_key"), int(body.get("seen") or 0),
-            float(timeout_at) if isinstance(timeout_at, int | float) else None,
-        )
-        return _json({"found": found})
-
-    # -- effects (RFC 004): not fenced -------------------------------------------------------
-
-    async def effects(self, request: web.Request) -> web.Response:
-        status = request.query.get("status") or None
-        if status not in (None, "pending", "settled", "conflict"):
-            raise InvalidArgument("INVALID_ARGUMENT",
-                                  "status must be pending, settled or conflict")
-        items = await self.call(self.d.store.effects, status,
-                                request.query.get("execution") or None)
-        return _json({"effects": [views.effect(e) for e in items]})
-
-    async def effect(self, request: web.Request) -> web.Response:
-        effect_id = request.match_info["effect_id"]
-        found = await self.call(self.d.store.effect, effect_id)
-        if found is None:
-            raise NotFound("NOT_FOUND", f"no effect {effect_id!r}")
-        return _json(views.effect(found))
-
-    async def effect_begin(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        state = await self.call(
-            self.d.store.effect_begin, body.get("operation"), request.match_info["effect_id"],
-            body.get("input"), _text(body, "execution_id"), _text(body, "step_key"),
-        )
-        return _json(state)
-
-    async def effect_settle(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        try:
-            state = await self.call(
-                self.d.store.effect_settle, _text(body, "operation"),
-                request.match_info["effect_id"], _text(body, "result"),
-            )
-        except ValueError as exc:
-            raise InvalidArgument("INVALID_ARGUMENT", f"result is not canonical: {exc}") from None
-        self.d.dispatcher.poke()  # settlement wakes every waiter
-        return _json(state)
-
-    async def effect_wait(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        wake_at = body.get("wake_at")
-        if not isinstance(wake_at, int | float):
-            raise InvalidArgument("INVALID_ARGUMENT", "wake_at (epoch seconds) is required")
-        first = await self.call(
-            self.d.store.effect_wait, request.match_info["effect_id"],
-            _text(body, "execution_id"), _text(body, "step_key"), float(wake_at),
-        )
-        self.d.dispatcher.poke()
-        return _json({"wake_at": first})
-
-    async def renew(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        token = self._token(request)
-        expires = await self.call(
-            self.d.store.renew, execution_id, token,
-            lease_seconds=self.d.dispatcher.lease_seconds,
-        )
-        self.d.dispatcher.renewed(execution_id, token, expires)
-        return _json({"lease_expires_at": views.iso(expires)})
-
-
-def _text(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str):
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} is required (text)")
-    return value
 
 
 def make_app(api: Api) -> web.Application:

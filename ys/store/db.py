@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ys.errors import ResourceExhausted, YsError
 
@@ -160,3 +160,19 @@ class Writer:
             i, error = failed
             pending[i].future.set_exception(translate(error))
             pending = pending[:i] + pending[i + 1:]
+
+
+class StoreCore(Protocol):
+    """What the store's method groups (effects, kv, schedules, gc) use of `SqliteStore`."""
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    def reader(self) -> sqlite3.Connection: ...
+
+    def _now(self, now: float | None) -> float: ...
+
+
+if TYPE_CHECKING:
+    MethodGroup = StoreCore
+else:
+    MethodGroup = object  # at run time a plain base: SqliteStore supplies the plumbing

@@ -1,6 +1,9 @@
 """The effect client (RFC 004): effect records keyed by effect ID, with immutable operation and
 input, settled once; waiters woken through their execution records in the settling
 transaction. Begin, settle and wait are not fenced. Effect records are never pruned.
+
+The transaction bodies come first; `EffectMethods`, the store's effect methods that run them,
+is mixed into `SqliteStore`.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from typing import Any
 
 from ys import codec
 from ys.errors import EffectInvariantError, WorkflowEffectError, YsError
-from ys.store.base import check_request  # noqa: F401 - re-exported
-from ys.store.sqlite import request_wake_tx
+from ys.store.base import check_request
+from ys.store.db import MethodGroup
+from ys.store.executions import request_wake_tx
 
 
 def begin_tx(c: sqlite3.Connection, operation: str, effect_id: str, input_json: str,
@@ -172,3 +176,38 @@ def _effect(c: sqlite3.Connection, row: tuple[Any, ...], full: bool) -> dict[str
             ).fetchall()
         ]
     return out
+
+
+class EffectMethods(MethodGroup):
+    """SqliteStore's effect client: each call is one transaction (or one read)."""
+
+    def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,
+                     step_key: str, *, now: float | None = None) -> dict[str, Any]:
+        """{"status": "new" | "pending"} or {"status": "settled", "result": <canonical>};
+        raises WorkflowEffectError (INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH)."""
+        input_json = check_request(effect_id, operation, input)
+        t = self._now(now)
+        return self.write(
+            lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
+        )
+
+    def effect_settle(self, operation: str, effect_id: str, result_json: str, *,
+                      now: float | None = None) -> dict[str, Any]:
+        """Settle once; a different later result is kept as a conflict report."""
+        # Must be durable text; compared and stored in its canonical form, so equal results
+        # never conflict because of key order or white space.
+        result_json = codec.dumps(codec.decode(result_json))
+        t = self._now(now)
+        return self.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
+
+    def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
+                    now: float | None = None) -> float:
+        t = self._now(now)
+        return self.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
+
+    def effect(self, effect_id: str) -> dict[str, Any] | None:
+        return describe_effect(self.reader(), effect_id)
+
+    def effects(self, status: str | None = None,
+                execution_id: str | None = None) -> list[dict[str, Any]]:
+        return list_effects(self.reader(), status, execution_id)

@@ -1,10 +1,14 @@
 """Housekeeping: prune terminal executions older than a cut-off, with their history, steps,
 start requests and waiter rows. Effect records are never pruned (RFC 004), and an execution
-with a child that has not ended is kept (the child's parent link must keep pointing at it)."""
+with a child that has not ended is kept (the child's parent link must keep pointing at it).
+
+`HousekeepingMethods` (gc and the settings table) is mixed into `SqliteStore`."""
 
 from __future__ import annotations
 
 import sqlite3
+
+from ys.store.db import MethodGroup
 
 BATCH = 500
 
@@ -35,3 +39,29 @@ def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
         c.execute("DELETE FROM executions WHERE execution_id=?", (execution_id,))
         n += 1
     return n
+
+
+class HousekeepingMethods(MethodGroup):
+    """SqliteStore's housekeeping: pruning, and the daemon's settings."""
+
+    def gc(self, older_than: float, *, dry_run: bool = False,
+           now: float | None = None) -> list[str]:
+        """Prune terminal executions last changed more than `older_than` seconds ago; returns
+        their IDs (what would go, with dry_run). Effect records always stay."""
+        cutoff = self._now(now) - older_than
+        ids = candidates(self.reader(), cutoff)
+        if dry_run:
+            return ids
+        for i in range(0, len(ids), BATCH):
+            batch = ids[i:i + BATCH]
+            self.write(lambda c, b=batch: prune_tx(c, b))  # type: ignore[misc]
+        return ids
+
+    def setting(self, key: str) -> str | None:
+        row = self.reader().execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.write(lambda c: c.execute(
+            "INSERT INTO settings (key, value) VALUES (?,?) ON CONFLICT (key) DO UPDATE SET "
+            "value=excluded.value", (key, value)))

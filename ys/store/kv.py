@@ -4,6 +4,9 @@ Each key has a version that grows by one per commit (a delete is a commit too, s
 never go back). A put requests a wake for every execution waiting on its key in the same
 transaction: after a crash either the new version and every wake are there, or neither.
 A wait checks and registers in one transaction, so a put can never slip between the two.
+
+The transaction bodies come first; `KvMethods`, the store's methods that run them, is mixed
+into `SqliteStore`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 from ys import codec
 from ys.errors import InvalidArgument, NotFound, VersionConflict
 from ys.store.base import MAX_PARAMS_BYTES, check_execution_id
-from ys.store.sqlite import request_wake_tx
+from ys.store.db import MethodGroup
+from ys.store.executions import request_wake_tx
 
 
 def check_key(key: Any) -> str:
@@ -134,3 +138,49 @@ def waits_of(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
             "ORDER BY registered_at", (execution_id,),
         ).fetchall()
     ]
+
+
+class KvMethods(MethodGroup):
+    """SqliteStore's durable values and their waiters: each call is one transaction (or one
+    read)."""
+
+    def store_put(self, key: str, value: Any, expected_version: int | None = None, *,
+                  now: float | None = None) -> dict[str, Any]:
+        """Commit a new version (compare-and-set with expected_version; 0 = must not exist)
+        and, in the same transaction, wake every execution waiting on the key."""
+        check_key(key)
+        value_json = encode_value(value)
+        t = self._now(now)
+        return self.write(lambda c: put_tx(c, key, value_json, expected_version, t))
+
+    def store_get(self, key: str) -> dict[str, Any] | None:
+        return get(self.reader(), key)
+
+    def store_list(self, prefix: str = "") -> list[dict[str, Any]]:
+        return list_keys(self.reader(), prefix)
+
+    def store_delete(self, key: str, *, now: float | None = None) -> bool:
+        t = self._now(now)
+        return self.write(lambda c: delete_tx(c, key, t))
+
+    def store_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
+                   timeout_at: float | None = None, *,
+                   now: float | None = None) -> dict[str, Any] | None:
+        check_key(key)
+        t = self._now(now)
+        return self.write(
+            lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)
+        )
+
+    def waits(self, execution_id: str) -> list[dict[str, Any]]:
+        """What an execution waits on: store keys and effects."""
+        c = self.reader()
+        out = waits_of(c, execution_id)
+        out += [
+            {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
+            for r in c.execute(
+                "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
+                (execution_id,),
+            ).fetchall()
+        ]
+        return out

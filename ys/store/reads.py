@@ -11,6 +11,7 @@ from typing import Any
 
 from ys.errors import InvalidArgument, NotFound
 from ys.store.base import DEFAULT_PAGE, MAX_PAGE, Description, Page, StepRecord
+from ys.store.executions import _FULL, load, row_to_record
 from ys.store.records import STATUSES, Event, Record, fold
 
 _STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
@@ -99,8 +100,6 @@ def list_executions(
     c: sqlite3.Connection, *, statuses: list[str] | None, workflow: str | None,
     parent: str | None, limit: int, page_token: str | None,
 ) -> Page:
-    from ys.store.sqlite import _FULL, row_to_record
-
     limit = check_limit(limit)
     where: list[str] = []
     args: list[object] = []
@@ -168,8 +167,6 @@ def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
 
 
 def describe(c: sqlite3.Connection, execution_id: str) -> Description:
-    from ys.store.sqlite import _FULL, load, row_to_record
-
     c.execute("BEGIN")
     try:
         record = load(c, execution_id)
@@ -200,8 +197,6 @@ def describe(c: sqlite3.Connection, execution_id: str) -> Description:
 
 def verify(c: sqlite3.Connection) -> list[str]:
     """Re-fold every history and compare it with the stored record; returns the mismatches."""
-    from ys.store.sqlite import load
-
     problems = []
     ids = [r[0] for r in c.execute("SELECT execution_id FROM executions ORDER BY execution_id")]
     for execution_id in ids:

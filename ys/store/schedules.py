@@ -1,6 +1,9 @@
 """Cron schedules in the store. A fire admits `<schedule>@<slot in UTC>` and moves the
 schedule's cursor in one transaction, so a fire repeated after a crash or a catch-up is the
-same execution and never a second one."""
+same execution and never a second one.
+
+The transaction bodies come first; `ScheduleMethods`, the store's methods that run them, is
+mixed into `SqliteStore`."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from typing import Any
 from ys import codec, cron
 from ys.errors import InvalidArgument, NotFound, YsError
 from ys.store.base import check_workflow_name
+from ys.store.db import MethodGroup
+from ys.store.executions import admit_tx
 from ys.store.records import TERMINAL
-from ys.store.sqlite import admit_tx
 
 _COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
             "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
@@ -165,3 +169,37 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
     if missed_total:
         actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
     return actions
+
+
+class ScheduleMethods(MethodGroup):
+    """SqliteStore's schedules: each call is one transaction (or one read)."""
+
+    def schedule_add(self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
+                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
+                     max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
+                     replace: bool = False, now: float | None = None) -> dict[str, Any]:
+        check(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        t = self._now(now)
+        return self.write(lambda c: upsert_tx(
+            c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
+            catch_up=catch_up, overlap=overlap, max_late=max_late, jitter=jitter,
+            source=source, now=t, replace=replace))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return list_all(self.reader())
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        return get(self.reader(), name)
+
+    def schedule_remove(self, name: str) -> None:
+        self.write(lambda c: remove_tx(c, name))
+
+    def schedule_pause(self, name: str, paused: bool, *,
+                       now: float | None = None) -> dict[str, Any]:
+        t = self._now(now)
+        return self.write(lambda c: pause_tx(c, name, paused, t))
+
+    def schedule_tick(self, name: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Fire what is due for one schedule (admissions and the cursor in one transaction)."""
+        t = self._now(now)
+        return self.write(lambda c: tick_tx(c, name, t))

@@ -12,8 +12,8 @@ import sqlite3
 
 from ys.errors import NotFound, WorkflowStartError
 from ys.store.base import request_params, validate_start  # noqa: F401 - re-exported
+from ys.store.executions import admit_tx, append, load
 from ys.store.records import CANCEL_REQUESTED, Event
-from ys.store.sqlite import admit_tx, append, load
 
 
 def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str,

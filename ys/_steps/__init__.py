@@ -1,0 +1,34 @@
+"""The step methods beyond `ys.sdk.Step`'s core, one concept a module, mixed into `Step`:
+children (RFC 003: start, call), effects (RFC 004: effect) and durable values (wait_for).
+
+The mixins reach the SDK's names (Suspend, InfrastructureFailure, revive, crash_point, ...)
+through the `ys.sdk` module at call time: ys.sdk imports these modules while it loads, and
+crash tests patch `ys.sdk.crash_point`. Only ys.sdk imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ys.sdk import Backend, SavedStep
+
+
+class StepCore(Protocol):
+    """What the mixins use of `ys.sdk.Step`'s core."""
+
+    _backend: Backend
+
+    def _begin(self, key: str) -> SavedStep | None: ...
+
+    def _infra(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def _save(self, key: str, kind: str, status: str, value: str | None, attempts: int = 1,
+              wake_at: float | None = None) -> None: ...
+
+
+if TYPE_CHECKING:
+    StepMethods = StepCore
+else:
+    StepMethods = object  # at run time a plain base: Step supplies the core

@@ -1,0 +1,45 @@
+"""`step.wait_for`: wait, durably, for a value in the store (RFC 001's store waiters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys import codec, sdk
+from ys._steps import StepMethods
+from ys.errors import WaitTimeout
+
+
+class ValueSteps(StepMethods):
+    """step.wait_for."""
+
+    def wait_for(self, key: str, store_key: str, timeout: float | None = None,
+                 newer_than: int = 0) -> Any:
+        """Wait until `store_key` holds a value (at a version above `newer_than`) and return
+        it; with a timeout, raise ys.WaitTimeout once it passes. Durable: the execution
+        suspends while it waits, and a put that lands meanwhile is never missed."""
+        saved = self._begin(key)
+        if saved is not None and saved.status == "completed":
+            return codec.decode(saved.value or "null")
+        if saved is not None and saved.status == "failed":
+            raise sdk.revive(codec.decode(saved.value or "null"))
+        now = self._backend.now()
+        if saved is not None:
+            info = codec.decode(saved.value or "{}")
+            seen, timeout_at = int(info.get("seen", 0)), info.get("timeout_at")
+        else:
+            if timeout is not None and (timeout != timeout or timeout < 0):
+                raise ValueError(f"step.wait_for({key!r}): timeout must be >= 0")
+            seen, timeout_at = newer_than, (None if timeout is None else now + timeout)
+        found = self._infra(self._backend.store_wait, store_key, key, seen, timeout_at)
+        if found is not None:
+            self._save(key, "wait", "completed", found["value"])
+            return codec.decode(found["value"])
+        if timeout_at is not None and now >= timeout_at:
+            error = codec.ErrorValue("WaitTimeout", f"no value for {store_key!r} within "
+                                     f"{timeout}s" if timeout is not None else
+                                     f"no value for {store_key!r} in time", "WAIT_TIMEOUT")
+            self._save(key, "wait", "failed", codec.dumps(error))
+            raise WaitTimeout("WAIT_TIMEOUT", error.message)
+        info = {"store_key": store_key, "seen": seen, "timeout_at": timeout_at}
+        self._save(key, "wait", "waiting", codec.dumps(info), 1, timeout_at)
+        raise sdk.Suspend(key)

@@ -1,0 +1,91 @@
+"""What every group of API routes builds on: JSON responses, request bodies and query
+parameters, and `ApiBase`, the daemon handle the route mixins (api_worker, api_store,
+api_schedules, api_effects) and `api.Api` share.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from aiohttp import web
+
+from ys.errors import InvalidArgument, NotFound
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(data, separators=(",", ":"), ensure_ascii=False),
+        status=status, content_type="application/json",
+    )
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("INVALID_ARGUMENT", "the request body must be a JSON object")
+    return data
+
+
+def _int(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a whole number") from None
+
+
+def _float(request: web.Request, name: str, default: float) -> float:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a number") from None
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str):
+        raise InvalidArgument("INVALID_ARGUMENT", f"{name} is required (text)")
+    return value
+
+
+class ApiBase:
+    """The daemon handle every group of routes uses, and the checks they share."""
+
+    def __init__(self, daemon: Any) -> None:
+        self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
+
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.d.hub.call(fn, *args, **kwargs)
+
+    def _token(self, request: web.Request) -> str:
+        token = request.headers.get("X-Ys-Token")
+        if not token:
+            raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
+        return token
+
+    async def known_workflow(self, name: str) -> None:
+        """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
+        reg = self.d.registry
+        if reg.get(name) is None and isinstance(name, str) and "/" not in name and name:
+            for candidate in (f"{name}.py", name):
+                path = reg.folder / candidate
+                if path.exists():
+                    await reg.refresh(path)
+        if reg.get(name) is None:
+            close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else (
+                f"; scripts go in {reg.folder}")
+            raise NotFound("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
+                           suggestions=close)

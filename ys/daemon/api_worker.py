@@ -1,0 +1,81 @@
+"""The worker's routes: a delivery reads its state, saves steps, starts children, renews its
+lease and reports its outcome. All but the start are fenced by the delivery token
+(X-Ys-Token)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ys.daemon import views
+from ys.daemon.api_base import ApiBase, _body, _json
+from ys.errors import InvalidArgument
+
+
+class WorkerRoutes(ApiBase):
+    """The worker's calls (fenced by the delivery token)."""
+
+    async def run_state(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        record, steps = await self.call(
+            self.d.store.delivery_state, execution_id, self._token(request)
+        )
+        return _json({
+            "record": views.record(record) | {"params": None},
+            "params": record.params_json,
+            "steps": [
+                {"key": s.key, "kind": s.kind, "status": s.status, "value": s.value,
+                 "attempts": s.attempts, "wake_at": s.wake_at}
+                for s in steps
+            ],
+            "lease_seconds": self.d.dispatcher.lease_seconds,
+        })
+
+    async def save_step(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        body = await _body(request)
+        value = body.get("value")
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
+        cancel = await self.call(
+            self.d.store.save_step, execution_id, self._token(request), request.match_info["key"],
+            kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
+            value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
+        )
+        if body.get("status") == "waiting":
+            self.d.dispatcher.mark_suspended(execution_id, self._token(request))
+        self.d.hub.notify(execution_id)
+        return _json({"cancel_requested": bool(cancel)})
+
+    async def start(self, request: web.Request) -> web.Response:
+        """RFC 003's start client: idempotent by (caller, step key), not fenced."""
+        caller = request.match_info["id"]
+        body = await _body(request)
+        target = await self.call(
+            self.d.store.start, caller, request.match_info["key"], body.get("workflow"),
+            body.get("params"), detached=bool(body.get("detached", False)),
+        )
+        self.d.hub.notify(target)
+        self.d.dispatcher.poke()
+        return _json({"execution_id": target})
+
+    async def outcome(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        token = self._token(request)
+        body = await _body(request)
+        result = await self.call(
+            self.d.store.acknowledge, execution_id, token, body.get("outcome") or {}
+        )
+        self.d.dispatcher.acknowledged(execution_id, token)
+        self.d.hub.notify(execution_id)
+        self.d.dispatcher.poke()
+        return _json(result)
+
+    async def renew(self, request: web.Request) -> web.Response:
+        execution_id = request.match_info["id"]
+        token = self._token(request)
+        expires = await self.call(
+            self.d.store.renew, execution_id, token,
+            lease_seconds=self.d.dispatcher.lease_seconds,
+        )
+        self.d.dispatcher.renewed(execution_id, token, expires)
+        return _json({"lease_expires_at": views.iso(expires)})

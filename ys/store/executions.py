@@ -1,0 +1,354 @@
+"""Execution transaction bodies: what runs inside one write transaction on an execution.
+
+`load` reads a record, `append` folds events onto it with `apply` and persists the events and
+the projection together; admission, wakes, leases, claims, outcomes and steps are built on the
+two. `SqliteStore` calls these from its methods, and the other clients (starts, effects, durable
+values, schedules) call them inside their own transactions, so a start, a settlement or a put
+changes an execution in the same transaction as its own rows. `ys.store.sqlite` re-exports them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from typing import Any
+
+from ys import codec
+from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFound
+from ys.store.base import Admission, Delivery
+from ys.store.records import (
+    ADMITTED,
+    CANCELLED,
+    CLAIMED,
+    COMPLETED,
+    FAILED,
+    RELEASED,
+    STEP,
+    SUSPENDED,
+    TERMINAL,
+    WAKE_REQUESTED,
+    Event,
+    RawJSON,
+    Record,
+    apply,
+)
+
+_RECORD_COLUMNS = (
+    "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
+    "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
+    "cancel_requested, history_length"
+)
+_FULL = _RECORD_COLUMNS.format(params="params", context="context")
+_LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
+
+
+def row_to_record(row: tuple[Any, ...]) -> Record:
+    parent = None
+    if row[12] is not None:
+        parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
+    return Record(
+        execution_id=row[0],
+        workflow=row[1],
+        params_json=row[2],
+        context_json=row[3],
+        status=row[4],
+        outcome=json.loads(row[5]) if row[5] is not None else None,
+        admitted_at=row[6],
+        updated_at=row[7],
+        due_at=row[8],
+        covered_due_at=row[9],
+        prior_status=row[10],
+        attempts=row[11],
+        parent=parent,
+        cancel_requested=bool(row[15]),
+        history_length=row[16],
+    )
+
+
+def load(c: sqlite3.Connection, execution_id: str, payload: bool = True) -> Record | None:
+    row = c.execute(
+        f"SELECT {_FULL if payload else _LIGHT} FROM executions WHERE execution_id = ?",
+        (execution_id,),
+    ).fetchone()
+    return row_to_record(row) if row else None
+
+
+def event_text(data: dict[str, Any]) -> str:
+    """Canonical JSON of an event's data; RawJSON values (params) are embedded unchanged."""
+    parts = []
+    for key in sorted(data):
+        value = data[key]
+        text = str(value) if isinstance(value, RawJSON) else json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        parts.append(f"{json.dumps(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> Record:
+    """Fold `events` onto `prior` and persist the events and the new projection together."""
+    record = prior
+    seq = prior.history_length if prior else 0
+    nbytes = 0
+    rows = []
+    for e in events:
+        record = apply(record, e)
+        seq += 1
+        text = event_text(e.data)
+        nbytes += len(text.encode("utf-8"))  # bytes, not characters
+        rows.append((record.execution_id, seq, e.at, e.kind, text))
+    assert record is not None
+    outcome = (
+        json.dumps(record.outcome, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if record.outcome is not None
+        else None
+    )
+    if prior is None:
+        p = record.parent or {}
+        c.execute(
+            "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
+            "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
+            "parent_step, parent_detached, cancel_requested, history_length, history_bytes) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.execution_id, record.workflow, record.params_json, record.context_json,
+                record.status, outcome, record.admitted_at, record.updated_at, record.due_at,
+                record.covered_due_at, record.prior_status, record.attempts,
+                p.get("execution_id"), p.get("step_key"),
+                int(bool(p.get("detached"))) if p else None,
+                int(record.cancel_requested), record.history_length, nbytes,
+            ),
+        )  # first: a duplicate execution_id fails here, before any event is written
+    else:
+        c.execute(
+            "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
+            "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
+            "history_bytes=history_bytes+? WHERE execution_id=?",
+            (
+                record.status, outcome, record.updated_at, record.due_at, record.covered_due_at,
+                record.prior_status, record.attempts, int(record.cancel_requested),
+                record.history_length, nbytes, record.execution_id,
+            ),
+        )
+    c.executemany("INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)", rows)
+    return record
+
+
+def check_lease(c: sqlite3.Connection, execution_id: str, token: str, now: float) -> None:
+    """Fencing: only the live lease's token may write; an expired lease is already lost."""
+    row = c.execute(
+        "SELECT lease_token, lease_expires_at FROM executions WHERE execution_id = ?",
+        (execution_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if row[0] is None or row[0] != token or row[1] <= now:
+        raise LeaseLost(
+            "LEASE_LOST",
+            f"the delivery of {execution_id!r} no longer holds its lease; another delivery owns it",
+        )
+
+
+def encode_event_value(value: Any, path: str) -> str:
+    enc = codec.encode(value, path=path)
+    if enc.status != "encoded":
+        raise ExecutionAdmissionError("INVALID_EXECUTION_EVENT", enc.message or "invalid value")
+    assert enc.canonical is not None
+    return enc.canonical
+
+
+def admit_tx(
+    c: sqlite3.Connection, workflow: str, params_json: str, context_json: str,
+    execution_id: str | None, if_exists: str, parent: dict[str, Any] | None, at: float,
+) -> Admission:
+    if execution_id is None:
+        # No look-up first: the executions row is inserted before the events (see `append`),
+        # so the rare duplicate (48 random bits) fails on the primary key with nothing
+        # written, and another ID is drawn. Saves a query per admission.
+        while True:
+            candidate = f"{workflow}-{secrets.token_hex(6)}"
+            try:
+                return _admit_new(c, candidate, workflow, params_json, context_json, parent, at)
+            except sqlite3.IntegrityError as exc:
+                if "executions.execution_id" not in str(exc):
+                    raise
+    else:
+        row = c.execute(
+            "SELECT workflow, params, context, status FROM executions WHERE execution_id=?",
+            (execution_id,),
+        ).fetchone()
+        if row is not None:
+            same = row[0] == workflow and row[1] == params_json and row[2] == context_json
+            if if_exists == "use-existing" and same:
+                return Admission(execution_id, started=False)
+            why = "" if if_exists == "fail" else " with a different workflow, params or context"
+            raise ExecutionAdmissionError(
+                "EXECUTION_ID_CONFLICT",
+                f"{execution_id} already exists{why} ({row[3]})",
+                execution_id=execution_id, status=row[3],
+            )
+    return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
+
+
+def _admit_new(
+    c: sqlite3.Connection, execution_id: str, workflow: str, params_json: str,
+    context_json: str, parent: dict[str, Any] | None, at: float,
+) -> Admission:
+    data: dict[str, Any] = {
+        "execution_id": execution_id,
+        "workflow": workflow,
+        "params": RawJSON(params_json),
+        "context": RawJSON(context_json),
+    }
+    if parent is not None:
+        data["parent"] = parent
+    append(c, None, [Event(ADMITTED, at, data)])
+    return Admission(execution_id, started=True)
+
+
+def request_wake_tx(
+    c: sqlite3.Connection, execution_id: str, due: float, now: float, reason: str = "requested"
+) -> str:
+    record = load(c, execution_id, payload=False)
+    if record is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if record.terminal:
+        return "ignored"
+    if record.due_at is not None and record.due_at <= due:
+        return "requested"  # merges into an earlier pending wake: nothing changes
+    append(c, record, [Event(WAKE_REQUESTED, now, {"due_at": due, "reason": reason})])
+    return "requested"
+
+
+def clear_lease(c: sqlite3.Connection, execution_id: str) -> None:
+    c.execute(
+        "UPDATE executions SET lease_token=NULL, lease_expires_at=NULL WHERE execution_id=?",
+        (execution_id,),
+    )
+
+
+def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> list[str]:
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
+        "AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?",
+        (now, -1 if limit is None else limit),
+    ).fetchall()
+    released = []
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False)
+        assert record is not None
+        append(c, record, [Event(RELEASED, now, {"reason": "lease_expired", "retry_at": now})])
+        clear_lease(c, execution_id)
+        released.append(execution_id)
+    return released
+
+
+def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
+    release_expired_tx(c, now, limit=max(limit, 16))
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "
+        "ORDER BY due_at, execution_id LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    out = []
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False)
+        assert record is not None and not record.terminal
+        token = secrets.token_hex(16)
+        expires = now + lease
+        record = append(c, record, [Event(CLAIMED, now, {"attempt": record.attempts + 1})])
+        c.execute(
+            "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
+            (token, expires, execution_id),
+        )
+        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow))
+    return out
+
+
+def outcome_event(outcome: dict[str, Any], at: float) -> Event:
+    """Validate a WorkflowRunOutcome and turn it into the event that records it."""
+    status = outcome.get("status")
+    if status == "suspended":
+        return Event(SUSPENDED, at, {})
+    if status == "completed":
+        result = outcome.get("result")
+        enc = codec.encode(result, path="result")
+        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
+            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        # Results are stored as plain JSON (lossless for durable values without tagged errors).
+        return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
+    if status == "failed":
+        error = outcome.get("error") or {}
+        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
+            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
+        clean = {"name": error["name"], "message": str(error.get("message", ""))}
+        for extra in ("code", "traceback", "cause"):
+            if error.get(extra) is not None:
+                clean[extra] = error[extra]
+        return Event(FAILED, at, {"error": clean})
+    if status == "cancelled":
+        return Event(CANCELLED, at, {})
+    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")
+
+
+def acknowledge_tx(
+    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float
+) -> dict[str, Any]:
+    record = load(c, execution_id, payload=False)
+    if record is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if record.terminal:
+        assert record.outcome is not None
+        return record.outcome  # terminal outcomes are immutable: the first one wins
+    check_lease(c, execution_id, token, now)
+    record = append(c, record, [event])
+    clear_lease(c, execution_id)
+    if record.terminal and record.parent is not None:
+        wake_waiting_parent(c, record, now)
+    return record.outcome if record.outcome is not None else {"status": "suspended"}
+
+
+def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> None:
+    """A caller blocked in step.call on this child is woken in the child's final transaction."""
+    assert child.parent is not None
+    parent_id, key = child.parent["execution_id"], child.parent["step_key"]
+    waiting = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='waiting'",
+        (parent_id, key),
+    ).fetchone()
+    if waiting is not None:
+        request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
+
+
+def save_step_tx(
+    c: sqlite3.Connection, execution_id: str, token: str, key: str, kind: str, status: str,
+    value: str | None, attempts: int, wake_at: float | None, now: float,
+) -> bool:
+    check_lease(c, execution_id, token, now)
+    record = load(c, execution_id, payload=False)
+    assert record is not None
+    if kind == "call" and status == "waiting":
+        # The child may have ended before this step said it waits: then nobody would wake us.
+        child = c.execute(
+            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
+            " WHERE s.caller_id=? AND s.step_key=?",
+            (execution_id, key),
+        ).fetchone()
+        if child is not None and child[0] in TERMINAL:
+            wake_at = now
+    c.execute(
+        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at, "
+        "first_seq) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
+        "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
+        "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
+        (execution_id, key, kind, status, value, attempts, wake_at, now,
+         record.history_length + 1),
+    )
+    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
+    if attempts != 1:
+        data["attempts"] = attempts
+    if wake_at is not None:
+        data["wake_at"] = wake_at
+    append(c, record, [Event(STEP, now, data)])
+    return record.cancel_requested
