@@ -5,21 +5,15 @@ DaemonHandle, wait_until, ...`) are re-exported."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# `tests` is a package (tests.support) only with the repository root on sys.path, which
-# `python -m pytest` from the root gives but a bare `pytest` does not. Every folder's conftest
-# and helper module is imported after this one.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.support import (  # noqa: E402
+# The repository root is on sys.path (pyproject's pytest `pythonpath`), so `tests` imports as
+# a package from every folder.
+from tests.support import (
     EXAMPLES,
     REPO,
     T0,

@@ -295,3 +295,23 @@ def rows(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ..
         return conn.execute(sql, args).fetchall()
     finally:
         conn.close()
+
+
+# A workflow that holds its delivery open until the file params["gate"] exists (the test
+# releases it).
+GATE = """
+    import os, time
+    import ys
+
+    def wait_for(path):
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        return True
+
+    @ys.workflow
+    def main(step, params):
+        print("started", flush=True)
+        step.run("gate", wait_for, params["gate"])
+        print("released", flush=True)
+        return "done"
+"""

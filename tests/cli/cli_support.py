@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.support import DaemonHandle, wait_until
+from tests.support import GATE, DaemonHandle, wait_until
 from tests.support import alive as _alive
 from tests.support import make_home as _make_home
 
@@ -51,22 +51,7 @@ NAP = """
 """
 
 # Holds its delivery open until the file params["gate"] exists (the test releases it).
-GATE = """
-    import os, time
-    import ys
 
-    def wait_for(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        return True
-
-    @ys.workflow
-    def main(step, params):
-        print("started", flush=True)
-        step.run("gate", wait_for, params["gate"])
-        print("released", flush=True)
-        return "done"
-"""
 
 WORKFLOWS = {"hello.py": HELLO, "boom.py": BOOM, "nap.py": NAP, "gate.py": GATE,
              "pager.py": HELLO}

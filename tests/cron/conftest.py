@@ -3,14 +3,12 @@ cron_support.py; the generic daemon fixtures (`ys_home`, `daemon`) in tests/conf
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cron_support import DaemonHandle, make_home  # noqa: E402
+from tests.cron.cron_support import DaemonHandle, make_home
 
 
 @pytest.fixture

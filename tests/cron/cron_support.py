@@ -16,12 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
-    sys.path.insert(0, str(_REPO))
-
-from tests.support import DaemonHandle, wait_until  # noqa: E402
-from tests.support import make_home as empty_home  # noqa: E402
+from tests.support import GATE, DaemonHandle, wait_until
+from tests.support import make_home as empty_home
 
 __all__ = ["DaemonHandle", "wait_until", "HELLO", "GATE", "make_home", "out_json", "spawn",
            "minute_slots", "daily_at", "put_schedule", "executions_of", "shell", "wait_status"]
@@ -34,21 +30,7 @@ HELLO = """
         return step.run("greet", lambda: f"hello {params.get('n', 0)}")
 """
 
-# Holds its delivery open until the file params["gate"] exists (the test releases it).
-GATE = """
-    import os, time
-    import ys
 
-    def wait_for(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        return True
-
-    @ys.workflow
-    def main(step, params):
-        step.run("gate", wait_for, params["gate"])
-        return "done"
-"""
 
 WORKFLOWS = {"hello.py": HELLO, "gate.py": GATE}
 

@@ -7,15 +7,10 @@ Plain functions (no fixtures); the fixtures that use them are in conftest.py.
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:  # `tests` is not a package on the path when pytest runs alone
-    sys.path.insert(0, str(_REPO))
-
-from tests.conftest import DaemonHandle, wait_until  # noqa: E402
+from tests.support import DaemonHandle, wait_until
 
 __all__ = ["T0", "DaemonHandle", "KEY", "snapshot", "suspend_waiters", "wait_until",
            "PUT_CHILD", "APPROVAL_WORKFLOW", "CRASH_SITECUSTOMIZE", "approval", "patient",
