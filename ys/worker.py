@@ -119,6 +119,22 @@ class ApiBackend:
         return float(self._effect(effect_id, "wait", body)["wake_at"])
 
 
+def make_step(backend: ApiBackend, state: dict[str, Any]) -> Any:
+    """The Step of a delivery, from what GET /run returned (the worker's and `ys step`'s)."""
+    from ys.sdk import SavedStep, Step
+
+    record = state["record"]
+    steps = {
+        s["key"]: SavedStep(s["kind"], s["status"], s.get("value"), s["attempts"], s.get("wake_at"))
+        for s in state["steps"]
+    }
+    return Step(
+        backend, execution_id=backend.execution_id, workflow=record["workflow"],
+        context=record["context"], attempt=record["attempts"], steps=steps,
+        cancel_requested=bool(record.get("cancel_requested", False)),
+    )
+
+
 def _heartbeat(socket_path: str, token: str, base: str, every: float,
                stop: threading.Event) -> None:
     from ys.client import Transport
@@ -139,7 +155,7 @@ def deliver() -> int:
     from ys import codec
     from ys.client import Transport
     from ys.errors import YsError
-    from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+    from ys.sdk import InfrastructureFailure, run_workflow
 
     execution_id = os.environ["YS_EXECUTION_ID"]
     token = os.environ["YS_DELIVERY_TOKEN"]
@@ -161,15 +177,7 @@ def deliver() -> int:
         args=(socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop),
     )
     beat.start()
-    steps = {
-        s["key"]: SavedStep(s["kind"], s["status"], s.get("value"), s["attempts"], s.get("wake_at"))
-        for s in state["steps"]
-    }
-    step = Step(
-        backend, execution_id=execution_id, workflow=record["workflow"],
-        context=record["context"], attempt=record["attempts"], steps=steps,
-        cancel_requested=record.get("cancel_requested", False),
-    )
+    step = make_step(backend, state)
     params = codec.decode(state["params"])
     try:
         fn = load_script(script)

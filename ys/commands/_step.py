@@ -79,8 +79,8 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         fail("INVALID_ARGUMENT", f"step key {key!r} must be printable text",
              hint="name each step, for example ys step run fetch -- curl ...")
     from ys.client import Transport
-    from ys.sdk import InfrastructureFailure, SavedStep, Step, Suspend
-    from ys.worker import ApiBackend
+    from ys.sdk import InfrastructureFailure, Suspend
+    from ys.worker import ApiBackend, make_step
 
     execution_id, token, socket_path = _env()
     transport = Transport(socket_path, timeout=120.0, token=token)
@@ -93,11 +93,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
     if record["status"] in ("completed", "failed", "cancelled"):
         sys.stderr.write(f"ys step: {execution_id} is already {record['status']}\n")
         _end_script(1)
-    steps = {s["key"]: SavedStep(s["kind"], s["status"], s.get("value"), s["attempts"],
-                                 s.get("wake_at")) for s in state["steps"]}
-    step = Step(backend, execution_id=execution_id, workflow=record["workflow"],
-                context=record["context"], attempt=record["attempts"], steps=steps,
-                cancel_requested=bool(record.get("cancel_requested")))
+    step = make_step(backend, state)
     from ys.errors import WorkflowCancelledError
 
     try:
