@@ -207,7 +207,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         after_n = int(after) if after and after.isdigit() else None
         deadline = time.monotonic() + timeout
         while True:
-            ev = self.d.hub.watch(execution_id)
+            ev = self.d.hub.watch(execution_id, ends_only=after_n is None)
             record = await self._load(execution_id)
             if record.terminal or (after_n is not None and record.history_length > after_n):
                 break
@@ -227,7 +227,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         execution_id = request.match_info["id"]
         changed = await self.call(self.d.store.cancel, execution_id)
         record = await self._load(execution_id)
-        self.d.hub.notify(execution_id)
+        self.d.hub.notify(execution_id, may_end=True)
         self.d.dispatcher.poke()
         out = self._record(record)
         out["changed"] = changed

@@ -66,7 +66,7 @@ class WorkerRoutes(ApiBase):
             self.d.store.acknowledge, execution_id, token, body.get("outcome") or {}
         )
         self.d.dispatcher.acknowledged(execution_id, token)
-        self.d.hub.notify(execution_id)
+        self.d.hub.notify(execution_id, may_end=True)
         self.d.dispatcher.poke()
         return _json(result)
 

@@ -184,7 +184,7 @@ class Dispatcher:
         finally:
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
-            self.hub.notify(d.execution_id)
+            self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
     async def _renew(self, r: Running) -> None:

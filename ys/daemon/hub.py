@@ -13,23 +13,29 @@ class Hub:
         # Many threads so that concurrent requests reach the group writer together and share
         # one commit; SQLite work never runs on the event loop.
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ys-store")
-        self._changed: dict[str, asyncio.Event] = {}
+        self._changed: dict[str, asyncio.Event] = {}  # woken by any change
+        self._ended: dict[str, asyncio.Event] = {}  # woken only where it may have ended
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
-    def notify(self, execution_id: str) -> None:
-        ev = self._changed.pop(execution_id, None)
-        if ev is not None:
-            ev.set()
+    def notify(self, execution_id: str, *, may_end: bool = False) -> None:
+        """The execution changed; `may_end` when the change can have made it terminal (an
+        outcome, a cancellation, the end of a delivery). A step does not wake `ys wait`."""
+        for table in (self._changed, self._ended) if may_end else (self._changed,):
+            ev = table.pop(execution_id, None)
+            if ev is not None:
+                ev.set()
 
-    def watch(self, execution_id: str) -> asyncio.Event:
-        """An event set at the next change of the execution. Take it *before* reading the
-        record, so a change between the read and the wait is never missed."""
-        ev = self._changed.get(execution_id)
+    def watch(self, execution_id: str, *, ends_only: bool = False) -> asyncio.Event:
+        """An event set at the execution's next change (or, with ends_only, at the next one
+        that may end it). Take it *before* reading the record, so a change between the read
+        and the wait is never missed."""
+        table = self._ended if ends_only else self._changed
+        ev = table.get(execution_id)
         if ev is None:
-            ev = self._changed[execution_id] = asyncio.Event()
+            ev = table[execution_id] = asyncio.Event()
         return ev
 
     @staticmethod
