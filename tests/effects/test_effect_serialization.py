@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from effects_support import T0, FakeClient, FakeProvider, Unknown
 from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 import ys.sdk
+from tests.durable_values import assert_same, durable_values, normalized
 from ys import codec
 from ys.codec import ErrorValue
 from ys.errors import WorkflowEffectError
@@ -28,27 +28,7 @@ from ys.testing import WorkflowTest
 
 OP = "charge.v1"
 
-# -- strategies ---------------------------------------------------------------------------------
-
-keys = st.one_of(
-    st.text(max_size=8),
-    st.text(max_size=6).map(lambda s: "$" + s),
-    st.sampled_from(["$error", "$$error", "$", "name", "message", "code", "cause", "status"]),
-)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(),
-                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
-error_values = st.recursive(
-    st.builds(ErrorValue, st.text(max_size=8), st.text(max_size=12),
-              st.none() | st.text(max_size=8)),
-    lambda causes: st.builds(ErrorValue, st.text(max_size=8), st.text(max_size=12),
-                             st.none() | st.text(max_size=8), causes),
-    max_leaves=3,
-)
-durable_values = st.recursive(
-    scalars | error_values,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
-    max_leaves=20,
-)
+# -- strategies: tests/durable_values.py ---------------------------------------------------
 
 # plain dicts that look like errors (tagged or not) must stay plain dicts
 ERROR_SHAPED = [
@@ -57,38 +37,6 @@ ERROR_SHAPED = [
     {"$$error": {"name": "x", "message": "y"}},
     {"status": "settled", "result": {"$error": {"name": "E", "message": "m"}}},
 ]
-
-
-def normalized(v: Any) -> Any:
-    """What decode gives back for v: the same, except -0.0 becomes int 0 (the canonical form)."""
-    if type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
-        return 0
-    if isinstance(v, list):
-        return [normalized(x) for x in v]
-    if isinstance(v, dict):
-        return {k: normalized(x) for k, x in v.items()}
-    return v
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    """Equality that also insists on types (1 != 1.0, True != 1, ErrorValue != dict)."""
-    assert type(actual) is type(expected), (actual, expected)
-    if isinstance(expected, dict):
-        assert list(actual.keys()) == list(expected.keys()) or set(actual) == set(expected)
-        for k in expected:
-            assert_same(actual[k], expected[k])
-    elif isinstance(expected, list):
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected, strict=True):
-            assert_same(a, e)
-    elif isinstance(expected, ErrorValue):
-        assert (actual.name, actual.message, actual.code) == (
-            expected.name, expected.message, expected.code)
-        assert_same(actual.cause, expected.cause)
-    elif isinstance(expected, float):
-        assert actual == expected and math.copysign(1.0, actual) == math.copysign(1.0, expected)
-    else:
-        assert actual == expected
 
 
 @pytest.fixture(scope="module")
