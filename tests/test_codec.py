@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.durable_values import (  # noqa: E402
+from tests.durable_values import (
     assert_same,
     durable_values,
     keys,
