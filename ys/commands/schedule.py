@@ -190,12 +190,6 @@ def rm(name: Name, json_: Json = False) -> None:
 
     A schedule a script declares is refused (exit 3): it follows its script; pause it instead.
     """
-    s = _known(name, lambda c: c.schedule(name))
-    if s.get("source") == "script":
-        from ys.commands._output import fail
-
-        fail("FAILED_PRECONDITION", f"schedule {name} is declared by its script and would come "
-             "back", hint=f"remove the declaration from the script, or `ys schedule pause {name}`")
     result = _known(name, lambda c: c.schedule_remove(name))
     if json_:
         emit_json(result)

@@ -157,7 +157,7 @@ class Scheduler:
         for s in await self.d.hub.call(store.schedules):
             gone = s["name"] not in declared and s["name"] not in broken
             if s["source"] == "script" and gone:
-                await self.d.hub.call(store.schedule_remove, s["name"])
+                await self.d.hub.call(store.schedule_remove, s["name"], declared_too=True)
                 log.info("schedule %s removed: its script no longer declares it", s["name"])
         self.poke()
 

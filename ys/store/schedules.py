@@ -89,9 +89,16 @@ def list_all(c: sqlite3.Connection) -> list[dict[str, Any]]:
     return [_row(r) for r in c.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
 
 
-def remove_tx(c: sqlite3.Connection, name: str) -> None:
-    if c.execute("DELETE FROM schedules WHERE name=?", (name,)).rowcount == 0:
-        raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
+def remove_tx(c: sqlite3.Connection, name: str, declared_too: bool = False) -> None:
+    """Remove a schedule. One a script declares follows its script (it would come back), so
+    only the daemon's sync removes it, when the script stops declaring it."""
+    s = get(c, name)
+    if s["source"] == "script" and not declared_too:
+        raise YsError(
+            "FAILED_PRECONDITION",
+            f"schedule {name} is declared by its script and would come back; remove the "
+            f"declaration from the script, or `ys schedule pause {name}`")
+    c.execute("DELETE FROM schedules WHERE name=?", (name,))
 
 
 def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict[str, Any]:
@@ -191,8 +198,8 @@ class ScheduleMethods(MethodGroup):
     def schedule(self, name: str) -> dict[str, Any]:
         return get(self.reader(), name)
 
-    def schedule_remove(self, name: str) -> None:
-        self.write(lambda c: remove_tx(c, name))
+    def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
+        self.write(lambda c: remove_tx(c, name, declared_too))
 
     def schedule_pause(self, name: str, paused: bool, *,
                        now: float | None = None) -> dict[str, Any]:
