@@ -306,12 +306,15 @@ def test_started_target_ids_never_collide_with_directly_triggered_ones(
     from ys.store import sqlite as sqlite_mod
 
     # A directly triggered execution already holds the first ID the generator will offer.
-    store.admit("ship-order", {"by": "hand"}, execution_id="ship-order-aaaaaaaaaaaa", now=T0)
-    offered = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    # (a generated ID is the admission time in ms, 11 hex digits, then 8 random hex digits)
+    stamp = f"{int((T0 + 1) * 1000):011x}"
+    taken = f"ship-order-{stamp}aaaaaaaa"
+    store.admit("ship-order", {"by": "hand"}, execution_id=taken, now=T0)
+    offered = iter(["aaaaaaaa", "bbbbbbbb"])
     monkeypatch.setattr(sqlite_mod.secrets, "token_hex", lambda n: next(offered))
     target = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
-    assert target == "ship-order-bbbbbbbbbbbb"  # a fresh ID, not the taken one
-    assert store.get("ship-order-aaaaaaaaaaaa").parent is None  # the direct one is untouched
+    assert target == f"ship-order-{stamp}bbbbbbbb"  # a fresh ID, not the taken one
+    assert store.get(taken).parent is None  # the direct one is untouched
     monkeypatch.undo()
     # a direct trigger can never take a started target's ID either
     with pytest.raises(ExecutionAdmissionError) as exc:
@@ -326,7 +329,7 @@ def test_started_target_ids_never_collide_with_directly_triggered_ones(
     assert store.get(target) == before
     # many starts: all distinct, none equal to a direct ID
     ids = {store.start(caller, f"k{i}", "ship-order", {"i": i}, now=T0 + 3) for i in range(50)}
-    assert len(ids) == 50 and "ship-order-aaaaaaaaaaaa" not in ids and target not in ids
+    assert len(ids) == 50 and taken not in ids and target not in ids
 
 
 def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(

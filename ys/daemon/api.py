@@ -140,8 +140,10 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
 
         check_workflow_name(workflow)
         await self.known_workflow(workflow)
-        result = await self.call(
-            self.d.store.admit, workflow, body.get("params"),
+        # Not through the thread pool: the admission is checked here and committed with the
+        # others of its group-writer batch, which answers this loop once per batch.
+        result = await self.d.store.admit_async(
+            workflow, body.get("params"),
             context=body.get("context"), execution_id=body.get("execution_id"),
             if_exists=body.get("if_exists", "fail"),
         )

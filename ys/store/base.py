@@ -170,6 +170,18 @@ class Store(Protocol):
         now: float | None = None,
     ) -> Admission: ...
 
+    async def admit_async(
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> Admission: ...
+
     def get(self, execution_id: str) -> Record | None: ...
 
     def request_wake(self, execution_id: str, at: float | None = None, *, now: float | None = None) -> str: ...

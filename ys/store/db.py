@@ -8,11 +8,11 @@ alone.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -66,12 +66,68 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise err from exc
 
 
-class _Request:
-    __slots__ = ("fn", "future")
+Inserts = list[tuple[str, tuple[Any, ...]]]
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+
+_UNSET = object()
+
+
+class _Request:
+    """One write waiting for the group writer. A thread waits on `done`, a lock held until
+    the write is answered (a bare lock is the cheapest one-shot signal between threads); a
+    coroutine awaits `future`, settled on its event loop, one call per batch and loop."""
+
+    __slots__ = ("fn", "inserts", "value", "result", "error", "done", "future")
+
+    def __init__(
+        self, fn: Callable[[sqlite3.Connection], Any], inserts: Inserts | None, value: Any,
+        future: asyncio.Future[Any] | None = None,
+    ) -> None:
         self.fn = fn
-        self.future: Future[Any] = Future()
+        self.inserts = inserts
+        self.value = value  # the answer to `inserts`, once committed
+        self.result: Any = _UNSET
+        self.error: BaseException | None = None
+        self.future = future
+        self.done: threading.Lock | None = None
+        if future is None:
+            self.done = threading.Lock()
+            self.done.acquire()
+
+    def wait(self) -> Any:
+        assert self.done is not None
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _answer(reqs: list[_Request]) -> None:
+    """Wake the threads, and settle the futures with one call per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Request]] = {}
+    for req in reqs:
+        if req.done is not None:
+            req.done.release()
+        else:
+            assert req.future is not None
+            by_loop.setdefault(req.future.get_loop(), []).append(req)
+    for loop, some in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, some)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+
+def _settle(reqs: list[_Request]) -> None:
+    for req in reqs:
+        fut = req.future
+        assert fut is not None
+        if fut.done():  # cancelled by its caller; the write itself stands
+            continue
+        if req.error is not None:
+            fut.set_exception(req.error)
+        else:
+            fut.set_result(req.result)
 
 
 class Writer:
@@ -80,6 +136,12 @@ class Writer:
     Direct mode runs each function in its own transaction under a lock. Group mode runs a
     thread that drains the queue, executes up to `batch` requests in one transaction,
     commits, then answers each (see `_commit` for how a failing request fails alone).
+
+    A write may come prepared: `inserts`, rows computed before the transaction whose order
+    does not matter, and the `value` to answer once they are committed. The group writer
+    inserts a run of prepared writes with one executemany per statement; if any insert fails
+    (an ID already taken), the batch is rolled back and every request in it runs its `fn`
+    instead, which decides what the write means then (a conflict, an existing execution).
     """
 
     def __init__(self, conn: sqlite3.Connection, group: bool = False, batch: int = 256) -> None:
@@ -93,13 +155,36 @@ class Writer:
             self._thread = threading.Thread(target=self._run, name="ys-writer", daemon=True)
             self._thread.start()
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def write(
+        self, fn: Callable[[sqlite3.Connection], T], inserts: Inserts | None = None,
+        value: T | None = None,
+    ) -> T:
         if not self.group:
-            with self._lock, transaction(self.conn):
-                return fn(self.conn)
-        req = _Request(fn)
+            with self._lock:
+                if inserts is not None:
+                    try:
+                        with transaction(self.conn):
+                            _insert(self.conn, inserts)
+                        return value  # type: ignore[return-value]
+                    except sqlite3.IntegrityError:
+                        pass  # rolled back: `fn` decides what the write means
+                with transaction(self.conn):
+                    return fn(self.conn)
+        req = _Request(fn, inserts, value)
         self._queue.put(req)
-        return req.future.result()  # type: ignore[no-any-return,unused-ignore]
+        return req.wait()
+
+    async def write_async(
+        self, fn: Callable[[sqlite3.Connection], T], inserts: Inserts | None = None,
+        value: T | None = None,
+    ) -> T:
+        """`write` for a coroutine: the event loop is not blocked, and a batch of writes from
+        one loop is answered with one wake-up of that loop, not one thread hand-off each."""
+        if not self.group:
+            return await asyncio.to_thread(self.write, fn, inserts, value)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.put(_Request(fn, inserts, value, future))
+        return await future
 
     def close(self) -> None:
         if self._thread is not None:
@@ -125,41 +210,113 @@ class Writer:
             self._commit(reqs)
 
     def _commit(self, reqs: list[_Request]) -> None:
+        """Run the batch (see `_run_batch`), then answer every request in it, each only
+        after its fate is committed; if something unforeseen breaks the writer's own code,
+        the requests not yet answered get that error rather than wait forever."""
+        try:
+            self._run_batch(reqs)
+        except BaseException as exc:
+            err = translate(exc)
+            for req in reqs:
+                if req.result is _UNSET and req.error is None:
+                    req.error = err
+        finally:
+            _answer(reqs)
+
+    def _run_batch(self, reqs: list[_Request]) -> None:
         """Run the batch in one transaction, without a savepoint per request (two statements
         and two GIL hand-offs fewer per request). A request that raises fails alone: the
         transaction is rolled back, that request answered with its error (it never runs
-        again), and the rest of the batch is run again from the start."""
+        again), and the rest of the batch is run again from the start. Prepared requests
+        are inserted together (see the class); if that fails, the batch runs again with
+        every request's `fn`."""
         conn = self.conn
         pending = reqs
+        prepared = True
         while pending:
             values: list[Any] = []
             failed: tuple[int, BaseException] | None = None
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                for i, req in enumerate(pending):
+                i, n = 0, len(pending)
+                while i < n:
+                    req = pending[i]
+                    if prepared and req.inserts is not None:
+                        j = i + 1
+                        while j < n and pending[j].inserts is not None:
+                            j += 1
+                        run = pending[i:j]
+                        try:
+                            _insert(conn, [row for r in run for row in r.inserts])  # type: ignore[union-attr]
+                        except sqlite3.Error:
+                            break  # rolled back below; the batch runs again, unprepared
+                        values.extend(r.value for r in run)
+                        i = j
+                        continue
                     try:
                         values.append(req.fn(conn))
                     except BaseException as exc:
                         failed = (i, exc)
                         break
-                if failed is None:
+                    i += 1
+                if failed is None and i == n:
                     conn.execute("COMMIT")
             except BaseException as exc:  # BEGIN or COMMIT failed: the whole batch fails
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 err = translate(exc)
                 for req in pending:
-                    req.future.set_exception(err)
+                    req.error = err
                 return
-            if failed is None:
+            if failed is None and i == n:
                 for req, value in zip(pending, values, strict=True):
-                    req.future.set_result(value)
+                    req.result = value
                 return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if failed is None:
+                prepared = False
+                continue
             i, error = failed
-            pending[i].future.set_exception(translate(error))
+            pending[i].error = translate(error)
             pending = pending[:i] + pending[i + 1:]
+
+
+def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
+    """Prepared rows, grouped by statement (in the order statements first appear), each
+    group inserted with multi-row INSERTs of power-of-two sizes: a few statements per batch
+    instead of one step per row. Every step lets go of the GIL and must take it back from
+    the threads preparing the next batch, so fewer steps is what makes a batch quick."""
+    by_sql: dict[str, list[tuple[Any, ...]]] = {}
+    for sql, row in inserts:
+        rows = by_sql.get(sql)
+        if rows is None:
+            by_sql[sql] = [row]
+        else:
+            rows.append(row)
+    for sql, rows in by_sql.items():
+        i, n = 0, len(rows)
+        while i < n:
+            size = 1 << min((n - i).bit_length() - 1, _MAX_ROWS_LOG2)
+            chunk = rows[i:i + size]
+            conn.execute(_multi_row(sql, size), [v for row in chunk for v in row])
+            i += size
+
+
+_MAX_ROWS_LOG2 = 6  # at most 64 rows per statement (64 x 18 columns is far below the limit)
+_MULTI_ROW: dict[tuple[str, int], str] = {}
+
+
+def _multi_row(sql: str, rows: int) -> str:
+    """`INSERT .. VALUES (?,..)` made to insert `rows` rows at once."""
+    text = _MULTI_ROW.get((sql, rows))
+    if text is None:
+        head, sep, group = sql.rpartition(" VALUES ")
+        if not sep or not group.startswith("("):
+            raise ValueError(f"not a one-row INSERT .. VALUES statement: {sql!r}")
+        text = head + sep + ",".join([group] * rows)
+        _MULTI_ROW[(sql, rows)] = text
+    return text
 
 
 class StoreCore(Protocol):

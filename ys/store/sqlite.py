@@ -35,13 +35,14 @@ from ys.store.base import (
     check_time,
     check_workflow_name,
 )
-from ys.store.db import Writer, connect
+from ys.store.db import Inserts, Writer, connect
 from ys.store.effects import EffectMethods
 from ys.store.executions import (  # noqa: F401 - re-exported: other clients and bench use them
     _FULL,
     _LIGHT,
     _RECORD_COLUMNS,
     acknowledge_tx,
+    admission_inserts,
     admit_tx,
     append,
     check_lease,
@@ -50,6 +51,7 @@ from ys.store.executions import (  # noqa: F401 - re-exported: other clients and
     encode_event_value,
     event_text,
     load,
+    new_execution_id,
     outcome_event,
     release_expired_tx,
     request_wake_tx,
@@ -127,6 +129,35 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         parent: dict[str, Any] | None = None,
         now: float | None = None,
     ) -> Admission:
+        return self._writer.write(*self._admission(
+            workflow, params, context, execution_id, if_exists, parent, now
+        ))
+
+    async def admit_async(
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> Admission:
+        """`admit` for the daemon's event loop: checked and encoded here, committed by the
+        group writer with the other admissions of its batch, answered with one wake-up."""
+        return await self._writer.write_async(*self._admission(
+            workflow, params, context, execution_id, if_exists, parent, now
+        ))
+
+    def _admission(
+        self, workflow: str, params: Any, context: dict[str, Any] | None,
+        execution_id: str | None, if_exists: str, parent: dict[str, Any] | None,
+        now: float | None,
+    ) -> tuple[Callable[[sqlite3.Connection], Admission], Inserts, Admission]:
+        """An admission checked and prepared: its transaction body, and its rows computed as
+        if the ID were unused (the common case), so that the group writer can insert many
+        admissions at once; if the ID is taken, the body runs and decides."""
         check_workflow_name(workflow)
         if execution_id is not None:
             check_execution_id(execution_id)
@@ -148,7 +179,9 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
                 c, workflow, params_json, context_json, execution_id, if_exists, parent, at
             )
 
-        return self.write(tx)
+        new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
+        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at)
+        return tx, inserts, Admission(new_id, started=True)
 
     def get(self, execution_id: str) -> Record | None:
         return load(self.reader(), execution_id)

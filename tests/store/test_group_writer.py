@@ -1,0 +1,267 @@
+"""The group writer's batches: prepared admissions inserted together, the async path the daemon
+uses, and generated IDs that sort by admission time. Per adapter, like the rest of the suite."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+
+from tests.store.test_service_course import CONCURRENT, T0, history, refused
+from ys.errors import YsError
+
+GENERATED_ID = re.compile(r"^echo-[0-9a-f]{19}$")
+
+
+def run_threads(n: int, fn: Any) -> list[Any]:
+    """fn(i) in n threads released together; each result or the exception it raised."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            results[i] = fn(i)
+        except BaseException as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    return results
+
+
+def test_new_admissions_in_one_batch_are_each_admitted_once(store_factory):
+    store = store_factory(group_commit=True)
+    n = 24
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def admit(i: int) -> None:
+        barrier.wait(timeout=30)
+        results[i] = store.admit("echo", {"n": i}, now=T0 + i)
+
+    threads = [threading.Thread(target=admit, args=(i,)) for i in range(n)]
+    with store_factory.adapter.hold_writes(store, waiting=n) as batches:
+        for t in threads:
+            t.start()
+    for t in threads:
+        t.join(60)
+    assert n in batches  # one commit for all of them
+
+    ids = [r.execution_id for r in results]
+    assert all(r.started for r in results) and len(set(ids)) == n
+    for i, execution_id in enumerate(ids):
+        record = store.get(execution_id)
+        assert (record.workflow, record.params_json, record.status) == ("echo", f'{{"n":{i}}}',
+                                                                          "admitted")
+        assert record.admitted_at == record.due_at == T0 + i
+        assert [e["kind"] for e in history(store, execution_id)] == ["admitted"]
+    assert store.verify() == []
+
+
+def test_a_failing_write_in_a_batch_of_admissions_fails_alone(store_factory):
+    store = store_factory(group_commit=True)
+    store.admit("echo", {}, execution_id="taken", now=T0)
+    n = 12
+
+    def write(i: int) -> Any:
+        if i % 3 == 1:  # not an admission: a wake for an execution that does not exist
+            return store.request_wake(f"missing-{i}", now=T0 + 1)
+        if i % 3 == 2:  # an admission whose prepared insert fails: the ID is taken
+            return store.admit("echo", {"n": i}, execution_id="taken", now=T0 + 1)
+        return store.admit("echo", {"n": i}, now=T0 + 1)
+
+    with store_factory.adapter.hold_writes(store, waiting=n) as batches:
+        results = [None] * n
+        threads = []
+        for i in range(n):
+            def run(i: int = i) -> None:
+                try:
+                    results[i] = write(i)
+                except BaseException as exc:
+                    results[i] = exc
+            threads.append(threading.Thread(target=run))
+            threads[-1].start()
+    for t in threads:
+        t.join(60)
+    assert n in batches
+
+    admitted = []
+    for i, result in enumerate(results):
+        if i % 3 == 1:
+            assert isinstance(result, YsError) and result.code == "EXECUTION_NOT_FOUND"
+        elif i % 3 == 2:
+            assert isinstance(result, YsError) and result.code == "EXECUTION_ID_CONFLICT"
+        else:
+            assert result.started and GENERATED_ID.match(result.execution_id), result
+            admitted.append(result.execution_id)
+    assert {r.execution_id for r in store.list().items} == {"taken", *admitted}
+    assert [e["kind"] for e in history(store, "taken")] == ["admitted"]
+    assert store.verify() == []
+
+
+@pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
+def test_a_prepared_admission_of_a_taken_id_is_decided_by_its_transaction(
+    store_factory, group_commit
+):
+    store = store_factory(group_commit=group_commit)
+    first = store.admit("echo", {"n": 1}, execution_id="order-42", now=T0)
+    same = store.admit("echo", {"n": 1}, execution_id="order-42", if_exists="use-existing",
+                       now=T0 + 1)
+    assert (first.started, same.started, same.execution_id) == (True, False, "order-42")
+    with refused("EXECUTION_ID_CONFLICT"):
+        store.admit("echo", {"n": 2}, execution_id="order-42", if_exists="use-existing",
+                    now=T0 + 2)
+    with refused("EXECUTION_ID_CONFLICT"):
+        store.admit("echo", {"n": 1}, execution_id="order-42", now=T0 + 3)
+    assert store.get("order-42").admitted_at == T0
+    assert len(history(store, "order-42")) == 1
+
+
+def test_a_generated_id_draws_again_when_its_prepared_insert_collides(store_factory,
+                                                                       monkeypatch):
+    from ys.store import sqlite as sqlite_mod
+
+    store = store_factory(group_commit=True)
+    stamp = f"{int(T0 * 1000):011x}"
+    store.admit("echo", {}, execution_id=f"echo-{stamp}00000000", now=T0)
+    offered = iter(["00000000", "00000000", "11111111"])  # prepared, then twice in the tx
+    monkeypatch.setattr(sqlite_mod.secrets, "token_hex", lambda n: next(offered))
+    got = store.admit("echo", {"n": 1}, now=T0)
+    assert got == type(got)(f"echo-{stamp}11111111", True)
+    assert store.get(f"echo-{stamp}00000000").params_json == "{}"  # the first is untouched
+    assert store.verify() == []
+
+
+def test_generated_ids_sort_in_admission_order(store):
+    ids = [store.admit("echo", {"n": i}, now=T0 + i * 0.001).execution_id for i in range(50)]
+    ids += [store.admit("echo", {}, now=T0 + 86_400 * 365 * 100).execution_id]
+    assert all(GENERATED_ID.match(i) for i in ids), ids
+    assert sorted(ids) == ids
+    assert ids[0][5:16] == f"{int(T0 * 1000):011x}"
+
+
+# -- admit_async: the daemon's path --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
+def test_admit_async_from_many_coroutines_gives_one_execution_per_id(
+    store_factory, group_commit
+):
+    store = store_factory(group_commit=group_commit)
+
+    async def main() -> list[Any]:
+        same = [store.admit_async("echo", {"k": 1}, execution_id="once",
+                                  if_exists="use-existing", now=T0)
+                for _ in range(CONCURRENT)]
+        fresh = [store.admit_async("echo", {"n": i}, now=T0 + i) for i in range(CONCURRENT)]
+        return await asyncio.gather(*same, *fresh, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    same, fresh = results[:CONCURRENT], results[CONCURRENT:]
+    assert [r.execution_id for r in same] == ["once"] * CONCURRENT
+    assert sum(r.started for r in same) == 1
+    assert all(r.started for r in fresh) and len({r.execution_id for r in fresh}) == CONCURRENT
+    assert len(store.list(limit=1000).items) == CONCURRENT + 1
+    assert len(history(store, "once")) == 1
+    assert store.verify() == []
+
+
+def test_admit_async_refuses_like_admit_and_writes_nothing(store_factory):
+    store = store_factory(group_commit=True)
+    store.admit("echo", {"n": 1}, execution_id="taken", now=T0)
+
+    async def attempt(**kwargs: Any) -> str:
+        try:
+            await store.admit_async(**kwargs)
+        except YsError as exc:
+            return exc.code
+        return "admitted"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(
+            attempt(workflow="echo", params={"n": 2}, execution_id="taken", now=T0),
+            attempt(workflow="echo", params={"x": float("nan")}, execution_id="nan", now=T0),
+            attempt(workflow="../evil", params={}, execution_id="evil", now=T0),
+            attempt(workflow="echo", params={}, execution_id="x" * 300, now=T0),
+            attempt(workflow="echo", params={}, execution_id="ok", now=T0),
+        ))
+
+    assert asyncio.run(main()) == [
+        "EXECUTION_ID_CONFLICT", "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT",
+        "INVALID_ARGUMENT", "admitted",
+    ]
+    assert {r.execution_id for r in store.list().items} == {"taken", "ok"}
+    assert store.verify() == []
+
+
+def test_admissions_from_a_loop_and_from_threads_share_batches(store_factory):
+    store = store_factory(group_commit=True)
+    n = 8
+
+    async def main() -> list[Any]:
+        tasks = [asyncio.ensure_future(store.admit_async("echo", {"a": i}, now=T0))
+                 for i in range(n)]
+        await asyncio.sleep(0)  # each task has queued its write by now
+        return list(await asyncio.gather(*tasks))
+
+    out: dict[str, Any] = {}
+    with store_factory.adapter.hold_writes(store, waiting=2 * n) as batches:
+        threads = [threading.Thread(target=lambda i=i: out.__setitem__(
+            f"t{i}", store.admit("echo", {"t": i}, now=T0))) for i in range(n)]
+        for t in threads:
+            t.start()
+        loop_results: list[Any] = []
+        runner = threading.Thread(target=lambda: loop_results.extend(asyncio.run(main())))
+        runner.start()
+    runner.join(60)
+    for t in threads:
+        t.join(60)
+    assert 2 * n in batches
+    assert len(loop_results) == n and len(out) == n
+    assert all(r.started for r in [*loop_results, *out.values()])
+    assert len(store.list(limit=100).items) == 2 * n
+
+
+def test_a_cancelled_admit_async_still_commits_and_the_writer_goes_on(store_factory):
+    store = store_factory(group_commit=True)
+
+    async def main() -> Any:
+        with store_factory.adapter.hold_writes(store, waiting=1):
+            task = asyncio.ensure_future(
+                store.admit_async("echo", {}, execution_id="cancelled", now=T0))
+            await asyncio.sleep(0)
+            task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await store.admit_async("echo", {}, execution_id="after", now=T0)
+
+    assert asyncio.run(main()).started
+    # the cancelled caller stopped waiting; its write was already queued and is committed
+    assert store.get("cancelled") is not None and store.get("after") is not None
+
+
+def test_an_unforeseen_writer_error_answers_every_waiting_request(store_factory, monkeypatch):
+    store = store_factory(group_commit=True)
+    writer = store._writer
+    if not hasattr(writer, "_run_batch"):
+        pytest.skip("adapter without the SQLite group writer")
+
+    def broken(reqs: list[Any]) -> None:
+        raise sqlite3.InterfaceError("writer bug")
+
+    monkeypatch.setattr(writer, "_run_batch", broken)
+    results = run_threads(4, lambda i: store.admit("echo", {"n": i}, now=T0))
+    assert all(isinstance(r, sqlite3.InterfaceError) for r in results), results
+    monkeypatch.undo()
+    assert store.admit("echo", {}, execution_id="later", now=T0).started
+    assert [r.execution_id for r in store.list().items] == ["later"]
