@@ -34,6 +34,16 @@ def _seg(execution_id: str) -> str:
     return quote(execution_id, safe="")
 
 
+def _json_body(body: Any) -> bytes:
+    """UTF-8 JSON, so that a body is as big as its params' canonical encoding (with \\u escapes,
+    2 MiB of non-ASCII params would be past the daemon's body limit). Text that has no UTF-8
+    form (a lone surrogate) is sent escaped, for the daemon to refuse with its path."""
+    try:
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii")
+
+
 class Transport:
     """One keep-alive HTTP connection to the socket; reconnects once on a dropped connection."""
 
@@ -51,7 +61,7 @@ class Transport:
 
     def request(self, method: str, path: str, body: Any = None,
                 timeout: float | None = None) -> Any:
-        payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        payload = None if body is None else _json_body(body)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         if self.token:
             headers["X-Ys-Token"] = self.token

@@ -132,3 +132,54 @@ def test_reused_id_is_caught_and_the_old_result_is_untouched(daemon, tmp_path):
     assert c.describe("order-42")["history_length"] == length
     assert lines(fx) == ["charge 42"]
     assert c.list(workflow="refund")["executions"] == []
+
+
+SUSPEND = """
+@ys.workflow
+def main(step, params):
+    step.sleep("wait", 3600)
+"""
+
+
+def test_concurrent_triggers_and_big_params_are_each_admitted_once(daemon):
+    # Small bodies are admitted on the daemon's event loop (sharing group commits), big ones
+    # through its thread pool; either way each trigger is one execution, params intact.
+    import threading
+
+    write_workflow(daemon, "parked", SUSPEND)
+    c = daemon.client()
+    n = 32
+    got: list[object] = [None] * n
+
+    def trigger(i: int) -> None:
+        try:
+            got[i] = daemon.client().trigger("parked", {"i": i})
+        except BaseException as exc:
+            got[i] = exc
+
+    threads = [threading.Thread(target=trigger, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(isinstance(g, dict) and g["started"] for g in got), got
+    ids = [g["execution_id"] for g in got]  # type: ignore[index]
+    assert len(set(ids)) == n
+    assert sorted(c.get(i)["params"]["i"] for i in ids) == list(range(n))
+
+    # Just under 2 MiB encoded (UTF-8), far past the event loop's small-body size; the body
+    # is sent as UTF-8, so it is about as big as the params' canonical encoding.
+    big = {"blob": "é" * 1_048_000}
+    assert c.trigger("parked", big, execution_id="big") == {"execution_id": "big",
+                                                           "started": True}
+    assert c.get("big")["params"] == big
+    with pytest.raises(ys.YsError) as too_big:
+        c.trigger("parked", {"blob": "x" * (2 * 1024 * 1024)}, execution_id="too-big")
+    assert too_big.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ys.YsError) as gone:
+        c.get("too-big")
+    assert gone.value.code == "EXECUTION_NOT_FOUND"
+    with pytest.raises(ys.YsError) as surrogate:  # no UTF-8 form: refused, naming the path
+        c.trigger("parked", {"path": "\udcff"}, execution_id="surrogate")
+    assert surrogate.value.code == "INVALID_EXECUTION_EVENT"
+    assert "params.path" in str(surrogate.value)

@@ -34,6 +34,7 @@ log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
 MAX_WAIT = 60.0
+SMALL_BODY = 64 * 1024  # a trigger body up to this size is admitted on the event loop
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -59,8 +60,11 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if exc.status >= 400:
             code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "INVALID_ARGUMENT"}.get(
                 exc.status, "INVALID_ARGUMENT")
-            return _json({"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
-                         exc.status)
+            message = f"{request.method} {request.path}: {exc.reason}"
+            if exc.status == 413:
+                message = (f"{request.method} {request.path}: the request body is over "
+                           f"{MAX_BODY // (1024 * 1024)} MiB; params are limited to 2 MiB encoded")
+            return _json({"code": code, "message": message}, exc.status)
         raise
     except Exception as exc:
         log.exception("internal error on %s %s", request.method, request.path)
@@ -140,13 +144,16 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
 
         check_workflow_name(workflow)
         await self.known_workflow(workflow)
-        # Not through the thread pool: the admission is checked here and committed with the
-        # others of its group-writer batch, which answers this loop once per batch.
-        result = await self.d.store.admit_async(
-            workflow, body.get("params"),
-            context=body.get("context"), execution_id=body.get("execution_id"),
-            if_exists=body.get("if_exists", "fail"),
-        )
+        args = (workflow, body.get("params"))
+        kwargs = {"context": body.get("context"), "execution_id": body.get("execution_id"),
+                  "if_exists": body.get("if_exists", "fail")}
+        size = request.content_length
+        if size is not None and size <= SMALL_BODY:
+            # Not through the thread pool: checked and encoded here, committed with the other
+            # admissions of its group-writer batch, which answers this loop once per batch.
+            result = await self.d.store.admit_async(*args, **kwargs)
+        else:  # big params are encoded off the loop, so that other requests are not held up
+            result = await self.call(self.d.store.admit, *args, **kwargs)
         if result.started:
             self.d.dispatcher.poke()
         return _json({"execution_id": result.execution_id, "started": result.started},
