@@ -153,7 +153,8 @@ def test_concurrent_triggers_and_big_params_are_each_admitted_once(daemon):
 
     def trigger(i: int) -> None:
         try:
-            got[i] = daemon.client().trigger("parked", {"i": i})
+            with daemon.client() as own:
+                got[i] = own.trigger("parked", {"i": i})
         except BaseException as exc:
             got[i] = exc
 
@@ -176,6 +177,11 @@ def test_concurrent_triggers_and_big_params_are_each_admitted_once(daemon):
     with pytest.raises(ys.YsError) as too_big:
         c.trigger("parked", {"blob": "x" * (2 * 1024 * 1024)}, execution_id="too-big")
     assert too_big.value.code == "INVALID_ARGUMENT"
+    assert "limit is 2 MiB" in str(too_big.value)
+    with pytest.raises(ys.YsError) as no_body:  # past the daemon's body limit: says so
+        c.trigger("parked", {"blob": "x" * (4 * 1024 * 1024)}, execution_id="too-big")
+    assert no_body.value.code == "INVALID_ARGUMENT"
+    assert "over 3 MiB" in str(no_body.value) and "2 MiB" in str(no_body.value)
     with pytest.raises(ys.YsError) as gone:
         c.get("too-big")
     assert gone.value.code == "EXECUTION_NOT_FOUND"

@@ -265,3 +265,151 @@ def test_an_unforeseen_writer_error_answers_every_waiting_request(store_factory,
     monkeypatch.undo()
     assert store.admit("echo", {}, execution_id="later", now=T0).started
     assert [r.execution_id for r in store.list().items] == ["later"]
+
+
+# -- the writer itself, with batches in a fixed order ----------------------------------------------
+
+
+class Conflict(Exception):
+    pass
+
+
+@pytest.fixture
+def table(tmp_path):
+    from ys.store.db import Writer, connect
+
+    conn = connect(str(tmp_path / "w.db"))
+    conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, v)")
+    conn.execute("INSERT INTO t VALUES ('taken', 'first')")
+    writer = Writer(conn)  # direct mode: no thread; the tests call _commit themselves
+    yield writer, conn
+    conn.close()
+
+
+INSERT_T = "INSERT INTO t (id, v) VALUES (?,?)"
+
+
+def prepared(key: str, v: Any = "p") -> Any:
+    """A prepared insert of (key, v) whose own transaction body says what happened instead."""
+    from ys.store.db import _Request
+
+    def fn(c: sqlite3.Connection) -> str:
+        if c.execute("SELECT 1 FROM t WHERE id=?", (key,)).fetchone():
+            raise Conflict(key)
+        c.execute(INSERT_T, (key, "by fn"))
+        return f"fn {key}"
+
+    return _Request(fn, [(INSERT_T, (key, v))], f"prepared {key}")
+
+
+def plain(fn: Any) -> Any:
+    from ys.store.db import _Request
+
+    return _Request(fn, None, None)
+
+
+def outcome(req: Any) -> Any:
+    try:
+        return req.wait()
+    except BaseException as exc:
+        return type(exc).__name__
+
+
+def rows(conn: sqlite3.Connection) -> dict[str, Any]:
+    return dict(conn.execute("SELECT id, v FROM t").fetchall())
+
+
+def test_a_mixed_batch_answers_each_write_as_if_it_ran_alone(table):
+    writer, conn = table
+
+    def boom(c: sqlite3.Connection) -> None:
+        c.execute(INSERT_T, ("boom", "never"))  # rolled back with the failed write
+        raise ValueError("fails alone")
+
+    def fine(c: sqlite3.Connection) -> str:
+        c.execute(INSERT_T, ("fine", "plain"))
+        return "fine"
+
+    def also_fine(c: sqlite3.Connection) -> str:
+        c.execute(INSERT_T, ("also", "plain"))
+        return "also"
+
+    reqs = [
+        prepared("a"), plain(boom), prepared("b"), prepared("taken"), plain(fine),
+        prepared("d"), prepared("e"), plain(also_fine),
+        prepared("huge", 2**70),  # no SQLite integer holds it: OverflowError, not sqlite3.Error
+        prepared("c"),
+    ]
+    writer._commit(reqs)
+    # Once `boom` is out, a, b and taken are one run of prepared inserts: "taken" makes that
+    # run fail, so all three are decided by their own bodies; d and e stay prepared.
+    assert [outcome(r) for r in reqs] == [
+        "fn a", "ValueError", "fn b", "Conflict", "fine", "prepared d", "prepared e", "also",
+        "fn huge", "fn c",
+    ]
+    assert rows(conn) == {"taken": "first", "a": "by fn", "b": "by fn", "fine": "plain",
+                          "d": "p", "e": "p", "also": "plain", "huge": "by fn", "c": "by fn"}
+
+
+def test_a_run_longer_than_one_insert_carries_is_split_within_the_variable_limit(table):
+    writer, conn = table
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # as SQLite builds before 3.32
+    conn.execute("CREATE TABLE wide (" + ", ".join(f"c{i}" for i in range(40)) + ")")
+    sql = "INSERT INTO wide VALUES (" + ",".join("?" * 40) + ")"
+    from ys.store.db import _Request
+
+    def never(c: sqlite3.Connection) -> None:
+        raise AssertionError("a prepared insert fell back to its transaction body")
+
+    reqs = [_Request(never, [(sql, tuple(range(n, n + 40)))], n) for n in range(201)]
+    writer._commit(reqs)
+    assert [r.wait() for r in reqs] == list(range(201))
+    assert conn.execute("SELECT count(*), sum(c0) FROM wide").fetchone() == (201, sum(range(201)))
+
+
+def test_writes_after_close_are_refused_not_left_waiting(store_factory):
+    store = store_factory(group_commit=True)
+    writer = store._writer
+    if not hasattr(writer, "_enqueue"):
+        pytest.skip("adapter without the SQLite group writer")
+    assert store.admit("echo", {}, execution_id="before", now=T0).started
+    store.close()
+    with refused("DAEMON_UNAVAILABLE"):
+        store.admit("echo", {}, execution_id="after", now=T0)
+
+    async def late() -> None:
+        await store.admit_async("echo", {}, execution_id="after", now=T0)
+
+    with refused("DAEMON_UNAVAILABLE"):
+        asyncio.run(late())
+    again = store_factory()
+    assert again.get("before") is not None and again.get("after") is None
+
+
+def test_full_storage_mid_batch_fails_only_what_did_not_fit(store_factory):
+    store = store_factory(group_commit=True)
+    store.admit("echo", {}, execution_id="first", now=T0)
+    store_factory.adapter.limit_space(store, 100 * 1024)
+    n = 12
+    blob = "x" * 30_000
+
+    async def main() -> list[Any]:
+        with store_factory.adapter.hold_writes(store, waiting=n) as batches:
+            tasks = [asyncio.ensure_future(
+                store.admit_async("echo", {"blob": blob}, execution_id=f"big-{i}", now=T0))
+                for i in range(n)]
+            await asyncio.sleep(0)
+        out = await asyncio.gather(*tasks, return_exceptions=True)
+        assert n in batches
+        return out
+
+    results = asyncio.run(main())
+    stored = {r.execution_id for r in store.list(limit=100).items}
+    codes = [r.code if isinstance(r, YsError) else "admitted" for r in results]
+    assert "RESOURCE_EXHAUSTED" in codes and "admitted" in codes, codes
+    for i, code in enumerate(codes):
+        assert code in ("admitted", "RESOURCE_EXHAUSTED"), results[i]
+        assert (f"big-{i}" in stored) == (code == "admitted")
+    assert store.verify() == []
+    store_factory.adapter.limit_space(store, None)
+    assert store.admit("echo", {"blob": blob}, execution_id="big-later", now=T0).started

@@ -147,8 +147,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         args = (workflow, body.get("params"))
         kwargs = {"context": body.get("context"), "execution_id": body.get("execution_id"),
                   "if_exists": body.get("if_exists", "fail")}
-        size = request.content_length
-        if size is not None and size <= SMALL_BODY:
+        if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
             # Not through the thread pool: checked and encoded here, committed with the other
             # admissions of its group-writer batch, which answers this loop once per batch.
             result = await self.d.store.admit_async(*args, **kwargs)

@@ -139,16 +139,18 @@ class Writer:
 
     A write may come prepared: `inserts`, rows computed before the transaction whose order
     does not matter, and the `value` to answer once they are committed. The group writer
-    inserts a run of prepared writes with one executemany per statement; if any insert fails
-    (an ID already taken), the batch is rolled back and every request in it runs its `fn`
-    instead, which decides what the write means then (a conflict, an existing execution).
+    inserts a run of consecutive prepared writes with a few multi-row INSERTs; if that fails
+    (an ID already taken), the batch is rolled back and runs again with each write of that run
+    calling its `fn` instead, which decides what the write means then (a conflict, an
+    existing execution).
     """
 
     def __init__(self, conn: sqlite3.Connection, group: bool = False, batch: int = 256) -> None:
         self.conn = conn
         self.group = group
         self.batch = batch
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # direct mode: one transaction at a time; group: _closed
+        self._closed = False
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if group:
@@ -166,12 +168,12 @@ class Writer:
                         with transaction(self.conn):
                             _insert(self.conn, inserts)
                         return value  # type: ignore[return-value]
-                    except sqlite3.IntegrityError:
+                    except Exception:
                         pass  # rolled back: `fn` decides what the write means
                 with transaction(self.conn):
                     return fn(self.conn)
         req = _Request(fn, inserts, value)
-        self._queue.put(req)
+        self._enqueue(req)
         return req.wait()
 
     async def write_async(
@@ -183,14 +185,30 @@ class Writer:
         if not self.group:
             return await asyncio.to_thread(self.write, fn, inserts, value)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put(_Request(fn, inserts, value, future))
+        self._enqueue(_Request(fn, inserts, value, future))
         return await future
 
-    def close(self) -> None:
+    def _enqueue(self, req: _Request) -> None:
+        with self._lock:
+            if self._closed:
+                raise _closed_error()
+            self._queue.put(req)
+
+    def close(self) -> bool:
+        """Stop the group writer once the writes queued before now are answered; later writes
+        are refused. False if the writer is still busy after 10 s (then keep the connection)."""
+        with self._lock:
+            if self._closed:
+                return self._thread is None
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put(None)
         if self._thread is not None:
-            self._queue.put(None)
             self._thread.join(timeout=10)
+            if self._thread.is_alive():
+                return False
             self._thread = None
+        return True
 
     def _run(self) -> None:
         while True:
@@ -227,29 +245,32 @@ class Writer:
         """Run the batch in one transaction, without a savepoint per request (two statements
         and two GIL hand-offs fewer per request). A request that raises fails alone: the
         transaction is rolled back, that request answered with its error (it never runs
-        again), and the rest of the batch is run again from the start. Prepared requests
-        are inserted together (see the class); if that fails, the batch runs again with
-        every request's `fn`."""
+        again), and the rest of the batch is run again from the start. A run of prepared
+        requests is inserted together (see the class); if that fails, the transaction is
+        rolled back and the batch runs again with those requests calling their `fn`."""
         conn = self.conn
         pending = reqs
-        prepared = True
         while pending:
             values: list[Any] = []
             failed: tuple[int, BaseException] | None = None
+            retry = False
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 i, n = 0, len(pending)
                 while i < n:
                     req = pending[i]
-                    if prepared and req.inserts is not None:
+                    if req.inserts is not None:
                         j = i + 1
                         while j < n and pending[j].inserts is not None:
                             j += 1
                         run = pending[i:j]
                         try:
                             _insert(conn, [row for r in run for row in r.inserts])  # type: ignore[union-attr]
-                        except sqlite3.Error:
-                            break  # rolled back below; the batch runs again, unprepared
+                        except Exception:
+                            for r in run:  # their own transaction bodies decide, next time
+                                r.inserts = None
+                            retry = True
+                            break
                         values.extend(r.value for r in run)
                         i = j
                         continue
@@ -259,7 +280,7 @@ class Writer:
                         failed = (i, exc)
                         break
                     i += 1
-                if failed is None and i == n:
+                if failed is None and not retry:
                     conn.execute("COMMIT")
             except BaseException as exc:  # BEGIN or COMMIT failed: the whole batch fails
                 if conn.in_transaction:
@@ -268,18 +289,24 @@ class Writer:
                 for req in pending:
                     req.error = err
                 return
-            if failed is None and i == n:
+            if failed is None and not retry:
                 for req, value in zip(pending, values, strict=True):
                     req.result = value
                 return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            if failed is None:
-                prepared = False
-                continue
-            i, error = failed
-            pending[i].error = translate(error)
-            pending = pending[:i] + pending[i + 1:]
+            if failed is not None:
+                i, error = failed
+                pending[i].error = translate(error)
+                pending = pending[:i] + pending[i + 1:]
+
+
+def _closed_error() -> BaseException:
+    from ys.errors import DaemonUnavailable
+
+    return DaemonUnavailable(
+        "DAEMON_UNAVAILABLE", "the store is closed (the daemon is stopping); retry when it runs"
+    )
 
 
 def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
@@ -296,15 +323,24 @@ def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
             rows.append(row)
     for sql, rows in by_sql.items():
         i, n = 0, len(rows)
+        most = _most_rows(conn, len(rows[0]))
         while i < n:
-            size = 1 << min((n - i).bit_length() - 1, _MAX_ROWS_LOG2)
+            size = min(1 << ((n - i).bit_length() - 1), most)
             chunk = rows[i:i + size]
             conn.execute(_multi_row(sql, size), [v for row in chunk for v in row])
             i += size
 
 
-_MAX_ROWS_LOG2 = 6  # at most 64 rows per statement (64 x 18 columns is far below the limit)
+_MAX_ROWS = 64  # rows per INSERT at most; a power of two
 _MULTI_ROW: dict[tuple[str, int], str] = {}
+
+
+def _most_rows(conn: sqlite3.Connection, columns: int) -> int:
+    """The most rows one INSERT may carry: a power of two, at most _MAX_ROWS, and within the
+    build's limit on bound variables (999 before SQLite 3.32, 32766 since)."""
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    fits = max(1, limit // max(1, columns))
+    return min(_MAX_ROWS, 1 << (fits.bit_length() - 1))
 
 
 def _multi_row(sql: str, rows: int) -> str:

@@ -106,8 +106,8 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         return conn
 
     def close(self) -> None:
-        self._writer.close()
-        self._writer.conn.close()
+        if self._writer.close():  # else the writer is still in a transaction: leave it be
+            self._writer.conn.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -172,7 +172,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
         context_json = encode_event_value(context, "context") if context else "{}"
-        at = self._now(now)
+        at = check_time(self._now(now), "the admission time")
 
         def tx(c: sqlite3.Connection) -> Admission:
             return admit_tx(
