@@ -303,15 +303,15 @@ def test_a_matching_request_after_the_target_is_terminal_returns_the_original_id
 
 def test_started_target_ids_never_collide_with_directly_triggered_ones(
         store: SqliteStore, caller: str, monkeypatch: pytest.MonkeyPatch):
-    from ys.store import sqlite as sqlite_mod
+    from ys.store import executions
 
     # A directly triggered execution already holds the first ID the generator will offer.
     # (a generated ID is the admission time in ms, 11 hex digits, then 8 random hex digits)
     stamp = f"{int((T0 + 1) * 1000):011x}"
     taken = f"ship-order-{stamp}aaaaaaaa"
     store.admit("ship-order", {"by": "hand"}, execution_id=taken, now=T0)
-    offered = iter(["aaaaaaaa", "bbbbbbbb"])
-    monkeypatch.setattr(sqlite_mod.secrets, "token_hex", lambda n: next(offered))
+    offered = iter([0xAAAAAAAA, 0xBBBBBBBB])
+    monkeypatch.setattr(executions, "id_bits", lambda: next(offered))
     target = store.start(caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
     assert target == f"ship-order-{stamp}bbbbbbbb"  # a fresh ID, not the taken one
     assert store.get(taken).parent is None  # the direct one is untouched

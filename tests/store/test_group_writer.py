@@ -128,13 +128,13 @@ def test_a_prepared_admission_of_a_taken_id_is_decided_by_its_transaction(
 
 def test_a_generated_id_draws_again_when_its_prepared_insert_collides(store_factory,
                                                                        monkeypatch):
-    from ys.store import sqlite as sqlite_mod
+    from ys.store import executions
 
     store = store_factory(group_commit=True)
     stamp = f"{int(T0 * 1000):011x}"
     store.admit("echo", {}, execution_id=f"echo-{stamp}00000000", now=T0)
-    offered = iter(["00000000", "00000000", "11111111"])  # prepared, then twice in the tx
-    monkeypatch.setattr(sqlite_mod.secrets, "token_hex", lambda n: next(offered))
+    offered = iter([0, 0, 0x11111111])  # prepared, then twice in the transaction body
+    monkeypatch.setattr(executions, "id_bits", lambda: next(offered))
     got = store.admit("echo", {"n": 1}, now=T0)
     assert got == type(got)(f"echo-{stamp}11111111", True)
     assert store.get(f"echo-{stamp}00000000").params_json == "{}"  # the first is untouched

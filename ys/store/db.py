@@ -20,11 +20,13 @@ from ys.errors import ResourceExhausted, YsError
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
+STATEMENT_CACHE = 512  # room for the group writer's multi-row INSERTs: one per row count
 
 
 def connect(path: str) -> sqlite3.Connection:
     """A connection with ys's pragmas; autocommit mode so transactions are explicit."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30,
+                           cached_statements=STATEMENT_CACHE)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal" and path != ":memory:":
@@ -311,9 +313,10 @@ def _closed_error() -> BaseException:
 
 def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
     """Prepared rows, grouped by statement (in the order statements first appear), each
-    group inserted with multi-row INSERTs of power-of-two sizes: a few statements per batch
-    instead of one step per row. Every step lets go of the GIL and must take it back from
-    the threads preparing the next batch, so fewer steps is what makes a batch quick."""
+    group inserted with one multi-row INSERT (several past _MAX_ROWS rows or the bound-variable
+    limit): a statement per table per batch instead of one step per row. Every step lets go
+    of the GIL and must take it back from the threads preparing the next batch, so fewer
+    steps is what makes a batch quick."""
     by_sql: dict[str, list[tuple[Any, ...]]] = {}
     for sql, row in inserts:
         rows = by_sql.get(sql)
@@ -325,22 +328,21 @@ def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
         i, n = 0, len(rows)
         most = _most_rows(conn, len(rows[0]))
         while i < n:
-            size = min(1 << ((n - i).bit_length() - 1), most)
+            size = min(n - i, most)
             chunk = rows[i:i + size]
             conn.execute(_multi_row(sql, size), [v for row in chunk for v in row])
             i += size
 
 
-_MAX_ROWS = 64  # rows per INSERT at most; a power of two
+_MAX_ROWS = 64  # rows per INSERT at most (each row count is its own cached statement)
 _MULTI_ROW: dict[tuple[str, int], str] = {}
 
 
 def _most_rows(conn: sqlite3.Connection, columns: int) -> int:
-    """The most rows one INSERT may carry: a power of two, at most _MAX_ROWS, and within the
-    build's limit on bound variables (999 before SQLite 3.32, 32766 since)."""
+    """The most rows one INSERT may carry: at most _MAX_ROWS, and within the build's limit on
+    bound variables (999 before SQLite 3.32, 32766 since)."""
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    fits = max(1, limit // max(1, columns))
-    return min(_MAX_ROWS, 1 << (fits.bit_length() - 1))
+    return min(_MAX_ROWS, max(1, limit // max(1, columns)))
 
 
 def _multi_row(sql: str, rows: int) -> str:

@@ -10,6 +10,7 @@ changes an execution in the same transaction as its own rows. `ys.store.sqlite` 
 from __future__ import annotations
 
 import json
+import random
 import secrets
 import sqlite3
 from typing import Any
@@ -188,7 +189,15 @@ def new_execution_id(workflow: str, at: float) -> str:
     Time first, so that new IDs sort after older ones: an admission then inserts at the
     right edge of the ID indexes, where the executions admitted with it in one commit share
     their pages, instead of one random page each. A taken ID is drawn again (see admit_tx)."""
-    return f"{workflow}-{max(0, int(at * 1000)):011x}{secrets.token_hex(4)}"
+    return f"{workflow}-{max(0, int(at * 1000)):011x}{id_bits():08x}"
+
+
+def id_bits() -> int:
+    """32 random bits for a new execution ID. An ID must be unique, not secret (it grants
+    nothing), so this is the random module (reseeded in forked children), not a system call
+    per ID: os.urandom would hand the GIL to the writer thread in the middle of an
+    admission. Tests replace it to force collisions."""
+    return random.getrandbits(32)
 
 
 def admit_tx(

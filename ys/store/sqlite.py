@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import builtins
 import os
-import secrets  # noqa: F401 - tests patch sqlite.secrets.token_hex (execution IDs are drawn)
 import sqlite3
 import threading
 import time
