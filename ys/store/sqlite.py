@@ -1,7 +1,9 @@
 """The SQLite adapter: RFC 001's execution client, leases, and step records.
 
-Every write runs through the Writer (one transaction, or a savepoint inside a group commit),
-computes events, folds them with `apply`, and persists events and projection together.
+Every write runs through the Writer (its own transaction, or its share of a group commit),
+computes events, folds them with `apply`, and persists events and projection together. An
+admission computes its rows before the transaction (`_admission`), so that the group writer
+can insert a batch of them with one statement per table.
 
 `SqliteStore` holds the execution client here (admission, wakes, deliveries, starts, steps,
 reads); its other method groups live beside their SQL and are mixed in: effects
