@@ -77,3 +77,25 @@ def test_step_key_used_twice_in_one_run_fails_the_workflow(daemon, tmp_path):
     assert "'load'" in error["message"]
     assert lines(fx) == ["first"]  # the second use never ran
     assert record["attempts"] == 1
+
+
+BIG = """
+@ys.workflow
+def main(step, params):
+    small = step.run("small", lambda: "s")
+    big = step.run("big", lambda: "é" * params["n"])
+    return {"small": small, "big": big}
+"""
+
+
+def test_big_step_results_and_outcomes_are_saved_like_small_ones(daemon):
+    # A small step body is written on the daemon's event loop, a big one (past 64 KiB) in its
+    # thread pool; both are fenced, saved and replayed the same.
+    write_workflow(daemon, "big", BIG)
+    c = daemon.client()
+    n = 300_000  # 600 kB as UTF-8: past the small-body size for the step and the outcome
+    c.trigger("big", {"n": n}, execution_id="big-1")
+    record = c.wait("big-1", timeout=30)
+    assert record["outcome"] == {"status": "completed", "result": {"small": "s", "big": "é" * n}}
+    steps = {s["key"]: s for s in c.describe("big-1")["steps"]}
+    assert steps["small"]["value"] == "s" and steps["big"]["value"] == "é" * n

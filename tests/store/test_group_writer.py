@@ -413,3 +413,51 @@ def test_full_storage_mid_batch_fails_only_what_did_not_fit(store_factory):
     assert store.verify() == []
     store_factory.adapter.limit_space(store, None)
     assert store.admit("echo", {"blob": blob}, execution_id="big-later", now=T0).started
+
+
+# -- the worker's writes, awaited (the daemon's step, outcome and lease routes) -------------------
+
+
+@pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
+def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_commit):
+    store = store_factory(group_commit=group_commit, lease_seconds=30)
+    store.admit("echo", {}, execution_id="e", now=T0)
+    (d,) = store.claim_due(now=T0, limit=1)
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["renewed"] = await store.renew_async("e", d.token, now=T0 + 10)
+        out["saved"] = await asyncio.gather(*(
+            store.save_step_async("e", d.token, f"s{i}", kind="run", status="completed",
+                                  value=str(i), now=T0 + 11) for i in range(5)))
+        for name, call in (
+            ("stale_step", store.save_step_async("e", "stale", "x", kind="run",
+                                                 status="completed", value="1", now=T0 + 12)),
+            ("stale_renew", store.renew_async("e", "stale", now=T0 + 12)),
+            ("stale_ack", store.acknowledge_async("e", "stale", {"status": "completed"},
+                                                  now=T0 + 12)),
+            ("bad_wake", store.save_step_async("e", d.token, "w", kind="sleep",
+                                               status="waiting", value=None,
+                                               wake_at=float("nan"), now=T0 + 12)),
+        ):
+            try:
+                await call
+                out[name] = "written"
+            except YsError as exc:
+                out[name] = exc.code
+        out["ack"] = await store.acknowledge_async(
+            "e", d.token, {"status": "completed", "result": 7}, now=T0 + 13)
+        out["again"] = await store.acknowledge_async(
+            "e", d.token, {"status": "failed", "error": {"name": "E", "message": "m"}},
+            now=T0 + 14)
+        return out
+
+    out = asyncio.run(main())
+    assert out["renewed"] == T0 + 40
+    assert out["saved"] == [False] * 5
+    assert (out["stale_step"], out["stale_renew"], out["stale_ack"]) == ("LEASE_LOST",) * 3
+    assert out["bad_wake"] == "INVALID_ARGUMENT"
+    assert out["ack"] == out["again"] == {"status": "completed", "result": 7}
+    assert [(s.key, s.value) for s in store.steps("e")] == [(f"s{i}", str(i)) for i in range(5)]
+    assert store.get("e").status == "completed"
+    assert store.verify() == []

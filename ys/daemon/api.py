@@ -34,7 +34,6 @@ log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
 MAX_WAIT = 60.0
-SMALL_BODY = 64 * 1024  # a trigger body up to this size is admitted on the event loop
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -144,15 +143,10 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
 
         check_workflow_name(workflow)
         await self.known_workflow(workflow)
-        args = (workflow, body.get("params"))
-        kwargs = {"context": body.get("context"), "execution_id": body.get("execution_id"),
-                  "if_exists": body.get("if_exists", "fail")}
-        if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
-            # Not through the thread pool: checked and encoded here, committed with the other
-            # admissions of its group-writer batch, which answers this loop once per batch.
-            result = await self.d.store.admit_async(*args, **kwargs)
-        else:  # big params are encoded off the loop, so that other requests are not held up
-            result = await self.call(self.d.store.admit, *args, **kwargs)
+        result = await self.write(
+            request, "admit", workflow, body.get("params"), context=body.get("context"),
+            execution_id=body.get("execution_id"), if_exists=body.get("if_exists", "fail"),
+        )
         if result.started:
             self.d.dispatcher.poke()
         return _json({"execution_id": result.execution_id, "started": result.started},

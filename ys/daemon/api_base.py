@@ -60,6 +60,9 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value
 
 
+SMALL_BODY = 64 * 1024  # a write whose body is at most this is prepared on the event loop
+
+
 class ApiBase:
     """The daemon handle every group of routes uses, and the checks they share."""
 
@@ -68,6 +71,17 @@ class ApiBase:
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await self.d.hub.call(fn, *args, **kwargs)
+
+    async def write(self, request: web.Request, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The store's write `name` for a request. A small body is checked and encoded here and
+        awaited (`<name>_async`): the group writer commits it with the other writes of its
+        batch and answers this loop once per batch, no thread hand-off. A big one (params or
+        a result past SMALL_BODY, as read and inflated) is encoded in the thread pool, so that
+        other requests are not held up."""
+        store = self.d.store
+        if len(await request.read()) <= SMALL_BODY:
+            return await getattr(store, f"{name}_async")(*args, **kwargs)
+        return await self.call(getattr(store, name), *args, **kwargs)
 
     def _token(self, request: web.Request) -> str:
         token = request.headers.get("X-Ys-Token")

@@ -36,8 +36,8 @@ class WorkerRoutes(ApiBase):
         value = body.get("value")
         if value is not None and not isinstance(value, str):
             raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
-        cancel = await self.call(
-            self.d.store.save_step, execution_id, self._token(request), request.match_info["key"],
+        cancel = await self.write(
+            request, "save_step", execution_id, self._token(request), request.match_info["key"],
             kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
             value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
         )
@@ -62,8 +62,8 @@ class WorkerRoutes(ApiBase):
         execution_id = request.match_info["id"]
         token = self._token(request)
         body = await _body(request)
-        result = await self.call(
-            self.d.store.acknowledge, execution_id, token, body.get("outcome") or {}
+        result = await self.write(
+            request, "acknowledge", execution_id, token, body.get("outcome") or {}
         )
         self.d.dispatcher.acknowledged(execution_id, token)
         self.d.hub.notify(execution_id, may_end=True)
@@ -73,9 +73,8 @@ class WorkerRoutes(ApiBase):
     async def renew(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
         token = self._token(request)
-        expires = await self.call(
-            self.d.store.renew, execution_id, token,
-            lease_seconds=self.d.dispatcher.lease_seconds,
+        expires = await self.write(
+            request, "renew", execution_id, token, lease_seconds=self.d.dispatcher.lease_seconds,
         )
         self.d.dispatcher.renewed(execution_id, token, expires)
         return _json({"lease_expires_at": views.iso(expires)})

@@ -156,7 +156,8 @@ def check_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.
 
 
 class Store(Protocol):
-    """The runtime adapter: execution client (RFC 001), steps, and reads."""
+    """The runtime adapter: execution client (RFC 001), steps, and reads. The `_async` writes
+    are the same writes for the daemon's event loop (awaited, not run in a thread)."""
 
     def admit(
         self,
@@ -193,15 +194,25 @@ class Store(Protocol):
     def renew(self, execution_id: str, token: str, *, now: float | None = None,
               lease_seconds: float | None = None) -> float: ...
 
+    async def renew_async(self, execution_id: str, token: str, *, now: float | None = None,
+                          lease_seconds: float | None = None) -> float: ...
+
     def release(self, execution_id: str, token: str, *, retry_at: float | None = None,
                 reason: str = "retry", now: float | None = None) -> None: ...
 
     def acknowledge(self, execution_id: str, token: str, outcome: dict[str, Any], *,
                     now: float | None = None) -> dict[str, Any]: ...
 
+    async def acknowledge_async(self, execution_id: str, token: str, outcome: dict[str, Any],
+                                *, now: float | None = None) -> dict[str, Any]: ...
+
     def save_step(self, execution_id: str, token: str, key: str, *, kind: str, status: str,
                   value: str | None, attempts: int = 1, wake_at: float | None = None,
-                  now: float | None = None) -> None: ...
+                  now: float | None = None) -> bool: ...
+
+    async def save_step_async(self, execution_id: str, token: str, key: str, *, kind: str,
+                              status: str, value: str | None, attempts: int = 1,
+                              wake_at: float | None = None, now: float | None = None) -> bool: ...
 
     def steps(self, execution_id: str) -> builtins.list[StepRecord]: ...
 

@@ -213,6 +213,18 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self, execution_id: str, token: str, *, now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
+        return self.write(self._renew(execution_id, token, now, lease_seconds))
+
+    async def renew_async(
+        self, execution_id: str, token: str, *, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        return await self._writer.write_async(
+            self._renew(execution_id, token, now, lease_seconds))
+
+    def _renew(
+        self, execution_id: str, token: str, now: float | None, lease_seconds: float | None
+    ) -> Callable[[sqlite3.Connection], float]:
         t = self._now(now)
         expires = t + (self.lease_seconds if lease_seconds is None else lease_seconds)
 
@@ -224,7 +236,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             )
             return expires
 
-        return self.write(tx)
+        return tx
 
     def release(
         self, execution_id: str, token: str, *, retry_at: float | None = None,
@@ -248,9 +260,20 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     def acknowledge(
         self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
     ) -> dict[str, Any]:
+        return self.write(self._acknowledge(execution_id, token, outcome, now))
+
+    async def acknowledge_async(
+        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+    ) -> dict[str, Any]:
+        return await self._writer.write_async(
+            self._acknowledge(execution_id, token, outcome, now))
+
+    def _acknowledge(
+        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None
+    ) -> Callable[[sqlite3.Connection], dict[str, Any]]:
         t = self._now(now)
         event = outcome_event(outcome, t)
-        return self.write(lambda c: acknowledge_tx(c, execution_id, token, event, t))
+        return lambda c: acknowledge_tx(c, execution_id, token, event, t)
 
     def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
         """Request cancellation (attached children too); False when nothing changed."""
@@ -285,6 +308,22 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     ) -> bool:
         """Fenced by the delivery token; a wake_at is requested in the same transaction.
         Returns whether a cancellation has been requested (the worker's next step raises)."""
+        return self.write(self._save_step(
+            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+
+    async def save_step_async(
+        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
+        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """`save_step` for the daemon's event loop (see `admit_async`)."""
+        return await self._writer.write_async(self._save_step(
+            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+
+    def _save_step(
+        self, execution_id: str, token: str, key: str, kind: str, status: str,
+        value: str | None, attempts: int, wake_at: float | None, now: float | None,
+    ) -> Callable[[sqlite3.Connection], bool]:
         t = self._now(now)
         if wake_at is not None:
             check_time(wake_at, "the step's wake time")
@@ -294,7 +333,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
                 c, execution_id, token, key, kind, status, value, attempts, wake_at, t
             )
 
-        return self.write(tx)
+        return tx
 
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None
