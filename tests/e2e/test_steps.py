@@ -89,11 +89,11 @@ def main(step, params):
 
 
 def test_big_step_results_and_outcomes_are_saved_like_small_ones(daemon):
-    # A small step body is written on the daemon's event loop, a big one (past 64 KiB) in its
-    # thread pool; both are fenced, saved and replayed the same.
+    # A big step value and outcome travel, are fenced and saved like small ones (a big
+    # outcome is encoded in the daemon's thread pool, a small one on its event loop).
     write_workflow(daemon, "big", BIG)
     c = daemon.client()
-    n = 300_000  # 600 kB as UTF-8: past the small-body size for the step and the outcome
+    n = 300_000  # 600 kB as UTF-8: the outcome is past the small-body size (the pool path)
     c.trigger("big", {"n": n}, execution_id="big-1")
     record = c.wait("big-1", timeout=30)
     assert record["outcome"] == {"status": "completed", "result": {"small": "s", "big": "é" * n}}

@@ -458,6 +458,22 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
     assert (out["stale_step"], out["stale_renew"], out["stale_ack"]) == ("LEASE_LOST",) * 3
     assert out["bad_wake"] == "INVALID_ARGUMENT"
     assert out["ack"] == out["again"] == {"status": "completed", "result": 7}
-    assert [(s.key, s.value) for s in store.steps("e")] == [(f"s{i}", str(i)) for i in range(5)]
+    # (direct mode runs each awaited write in its own thread: they commit in any order)
+    assert sorted((s.key, s.value) for s in store.steps("e")) == [
+        (f"s{i}", str(i)) for i in range(5)]
     assert store.get("e").status == "completed"
     assert store.verify() == []
+
+
+def test_save_step_async_reports_a_requested_cancellation(store_factory):
+    store = store_factory(group_commit=True)
+    store.admit("echo", {}, execution_id="e", now=T0)
+    (d,) = store.claim_due(now=T0, limit=1)
+
+    async def save(key: str) -> bool:
+        return await store.save_step_async("e", d.token, key, kind="run", status="completed",
+                                           value="1", now=T0 + 1)
+
+    assert asyncio.run(save("before")) is False
+    assert store.cancel("e", now=T0 + 2)
+    assert asyncio.run(save("after")) is True

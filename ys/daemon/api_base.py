@@ -60,7 +60,7 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value
 
 
-SMALL_BODY = 64 * 1024  # a write whose body is at most this is prepared on the event loop
+SMALL_BODY = 16 * 1024  # a write whose body is at most this is encoded on the event loop
 
 
 class ApiBase:
@@ -73,13 +73,13 @@ class ApiBase:
         return await self.d.hub.call(fn, *args, **kwargs)
 
     async def write(self, request: web.Request, name: str, *args: Any, **kwargs: Any) -> Any:
-        """The store's write `name` for a request. A small body is checked and encoded here and
-        awaited (`<name>_async`): the group writer commits it with the other writes of its
-        batch and answers this loop once per batch, no thread hand-off. A big one (params or
-        a result past SMALL_BODY, as read and inflated) is encoded in the thread pool, so that
-        other requests are not held up."""
+        """The store's write `name` (admit, acknowledge) for a request whose params or result
+        the store encodes. A small body is encoded here and the write awaited (`<name>_async`):
+        the group writer commits it with the other writes of its batch and answers this loop
+        once per batch, no thread hand-off. A big one is encoded in the thread pool: encoding
+        64 KiB takes tens of ms, which would hold up every other request on the loop."""
         store = self.d.store
-        if len(await request.read()) <= SMALL_BODY:
+        if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
             return await getattr(store, f"{name}_async")(*args, **kwargs)
         return await self.call(getattr(store, name), *args, **kwargs)
 

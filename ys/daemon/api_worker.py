@@ -36,8 +36,10 @@ class WorkerRoutes(ApiBase):
         value = body.get("value")
         if value is not None and not isinstance(value, str):
             raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
-        cancel = await self.write(
-            request, "save_step", execution_id, self._token(request), request.match_info["key"],
+        # Awaited on the loop whatever its size: the value is already canonical text (the
+        # worker encoded it), so there is nothing to encode here.
+        cancel = await self.d.store.save_step_async(
+            execution_id, self._token(request), request.match_info["key"],
             kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
             value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
         )
@@ -73,8 +75,8 @@ class WorkerRoutes(ApiBase):
     async def renew(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
         token = self._token(request)
-        expires = await self.write(
-            request, "renew", execution_id, token, lease_seconds=self.d.dispatcher.lease_seconds,
+        expires = await self.d.store.renew_async(
+            execution_id, token, lease_seconds=self.d.dispatcher.lease_seconds,
         )
         self.d.dispatcher.renewed(execution_id, token, expires)
         return _json({"lease_expires_at": views.iso(expires)})

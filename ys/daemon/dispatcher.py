@@ -268,7 +268,7 @@ class Dispatcher:
     def renewed(self, execution_id: str, token: str, expires: float) -> None:
         r = self.running.get(execution_id)
         if r is not None and r.delivery.token == token:
-            r.lease_expires_at = expires
+            r.lease_expires_at = max(r.lease_expires_at, expires)  # answers may come out of order
 
     def acknowledged(self, execution_id: str, token: str) -> None:
         r = self.running.get(execution_id)
