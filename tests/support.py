@@ -7,6 +7,7 @@ conftest puts the repository root on sys.path, so `tests` is importable from eve
 - prelude / write_script / lines / fixture_dir: workflow scripts that leave countable side
   effects in a folder of the test's own.
 - events / kinds / claimed: an execution's history, every page; rows: raw database reads.
+- Threads: fn(i) in n threads released together, each one's result or exception.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +52,33 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: fl
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}"
                          + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+class Threads:
+    """fn(i) for i in range(n), each in its own thread, released together by a barrier (so
+    their calls overlap). Start them where they must start (inside a held writer, say), then
+    `results()` joins them: each one's return value, or the exception it raised."""
+
+    def __init__(self, n: int, fn: Callable[[int], Any]) -> None:
+        barrier = threading.Barrier(n)
+        self._results: list[Any] = [None] * n
+
+        def run(i: int) -> None:
+            barrier.wait(timeout=30)
+            try:
+                self._results[i] = fn(i)
+            except BaseException as exc:  # reported by the caller's assertions
+                self._results[i] = exc
+
+        self._threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def results(self, timeout: float = 60.0) -> list[Any]:
+        for t in self._threads:
+            t.join(timeout)
+        assert not any(t.is_alive() for t in self._threads), "threads still running"
+        return self._results
 
 
 def alive(pid: int) -> bool:

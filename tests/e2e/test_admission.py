@@ -9,6 +9,7 @@ import pytest
 from e2e_support import claimed, events, fixture_dir, go, kinds, lines, wait_until, write_workflow
 
 import ys
+from tests.support import Threads
 from ys.client import Transport
 
 pytestmark = pytest.mark.e2e
@@ -144,25 +145,15 @@ def main(step, params):
 def test_concurrent_triggers_and_big_params_are_each_admitted_once(daemon):
     # Small bodies are admitted on the daemon's event loop (sharing group commits), big ones
     # through its thread pool; either way each trigger is one execution, params intact.
-    import threading
-
     write_workflow(daemon, "parked", SUSPEND)
     c = daemon.client()
     n = 32
-    got: list[object] = [None] * n
 
-    def trigger(i: int) -> None:
-        try:
-            with daemon.client() as own:
-                got[i] = own.trigger("parked", {"i": i})
-        except BaseException as exc:
-            got[i] = exc
+    def trigger(i: int) -> dict:
+        with daemon.client() as own:
+            return own.trigger("parked", {"i": i})
 
-    threads = [threading.Thread(target=trigger, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    got = Threads(n, trigger).results()
     assert all(isinstance(g, dict) and g["started"] for g in got), got
     ids = [g["execution_id"] for g in got]  # type: ignore[index]
     assert len(set(ids)) == n

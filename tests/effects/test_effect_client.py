@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 from effects_support import T0, effect_row, rows
 
+from tests.support import Threads
 from ys import codec
 from ys.errors import EffectInvariantError, NotFound, WorkflowEffectError, YsError
 from ys.store.sqlite import SqliteStore
@@ -69,23 +69,8 @@ def conflicts(db: Path, effect_id: str = EID) -> list[tuple[Any, ...]]:
 
 def run_together(n: int, fn: Callable[[int], Any]) -> list[Any]:
     """Run fn(0..n-1) in n threads released together by a barrier; re-raise any failure."""
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
-    errors: list[BaseException] = []
-
-    def worker(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = fn(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert not any(t.is_alive() for t in threads)
+    results = Threads(n, fn).results(timeout=30)
+    errors = [r for r in results if isinstance(r, BaseException)]
     if errors:
         raise errors[0]
     return results

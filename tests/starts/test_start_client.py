@@ -7,13 +7,13 @@ Semantics the table leaves implicit (missing params vs {}, fresh target IDs, no 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starts_support import T0, count_targets, start_rows
 
+from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, ResourceExhausted, WorkflowStartError
 from ys.store.base import request_params
@@ -126,24 +126,14 @@ def test_two_concurrent_calls_with_one_start_request_id_return_one_id_and_admit_
     first.admit("charge-order", {}, execution_id="order-42", now=T0)
     second = open_store() if mode == "two-stores" else first
     n = 8
-    barrier = threading.Barrier(n)
-    results: list[str] = []
-    errors: list[BaseException] = []
 
-    def call(i: int) -> None:
+    def call(i: int) -> str:
         s = first if i % 2 == 0 else second
-        try:
-            barrier.wait(10)
-            results.append(s.start("order-42", "ship", "ship-order", {"order": 42},
-                                   now=T0 + 1))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        return s.start("order-42", "ship", "ship-order", {"order": 42}, now=T0 + 1)
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    outcomes = Threads(n, call).results(timeout=30)
+    errors = [r for r in outcomes if isinstance(r, BaseException)]
+    results = [r for r in outcomes if not isinstance(r, BaseException)]
     assert errors == []
     assert len(results) == n and len(set(results)) == 1
     assert count_targets(db_path, "order-42") == 1

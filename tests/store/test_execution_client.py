@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import threading
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
 from ys.store.base import Delivery
@@ -599,18 +599,8 @@ def test_concurrent_claimers_get_each_due_execution_once(store_factory):
     ids = {f"order-{n}" for n in range(8)}
     for execution_id in sorted(ids):
         stores[0].admit("charge-order", execution_id=execution_id, now=T0)
-    barrier = threading.Barrier(16)
-    claimed: list[list[Delivery]] = []
-
-    def claimer(store: Any) -> None:
-        barrier.wait(timeout=30)
-        claimed.append(store.claim_due(now=T0, limit=3, lease_seconds=LEASE))
-
-    threads = [threading.Thread(target=claimer, args=(stores[i % 2],)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    claimed: list[list[Delivery]] = Threads(16, lambda i: stores[i % 2].claim_due(
+        now=T0, limit=3, lease_seconds=LEASE)).results()
     delivered = sorted(d.execution_id for batch in claimed for d in batch)
     assert len(claimed) == 16
     assert delivered == sorted(ids)  # every due execution once, none twice

@@ -12,48 +12,18 @@ from typing import Any
 import pytest
 
 from tests.store.test_service_course import CONCURRENT, T0, history, refused
+from tests.support import Threads
 from ys.errors import YsError
 
 GENERATED_ID = re.compile(r"^echo-[0-9a-f]{19}$")
 
 
-def run_threads(n: int, fn: Any) -> list[Any]:
-    """fn(i) in n threads released together; each result or the exception it raised."""
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
-
-    def run(i: int) -> None:
-        barrier.wait(timeout=30)
-        try:
-            results[i] = fn(i)
-        except BaseException as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
-    return results
-
-
 def test_new_admissions_in_one_batch_are_each_admitted_once(store_factory):
     store = store_factory(group_commit=True)
     n = 24
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
-
-    def admit(i: int) -> None:
-        barrier.wait(timeout=30)
-        results[i] = store.admit("echo", {"n": i}, now=T0 + i)
-
-    threads = [threading.Thread(target=admit, args=(i,)) for i in range(n)]
     with store_factory.adapter.hold_writes(store, waiting=n) as batches:
-        for t in threads:
-            t.start()
-    for t in threads:
-        t.join(60)
+        admitting = Threads(n, lambda i: store.admit("echo", {"n": i}, now=T0 + i))
+    results = admitting.results()
     assert n in batches  # one commit for all of them
 
     ids = [r.execution_id for r in results]
@@ -80,18 +50,8 @@ def test_a_failing_write_in_a_batch_of_admissions_fails_alone(store_factory):
         return store.admit("echo", {"n": i}, now=T0 + 1)
 
     with store_factory.adapter.hold_writes(store, waiting=n) as batches:
-        results = [None] * n
-        threads = []
-        for i in range(n):
-            def run(i: int = i) -> None:
-                try:
-                    results[i] = write(i)
-                except BaseException as exc:
-                    results[i] = exc
-            threads.append(threading.Thread(target=run))
-            threads[-1].start()
-    for t in threads:
-        t.join(60)
+        writing = Threads(n, write)
+    results = writing.results()
     assert n in batches
 
     admitted = []
@@ -260,7 +220,7 @@ def test_an_unforeseen_writer_error_answers_every_waiting_request(store_factory,
         raise sqlite3.InterfaceError("writer bug")
 
     monkeypatch.setattr(writer, "_run_batch", broken)
-    results = run_threads(4, lambda i: store.admit("echo", {"n": i}, now=T0))
+    results = Threads(4, lambda i: store.admit("echo", {"n": i}, now=T0)).results()
     assert all(isinstance(r, sqlite3.InterfaceError) for r in results), results
     monkeypatch.undo()
     assert store.admit("echo", {}, execution_id="later", now=T0).started

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import threading
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import Threads
 from ys import codec
 from ys.errors import YsError
 from ys.store.base import MAX_PARAMS_BYTES
@@ -122,21 +122,7 @@ def _assert_one_execution(store: Any, results: list[Any]) -> None:
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
 def test_64_concurrent_identical_starts_in_threads_give_one_execution(store_factory, group_commit):
     store = store_factory(group_commit=group_commit)
-    barrier = threading.Barrier(CONCURRENT)
-    results: list[Any] = [None] * CONCURRENT
-
-    def start(i: int) -> None:
-        barrier.wait(timeout=30)
-        try:
-            results[i] = _admit_demo(store)
-        except BaseException as exc:  # reported by the assertion below
-            results[i] = exc
-
-    threads = [threading.Thread(target=start, args=(i,)) for i in range(CONCURRENT)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results = Threads(CONCURRENT, lambda i: _admit_demo(store)).results()
     _assert_one_execution(store, results)
 
 
@@ -507,23 +493,14 @@ def test_group_commit_a_conflict_in_a_batch_does_not_fail_the_others(store_facto
     store.admit("echo", {"n": 0}, execution_id="taken", now=T0)
     before = (store.get("taken"), history(store, "taken"))
     n = 24
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
 
-    def start(i: int) -> None:
-        barrier.wait(timeout=30)
+    def start(i: int) -> Any:
         execution_id = "taken" if i % 4 == 0 else f"ok-{i}"
-        try:
-            results[i] = store.admit("echo", {"n": i}, execution_id=execution_id, now=T0 + 1)
-        except BaseException as exc:
-            results[i] = exc
+        return store.admit("echo", {"n": i}, execution_id=execution_id, now=T0 + 1)
 
-    threads = [threading.Thread(target=start, args=(i,)) for i in range(n)]
     with store_factory.adapter.hold_writes(store, waiting=n) as batches:
-        for t in threads:
-            t.start()
-    for t in threads:
-        t.join(60)
+        starting = Threads(n, start)
+    results = starting.results()
     assert n in batches  # all n requests were committed in one batch
 
     for i, result in enumerate(results):
