@@ -118,11 +118,12 @@ def test_floats_encode_as_shortest_round_trip_text() -> None:
     assert canonical(0.0) == "0.0"
 
 
-def test_negative_zero_encodes_as_zero() -> None:
-    assert canonical(-0.0) == "0"
-    assert canonical([-0.0, 0.0]) == "[0,0.0]"
-    assert canonical({"a": -0.0}) == '{"a":0}'
-    assert_same(decode(canonical(-0.0)), 0)
+def test_negative_zero_encodes_as_zero_point_zero_like_the_float_it_equals() -> None:
+    assert canonical(-0.0) == "0.0"
+    assert canonical([-0.0, 0.0, 0]) == "[0.0,0.0,0]"
+    assert canonical({"a": -0.0}) == canonical({"a": 0.0}) == '{"a":0.0}'
+    assert canonical({"a": -0.0}) != canonical({"a": 0})  # 0 and 0.0 stay apart, as 1 and 1.0
+    assert_same(decode(canonical(-0.0)), 0.0)
 
 
 def test_unicode_is_kept_as_is_not_escaped() -> None:

@@ -2,9 +2,10 @@
 
 A durable value is None, a bool, an int, a finite float, a str, a list of durable values, a dict
 with str keys and durable values, or an ErrorValue. The canonical text has its keys sorted, no
-insignificant white space and non-ASCII characters as they are; -0.0 is written as 0. Two values
-that mean the same thing therefore encode to the same string, which is what request comparison
-(START_REQUEST_MISMATCH and friends) relies on.
+insignificant white space and non-ASCII characters as they are; -0.0 is written as 0.0. Two values
+that are equal within one type therefore encode to the same string, which is what request
+comparison (START_REQUEST_MISMATCH, use-existing and friends) relies on; 0 and 0.0 stay apart, as
+1 and 1.0 do.
 
 Errors are tagged as {"$error": {...}}. So that user data can never pose as an error, every key
 of user data that starts with "$" is written with one more "$" ("$error" -> "$$error") and read
@@ -165,7 +166,7 @@ def is_durable(value: object) -> bool:
 
 
 def _build(v: Any, depth: int, active: set[int]) -> Any:
-    """`v` made ready for the JSON encoder: keys escaped, -0.0 as 0, subclasses made plain,
+    """`v` made ready for the JSON encoder: keys escaped, -0.0 as 0.0, subclasses made plain,
     errors tagged. Returns `v` itself where nothing needs to change. `depth` counts the
     containers around `v`; `active` holds the ids of those containers (for cycles)."""
     t = type(v)
@@ -202,10 +203,12 @@ def _int(v: int) -> int:
     raise _Invalid(f"an integer of more than {_INT_DIGITS} digits is not a durable value")
 
 
-def _float(v: float) -> float | int:
+def _float(v: float) -> float:
     if v - v == 0.0:  # finite: inf - inf and nan - nan are nan
         if v == 0.0 and math.copysign(1.0, v) < 0.0:
-            return 0  # the spec's "-0 as 0"; decodes as int 0, which re-encodes the same
+            # -0.0 == 0.0, so they must encode alike (DESIGN §4); it stays a float, as the
+            # spec's "-0 as 0" does in a language with one number type.
+            return 0.0
         return v
     if v != v:
         raise _Invalid("NaN is not a durable value")
