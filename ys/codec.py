@@ -21,9 +21,15 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from ys.errors import InvalidArgument
+from ys.errors import InvalidArgument, ValueTooLarge
 
 MAX_DEPTH = 64  # containers (lists, dicts, ErrorValues) nested deeper than this are refused
+# The most a saved value (a step's or a workflow's result) may take encoded, as params may.
+# Checked by the SDK before it sends one and by the store that saves it (see check_size).
+MAX_VALUE_BYTES = 2 * 1024 * 1024
+# An error's message is cut to this many characters, so that an error (with its causes) always
+# fits in a saved value, however long the text its exception carries.
+MAX_MESSAGE_CHARS = 16 * 1024
 
 _MAX_CAUSES = 16  # ErrorValue.from_exception follows at most this many __cause__ links
 _INT_DIGITS = 4300  # Python's default int<->str limit; longer ints could not be decoded
@@ -53,7 +59,8 @@ class ErrorValue:
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorValue:
         """Follows `__cause__` (not `__context__`) at most 16 links deep; never raises, and the
-        result always encodes (lone surrogates in texts are written as \\udcxx escapes)."""
+        result always encodes (lone surrogates in texts are written as \\udcxx escapes) and
+        fits in a saved value (each message is cut to MAX_MESSAGE_CHARS)."""
         chain: list[BaseException] = []
         seen: set[int] = set()
         link: BaseException | None = exc
@@ -81,9 +88,17 @@ class ErrorValue:
 
 def _exception_message(exc: BaseException) -> str:
     try:
-        return _utf8(str(exc))
+        return clip(_utf8(str(exc)))
     except Exception:
         return f"<unprintable {type(exc).__name__}>"
+
+
+def clip(message: str) -> str:
+    """An error message cut to MAX_MESSAGE_CHARS, saying how much was left out."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    cut = len(message) - MAX_MESSAGE_CHARS
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({cut} more characters not kept)"
 
 
 def _exception_code(exc: BaseException) -> str | None:
@@ -163,6 +178,26 @@ def dumps(value: object, *, path: str = "value") -> str:
 def is_durable(value: object) -> bool:
     """Whether `encode` would accept `value` (it costs as much as encoding it)."""
     return encode(value).status == "encoded"
+
+
+def check_size(canonical: str, what: str) -> str:
+    """`canonical` if it fits in MAX_VALUE_BYTES; else ValueTooLarge naming `what` and the
+    limit. The size is the text's UTF-8 bytes with each quote and backslash counted twice:
+    a step's value travels to the daemon as a JSON string, where they are escaped, so
+    whatever passes here also fits in the daemon's request body limit."""
+    if len(canonical) * 4 <= MAX_VALUE_BYTES:  # fits whatever its characters (cheap)
+        return canonical
+    size = len(canonical.encode("utf-8"))
+    escaped = size + canonical.count('"') + canonical.count("\\")
+    if escaped <= MAX_VALUE_BYTES:
+        return canonical
+    said = f"{size} bytes encoded" + (
+        f" ({escaped} with its quotes escaped)" if size <= MAX_VALUE_BYTES else "")
+    raise ValueTooLarge(
+        "INVALID_ARGUMENT",
+        f"{what} is {said}, over the {MAX_VALUE_BYTES // (1024 * 1024)} MiB limit of a saved "
+        "value; keep big data in a file and save its path",
+    )
 
 
 def _build(v: Any, depth: int, active: set[int]) -> Any:

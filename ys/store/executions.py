@@ -337,6 +337,7 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
         enc = codec.encode(result, path="result")
         if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
             raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
         # Results are stored as plain JSON (lossless for durable values without tagged errors).
         return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
     if status == "failed":
