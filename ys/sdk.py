@@ -353,11 +353,32 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
 
         traceback.print_exception(exc)  # into the delivery's log; the outcome keeps name+message
         return {"status": "failed", "error": error_json(exc)}
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # sys.exit() in the workflow's own code (a step body included) ends it on purpose:
+        # that is its outcome, not a delivery to retry.
+        return exit_outcome(exc)
     try:
         canonical = _savable(result, "result")
     except (TypeError, ValueTooLarge) as exc:
         return {"status": "failed", "error": error_json(exc)}
     return {"status": "completed", "result": codec.decode(canonical)}
+
+
+def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
+    """What a workflow that exits with a status ends with, as a shell workflow's exit does:
+    completed for status 0, else failed with the status (code EXIT_STATUS)."""
+    if isinstance(exc, KeyboardInterrupt):
+        status, said = 130, "interrupted"
+    else:
+        code = exc.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        said = "" if code is None or isinstance(code, int) else str(code)
+    message = codec.clip(f"exit status {status}" + (f": {said}" if said else ""))
+    sys.stderr.write(f"ys: the workflow raised {type(exc).__name__}: {message}\n")
+    if status == 0:
+        return {"status": "completed", "result": None}
+    return {"status": "failed",
+            "error": {"name": type(exc).__name__, "message": message, "code": "EXIT_STATUS"}}
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:
