@@ -325,11 +325,11 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self, execution_id: str, token: str, key: str, kind: str, status: str,
         value: str | None, attempts: int, wake_at: float | None, now: float | None,
     ) -> Callable[[sqlite3.Connection], bool]:
+        if kind == "run" and value is not None:
+            codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
         t = self._now(now)
         if wake_at is not None:
             check_time(wake_at, "the step's wake time")
-        if kind == "run" and value is not None:
-            codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
 
         def tx(c: sqlite3.Connection) -> bool:
             return save_step_tx(
