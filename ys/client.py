@@ -14,7 +14,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ys.errors import DaemonUnavailable, YsError, from_code
+from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -30,8 +30,34 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def _seg(execution_id: str) -> str:
-    return quote(execution_id, safe="")
+ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
+
+
+def _seg(value: str, what: str = "execution ID") -> str:
+    """One URL path segment, encoded (an ID may hold '/'). Empty text would reach a bare route
+    (`GET /v1/executions/` answers NOT_FOUND), so it is refused before anything is sent."""
+    if not isinstance(value, str):
+        raise TypeError(f"the {what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the {what} must not be empty")
+    return quote(value, safe="")
+
+
+def _ex(ref: ExecutionRef) -> str:
+    """The encoded segment of an execution given by ID or by what `trigger()` returned."""
+    if isinstance(ref, dict):
+        if not isinstance(ref.get("execution_id"), str):
+            raise TypeError("a dict naming an execution needs its \"execution_id\" (as "
+                            "trigger() returns it)")
+        ref = ref["execution_id"]
+    if not isinstance(ref, str):
+        raise TypeError(f"an execution is named by its ID (a str) or by the dict trigger() "
+                        f"returns, not by {type(ref).__name__}")
+    return _seg(ref)
+
+
+def _schedule(name: str, tail: str = "") -> str:
+    return f"/v1/schedules/{_seg(name, 'schedule name')}{tail}"
 
 
 def _json_body(body: Any) -> bytes:
@@ -156,32 +182,35 @@ class Client:
         result: dict[str, Any] = self._call("POST", "/v1/executions", body)
         return result
 
-    def get(self, execution_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_seg(execution_id)}")
+    def get(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        """The record; `execution_id` is an ID or the dict `trigger()` returned."""
+        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_ex(execution_id)}")
         return result
 
-    def describe(self, execution_id: str) -> dict[str, Any]:
-        path = f"/v1/executions/{_seg(execution_id)}/describe"
+    def describe(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        path = f"/v1/executions/{_ex(execution_id)}/describe"
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def wait(self, execution_id: str, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the execution is terminal or `timeout` seconds pass; returns the record."""
+    def wait(self, execution_id: ExecutionRef, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the execution is terminal or `timeout` seconds pass; returns the record.
+        `execution_id` is an ID or the dict `trigger()` returned."""
+        seg = _ex(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             chunk = 30.0 if deadline is None else max(0.0, min(30.0, deadline - time.monotonic()))
-            path = f"/v1/executions/{_seg(execution_id)}/wait?timeout={chunk:.3f}"
+            path = f"/v1/executions/{seg}/wait?timeout={chunk:.3f}"
             record: dict[str, Any] = self._call("GET", path, timeout=chunk + 30)
             if record["status"] in ("completed", "failed", "cancelled"):
                 return record
             if deadline is not None and time.monotonic() >= deadline:
                 return record
 
-    def wait_change(self, execution_id: str, after: int | None, timeout: float) -> dict[str, Any]:
+    def wait_change(self, execution_id: ExecutionRef, after: int | None, timeout: float) -> dict[str, Any]:
         """One long poll: the record (with `history_length`) once the history is longer than
         `after` events, the execution is terminal, or `timeout` seconds pass."""
         q = f"timeout={max(0.0, timeout):.3f}" + ("" if after is None else f"&after={after}")
-        path = f"/v1/executions/{_seg(execution_id)}/wait?{q}"
+        path = f"/v1/executions/{_ex(execution_id)}/wait?{q}"
         result: dict[str, Any] = self._call("GET", path, timeout=timeout + 30)
         return result
 
@@ -202,19 +231,19 @@ class Client:
     def ps(self) -> dict[str, Any]:
         return self.list(status=["admitted", "running", "suspended"], limit=1000)
 
-    def history(self, execution_id: str, limit: int | None = None,
+    def history(self, execution_id: ExecutionRef, limit: int | None = None,
                 page_token: str | None = None) -> dict[str, Any]:
         q = {k: str(v) for k, v in (("limit", limit), ("page_token", page_token)) if v is not None}
-        path = f"/v1/executions/{_seg(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
+        path = f"/v1/executions/{_ex(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def wake(self, execution_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/v1/executions/{_seg(execution_id)}/wake", {})
+    def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
 
-    def cancel(self, execution_id: str) -> dict[str, Any]:
-        path = f"/v1/executions/{_seg(execution_id)}/cancel"
+    def cancel(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        path = f"/v1/executions/{_ex(execution_id)}/cancel"
         result: dict[str, Any] = self._call("POST", path, {})
         return result
 
@@ -228,7 +257,7 @@ class Client:
         return result
 
     def effect(self, effect_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id)}")
+        result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id, 'effect ID')}")
         return result
 
     def store_put(self, key: str, value: Any,
@@ -237,11 +266,11 @@ class Client:
         body: dict[str, Any] = {"value": value}
         if expected_version is not None:
             body["expected_version"] = expected_version
-        result: dict[str, Any] = self._call("PUT", f"/v1/store/{_seg(key)}", body)
+        result: dict[str, Any] = self._call("PUT", f"/v1/store/{_seg(key, 'store key')}", body)
         return result
 
     def store_get(self, key: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key)}")
+        result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def store_list(self, prefix: str = "") -> dict[str, Any]:
@@ -250,7 +279,7 @@ class Client:
         return result
 
     def store_delete(self, key: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key)}")
+        result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def schedules(self) -> dict[str, Any]:
@@ -267,20 +296,20 @@ class Client:
         return result
 
     def schedule(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}")
+        result: dict[str, Any] = self._call("GET", _schedule(name))
         return result
 
     def schedule_remove(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/v1/schedules/{_seg(name)}")
+        result: dict[str, Any] = self._call("DELETE", _schedule(name))
         return result
 
     def schedule_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
         verb = "pause" if paused else "resume"
-        result: dict[str, Any] = self._call("POST", f"/v1/schedules/{_seg(name)}/{verb}", {})
+        result: dict[str, Any] = self._call("POST", _schedule(name, f"/{verb}"), {})
         return result
 
     def schedule_next(self, name: str, n: int = 5) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}/next?n={n}")
+        result: dict[str, Any] = self._call("GET", _schedule(name, f"/next?n={n}"))
         return result
 
     def gc(self, older_than: float | None = None, dry_run: bool = False) -> dict[str, Any]:

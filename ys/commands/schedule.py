@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, _ask, add, complete_workflows
+from ys.commands._opts import Json, _ask, add, complete_workflows, non_empty
 from ys.commands._output import client, emit_json
 from ys.errors import YsError
 
@@ -43,7 +43,7 @@ def complete_schedules(incomplete: str) -> list[str]:
 
 Name = Annotated[str, typer.Argument(
     metavar="NAME", help="The schedule's name.", autocompletion=complete_schedules,
-    show_default=False)]
+    callback=non_empty, show_default=False)]
 
 
 def local_tz() -> str:
@@ -74,7 +74,8 @@ def _known(name: str, fn: Any) -> Any:
 def add_(
     name: Annotated[str, typer.Argument(
         metavar="NAME", help="The schedule's name: printable text without '@'. Its fires are "
-                             "executions NAME@<slot in UTC>.", show_default=False)],
+                             "executions NAME@<slot in UTC>.", callback=non_empty,
+        show_default=False)],
     workflow: Annotated[str, typer.Argument(
         metavar="WORKFLOW", help="The workflow to trigger.", autocompletion=complete_workflows,
         show_default=False)],
