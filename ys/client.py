@@ -18,16 +18,22 @@ from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
+    def __init__(self, path: str, timeout: float | None, transport: Transport) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
+        self._transport = transport
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if self.timeout is not None:
             sock.settimeout(self.timeout)
-        sock.connect(self._path)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
         self.sock = sock
+        self._transport.reached = True
 
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
@@ -70,6 +76,12 @@ def _json_body(body: Any) -> bytes:
         return json.dumps(body, separators=(",", ":")).encode("ascii")
 
 
+# Why a request got no answer (DaemonUnavailable's `reason`): ABSENT, nothing listens on the
+# socket (the request was never sent); NO_ANSWER, it was sent and may have been carried out.
+ABSENT = "absent"
+NO_ANSWER = "no_answer"
+
+
 class Transport:
     """One keep-alive HTTP connection to the socket; reconnects once on a dropped connection."""
 
@@ -78,6 +90,7 @@ class Transport:
         self.socket_path = socket_path
         self.timeout = timeout
         self.token = token
+        self.reached = False  # a connection was made once: a daemon was there
         self._conn: _UnixConnection | None = None
 
     def close(self) -> None:
@@ -94,7 +107,7 @@ class Transport:
         for attempt in (1, 2):
             conn = self._conn
             if conn is None or timeout is not None:
-                conn = _UnixConnection(self.socket_path, timeout or self.timeout)
+                conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
             try:
                 conn.request(method, path, body=payload, headers=headers)
                 resp = conn.getresponse()
@@ -105,6 +118,18 @@ class Transport:
                 raise DaemonUnavailable(
                     "DAEMON_UNAVAILABLE",
                     f"no daemon answers on {self.socket_path}; start it with `ys daemon start`",
+                    reason=ABSENT,
+                ) from exc
+            except TimeoutError as exc:
+                # Sent (or being sent) and not answered: a busy daemon may still do it, so it
+                # is never retried here, and never a reason to start another daemon.
+                conn.close()
+                self._conn = None
+                waited = conn.timeout if conn.timeout is not None else 0.0
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    f"the daemon did not answer within {waited:g} s (it may be busy)",
+                    reason=NO_ANSWER,
                 ) from exc
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
                     http.client.CannotSendRequest) as exc:
@@ -112,7 +137,8 @@ class Transport:
                 self._conn = None
                 if attempt == 2 or method not in ("GET",):
                     raise DaemonUnavailable(
-                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})"
+                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})",
+                        reason=NO_ANSWER,
                     ) from exc
                 continue
             if timeout is None:
@@ -156,22 +182,40 @@ class Client:
         self.close()
 
     def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        """One request. With `autostart`, a daemon is started when nothing listens, but only
+        if no daemon was reached before: a command that follows or waits must not start again
+        a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
+        twice."""
         try:
             return self.transport.request(method, path, body, timeout=timeout)
-        except DaemonUnavailable:
+        except DaemonUnavailable as exc:
+            if exc.context.get("reason") != ABSENT:
+                raise
+            if self.transport.reached:
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    f"the daemon stopped answering on {self.socket_path} (it was stopped, or "
+                    "it exited); start it with `ys daemon start` and run the command again",
+                    reason=ABSENT,
+                ) from exc
             if not self.autostart:
                 raise
-            from ys.autostart import ensure_daemon
+        from ys.autostart import ensure_daemon
 
-            ensure_daemon()
-            self.autostart = False
-            return self.transport.request(method, path, body, timeout=timeout)
+        ensure_daemon()
+        self.autostart = False
+        return self.transport.request(method, path, body, timeout=timeout)
 
     # -- executions -------------------------------------------------------------------------
 
     def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
                 if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Admit an execution; returns {"execution_id", "started"} once admission commits."""
+        """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        `get`, `wait` and the other reads take that dict or its "execution_id" alike.
+
+        A request the daemon did not answer (it timed out, or the connection closed) raises
+        DaemonUnavailable although the execution may have been admitted: retry with the same
+        `execution_id` and `if_exists="use-existing"`, which admits it at most once."""
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
         if params is not None:
             body["params"] = params
@@ -179,7 +223,17 @@ class Client:
             body["execution_id"] = execution_id
         if context is not None:
             body["context"] = context
-        result: dict[str, Any] = self._call("POST", "/v1/executions", body)
+        try:
+            result: dict[str, Any] = self._call("POST", "/v1/executions", body)
+        except DaemonUnavailable as exc:
+            if exc.context.get("reason") != NO_ANSWER:
+                raise
+            raise DaemonUnavailable(
+                "DAEMON_UNAVAILABLE",
+                f"{exc.message}, so the execution may have been admitted; a retry with the "
+                "same execution ID and if_exists use-existing is safe",
+                reason=NO_ANSWER, admission_unknown=True,
+            ) from exc
         return result
 
     def get(self, execution_id: ExecutionRef) -> dict[str, Any]:
