@@ -164,7 +164,9 @@ def default_socket() -> str:
 
 
 class Client:
-    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3."""
+    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
+    (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
+    returns."""
 
     def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0,
                  autostart: bool = False) -> None:
