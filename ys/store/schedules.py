@@ -130,7 +130,11 @@ def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict
         return s
     # Resuming does not fire what passed while paused: the cursor moves to now.
     cursor = s["cursor"] if paused else max(s["cursor"], now)
-    nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    try:
+        nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    except ValueError as exc:  # stored before the check refused it
+        raise InvalidArgument("INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it "
+                              "again") from None
     c.execute("UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
               (int(paused), cursor, nxt, name))
     return get(c, name)
