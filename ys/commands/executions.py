@@ -14,6 +14,7 @@ from ys.commands._opts import (
     Timeout,
     add,
     complete_executions,
+    non_empty,
     timeout_seconds,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
@@ -69,7 +70,7 @@ def list_(
         "--workflow", help="Only executions of this workflow.", show_default=False)] = None,
     parent: Annotated[str | None, typer.Option(
         "--parent", metavar="ID", help="Only the children this execution started.",
-        autocompletion=complete_executions, show_default=False)] = None,
+        autocompletion=complete_executions, callback=non_empty, show_default=False)] = None,
     limit: Annotated[int, typer.Option(
         "--limit", min=1, max=1000, help="At most this many executions per page.")] = LIST_LIMIT,
     page_token: Annotated[str | None, typer.Option(

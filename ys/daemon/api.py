@@ -28,7 +28,7 @@ from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_worker import WorkerRoutes
-from ys.errors import InvalidArgument, NotFound, YsError
+from ys.errors import DaemonUnavailable, InvalidArgument, NotFound, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -209,6 +209,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         after_n = int(after) if after and after.isdigit() else None
         deadline = time.monotonic() + timeout
         while True:
+            if self.d.hub.stopping:
+                raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
+                                        "it with `ys daemon start` and run the command again")
             ev = self.d.hub.watch(execution_id, ends_only=after_n is None)
             record = await self._load(execution_id)
             if record.terminal or (after_n is not None and record.history_length > after_n):

@@ -104,6 +104,7 @@ class Daemon:
         try:
             await self._stop.wait()
         finally:
+            self.hub.stop_waits()
             log.info("stopping: no new deliveries; %d running get %.0fs",
                      len(self.dispatcher.running), self.grace)
             await self.scheduler.stop()

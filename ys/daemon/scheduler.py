@@ -103,6 +103,9 @@ class Scheduler:
             elif a["action"] == "queued":
                 log.info("schedule %s queued slot %s behind the running execution",
                          s["name"], when)
+            elif a["action"] == "refused":
+                log.error("schedule %s no longer fires: %s; remove it and add it again",
+                          s["name"], a["why"])
             elif a["action"] == "caught_up":
                 log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
                          s["name"], a["policy"], a["fired"])

@@ -13,7 +13,7 @@ from typing import Any
 
 from ys import codec, cron
 from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import check_workflow_name
+from ys.store.base import MAX_ID_BYTES, check_workflow_name
 from ys.store.db import MethodGroup
 from ys.store.executions import admit_tx
 from ys.store.records import TERMINAL
@@ -36,12 +36,35 @@ def _row(row: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
+MAX_NAME = 128
+_SLOT_SUFFIX = len(slot_id("", 0.0))  # "@2026-11-29T03:00:00Z"
+
+
+def check_name(name: str) -> None:
+    """Printable text without '@', at most MAX_NAME characters, each refusal with its reason;
+    its fires' IDs (NAME@<slot>) must be valid execution IDs."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("INVALID_ARGUMENT", "a schedule needs a name: printable text "
+                              "without '@'")
+    if len(name) > MAX_NAME:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {len(name)} "
+                              f"characters long; use at most {MAX_NAME}")
+    if "@" in name:
+        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds '@', which "
+                              "separates the name from the slot in its fires' IDs; leave it out")
+    if not name.isprintable():
+        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds control "
+                              "characters; use printable text")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size + _SLOT_SUFFIX > MAX_ID_BYTES:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {size} bytes in UTF-8; "
+                              f"its fires' IDs (NAME@<slot>) must fit in {MAX_ID_BYTES} bytes, "
+                              f"so use at most {MAX_ID_BYTES - _SLOT_SUFFIX}")
+
+
 def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: str,
           max_late: float | None, jitter: float) -> None:
-    if not isinstance(name, str) or not name or "@" in name or not name.isprintable() or len(
-            name) > 128:
-        raise InvalidArgument("INVALID_ARGUMENT",
-                              f"schedule name {name!r} must be printable text without '@'")
+    check_name(name)
     check_workflow_name(workflow)
     try:
         cron.validate(expr, tz)
@@ -107,7 +130,11 @@ def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict
         return s
     # Resuming does not fire what passed while paused: the cursor moves to now.
     cursor = s["cursor"] if paused else max(s["cursor"], now)
-    nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    try:
+        nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    except ValueError as exc:  # stored before the check refused it
+        raise InvalidArgument("INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it "
+                              "again") from None
     c.execute("UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
               (int(paused), cursor, nxt, name))
     return get(c, name)
@@ -150,8 +177,14 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
         actions.append({"action": "fired", "slot": queued, "execution_id": last_id,
                         "queued": True})
         queued = None
-    fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-                              max_late=s["max_late"], jitter=s["jitter"], name=name)
+    refused = None
+    try:
+        fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
+                                  max_late=s["max_late"], jitter=s["jitter"], name=name)
+    except ValueError as exc:
+        # Stored before the check refused it (a six-field expression): it stops being due
+        # (no next fire), so the scheduler says so once instead of failing at every tick.
+        fires, cursor, refused = [], s["cursor"], str(exc)
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -165,7 +198,7 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
         last_id = _fire(c, s, f.slot, f.catch_up, now)
         actions.append({"action": "fired", "slot": f.slot, "execution_id": last_id,
                         "catch_up": f.catch_up})
-    nxt = cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     fired = [a for a in actions if a["action"] == "fired"]
     c.execute(
         "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, queued_slot=?, "
@@ -175,6 +208,8 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
     )
     if missed_total:
         actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
+    if refused:
+        actions.append({"action": "refused", "why": refused})
     return actions
 
 
