@@ -75,6 +75,9 @@ BAD_REQUESTS = {
         head(b"GET /v1/version HTTP/1.1", b"Host: ys", b"X-Big: " + b"a" * 9000), 431),
     "request line over the limit": (
         head(b"GET /v1/executions?workflow=" + b"a" * 9000 + b" HTTP/1.1", b"Host: ys"), 431),
+    "unknown Expect": (
+        head(b"POST /v1/gc HTTP/1.1", b"Host: ys", b"Expect: coffee", b"Content-Length: 2")
+        + b"{}", 417),
     "too many headers": (
         head(b"GET /v1/version HTTP/1.1", b"Host: ys",
              *(b"X-H%d: 1" % i for i in range(200))), 431),
@@ -100,6 +103,15 @@ def test_a_body_over_the_limit_is_refused_from_its_content_length(daemon: Daemon
         status, content_type, body = answer(s)
     assert status == 413 and content_type.startswith("application/json")
     assert body["code"] == "INVALID_ARGUMENT" and "over 3 MiB" in body["message"]
+    still_answers(daemon)
+
+
+def test_a_body_over_the_limit_is_not_invited_with_100_continue(daemon: DaemonHandle):
+    with connect(daemon) as s:
+        s.sendall(head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Expect: 100-continue",
+                       b"Content-Type: application/json", b"Content-Length: 1000000000000"))
+        first = s.makefile("rb").readline()  # http.client would skip a 100 Continue
+    assert first.split()[1] == b"413"
     still_answers(daemon)
 
 

@@ -28,7 +28,13 @@ from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_worker import WorkerRoutes
-from ys.daemon.http import SETTINGS, HttpSettings, too_large, within_limits
+from ys.daemon.http import (
+    SETTINGS,
+    HttpSettings,
+    expect_handler,
+    too_large,
+    within_limits,
+)
 from ys.errors import InvalidArgument, NotFound, YsError
 
 log = logging.getLogger("ys.api")
@@ -238,5 +244,8 @@ def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
     settings = settings or HttpSettings()
     app = web.Application(middlewares=[errors_middleware], client_max_size=settings.max_body)
     app[SETTINGS] = settings
-    app.add_routes(api.routes())
+    app.add_routes([  # each with the Expect handler that refuses in JSON
+        web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
+        for r in api.routes()
+    ])
     return app
