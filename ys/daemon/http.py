@@ -11,6 +11,8 @@ aiohttp parses every request; nothing here reads HTTP. What this module adds:
 - `within_limits`, how the API middleware runs a route: a body whose `Content-Length` is over
   the limit is refused (413) before a byte of it is read, and one that has not all arrived
   within the read timeout fails the route's read and is answered 408.
+- `expect_handler`, every route's `Expect` handling (aiohttp runs it before the middleware):
+  JSON refusals, and no `100 Continue` for a body over the limit.
 - `UnixSite`, the aiohttp site that serves the socket with `Protocol`.
 
 Idle keep-alive connections (no byte of a next request) are not partial requests: aiohttp's
