@@ -28,11 +28,17 @@ from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_worker import WorkerRoutes
+from ys.daemon.http import (
+    SETTINGS,
+    HttpSettings,
+    expect_handler,
+    too_large,
+    within_limits,
+)
 from ys.errors import DaemonUnavailable, InvalidArgument, NotFound, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
 MAX_WAIT = 60.0
 
 
@@ -52,18 +58,16 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "PERMISSION_DENIED",
                       "message": "this daemon serves only its own user"}, 403)
     try:
-        return await handler(request)
+        return await within_limits(request, handler)  # the body's size limit and read timeout
     except YsError as exc:
         return _json(exc.to_json(), exc.http_status)
     except web.HTTPException as exc:
+        if exc.status == 413:
+            return too_large(request, request.app[SETTINGS].max_body)
         if exc.status >= 400:
-            code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "INVALID_ARGUMENT"}.get(
-                exc.status, "INVALID_ARGUMENT")
-            message = f"{request.method} {request.path}: {exc.reason}"
-            if exc.status == 413:
-                message = (f"{request.method} {request.path}: the request body is over "
-                           f"{MAX_BODY // (1024 * 1024)} MiB; params are limited to 2 MiB encoded")
-            return _json({"code": code, "message": message}, exc.status)
+            code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status, "INVALID_ARGUMENT")
+            return _json({"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
+                         exc.status)
         raise
     except Exception as exc:
         log.exception("internal error on %s %s", request.method, request.path)
@@ -239,7 +243,12 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json(out)
 
 
-def make_app(api: Api) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY)
-    app.add_routes(api.routes())
+def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
+    settings = settings or HttpSettings()
+    app = web.Application(middlewares=[errors_middleware], client_max_size=settings.max_body)
+    app[SETTINGS] = settings
+    app.add_routes([  # each with the Expect handler that refuses in JSON
+        web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
+        for r in api.routes()
+    ])
     return app

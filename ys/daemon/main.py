@@ -60,6 +60,7 @@ class Daemon:
 
         from ys.daemon.api import Api, make_app
         from ys.daemon.dispatcher import Dispatcher
+        from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
         from ys.store.sqlite import SqliteStore
@@ -84,15 +85,15 @@ class Daemon:
         await self.registry.load()
         await self.scheduler.sync_declared(self.registry.workflows)
 
-        app = make_app(Api(self))
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        http = HttpSettings.from_env()
+        runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
         await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
             sock.unlink()  # we hold the lock, so whatever answered here is gone: a stale socket
         old = os.umask(0o177)  # the socket is born 0600: no chmod race
         try:
-            site = web.UnixSite(runner, str(sock))
+            site = UnixSite(runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
             await site.start()
         finally:
             os.umask(old)
