@@ -124,6 +124,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             "version": __version__, "pid": os.getpid(), "started_at": views.iso(self.d.started_at),
             "uptime_seconds": round(time.time() - self.d.started_at, 3),
             "concurrency": self.d.dispatcher.concurrency, "running": len(self.d.dispatcher.running),
+            "daemon_id": self.d.daemon_id,
+            "database": {"kind": "postgresql" if self.d.settings.postgres else "sqlite",
+                         "location": self.d.settings.database_shown(p.db)},
             "paths": {"db": str(p.db), "workflows": str(p.workflows), "socket": str(p.socket),
                       "logs": str(p.logs)},
         })

@@ -18,7 +18,9 @@ from typing import Any
 
 from ys.daemon.hub import Hub
 from ys.daemon.recovery import kill_orphans, recover
+from ys.errors import YsError
 from ys.paths import Paths
+from ys.settings import Settings
 
 log = logging.getLogger("ys.daemon")
 
@@ -41,9 +43,12 @@ def private_dir(path: Path) -> None:
 
 
 class Daemon:
-    def __init__(self, paths: Paths, concurrency: int = 4) -> None:
+    def __init__(self, paths: Paths, settings: Settings | None = None,
+                 daemon_id: str = "") -> None:
         self.paths = paths
-        self.concurrency = concurrency
+        self.settings = settings or Settings()
+        self.concurrency = self.settings.concurrency
+        self.daemon_id = daemon_id
         self.lease_seconds = _env_float("YS_LEASE_SECONDS", 30.0)
         self.grace = _env_float("YS_GRACE_SECONDS", 10.0)
         self.started_at = time.time()
@@ -63,14 +68,14 @@ class Daemon:
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
-        from ys.store.sqlite import SqliteStore
 
         self._stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
 
-        self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
+        self.store = open_daemon_store(self.paths, self.settings, self.daemon_id,
+                                       self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         self.launcher = make_launcher()
         self.dispatcher = Dispatcher(
@@ -100,8 +105,9 @@ class Daemon:
         self.registry.start_watching()
         self.dispatcher.start()
         self.scheduler.start()
-        log.info("ys daemon %d listening on %s (db %s, workflows %s)",
-                 os.getpid(), sock, self.paths.db, self.paths.workflows)
+        log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
+                 self.daemon_id, os.getpid(), sock, self.settings.database_shown(self.paths.db),
+                 self.paths.workflows)
         try:
             await self._stop.wait()
         finally:
@@ -134,6 +140,20 @@ class Daemon:
                 self.dispatcher.poke()
 
 
+def open_daemon_store(paths: Paths, settings: Settings, daemon_id: str,
+                      lease_seconds: float) -> Any:
+    """The store the settings choose: PostgreSQL when a database URL is set, else the SQLite
+    file. Both commit requests arriving together in one transaction."""
+    if settings.database:
+        from ys.store.postgres import PostgresStore
+
+        return PostgresStore(settings.database, group_commit=True, lease_seconds=lease_seconds,
+                             daemon_id=daemon_id)
+    from ys.store.sqlite import SqliteStore
+
+    return SqliteStore(paths.db, group_commit=True, lease_seconds=lease_seconds)
+
+
 def wake_waiting(store: Any, workflow: str) -> int:
     """Wake every non-terminal, unleased execution of `workflow` (they waited for the script)."""
     rows = store.reader().execute(
@@ -164,8 +184,27 @@ def acquire_lock(paths: Paths) -> Any:
     return f
 
 
-def run(paths: Paths, concurrency: int = 4) -> int:
-    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status."""
+def refuse(exc: YsError) -> int:
+    """The daemon does not start: one line on stderr (its code, what to do), its exit code."""
+    message = exc.message.replace("\n", " ")
+    sys.stderr.write(f"{exc.code}: {message}\n")
+    return exc.exit_code
+
+
+def run(paths: Paths, concurrency: int | None = None, database: str | None = None) -> int:
+    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
+    `concurrency` and `database` are the command's options (None: the settings decide)."""
+    from ys import settings as ys_settings
+    from ys.daemon.identity import daemon_id
+
+    try:
+        settings = ys_settings.load(paths.config, concurrency=concurrency, database=database)
+        if settings.database:
+            from ys.store.postgres import driver
+
+            driver()  # refuse at once, saying what to install, rather than fail after the lock
+    except YsError as exc:
+        return refuse(exc)
     logging.basicConfig(
         level=os.environ.get("YS_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
@@ -178,9 +217,16 @@ def run(paths: Paths, concurrency: int = 4) -> int:
     for d in (paths.data, paths.logs):
         private_dir(d)
     paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        ident = daemon_id(paths)
+    except YsError as exc:
+        lock.close()
+        return refuse(exc)
     kill_orphans(paths)
     try:
-        asyncio.run(Daemon(paths, concurrency).serve())
+        asyncio.run(Daemon(paths, settings, ident).serve())
+    except YsError as exc:  # the database could not be opened (unreachable, not migratable)
+        return refuse(exc)
     finally:
         lock.close()
     return 0

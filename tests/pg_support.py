@@ -1,0 +1,181 @@
+"""A throw-away PostgreSQL server for the tests, and a fresh database for each test.
+
+`pg_server` (session-scoped) runs `initdb` into a temporary folder and `pg_ctl start` with a
+Unix socket in that folder and no TCP, as the `postgres` user when the tests run as root
+(initdb refuses root), and stops it at the end. `YS_TEST_POSTGRES_URL` names an existing
+server to use instead (its user must be allowed to CREATE DATABASE). `pg_url` is a new,
+empty database on it for one test, dropped afterwards.
+
+In CI (CI=true) these tests always run: a missing server or psycopg fails loudly. Elsewhere
+they skip with the reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import pytest
+
+SERVER_USER = "postgres"  # whom the server runs as when the tests run as root
+SUPERUSER = "ys"  # the server's superuser, the role the tests connect as
+_names = itertools.count()
+
+
+def unavailable(reason: str) -> None:
+    """No PostgreSQL to test against: a failure in CI, a skip elsewhere."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI must run the PostgreSQL tests, but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def bin_dir() -> Path | None:
+    """The newest server's binaries: on PATH, or in Debian's /usr/lib/postgresql/N/bin."""
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parent.parent.name) if
+                   Path(p).parent.parent.name.isdigit() else 0)
+    return Path(found[-1]).parent if found else None
+
+
+def with_database(url: str, name: str) -> str:
+    """`url` naming database `name` instead of its own."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(name), parts.query,
+                       parts.fragment))
+
+
+class PgServer:
+    """One server in a temporary folder: data in `<dir>/data`, its socket in `<dir>`."""
+
+    def __init__(self, binaries: Path) -> None:
+        self.bin = binaries
+        self.dir = Path(tempfile.mkdtemp(prefix="ys-pg-"))
+        self.data = self.dir / "data"
+        self.log = self.dir / "server.log"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            try:
+                entry = pwd.getpwnam(SERVER_USER)
+            except KeyError:
+                unavailable(f"the tests run as root and there is no {SERVER_USER!r} user to "
+                            "run PostgreSQL as")
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            self.as_user = ["runuser", "-u", SERVER_USER, "--"]
+
+    @property
+    def url(self) -> str:
+        """The maintenance database, through the socket in our folder."""
+        return f"postgresql://{SUPERUSER}@/postgres?host={quote(str(self.dir), safe='')}"
+
+    def _run(self, *argv: str) -> None:
+        proc = subprocess.run([*self.as_user, *argv], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n"
+                               f"{proc.stdout}{proc.stderr}{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def start(self) -> PgServer:
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
+                  "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        # A private Unix socket and no TCP. fsync=off makes this throw-away server quick on
+        # a shared test box; it changes nothing the adapter does (ys never turns off
+        # synchronous_commit: a reply still waits for the commit).
+        options = " ".join([
+            "-c listen_addresses=''", f"-c unix_socket_directories='{self.dir}'",
+            "-c fsync=off", "-c full_page_writes=off", "-c max_connections=300",
+            "-c shared_buffers=32MB",
+        ])
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
+                  "-o", options, "-w", "-t", "60", "start")
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                      "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _psycopg() -> object:
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[test]' installs it)")
+    return psycopg
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of a server's maintenance database, for the whole session."""
+    _psycopg()
+    existing = os.environ.get("YS_TEST_POSTGRES_URL")
+    if existing:
+        yield existing
+        return
+    binaries = bin_dir()
+    if binaries is None:
+        unavailable("no PostgreSQL server binaries (initdb) on PATH or in "
+                    "/usr/lib/postgresql/*/bin; apt-get install postgresql")
+    assert binaries is not None
+    server = PgServer(binaries).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class Databases:
+    """Makes fresh, empty databases on one server and drops them at the end."""
+
+    def __init__(self, server_url: str) -> None:
+        self.server_url = server_url
+        self.made: list[str] = []
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def create(self) -> str:
+        name = f"ys_test_{os.getpid()}_{next(_names)}"
+        # template0: empty and never connected to, so copying it never waits for a session
+        self._admin(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+        self.made.append(name)
+        return with_database(self.server_url, name)
+
+    def drop_all(self) -> None:
+        for name in reversed(self.made):
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.made.clear()
+
+
+@pytest.fixture
+def pg_databases(pg_server: str) -> Iterator[Databases]:
+    dbs = Databases(pg_server)
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture
+def pg_url(pg_databases: Databases) -> str:
+    """A new, empty database for this test (dropped after it)."""
+    return pg_databases.create()
