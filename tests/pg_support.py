@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -179,3 +180,101 @@ def pg_databases(pg_server: str) -> Iterator[Databases]:
 def pg_url(pg_databases: Databases) -> str:
     """A new, empty database for this test (dropped after it)."""
     return pg_databases.create()
+
+
+# -- the store contract suite's PostgreSQL entry (tests/store/conftest.py) ---------------------
+
+
+class PostgresAdapter:
+    """tests/store's Adapter for ys.store.postgres: each database a fresh one on the test
+    server (`bind` gives it the test's `pg_databases`)."""
+
+    name = "postgres"
+    group_commit = True
+
+    def __init__(self) -> None:
+        self.databases: Databases | None = None
+
+    def bind(self, request: pytest.FixtureRequest) -> None:
+        self.databases = request.getfixturevalue("pg_databases")
+
+    def create(self, directory: Path) -> str:
+        assert self.databases is not None, "bind() first"
+        return self.databases.create()
+
+    def open(self, location: str, **options: object) -> object:
+        from ys.store.postgres import PostgresStore
+
+        return PostgresStore(location, **options)  # type: ignore[arg-type]
+
+    def tamper(self, location: str, execution_id: str, **columns: object) -> None:
+        import psycopg
+
+        sets = ", ".join(f"{name} = %s" for name in columns)
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute(f"UPDATE executions SET {sets} WHERE execution_id = %s",
+                         (*columns.values(), execution_id))
+
+    def limit_space(self, store: object, extra_bytes: int | None) -> None:
+        """A database cannot be given a size limit; a trigger stands in for a full disk:
+        once rows of more than `extra_bytes` were written, every write fails with SQLSTATE
+        53100 (disk_full), as PostgreSQL's own writes then do."""
+        import psycopg
+
+        url = store.url  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True) as conn:
+            tables = ("executions", "events", "steps", "kv", "effects", "start_requests")
+            for table in tables:
+                conn.execute(f"DROP TRIGGER IF EXISTS test_space ON {table}")
+            conn.execute("DROP TABLE IF EXISTS test_space_budget")
+            if extra_bytes is None:
+                return
+            conn.execute("CREATE TABLE test_space_budget (left_bytes bigint NOT NULL)")
+            conn.execute("INSERT INTO test_space_budget VALUES (%s)", (extra_bytes,))
+            conn.execute("""
+                CREATE OR REPLACE FUNCTION test_space() RETURNS trigger LANGUAGE plpgsql AS $$
+                DECLARE remaining bigint;
+                BEGIN
+                    UPDATE test_space_budget SET left_bytes = left_bytes - pg_column_size(NEW)
+                        RETURNING left_bytes INTO remaining;
+                    IF remaining < 0 THEN
+                        RAISE EXCEPTION 'could not extend file: No space left on device'
+                            USING ERRCODE = 'disk_full';
+                    END IF;
+                    RETURN NEW;
+                END $$""")
+            for table in tables:
+                conn.execute(f"CREATE TRIGGER test_space BEFORE INSERT OR UPDATE ON {table} "
+                             "FOR EACH ROW EXECUTE FUNCTION test_space()")
+
+    @contextmanager
+    def hold_writes(self, store: object, waiting: int) -> Iterator[list[int]]:
+        import threading
+
+        from tests.support import wait_until
+
+        writer = store.core.writer  # type: ignore[attr-defined]
+        sizes: list[int] = []
+        commit = writer._commit
+
+        def counting_commit(reqs: list[object]) -> None:
+            sizes.append(len(reqs))
+            commit(reqs)
+
+        writer._commit = counting_commit
+        entered, release = threading.Event(), threading.Event()
+
+        def block(conn: object) -> None:
+            entered.set()
+            release.wait(30)
+
+        blocker = threading.Thread(target=writer.write, args=(block,))
+        blocker.start()
+        try:
+            assert entered.wait(30), "the writer never ran the blocking request"
+            yield sizes
+            wait_until(lambda: writer._queue.qsize() >= waiting, timeout=30.0,
+                       interval=0.001, message=f"{waiting} writes queued")
+        finally:
+            release.set()
+            blocker.join(30)

@@ -7,7 +7,8 @@ epoch seconds in double precision (as the SQLite store keeps them, so both adapt
 the same due times), counters bigint, flags boolean. Canonical JSON (params, context, event
 data, step values, results) stays text: its exact bytes are the value's identity (a start
 request or an admission with the same params is the same one), and jsonb would reorder keys
-and drop duplicates. The lease holder (`lease_holder`, `lease_pid`) says which daemon and
+and drop duplicates. IDs, keys and names compare and sort by their bytes (COLLATE "C"), as
+in SQLite, whatever the database's collation: pages list in the same order. The lease holder (`lease_holder`, `lease_pid`) says which daemon and
 process leased an execution: recovery at start releases only its own.
 """
 
@@ -23,8 +24,8 @@ MIGRATIONS: list[str] = [
     # 1: execution records (a projection of their events), events, steps
     """
     CREATE TABLE executions (
-        execution_id     text PRIMARY KEY,
-        workflow         text NOT NULL,
+        execution_id     text COLLATE "C" PRIMARY KEY,
+        workflow         text COLLATE "C" NOT NULL,
         params           text NOT NULL,
         context          text NOT NULL,
         status           text NOT NULL,
@@ -35,7 +36,7 @@ MIGRATIONS: list[str] = [
         covered_due_at   double precision,
         prior_status     text,
         attempts         bigint NOT NULL,
-        parent_id        text,
+        parent_id        text COLLATE "C",
         parent_step      text,
         parent_detached  boolean,
         cancel_requested boolean NOT NULL DEFAULT false,
@@ -55,7 +56,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_parent ON executions (parent_id) WHERE parent_id IS NOT NULL;
     CREATE INDEX executions_workflow ON executions (workflow, status);
     CREATE TABLE events (
-        execution_id text NOT NULL,
+        execution_id text COLLATE "C" NOT NULL,
         seq          bigint NOT NULL,
         at           double precision NOT NULL,
         kind         text NOT NULL,
@@ -63,8 +64,8 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, seq)
     );
     CREATE TABLE steps (
-        execution_id text NOT NULL,
-        key          text NOT NULL,
+        execution_id text COLLATE "C" NOT NULL,
+        key          text COLLATE "C" NOT NULL,
         kind         text NOT NULL,
         status       text NOT NULL,
         value        text,
@@ -78,12 +79,12 @@ MIGRATIONS: list[str] = [
     # 2: start requests (RFC 003): one target per (caller execution, step key)
     """
     CREATE TABLE start_requests (
-        caller_id  text NOT NULL,
-        step_key   text NOT NULL,
-        workflow   text NOT NULL,
+        caller_id  text COLLATE "C" NOT NULL,
+        step_key   text COLLATE "C" NOT NULL,
+        workflow   text COLLATE "C" NOT NULL,
         params     text NOT NULL,
         detached   boolean NOT NULL,
-        target_id  text NOT NULL,
+        target_id  text COLLATE "C" NOT NULL,
         created_at double precision NOT NULL,
         PRIMARY KEY (caller_id, step_key)
     );
@@ -91,7 +92,7 @@ MIGRATIONS: list[str] = [
     # 3: the effect ledger (RFC 004): never pruned with an execution
     """
     CREATE TABLE effects (
-        effect_id  text PRIMARY KEY,
+        effect_id  text COLLATE "C" PRIMARY KEY,
         operation  text NOT NULL,
         input      text NOT NULL,
         status     text NOT NULL,
@@ -101,16 +102,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX effects_status ON effects (status);
     CREATE TABLE effect_begins (
-        effect_id    text NOT NULL,
-        execution_id text NOT NULL,
-        step_key     text NOT NULL,
+        effect_id    text COLLATE "C" NOT NULL,
+        execution_id text COLLATE "C" NOT NULL,
+        step_key     text COLLATE "C" NOT NULL,
         at           double precision NOT NULL,
         PRIMARY KEY (effect_id, execution_id, step_key)
     );
     CREATE TABLE effect_waiters (
-        effect_id     text NOT NULL,
-        execution_id  text NOT NULL,
-        step_key      text NOT NULL,
+        effect_id     text COLLATE "C" NOT NULL,
+        execution_id  text COLLATE "C" NOT NULL,
+        step_key      text COLLATE "C" NOT NULL,
         wake_at       double precision NOT NULL,
         registered_at double precision NOT NULL,
         PRIMARY KEY (effect_id, execution_id, step_key)
@@ -118,7 +119,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX effect_waiters_execution ON effect_waiters (execution_id);
     CREATE TABLE effect_conflicts (
         id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        effect_id          text NOT NULL,
+        effect_id          text COLLATE "C" NOT NULL,
         result             text NOT NULL,
         conflicting_result text NOT NULL,
         at                 double precision NOT NULL
@@ -128,16 +129,16 @@ MIGRATIONS: list[str] = [
     # 4: durable values that workflows wait for (approvals, signals), and their waiters
     """
     CREATE TABLE kv (
-        key        text PRIMARY KEY,
+        key        text COLLATE "C" PRIMARY KEY,
         value      text,
         version    bigint NOT NULL,
         deleted    boolean NOT NULL DEFAULT false,
         updated_at double precision NOT NULL
     );
     CREATE TABLE kv_waiters (
-        key           text NOT NULL,
-        execution_id  text NOT NULL,
-        step_key      text NOT NULL,
+        key           text COLLATE "C" NOT NULL,
+        execution_id  text COLLATE "C" NOT NULL,
+        step_key      text COLLATE "C" NOT NULL,
         seen_version  bigint NOT NULL,
         registered_at double precision NOT NULL,
         PRIMARY KEY (key, execution_id, step_key)
@@ -148,8 +149,8 @@ MIGRATIONS: list[str] = [
     # daemons firing one slot at once collapse into one execution), and the daemon settings
     """
     CREATE TABLE schedules (
-        name              text PRIMARY KEY,
-        workflow          text NOT NULL,
+        name              text COLLATE "C" PRIMARY KEY,
+        workflow          text COLLATE "C" NOT NULL,
         cron              text NOT NULL,
         tz                text NOT NULL,
         params            text NOT NULL,
@@ -163,7 +164,7 @@ MIGRATIONS: list[str] = [
         next_fire_at      double precision,
         last_fire_at      double precision,
         last_slot         double precision,
-        last_execution_id text,
+        last_execution_id text COLLATE "C",
         queued_slot       double precision,
         created_at        double precision NOT NULL
     );
