@@ -11,10 +11,13 @@ import time
 from collections.abc import Callable
 
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
+from ys.store.postgres.effects import PgEffects
 from ys.store.postgres.execution_client import PgExecutions
 from ys.store.postgres.housekeeping import PgHousekeeping
 from ys.store.postgres.reads import PgReads
+from ys.store.postgres.schedules import PgSchedules
 from ys.store.postgres.starts import PgStarts
+from ys.store.postgres.values import PgValues
 
 
 class PostgresStore:
@@ -54,6 +57,28 @@ class PostgresStore:
 
         st = self.start_client = PgStarts(core)
         self.start = st.start
+
+        ef = self.effect_client = PgEffects(core)
+        self.effect_begin = ef.effect_begin
+        self.effect_settle = ef.effect_settle
+        self.effect_wait = ef.effect_wait
+        self.effect = ef.effect
+        self.effects = ef.effects
+
+        va = self.value_client = PgValues(core)
+        self.value_put = va.value_put
+        self.value_get = va.value_get
+        self.value_list = va.value_list
+        self.value_delete = va.value_delete
+        self.value_wait = va.value_wait
+
+        sc = self.schedule_client = PgSchedules(core)
+        self.schedule_add = sc.schedule_add
+        self.schedules = sc.schedules
+        self.schedule = sc.schedule
+        self.schedule_remove = sc.schedule_remove
+        self.schedule_pause = sc.schedule_pause
+        self.schedule_tick = sc.schedule_tick
 
         rd = self.read_client = PgReads(core)
         self.get = rd.get
