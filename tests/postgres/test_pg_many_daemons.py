@@ -96,6 +96,13 @@ def test_recovery_sees_only_the_leases_its_own_daemon_holds(daemons):
     assert sorted(b.held_leases()) == sorted((d.execution_id, d.token) for d in theirs)
     (again,) = daemons(1)  # lease holder d0 again: daemon a restarted
     assert sorted(again.held_leases()) == sorted((d.execution_id, d.token) for d in mine)
+    later = T0 + LEASE + 1  # b's leases have expired too: still not a start's to release
+    assert sorted(again.release_held(now=later)) == sorted(d.execution_id for d in mine)
+    assert again.held_leases() == []
+    assert sorted(b.held_leases()) == sorted((d.execution_id, d.token) for d in theirs)
+    for d in mine:
+        assert [e.data.get("reason") for e in again.events(d.execution_id)][-1] == \
+            "daemon_restarted"
 
 
 def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
@@ -107,26 +114,13 @@ def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
                                                           lease_seconds=LEASE)}
     assert len(a_claims) == rounds
     for i in range(rounds):  # the wait and the put of one key race, each round
-        barrier = threading.Barrier(2)
-        got: dict[str, Any] = {}
-
-        def wait(i: int = i) -> None:
-            barrier.wait(10)
-            got["wait"] = a.value_wait(f"k{i}", f"w{i}", "approval", seen=0, now=T0 + 1)
-
-        def put(i: int = i) -> None:
-            barrier.wait(10)
-            got["put"] = b.value_put(f"k{i}", "yes", now=T0 + 1)
-
-        threads = [threading.Thread(target=wait), threading.Thread(target=put)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        waited, put = Threads(2, lambda j, i=i: (
+            a.value_wait(f"k{i}", f"w{i}", "approval", seen=0, now=T0 + 1) if j == 0
+            else b.value_put(f"k{i}", "yes", now=T0 + 1))).results()
         # either the wait saw the value, or the put found the waiter and woke it
         record = a.get(f"w{i}")
-        assert got["wait"] is not None or got["put"]["woken"] == 1, (i, got)
-        assert got["wait"] is not None or record.due_at is not None, (i, got, record)
+        assert waited is not None or put["woken"] == 1, (i, waited, put)
+        assert waited is not None or record.due_at is not None, (i, waited, put, record)
 
 
 def test_one_start_of_a_step_from_two_daemons_is_one_child(daemons):

@@ -104,6 +104,10 @@ class Daemon:
             os.umask(old)
         self.registry.start_watching()
         self.dispatcher.start()
+        watch = getattr(self.store, "watch", None)
+        if watch is not None:  # a shared database: other daemons' commits concern us too
+            watch(lambda: loop.call_soon_threadsafe(self.dispatcher.poke),
+                  lambda execution_id: loop.call_soon_threadsafe(self._changed, execution_id))
         self.scheduler.start()
         log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
                  self.daemon_id, os.getpid(), sock, self.settings.database_shown(self.paths.db),
@@ -128,6 +132,10 @@ class Daemon:
             self.hub.close()
             self.store.close()
             log.info("stopped")
+
+    def _changed(self, execution_id: str) -> None:
+        """Another daemon changed an execution: long polls on it (`ys wait`) read it again."""
+        self.hub.notify(execution_id, may_end=True)
 
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
@@ -156,6 +164,8 @@ def open_daemon_store(paths: Paths, settings: Settings, daemon_id: str,
 
 def wake_waiting(store: Any, workflow: str) -> int:
     """Wake every non-terminal, unleased execution of `workflow` (they waited for the script)."""
+    if hasattr(store, "wake_workflow"):  # the PostgreSQL store: one transaction of its own
+        return int(store.wake_workflow(workflow))
     rows = store.reader().execute(
         "SELECT execution_id FROM executions WHERE workflow=? AND status IN ('admitted','suspended')"
         " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",

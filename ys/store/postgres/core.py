@@ -49,7 +49,7 @@ class Core:
             url, min_size=1, max_size=readers, kwargs={"autocommit": True}, open=True,
             timeout=30.0, check=ConnectionPool.check_connection, name="ys-readers",
         )
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
 
@@ -72,20 +72,25 @@ class Core:
 
     # -- hearing other daemons --------------------------------------------------------------
 
-    def watch(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (on the listener's thread) when any daemon commits a write that
-        makes something due, and at least every POLL_SECONDS in case a notification was
-        lost (the listener's connection broke, say)."""
-        self._watchers.append(callback)
+    def watch(self, on_due: Callable[[], None],
+              on_change: Callable[[str], None] | None = None) -> None:
+        """Call `on_due` (on the listener's thread) when any daemon commits a write that makes
+        something due, and at least every POLL_SECONDS in case a notification was lost (the
+        listener's connection broke, say); `on_change(execution_id)` when an execution's
+        history grew."""
+        self._watchers.append((on_due, on_change))
         if self._listener is None:
             self._listener = threading.Thread(target=self._listen, name="ys-pg-listener",
                                               daemon=True)
             self._listener.start()
 
-    def _notify_watchers(self) -> None:
-        for cb in list(self._watchers):
+    def _call(self, due: bool, changed: str | None) -> None:
+        for on_due, on_change in list(self._watchers):
             try:
-                cb()
+                if due:
+                    on_due()
+                if on_change is not None and changed is not None:
+                    on_change(changed)
             except Exception:  # a watcher's failure must not stop the listener
                 log.exception("a watcher failed")
 
@@ -94,15 +99,21 @@ class Core:
             try:
                 with connect(self.url) as conn:
                     conn.execute("LISTEN ys_due")
+                    conn.execute("LISTEN ys_changed")
                     while not self._stopping.is_set():
-                        for _ in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
-                            pass
-                        self._notify_watchers()  # heard one, or the poll interval passed
+                        # each notification as it comes; then, once the interval is over,
+                        # the due watchers run anyway (the polling fallback)
+                        for n in conn.notifies(timeout=POLL_SECONDS):
+                            if n.channel == "ys_changed":
+                                self._call(False, n.payload)
+                            else:
+                                self._call(True, None)
+                        self._call(True, None)
             except Exception as exc:
                 if self._stopping.is_set():
                     return
                 log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
-                self._notify_watchers()
+                self._call(True, None)
                 self._stopping.wait(POLL_SECONDS)
 
     # -- the end ----------------------------------------------------------------------------

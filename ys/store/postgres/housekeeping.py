@@ -80,6 +80,12 @@ class PgHousekeeping:
             "AND lease_holder = %s", (self._core.holder,)).fetchall())
         return [(r[0], r[1]) for r in rows]
 
+    def release_held(self, now: float | None = None) -> list[str]:
+        """Recovery at start: release the leases this daemon held before it stopped."""
+        t = self._core.now(now)
+        holder = self._core.holder
+        return self._core.write(lambda c: release_held_tx(c, holder, t))
+
     def due_counts(self, now: float) -> tuple[int, int]:
         due, waiting = self._core.read(lambda c: c.execute(
             "SELECT COUNT(*) FILTER (WHERE due_at <= %s), COUNT(*) FILTER (WHERE due_at > %s) "
@@ -113,3 +119,22 @@ class PgHousekeeping:
             return self._core.snapshot(read)
         except Exception as exc:
             return Health(location, [], error=str(exc))
+
+
+def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
+    """Release every lease `holder` holds, expired or not, each with a `released` event: a
+    restarted daemon's recovery. Other daemons' leases are not touched (their expired ones
+    are swept by claims)."""
+    from ys.store.postgres.executions import append, load
+    from ys.store.records import RELEASED, Event
+
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL AND lease_holder=%s "
+        "ORDER BY execution_id FOR UPDATE", (holder,),
+    ).fetchall()
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False, lock=True)
+        assert record is not None
+        append(c, record, [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})],
+               clear_lease=True)
+    return [r[0] for r in rows]

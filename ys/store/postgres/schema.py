@@ -170,10 +170,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL);
     """,
-    # 6: wake other daemons at once. A row that becomes due (or gets a new wake time) sends
-    # one notification on channel ys_due; PostgreSQL sends it at COMMIT, never for a write
-    # that rolls back, and folds a transaction's identical notifications into one, so a
-    # group commit of many admissions wakes each listener once.
+    # 6: tell other daemons at once. A row that becomes due (or gets a new wake time) sends
+    # one notification on channel ys_due (their dispatchers claim); a row whose history
+    # grows sends its execution ID on ys_changed (their `ys wait` and `--follow` long polls
+    # answer). PostgreSQL sends notifications at COMMIT, never for a write that rolls back,
+    # and folds a transaction's identical ones into one: a group commit of many admissions
+    # wakes each dispatcher once.
     """
     CREATE FUNCTION ys_notify_due() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -185,6 +187,16 @@ MIGRATIONS: list[str] = [
         AFTER INSERT OR UPDATE OF due_at ON executions
         FOR EACH ROW WHEN (NEW.due_at IS NOT NULL)
         EXECUTE FUNCTION ys_notify_due();
+    CREATE FUNCTION ys_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('ys_changed', NEW.execution_id);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER executions_changed_notify
+        AFTER UPDATE OF history_length ON executions
+        FOR EACH ROW WHEN (NEW.history_length IS DISTINCT FROM OLD.history_length)
+        EXECUTE FUNCTION ys_notify_changed();
     """,
 ]
 

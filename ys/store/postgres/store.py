@@ -95,6 +95,7 @@ class PostgresStore:
         self.setting = hk.setting
         self.set_setting = hk.set_setting
         self.held_leases = hk.held_leases
+        self.release_held = hk.release_held
         self.due_counts = hk.due_counts
         self.verify = hk.verify
         self.health = hk.health
