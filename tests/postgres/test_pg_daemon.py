@@ -31,9 +31,9 @@ def with_password(url: str) -> str:
 
 
 def home_on(root: Path, url: str, name: str) -> DaemonHandle:
+    """A home of its own (a box) in `<root>/<name>`, on the database at `url`."""
     (root / name).mkdir()
-    h = make_home(root / name, YS_DATABASE=url)
-    return h
+    return make_home(root / name, YS_DATABASE=url)
 
 
 def test_start_passes_the_url_through_the_environment_and_status_hides_the_password(
@@ -88,3 +88,31 @@ def test_two_daemons_on_one_database_deliver_each_execution_once(tmp_path, pg_ur
         ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
         idb = json.loads(b.ys("daemon", "status", "--json").stdout)["daemon_id"]
         assert ida != idb
+
+
+def test_doctor_checks_the_postgresql_database_it_is_pointed_at(tmp_path, pg_url):
+    url = with_password(pg_url)
+    with make_home(tmp_path, YS_DATABASE=url) as h:
+        h.write("hello.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n")
+        h.start()
+        with h.client() as c:
+            c.trigger("hello", {}, execution_id="h1")
+            assert c.wait("h1", timeout=60)["status"] == "completed"
+        result = h.ys("doctor", "--json")
+        assert "hunter2" not in result.stdout + result.stderr
+        checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+        assert result.returncode == 0, checks
+        shown = url.replace("hunter2", "***")
+        assert checks["database"]["detail"].startswith(f"PostgreSQL at {shown} (server ")
+        assert "executions 1" in checks["schema"]["detail"]
+        assert checks["histories"]["ok"] and "1 execution(s)" in checks["histories"]["detail"]
+        assert checks["daemon"]["ok"], checks["daemon"]
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # damage a record behind ys's back
+        conn.execute("UPDATE executions SET status='failed' WHERE execution_id='h1'")
+    other = home_on(tmp_path, url, "other")  # found from any box, with no daemon running
+    damaged = other.ys("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(damaged.stdout)["checks"]}
+    assert damaged.returncode == 1
+    assert checks["histories"]["level"] == "error" and "h1" in checks["histories"]["detail"]
