@@ -18,8 +18,9 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -185,6 +186,38 @@ def pg_url(pg_databases: Databases) -> str:
 # -- the store contract suite's PostgreSQL entry (tests/store/conftest.py) ---------------------
 
 
+class _Traced:
+    """A psycopg connection whose statements are shown to a callback first."""
+
+    def __init__(self, conn: object, callback: Callable[[str], None]) -> None:
+        self._conn = conn
+        self._callback = callback
+
+    def execute(self, sql: str, *args: object, **kwargs: object) -> object:
+        self._callback(sql)
+        return self._conn.execute(sql, *args, **kwargs)  # type: ignore[attr-defined]
+
+    def cursor(self) -> object:
+        return _TracedCursor(self._conn.cursor(), self._callback)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+class _TracedCursor:
+    def __init__(self, cur: object, callback: Callable[[str], None]) -> None:
+        self._cur = cur
+        self._callback = callback
+
+    def executemany(self, sql: str, rows: object) -> object:
+        for _ in rows:  # type: ignore[attr-defined]
+            self._callback(sql)
+        return self._cur.executemany(sql, rows)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._cur, name)
+
+
 class PostgresAdapter:
     """tests/store's Adapter for ys.store.postgres: each database a fresh one on the test
     server (`bind` gives it the test's `pg_databases`)."""
@@ -206,6 +239,87 @@ class PostgresAdapter:
         from ys.store.postgres import PostgresStore
 
         return PostgresStore(location, **options)  # type: ignore[arg-type]
+
+    def clone(self, location: str, directory: Path) -> str:
+        """A new database copied from `location` (no session may be connected to it)."""
+        import psycopg
+
+        assert self.databases is not None, "bind() first"
+        source = urlsplit(location).path.lstrip("/")
+        name = f"ys_test_{os.getpid()}_{next(_names)}"
+        with psycopg.connect(self.databases.server_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+        self.databases.made.append(name)
+        return with_database(self.databases.server_url, name)
+
+    def rows(self, location: str, table: str) -> list[dict[str, object]]:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(location, autocommit=True, row_factory=dict_row) as conn:
+            names = [r["column_name"] for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))]
+            order = ", ".join(names)
+            return list(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
+
+    def delete_rows(self, location: str, *tables: str) -> None:
+        import psycopg
+
+        with psycopg.connect(location) as conn:  # one transaction, committed on exit
+            for table in tables:
+                conn.execute(f"DELETE FROM {table}")
+
+    @contextmanager
+    def fail_on_insert(self, store: object, table: str, *, kind: str | None = None,
+                       skip: int = 0, after_row: bool = False) -> Iterator[None]:
+        """A trigger: the count lives in a table, so it is rolled back with the failed
+        transaction (every transaction that reaches the (skip+1)th row fails)."""
+        import psycopg
+
+        url = store.url  # type: ignore[attr-defined]
+        when = f"WHEN (NEW.kind = '{kind}')" if kind is not None else ""
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE ys_test_inserts (n bigint NOT NULL)")
+            conn.execute("INSERT INTO ys_test_inserts VALUES (0)")
+            conn.execute(f"""
+                CREATE FUNCTION ys_test_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+                DECLARE seen bigint;
+                BEGIN
+                    UPDATE ys_test_inserts SET n = n + 1 RETURNING n INTO seen;
+                    IF seen > {int(skip)} THEN
+                        RAISE EXCEPTION 'injected failure';
+                    END IF;
+                    RETURN NEW;
+                END $$""")
+            conn.execute(f"CREATE TRIGGER ys_test_fail {'AFTER' if after_row else 'BEFORE'} "
+                         f"INSERT ON {table} FOR EACH ROW {when} "
+                         "EXECUTE FUNCTION ys_test_fail()")
+            try:
+                yield
+            finally:
+                conn.execute(f"DROP TRIGGER IF EXISTS ys_test_fail ON {table}")
+                conn.execute("DROP FUNCTION IF EXISTS ys_test_fail()")
+                conn.execute("DROP TABLE IF EXISTS ys_test_inserts")
+
+    @contextmanager
+    def on_statement(self, store: object, callback: Callable[[str], None]) -> Iterator[None]:
+        """Every statement the store's writer runs passes `callback` first (a stand-in for
+        the writer's connection that forwards everything else)."""
+        writer = store.core.writer  # type: ignore[attr-defined]
+        real = writer.conn
+        writer.conn = _Traced(real, callback)
+        try:
+            yield
+        finally:
+            writer.conn = real
+
+    def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
+        from ys.store.postgres import shared
+
+        offered = iter(bits)
+        module = sys.modules[shared.new_execution_id.__module__]
+        monkeypatch.setattr(module, "id_bits", lambda: next(offered))
 
     def tamper(self, location: str, execution_id: str, **columns: object) -> None:
         import psycopg
