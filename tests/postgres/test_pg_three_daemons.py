@@ -164,3 +164,62 @@ def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_ur
     finally:
         for h in (a, b):
             h.stop()
+
+
+SLOW_STEPS = """
+    def slow_note(d, line):
+        time.sleep(0.05)  # work that takes a while, so that kills land in the middle of it
+        return note(d, line)
+
+    @ys.workflow
+    def main(step, params):
+        for name in ("one", "two", "three"):
+            step.run(name, slow_note, params["dir"], params["id"] + ":" + name)
+        return params["id"]
+"""
+
+
+def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    hs = boxes(tmp_path, pg_url)
+    ids = [f"k{i:03}" for i in range(300)]
+    try:
+        for h in hs:
+            write_script(h, "three", SLOW_STEPS, prelude(start_pid=False))
+        for h in hs:
+            h.start(concurrency=4)
+        for i, execution_id in enumerate(ids):
+            with hs[i % 3].client() as c:
+                c.trigger("three", {"dir": str(fx), "id": execution_id},
+                          execution_id=execution_id)
+
+        def completed() -> int:
+            with hs[1].client() as c:
+                return sum(1 for r in c.list(status=["completed"], limit=1000)["executions"])
+
+        kills = 0
+        while (done := completed()) < len(ids):
+            # kill -9 box 0 each time 15 more have completed (a condition, not a clock)
+            wait_until(lambda d=done: completed() >= min(len(ids), d + 15), timeout=120,
+                       message="more executions to complete")
+            if completed() < len(ids):
+                hs[0].kill9()  # its workers live on, as after a real crash
+                kills += 1
+                hs[0].start(concurrency=4)  # kills those orphans, releases its own leases
+        assert kills >= 2, kills
+        with hs[2].client() as c:
+            for execution_id in ids:
+                events = c.history(execution_id, limit=1000)["events"]
+                assert [e["kind"] for e in events].count("completed") == 1
+                saved = Counter(e["data"]["key"] for e in events if e["kind"] == "step"
+                                and e["data"]["status"] == "completed")
+                assert saved == {"one": 1, "two": 1, "three": 1}, (execution_id, saved)
+        counts = Counter(lines(fx))
+        assert set(counts) == {f"{i}:{s}" for i in ids for s in ("one", "two", "three")}
+        # a step body runs again only when its daemon died before saving its result: at most
+        # once per running delivery per kill
+        assert sum(counts.values()) - len(counts) <= kills * 4
+    finally:
+        for h in hs:
+            h.stop()
