@@ -14,7 +14,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ys.errors import DaemonUnavailable, YsError, from_code
+from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -145,7 +145,15 @@ class Client:
 
     def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
                 if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Admit an execution; returns {"execution_id", "started"} once admission commits."""
+        """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        Params and context are objects (dicts): anything else is InvalidArgument, unsent."""
+        for name, value in (("params", params), ("context", context)):
+            if value is not None and not isinstance(value, dict):
+                raise InvalidArgument(
+                    "INVALID_ARGUMENT",
+                    f"{name} must be an object (a dict of names to values), not "
+                    f"{type(value).__name__}",
+                )
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
         if params is not None:
             body["params"] = params
