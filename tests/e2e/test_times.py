@@ -167,3 +167,10 @@ def test_a_stored_time_out_of_range_never_fails_a_read(daemon: DaemonHandle):
     assert daemon.ys("get", "tw-stored").returncode == 0  # the rendering for people too
     path = f"/v1/executions/{quote('tw-stored', safe='')}/describe"
     assert raw(daemon, "GET", path, b"")[0] == 200
+
+
+def test_a_duration_longer_than_ys_can_count_is_refused_naming_the_option(daemon: DaemonHandle):
+    result = daemon.ys("gc", "--older-than", "99999999999999d", "--dry-run")
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("INVALID_ARGUMENT") and "--older-than" in line, line

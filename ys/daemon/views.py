@@ -6,7 +6,8 @@ import datetime as dt
 from typing import Any
 
 from ys import codec
-from ys.store.base import MAX_TIME, MIN_TIME, Description, StepRecord
+from ys.durations import MAX_TIME, MIN_TIME
+from ys.store.base import Description, StepRecord
 from ys.store.records import Record
 
 

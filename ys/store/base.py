@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ys import codec
+from ys.durations import MAX_TIME, MIN_TIME
 from ys.errors import InvalidArgument, WorkflowEffectError, WorkflowStartError
 from ys.store.records import Event, Record
 
@@ -93,16 +94,10 @@ def check_workflow_name(name: str) -> str:
     return name
 
 
-# Every time ys stores is epoch seconds within the years 1970..9999: what an ISO 8601 time
-# in JSON can say, and what Python's datetime can render (a later year makes every read of
-# the record fail).
-MIN_TIME = 0.0
-MAX_TIME = 253402300799.999  # 9999-12-31T23:59:59.999Z
-
-
 def check_time(value: Any, what: str) -> float:
     """The one check of a time that enters the store (a wake, a timeout, a clock reading):
-    a finite number of epoch seconds within the years 1970..9999. A NaN due time would erase
+    a finite number of epoch seconds within the years 1970..9999 (a later year makes every
+    read of the record fail; ys.durations.MAX_TIME says why). A NaN due time would erase
     the pending wake it merges with (min() with NaN is NaN, which SQLite stores as NULL); an
     infinite or far one could never be rendered. Raises INVALID_ARGUMENT naming `what`."""
     if (isinstance(value, bool) or not isinstance(value, int | float)
@@ -121,7 +116,7 @@ def check_seconds(value: Any, what: str) -> float:
             or not 0 <= value <= MAX_TIME):  # False for NaN as well
         raise InvalidArgument(
             "INVALID_ARGUMENT",
-            f"{what} must be a number of seconds from 0 to {MAX_TIME:.0f}, not {value!r}",
+            f"{what} must be a number of seconds from 0 to {int(MAX_TIME)}, not {value!r}",
         )
     return float(value)
 
