@@ -19,9 +19,9 @@ from typing import Any, Protocol
 from ys import codec
 from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
+from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
 from ys.errors import (
-    InvalidArgument,
     WaitTimeout,
     WorkflowCancelledError,
     WorkflowEffectError,
@@ -29,7 +29,6 @@ from ys.errors import (
     YsError,
     from_code,
 )
-from ys.store.base import check_time
 
 
 def crash_point(name: str) -> None:
@@ -118,25 +117,6 @@ def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         return f
 
     return mark(fn) if fn is not None else mark
-
-
-def wake_after(what: str, now: float, seconds: Any) -> float:
-    """`now + seconds` as a time the store takes (check_time: finite, 1970..9999), or a
-    ValueError naming `what` that the workflow sees: a wake the daemon refuses would make the
-    save fail, and a failed save is retried as an infrastructure failure forever."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise TypeError(f"{what} must be a number of seconds, not {type(seconds).__name__}")
-    if not seconds >= 0:  # NaN too
-        raise ValueError(f"{what} must be >= 0, not {seconds!r}")
-    return _checked_wake(what, now, seconds)
-
-
-def _checked_wake(what: str, now: float, seconds: float) -> float:
-    try:
-        return check_time(now + seconds, what)
-    except (InvalidArgument, OverflowError):
-        raise ValueError(f"{what} must end before the year 10000, not {seconds!r} s from now"
-                         ) from None
 
 
 @dataclass
@@ -306,7 +286,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
                 except OverflowError:  # interval * backoff ** attempts past any float
                     delay = float("inf")
                 try:
-                    wake = _checked_wake(f"step.run({key!r}): the retry delay", now, delay)
+                    wake = checked_wake(f"step.run({key!r}): the retry delay", now, delay)
                 except ValueError as refused:
                     raise refused from exc  # the step's own failure stays in the traceback
                 self._suspend(key, "run", text, attempts, wake)
@@ -339,10 +319,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
                             f"not {type(when).__name__}")
         else:
             target = when
-        try:
-            target = check_time(target, f"step.sleep_until({key!r}): the time")
-        except InvalidArgument as exc:
-            raise ValueError(exc.message) from None
+        target = wake_time(f"step.sleep_until({key!r}): the time", target)
         saved = self._begin(key)
         now = self._backend.now()
         self._sleep(key, saved, now, None if saved is not None else max(now, target))

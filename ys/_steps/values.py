@@ -6,6 +6,7 @@ from typing import Any
 
 from ys import codec, sdk
 from ys._steps import StepMethods
+from ys._steps.times import wake_after
 from ys.errors import WaitTimeout
 
 
@@ -30,7 +31,7 @@ class ValueSteps(StepMethods):
             if isinstance(newer_than, bool) or not isinstance(newer_than, int) or newer_than < 0:
                 raise ValueError(f"step.wait_for({key!r}): newer_than must be a version "
                                  f"number >= 0, not {newer_than!r}")
-            timeout_at = None if timeout is None else sdk.wake_after(
+            timeout_at = None if timeout is None else wake_after(
                 f"step.wait_for({key!r}): timeout", now, timeout)
             seen = newer_than
         found = self._infra(self._backend.store_wait, store_key, key, seen, timeout_at)
