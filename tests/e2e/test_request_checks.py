@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from raw_http import send
 
 from tests.support import DaemonHandle, make_home, wait_until
-from ys.client import Client, _UnixConnection
+from ys.client import Client
 from ys.errors import InvalidArgument
 
 pytestmark = pytest.mark.e2e
@@ -77,19 +78,6 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
         c.schedule_add("rc-schedule", "sleeper", "0 3 * * *")
         c.schedule_pause("rc-schedule")
         yield h
-
-
-def send(h: DaemonHandle, method: str, path: str, body: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    conn = _UnixConnection(str(h.socket), 30)
-    try:
-        hd = {"Content-Type": "application/json", **(headers or {})}
-        conn.request(method, path, body=body, headers=hd)
-        resp = conn.getresponse()
-        data = resp.read()
-        return resp.status, json.loads(data) if data else None
-    finally:
-        conn.close()
 
 
 def refused(h: DaemonHandle, method: str, path: str, body: bytes | None = None,

@@ -5,16 +5,15 @@ stored time out of that range (a row written before the check) never fails a rea
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from raw_http import send
 
 from tests.support import DaemonHandle, events, make_home, wait_until
-from ys.client import _UnixConnection
 
 pytestmark = pytest.mark.e2e
 
@@ -70,13 +69,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
 
 
 def raw(h: DaemonHandle, method: str, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
-    conn = _UnixConnection(str(h.socket), 30)
-    try:
-        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read())
-    finally:
-        conn.close()
+    return send(h, method, path, body or None)
 
 
 def suspended(h: DaemonHandle, execution_id: str) -> dict[str, Any]:
