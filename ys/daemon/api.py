@@ -25,7 +25,7 @@ from ys import __version__
 from ys.daemon import views
 from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
-from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery, no_fields
+from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_worker import WorkerRoutes
@@ -125,7 +125,6 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         })
 
     async def shutdown(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         self.d.request_stop()
         return _json({"stopping": True, "pid": os.getpid()})
 
@@ -213,13 +212,11 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json(out)
 
     async def wake(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         status = await self.call(self.d.store.request_wake, request.match_info["id"])
         self.d.dispatcher.poke()
         return _json({"status": status})
 
     async def cancel(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         execution_id = request.match_info["id"]
         changed = await self.call(self.d.store.cancel, execution_id)
         record = await self._load(execution_id)

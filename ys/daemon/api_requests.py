@@ -1,12 +1,13 @@
 """The typed request of every route that reads a body or query parameters.
 
-Each route's first line reads its request here (`await X.read(request)`), before it looks at
-the delivery token, the registry or the store: a field of the wrong type or out of range is
-400 INVALID_ARGUMENT naming the field, and nothing else runs (api_base.Body and Query do the
-field checks). What the spec gives its own code keeps it: start params are checked by the
+Each route that reads a body or a query reads it here, first (`await X.read(request)`),
+before it looks at the delivery token, the registry or the store: a field of the wrong type
+or out of range is 400 INVALID_ARGUMENT naming the field, and nothing else runs (api_base.Body
+and Query do the field checks). What the spec gives its own code keeps it: start params are checked by the
 start client (INVALID_START_PARAMETERS), effect requests by the effect client
 (INVALID_EFFECT_REQUEST), durable values by the codec. Unknown fields are ignored, so an older
-daemon still serves a newer client.
+daemon still serves a newer client. Routes documented without a body (shutdown, wake,
+cancel, lease, pause, resume) do not read one.
 """
 
 from __future__ import annotations
@@ -24,11 +25,6 @@ from ys.store.records import STATUSES
 MAX_WAIT = 60.0  # a long poll answers at least this often
 STEP_STATUSES = ("completed", "failed", "waiting")
 EFFECT_STATUSES = ("pending", "settled", "conflict")
-
-
-async def no_fields(request: web.Request) -> None:
-    """A route without fields still refuses a body that is not a JSON object."""
-    await Body.read(request)
 
 
 # -- executions -------------------------------------------------------------------------------
@@ -126,11 +122,12 @@ class Start:
 
 @dataclass(frozen=True)
 class Outcome:
-    outcome: dict[str, Any]  # a WorkflowRunOutcome, checked by the store
+    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, checked by the store
 
     @classmethod
     async def read(cls, request: web.Request) -> Outcome:
-        return cls((await Body.read(request)).object("outcome"))
+        # Its type before the token; a missing outcome after it (`{}` asks which token).
+        return cls((await Body.read(request)).opt_object("outcome"))
 
 
 # -- durable values ---------------------------------------------------------------------------

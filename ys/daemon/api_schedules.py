@@ -8,7 +8,7 @@ from aiohttp import web
 
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, Query, _json
-from ys.daemon.api_requests import Gc, ScheduleAdd, no_fields
+from ys.daemon.api_requests import Gc, ScheduleAdd
 
 
 class ScheduleRoutes(ApiBase):
@@ -39,12 +39,10 @@ class ScheduleRoutes(ApiBase):
         return _json({"name": name, "removed": True})
 
     async def schedule_pause(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         s = await self.call(self.d.store.schedule_pause, request.match_info["name"], True)
         return _json(views.schedule(s))
 
     async def schedule_resume(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         s = await self.call(self.d.store.schedule_pause, request.match_info["name"], False)
         self.d.scheduler.poke()
         return _json(views.schedule(s))

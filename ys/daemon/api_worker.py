@@ -7,8 +7,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _json
-from ys.daemon.api_requests import Outcome, SaveStep, Start, no_fields
+from ys.daemon.api_base import ApiBase, _json, invalid
+from ys.daemon.api_requests import Outcome, SaveStep, Start
 
 
 class WorkerRoutes(ApiBase):
@@ -61,6 +61,8 @@ class WorkerRoutes(ApiBase):
         req = await Outcome.read(request)
         execution_id = request.match_info["id"]
         token = self._token(request)
+        if req.outcome is None:
+            raise invalid("outcome is required (an object: {\"status\": ...})")
         result = await self.write(request, "acknowledge", execution_id, token, req.outcome)
         self.d.dispatcher.acknowledged(execution_id, token)
         self.d.hub.notify(execution_id, may_end=True)
@@ -68,7 +70,6 @@ class WorkerRoutes(ApiBase):
         return _json(result)
 
     async def renew(self, request: web.Request) -> web.Response:
-        await no_fields(request)
         execution_id = request.match_info["id"]
         token = self._token(request)
         expires = await self.d.store.renew_async(
