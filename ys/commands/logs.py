@@ -1,7 +1,7 @@
 """`ys logs`: what a workflow script printed (stdout and stderr), one file per delivery.
 
-The daemon writes delivery N's output to `<data>/logs/<execution>/N.log`; this command reads
-those files directly and asks the daemon only whether the execution exists and when it ends.
+The daemon writes delivery N's output to `<data>/logs/<execution>/N.log` (the folder named by
+`ys.paths.log_name`); this command reads those files directly and asks the daemon only whether the execution exists and when it ends.
 """
 
 from __future__ import annotations
