@@ -7,8 +7,8 @@ SDK), and is single-threaded, so forking is safe. Each request is one JSON line
 `{"id", "env", "cwd", "log"}`; the reply is `{"id", "pid"}` (or `{"id", "error"}`); each
 worker's end is reported as `{"exit": pid, "code": status}`. The worker runs in its own session
 (its pid is its process group), with stdout and stderr appended to its delivery log.
-When stdin closes (the daemon is gone) the server exits; running workers are left to the next
-daemon's recovery.
+When stdin closes or stdout breaks (the daemon is gone) the server exits quietly; running
+workers are left to the next daemon's recovery.
 """
 
 from __future__ import annotations
@@ -29,10 +29,17 @@ import ys.worker
 _OUT = 1
 
 
+class DaemonGone(Exception):
+    """Nobody reads our replies any more: the daemon was killed."""
+
+
 def _send(obj: dict[str, Any]) -> None:
     data = (json.dumps(obj) + "\n").encode()
     while data:
-        n = os.write(_OUT, data)
+        try:
+            n = os.write(_OUT, data)
+        except BrokenPipeError:
+            raise DaemonGone from None
         data = data[n:]
 
 
@@ -90,6 +97,13 @@ def _reap() -> None:
 
 
 def main() -> int:
+    try:
+        return _serve()
+    except DaemonGone:
+        return 0  # a worker's end reported to a daemon that is gone: nothing to say
+
+
+def _serve() -> int:
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)
     os.set_blocking(rfd, False)
