@@ -95,6 +95,8 @@ def logs(
 
     For people each attempt starts with a header line on stderr, so stdout is exactly what
     the script printed. With --json: {"execution_id", "logs": [{"attempt", "text"}, ...]}.
+    Each attempt's log keeps at most YS_LOG_MAX_BYTES (10 MiB): past that, its first and its
+    last part, with a line between them saying how many bytes were dropped.
     """
     from ys.paths import resolve
 

@@ -64,6 +64,7 @@ class WorkerRoutes(ApiBase):
         execution_id = request.match_info["id"]
         token = self._token(request)
         body = await _body(request)
+        self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
         result = await self.write(
             request, "acknowledge", execution_id, token, body.get("outcome") or {}
         )
