@@ -148,7 +148,11 @@ class Dispatcher(Cancelling):
         d = r.delivery
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
-        out = CappedLog(log_path, self.log_max_bytes)
+        try:
+            out = CappedLog(log_path, self.log_max_bytes)
+        except OSError as exc:  # out of descriptors, a full disk: delivered again later
+            r.start_error = f"its log cannot be written: {exc}"
+            return None
         try:
             worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path)
         except OSError as exc:  # out of descriptors or processes: delivered again later
