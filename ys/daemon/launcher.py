@@ -178,11 +178,14 @@ class WarmLauncher:
         # The worker's output comes through a FIFO beside its log: the server opens it to
         # write before it forks, so it is open on both ends once the reply says forked, and
         # the name can go.
-        log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fifo = log_path.with_name(f".{log_path.name}.fifo")
-        with contextlib.suppress(FileNotFoundError):
-            fifo.unlink()
-        os.mkfifo(fifo, 0o600)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()
+            os.mkfifo(fifo, 0o600)
+        except OSError as exc:
+            log.warning("no FIFO for a warm worker (%s); spawning this one", exc)
+            return await self.spawn.launch(workflow, env, log_path)
         try:
             output = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
