@@ -42,6 +42,19 @@ def main(step, params):
     return "finished"
 """
 
+CLEANER = """
+@ys.workflow
+def main(step, params):
+    try:
+        step.run("work", block, params["d"], "work")
+        step.run("after", note, params["d"], "after")
+    except ys.WorkflowCancelledError:
+        for i in range(6):  # each step well inside the grace period, all of them past it
+            step.run(f"cleanup-{i}", lambda i=i: [time.sleep(0.8), note(params["d"], f"c{i}")])
+        raise
+    return "finished"
+"""
+
 PARENT = """
 @ys.workflow
 def main(step, params):
@@ -54,6 +67,12 @@ def main(step, params):
 @pytest.fixture
 def short_grace(tmp_path: Path) -> DaemonHandle:
     with make_home(tmp_path, YS_CANCEL_GRACE_SECONDS="1") as h:
+        yield h.start()
+
+
+@pytest.fixture
+def grace_3s(tmp_path: Path) -> DaemonHandle:
+    with make_home(tmp_path, YS_CANCEL_GRACE_SECONDS="3") as h:
         yield h.start()
 
 
@@ -149,3 +168,18 @@ def test_after_a_daemon_crash_a_pending_cancel_ends_the_execution_without_runnin
     history = kinds(c, eid)
     assert history[-3:] == ["released", "claimed", "cancelled"]
     assert [ln.split(":")[0] for ln in lines(fx)] == ["top", "work"]  # no code ran again
+
+
+def test_each_step_saved_after_a_cancel_starts_the_grace_period_again(
+        grace_3s: DaemonHandle, tmp_path: Path):
+    fx = fixture_dir(tmp_path)
+    write(grace_3s, "cleaner", CLEANER)
+    c = grace_3s.client()
+    eid = c.trigger("cleaner", {"d": str(fx)})["execution_id"]
+    wait_until(lambda: any(ln.startswith("work:start") for ln in lines(fx)),
+               message="the step to block")
+    c.cancel(eid)
+    (fx / "work.go").touch()
+    assert c.wait(eid, timeout=30)["outcome"] == {"status": "cancelled"}
+    assert [ln for ln in lines(fx) if ln.startswith("c")] == [f"c{i}" for i in range(6)]
+    assert "after" not in lines(fx)

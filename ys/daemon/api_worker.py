@@ -45,6 +45,7 @@ class WorkerRoutes(ApiBase):
         )
         if body.get("status") == "waiting":
             self.d.dispatcher.mark_suspended(execution_id, self._token(request))
+        self.d.dispatcher.stepped(execution_id, self._token(request))  # a cancel's grace restarts
         self.d.hub.notify(execution_id)
         return _json({"cancel_requested": bool(cancel)})
 

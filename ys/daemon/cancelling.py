@@ -3,8 +3,10 @@
 The workflow sees a cancellation at its next step (WorkflowCancelledError) and may clean up.
 A worker that does not reach a step within the grace period (YS_CANCEL_GRACE_SECONDS, 10 s)
 is killed with its process group, and the execution ends `cancelled`, recorded like any
-outcome (an event applied in the store, fenced by the delivery's lease token). A delivery
-that ends without an outcome while a cancellation is pending ends it the same way.
+outcome (an event applied in the store, fenced by the delivery's lease token). The daemon sees
+a step when it is saved, so each step saved after the request starts the period again: clean-up
+steps that each take less than it run to their end. A delivery that ends without an outcome
+while a cancellation is pending ends it the same way.
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ class Cancelling:
                 r.cancel_noticed = True
                 if r.proc is not None:
                     self._start_grace(r)  # else _run starts it with the worker
+
+    def stepped(self, execution_id: str, token: str) -> None:
+        """The delivery saved a step: a grace period that runs starts again."""
+        r = self.running.get(execution_id)
+        if r is not None and r.delivery.token == token and r.grace is not None:
+            r.grace.cancel()
+            r.grace = None
+            self._start_grace(r)
 
     def _start_grace(self, r: Running) -> None:
         if r.grace is None:
