@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DaemonHandle, alive, make_home, wait_until
+from tests.support import DaemonHandle, alive, claimed, make_home, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +126,24 @@ def main(step, params):
     background = int(pidfile.read_text())
     wait_until(lambda: not alive(background), message="the background process to be killed")
     assert os.listdir(daemon.home / "logs" / eid) == ["1.log"]
+
+
+def test_a_process_that_left_the_group_holding_the_output_pipe_does_not_hold_the_delivery(
+        daemon: DaemonHandle, tmp_path: Path):
+    pids = tmp_path / "escaped.pids"
+    daemon.write("escape", f"""#!/bin/sh
+setsid sh -c 'echo $$ >> {pids}; exec sleep 300' &
+while [ ! -s {pids} ]; do sleep 0.01; done
+echo "done"
+""", mode=0o700)
+    c = daemon.client()
+    eid = c.trigger("escape")["execution_id"]
+    try:
+        record = c.wait(eid, timeout=30)
+        assert record["outcome"] == {"status": "completed", "result": {
+            "exit_status": 0, "last_line": "done"}}
+        wait_until(lambda: c.version()["running"] == 0, message="the slot to be free")
+        assert claimed(c, eid) == 1  # its lease held while the pipe was drained
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            os.kill(int(pid), 9)

@@ -173,9 +173,8 @@ class Dispatcher(Cancelling):
                 last.feed(data)
 
             r.pipes.append(Pipe(worker.stdout, both))
-        helpers = [asyncio.create_task(self._watch_lease(r))]
-        if wf.kind == "shell":
-            helpers.append(asyncio.create_task(self._renew(r)))
+        watch = asyncio.create_task(self._watch_lease(r))
+        renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
         if d.cancel_requested or r.cancel_noticed:
             self._start_grace(r)
         try:
@@ -184,12 +183,17 @@ class Dispatcher(Cancelling):
             # The delivery ends with its script: what it left running dies with it (and lets
             # go of the pipes its output comes through).
             kill_group(r.proc)
-            for h in helpers:
-                h.cancel()
+            watch.cancel()
             if r.grace is not None:
                 r.grace.cancel()
             forget_worker(self.paths, r.proc.pid)
-            await drain(r.pipes, PIPE_GRACE)
+            # The worker no longer renews its lease: while the rest of its output comes, the
+            # dispatcher does, so that the outcome or the release still holds it.
+            renew = renew or asyncio.create_task(self._renew(r))
+            try:
+                await drain(r.pipes, PIPE_GRACE)
+            finally:
+                renew.cancel()
             out.close()
             last.close()
             r.last_line = last.line
@@ -234,7 +238,8 @@ class Dispatcher(Cancelling):
             pass  # the lease already expired; claim_due releases it
 
     async def _renew(self, r: Running) -> None:
-        """Shell scripts have no worker to renew their lease: the dispatcher does it."""
+        """Renew the lease of a delivery that has no worker doing it: a shell script, or a
+        worker that exited while its output is still read."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
