@@ -57,6 +57,7 @@ class CappedLog:
         self._sealed = False
         self._late = 0  # bytes that came after the seal and did not fit
         self.size = self.head  # bytes in the file
+        self._ends_line = True  # whether what the file holds ends with a newline
         self.path = path
 
     def write(self, data: bytes) -> None:
@@ -116,8 +117,6 @@ class CappedLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    _ends_line = True  # whether what was written so far ends with a newline
 
     def _write(self, data: bytes) -> None:
         if not data or self._fd is None:
