@@ -228,6 +228,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         changed = await self.call(self.d.store.cancel, execution_id)
         record = await self._load(execution_id)
         self.d.hub.notify(execution_id, may_end=True)
+        if changed:
+            self.d.dispatcher.cancels_requested()  # running workers get a grace period
         self.d.dispatcher.poke()
         out = self._record(record)
         out["changed"] = changed

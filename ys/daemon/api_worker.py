@@ -42,6 +42,7 @@ class WorkerRoutes(ApiBase):
         )
         if req.status == "waiting":
             self.d.dispatcher.mark_suspended(execution_id, self._token(request))
+        self.d.dispatcher.stepped(execution_id, self._token(request))  # a cancel's grace restarts
         self.d.hub.notify(execution_id)
         return _json({"cancel_requested": bool(cancel)})
 
@@ -63,6 +64,7 @@ class WorkerRoutes(ApiBase):
         token = self._token(request)
         if req.outcome is None:
             raise invalid("outcome is required (an object: {\"status\": ...})")
+        self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
         result = await self.write(request, "acknowledge", execution_id, token, req.outcome)
         self.d.dispatcher.acknowledged(execution_id, token)
         self.d.hub.notify(execution_id, may_end=True)

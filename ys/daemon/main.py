@@ -166,10 +166,9 @@ def acquire_lock(paths: Paths) -> Any:
 
 def run(paths: Paths, concurrency: int = 4) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status."""
-    logging.basicConfig(
-        level=os.environ.get("YS_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
-    )
+    from ys.daemon.logsetup import setup_logging
+
+    setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited
     os.umask(0o077)  # the database, logs and everything else the daemon writes are private
     lock = acquire_lock(paths)
     if lock is None:

@@ -35,6 +35,10 @@ class Delivery:
     attempt: int
     lease_expires_at: float
     workflow: str
+    cancel_requested: bool = False  # the workflow sees it at its first step that is not history
+    # A delivery since the request ended without an outcome (killed, crashed, its daemon
+    # died): it had its chance, so this one runs no workflow code and ends it cancelled.
+    cancel_seen: bool = False
 
 
 @dataclass(frozen=True)

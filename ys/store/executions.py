@@ -20,6 +20,7 @@ from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFo
 from ys.store.base import Admission, Delivery
 from ys.store.records import (
     ADMITTED,
+    CANCEL_REQUESTED,
     CANCELLED,
     CLAIMED,
     COMPLETED,
@@ -323,8 +324,21 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
             "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
             (token, expires, execution_id),
         )
-        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow))
+        seen = record.cancel_requested and cancel_seen(c, execution_id)
+        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow,
+                            cancel_requested=record.cancel_requested, cancel_seen=seen))
     return out
+
+
+def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
+    """Whether a delivery ended without an outcome after the cancellation was requested (a
+    release follows the request): that delivery was told, or was running when it came."""
+    row = c.execute(
+        "SELECT kind FROM events WHERE execution_id=? AND kind IN (?, ?) "
+        "ORDER BY seq DESC LIMIT 1",
+        (execution_id, CANCEL_REQUESTED, RELEASED),
+    ).fetchone()
+    return row is not None and row[0] == RELEASED
 
 
 def outcome_event(outcome: dict[str, Any], at: float) -> Event:
