@@ -133,8 +133,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        items = sorted(self.d.registry.workflows.values(), key=lambda w: w.name)
-        return _json({"workflows": [w.to_json() for w in items]})
+        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
 
     # -- executions -------------------------------------------------------------------------
 

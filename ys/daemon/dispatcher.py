@@ -119,6 +119,8 @@ class Dispatcher:
                 if prev.task is not None:
                     await asyncio.wait([prev.task])
             wf = self.registry.get(d.workflow)
+            if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
+                wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
                 why = "missing" if wf is None else f"broken: {wf.error}"
                 record = await self.call(self.store.get, d.execution_id)
