@@ -27,6 +27,14 @@ class Paths:
 
     @property
     def lock(self) -> Path:
+        """One daemon per database: the lock sits beside the database file, so two daemons
+        that reach one database through two sockets or runtime folders still meet here (the
+        real path, so a symlink to the file meets it too). It holds the owner's pid."""
+        return Path(f"{self.db.resolve()}.lock")
+
+    @property
+    def socket_lock(self) -> Path:
+        """One daemon per socket: whoever holds it may replace a stale socket file."""
         return self.runtime / "ys.lock"
 
     @property

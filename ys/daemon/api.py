@@ -133,8 +133,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        items = sorted(self.d.registry.workflows.values(), key=lambda w: w.name)
-        return _json({"workflows": [w.to_json() for w in items]})
+        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
 
     # -- executions -------------------------------------------------------------------------
 
@@ -145,10 +144,14 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             request, "admit", req.workflow, req.params, context=req.context,
             execution_id=req.execution_id, if_exists=req.if_exists,
         )
+        out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.dispatcher.poke()
-        return _json({"execution_id": result.execution_id, "started": result.started},
-                     201 if result.started else 200)
+            wf = await self.d.registry.current(req.workflow)
+            if wf is not None and wf.error:  # admitted all the same: it waits for the fix
+                out["warning"] = (f"workflow {req.workflow} cannot run until its script is fixed; "
+                                  f"the execution waits: {wf.error}")
+        return _json(out, 201 if result.started else 200)
 
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)

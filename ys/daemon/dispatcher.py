@@ -116,6 +116,8 @@ class Dispatcher(Cancelling):
                 await self._end_cancelled(r, "an earlier delivery ended without honouring it")
                 return
             wf = self.registry.get(d.workflow)
+            if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
+                wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
                 await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
                 return
