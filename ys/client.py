@@ -214,10 +214,18 @@ class Client:
                 if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
+        Params and context are objects (dicts): anything else is InvalidArgument, unsent.
 
         A request the daemon did not answer (it timed out, or the connection closed) raises
         DaemonUnavailable although the execution may have been admitted: retry with the same
         `execution_id` and `if_exists="use-existing"`, which admits it at most once."""
+        for name, value in (("params", params), ("context", context)):
+            if value is not None and not isinstance(value, dict):
+                raise InvalidArgument(
+                    "INVALID_ARGUMENT",
+                    f"{name} must be an object (a dict of names to values), not "
+                    f"{type(value).__name__}",
+                )
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
         if params is not None:
             body["params"] = params

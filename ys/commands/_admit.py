@@ -61,6 +61,11 @@ def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
         else:
             sys.stdout.write(new_id + "\n")
         sys.stdout.flush()
+        warning = result.get("warning")
+        if warning:  # admitted, but its script cannot run yet: say so, and why
+            line = " ".join(str(warning).split())
+            sys.stderr.write(f"warning: {line}\n")
+            sys.stderr.flush()
         if not wait:
             return 0
         record = c.wait(new_id, timeout=timeout)

@@ -158,6 +158,9 @@ def wake(execution_id: ExecutionId, json_: Json = False) -> None:
 def cancel(execution_id: ExecutionId, json_: Json = False) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.
 
+    A running worker that reaches no step within YS_CANCEL_GRACE_SECONDS (10 s) is killed,
+    and the execution ends cancelled all the same.
+
     A suspended or admitted one is cancelled when the daemon next looks at it; a finished one
     is left as it is (exit 0). With --json the record is printed, plus "changed": false when
     nothing changed (it had finished, or its cancellation was already requested).

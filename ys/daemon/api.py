@@ -23,8 +23,9 @@ from aiohttp import web
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.api_base import _body, _float, _int, _json
+from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_worker import WorkerRoutes
@@ -35,11 +36,10 @@ from ys.daemon.http import (
     too_large,
     within_limits,
 )
-from ys.errors import DaemonUnavailable, InvalidArgument, NotFound, YsError
+from ys.errors import DaemonUnavailable, NotFound, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_WAIT = 60.0
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -136,36 +136,31 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        items = sorted(self.d.registry.workflows.values(), key=lambda w: w.name)
-        return _json({"workflows": [w.to_json() for w in items]})
+        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
 
     # -- executions -------------------------------------------------------------------------
 
     async def trigger(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        workflow = body.get("workflow")
-        if not isinstance(workflow, str):
-            raise InvalidArgument("INVALID_ARGUMENT", "workflow is required")
-        from ys.store.base import check_workflow_name
-
-        check_workflow_name(workflow)
-        await self.known_workflow(workflow)
+        req = await Trigger.read(request)
+        await self.known_workflow(req.workflow)
         result = await self.write(
-            request, "admit", workflow, body.get("params"), context=body.get("context"),
-            execution_id=body.get("execution_id"), if_exists=body.get("if_exists", "fail"),
+            request, "admit", req.workflow, req.params, context=req.context,
+            execution_id=req.execution_id, if_exists=req.if_exists,
         )
+        out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.dispatcher.poke()
-        return _json({"execution_id": result.execution_id, "started": result.started},
-                     201 if result.started else 200)
+            wf = await self.d.registry.current(req.workflow)
+            if wf is not None and wf.error:  # admitted all the same: it waits for the fix
+                out["warning"] = (f"workflow {req.workflow} cannot run until its script is fixed; "
+                                  f"the execution waits: {wf.error}")
+        return _json(out, 201 if result.started else 200)
 
     async def list(self, request: web.Request) -> web.Response:
-        statuses = request.query.getall("status", [])
+        q = ListQuery.read(request)
         page = await self.call(
-            self.d.store.list, statuses=statuses or None,
-            workflow=request.query.get("workflow") or None,
-            parent=request.query.get("parent") or None,
-            limit=_int(request, "limit", 100), page_token=request.query.get("page_token") or None,
+            self.d.store.list, statuses=q.statuses or None, workflow=q.workflow,
+            parent=q.parent, limit=q.limit, page_token=q.page_token,
         )
         return _json({"executions": [self._record(r) for r in page.items],
                       "next_page_token": page.next_page_token})
@@ -200,9 +195,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:
+        q = HistoryQuery.read(request)
         page = await self.call(
-            self.d.store.history, request.match_info["id"], _int(request, "limit", 100),
-            request.query.get("page_token") or None,
+            self.d.store.history, request.match_info["id"], q.limit, q.page_token,
         )
         return _json({"events": [views.event(e) for e in page.items],
                       "next_page_token": page.next_page_token})
@@ -210,11 +205,10 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
     async def wait(self, request: web.Request) -> web.Response:
         """Long poll: returns when the execution is terminal, or (with `after=N`) once its
         history is longer than N events, or when `timeout` seconds pass."""
+        q = WaitQuery.read(request)
         execution_id = request.match_info["id"]
-        timeout = min(MAX_WAIT, max(0.0, _float(request, "timeout", 30.0)))
-        after = request.query.get("after")
-        after_n = int(after) if after and after.isdigit() else None
-        deadline = time.monotonic() + timeout
+        after_n = q.after
+        deadline = time.monotonic() + q.timeout
         while True:
             if self.d.hub.stopping:
                 raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
@@ -240,6 +234,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         changed = await self.call(self.d.store.cancel, execution_id)
         record = await self._load(execution_id)
         self.d.hub.notify(execution_id, may_end=True)
+        if changed:
+            self.d.dispatcher.cancels_requested()  # running workers get a grace period
         self.d.dispatcher.poke()
         out = self._record(record)
         out["changed"] = changed

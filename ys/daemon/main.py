@@ -1,4 +1,5 @@
-"""The daemon: one process, one asyncio loop, one instance per home (guarded by a lock).
+"""The daemon: one process, one asyncio loop, one instance per database (guarded by a lock
+beside the database file, which names the holder's pid) and per socket.
 
 Start-up order matters: lock, store, recovery, registry loaded, then the socket, so the first
 request after `ys daemon start` returns already sees every script and every recovered record.
@@ -53,14 +54,46 @@ class Daemon:
         self.grace = _env_float("YS_GRACE_SECONDS", 10.0)
         self.started_at = time.time()
         self._stop: asyncio.Event | None = None
-        self.store: Any = None
+        self._main: asyncio.Task[Any] | None = None
+        self.serving = False  # start-up is over (SIGTERM now stops gracefully)
+        self.stopping = False
         self.hub = Hub()
+        # Built by _start, in this order; None until then, so _shutdown takes down only what
+        # exists when start-up fails half-way.
+        self.store: Any = None
+        self.registry: Any = None
+        self.launcher: Any = None
+        self.dispatcher: Any = None
+        self.scheduler: Any = None
+        self.runner: Any = None
+        self.bound = False  # the socket file is ours to remove
 
     def request_stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+        if not self.serving and not self.stopping and self._main is not None:
+            self._main.cancel()  # still starting (loading scripts, say): stop now, not after
 
     async def serve(self) -> None:
+        """Start, serve until asked to stop, stop. Whatever start-up had built when it failed is
+        taken down again, so a daemon that cannot start exits (and frees its lock)."""
+        self._stop = asyncio.Event()
+        self._main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self._start()
+            self.serving = True
+            log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
+                     self.daemon_id, os.getpid(), self.paths.socket,
+                     self.settings.database_shown(self.paths.db), self.paths.workflows)
+            await self._stop.wait()
+        finally:
+            self.stopping = True  # no more cancelling: stopping runs to its end
+            await self._shutdown()
+
+    async def _start(self) -> None:
         from aiohttp import web
 
         from ys.daemon.api import Api, make_app
@@ -68,11 +101,7 @@ class Daemon:
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
-
-        self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+        from ys.daemon.scheduler import Scheduler
 
         self.store = open_daemon_store(self.paths, self.settings, self.daemon_id,
                                        self.lease_seconds)
@@ -83,22 +112,26 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
-        from ys.daemon.scheduler import Scheduler
+        from ys.daemon.capture import MIN_LOG_MAX_BYTES
 
+        # the cap config.toml or YS_LOG_MAX_BYTES sets (checked at start), at least the least
+        # the log capture keeps
+        self.dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()
         await self.scheduler.sync_declared(self.registry.workflows)
 
         http = HttpSettings.from_env()
-        runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
-        await runner.setup()
+        self.runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
+        await self.runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
             sock.unlink()  # we hold the lock, so whatever answered here is gone: a stale socket
         old = os.umask(0o177)  # the socket is born 0600: no chmod race
         try:
-            site = UnixSite(runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
+            site = UnixSite(self.runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
+            self.bound = True
             await site.start()
         finally:
             os.umask(old)
@@ -106,32 +139,37 @@ class Daemon:
         self.dispatcher.start()
         watch = getattr(self.store, "watch", None)
         if watch is not None:  # a shared database: other daemons' commits concern us too
+            loop = asyncio.get_running_loop()
             watch(lambda: loop.call_soon_threadsafe(self.dispatcher.poke),
                   lambda execution_id: loop.call_soon_threadsafe(self._changed, execution_id))
         self.scheduler.start()
-        log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
-                 self.daemon_id, os.getpid(), sock, self.settings.database_shown(self.paths.db),
-                 self.paths.workflows)
-        try:
-            await self._stop.wait()
-        finally:
-            self.hub.stop_waits()
+
+    async def _shutdown(self) -> None:
+        """Stop what runs, in order; each piece only if start-up got that far."""
+        self.hub.stop_waits()
+        if self.dispatcher is not None:
             log.info("stopping: no new deliveries; %d running get %.0fs",
                      len(self.dispatcher.running), self.grace)
+        if self.scheduler is not None:
             await self.scheduler.stop()
+        if self.dispatcher is not None:
             await self.dispatcher.stop(self.grace)
-            close = getattr(self.launcher, "close", None)
-            if close is not None:
-                await close()
+        close = getattr(self.launcher, "close", None)
+        if close is not None:
+            await close()
+        if self.registry is not None:
             await self.registry.stop()
-            await runner.cleanup()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.bound:
             try:
-                sock.unlink()
+                self.paths.socket.unlink()
             except FileNotFoundError:
                 pass
-            self.hub.close()
+        self.hub.close()
+        if self.store is not None:
             self.store.close()
-            log.info("stopped")
+        log.info("stopped")
 
     def _changed(self, execution_id: str) -> None:
         """Another daemon changed an execution: long polls on it (`ys wait`) read it again."""
@@ -141,7 +179,8 @@ class Daemon:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
         await self.scheduler.sync_declared(self.registry.workflows)
-        if wf.error is None and self.registry.get(wf.name) is not None:
+        now = self.registry.get(wf.name)
+        if now is not None and now.error is None:
             n = await self.hub.call(wake_waiting, self.store, wf.name)
             if n:
                 log.info("workflow %s is runnable: woke %d waiting executions", wf.name, n)
@@ -178,20 +217,49 @@ def wake_waiting(store: Any, workflow: str) -> int:
     return n
 
 
-def acquire_lock(paths: Paths) -> Any:
-    """One daemon per home: an exclusive lock held for the daemon's whole life."""
-    private_dir(paths.runtime)
-    f = open(paths.lock, "a+")  # noqa: SIM115 - held open until exit
+def _lock(path: Path) -> tuple[Any, str | None]:
+    """(the open file, None) with an exclusive lock on `path` and our pid in it, or (None,
+    the pid that holds it, as written there)."""
+    f = open(path, "a+")  # noqa: SIM115 - held open until exit
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
         f.close()
-        return None
+        return None, holder
     f.seek(0)
     f.truncate()
     f.write(f"{os.getpid()}\n")
     f.flush()
-    return f
+    return f, None
+
+
+def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
+    """One daemon per database (the lock beside it) and per socket (the lock in its folder),
+    held for the daemon's whole life; ([], why not) if another daemon holds either."""
+    private_dir(paths.runtime)
+    db_lock, holder = _lock(paths.lock)
+    if db_lock is None:
+        return [], (f"a daemon is already running for the database {paths.db} (pid {holder}); "
+                    f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})")
+    sock_lock, holder = _lock(paths.socket_lock)
+    if sock_lock is None:
+        release([db_lock])
+        return [], (f"a daemon is already running for {paths.runtime} (pid {holder}), on "
+                    f"another database; stop it first (kill {holder})")
+    return [db_lock, sock_lock], None
+
+
+def release(locks: list[Any]) -> None:
+    """Free the locks; the pid is cleared first (while still held), so none names us after."""
+    for f in locks:
+        try:
+            f.seek(0)
+            f.truncate()
+        except OSError:
+            pass
+        f.close()
 
 
 def refuse(exc: YsError) -> int:
@@ -202,10 +270,13 @@ def refuse(exc: YsError) -> int:
 
 
 def run(paths: Paths, concurrency: int | None = None, database: str | None = None) -> int:
-    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status.
-    `concurrency` and `database` are the command's options (None: the settings decide)."""
+    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status: 1 when
+    it could not start or stopped on an error, whose one-line reason is the last line on
+    stderr (what `ys daemon start` and autostart print); bad settings are their error's exit
+    code (2). `concurrency` and `database` are the command's options (None: the settings)."""
     from ys import settings as ys_settings
     from ys.daemon.identity import daemon_id
+    from ys.daemon.logsetup import setup_logging
 
     try:
         settings = ys_settings.load(paths.config, concurrency=concurrency, database=database)
@@ -215,28 +286,34 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
             driver()  # refuse at once, saying what to install, rather than fail after the lock
     except YsError as exc:
         return refuse(exc)
-    logging.basicConfig(
-        level=os.environ.get("YS_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
-    )
+    setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited
     os.umask(0o077)  # the database, logs and everything else the daemon writes are private
-    lock = acquire_lock(paths)
-    if lock is None:
-        sys.stderr.write(f"ys: a daemon is already running for {paths.runtime}\n")
-        return 1
     for d in (paths.data, paths.logs):
         private_dir(d)
     paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    locks, why = acquire_lock(paths)
+    if why is not None:
+        sys.stderr.write(f"ys: {why}\n")
+        return 1
     try:
         ident = daemon_id(paths)
     except YsError as exc:
-        lock.close()
+        release(locks)
         return refuse(exc)
-    kill_orphans(paths)
+    daemon = Daemon(paths, settings, ident)
     try:
-        asyncio.run(Daemon(paths, settings, ident).serve())
-    except YsError as exc:  # the database could not be opened (unreachable, not migratable)
+        kill_orphans(paths)
+        asyncio.run(daemon.serve())
+    except YsError as exc:  # the database could not be opened (unreachable, say)
+        log.error("the daemon could not start: %s", exc.message)
         return refuse(exc)
+    except asyncio.CancelledError:
+        log.info("stopped before it had started")  # SIGTERM during start-up
+    except Exception as exc:
+        what = "stopped on an error" if daemon.serving else "could not start"
+        log.exception("the daemon %s", what)
+        sys.stderr.write(f"ys: the daemon {what}: {type(exc).__name__}: {exc}\n")
+        return 1
     finally:
-        lock.close()
+        release(locks)
     return 0

@@ -13,7 +13,13 @@ from typing import Any
 
 from ys import codec, cron
 from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import MAX_ID_BYTES, check_workflow_name
+from ys.store.base import (
+    MAX_ID_BYTES,
+    check_object,
+    check_seconds,
+    check_time,
+    check_workflow_name,
+)
 from ys.store.db import MethodGroup
 from ys.store.executions import admit_tx
 from ys.store.records import TERMINAL
@@ -74,8 +80,9 @@ def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: 
         raise InvalidArgument("INVALID_ARGUMENT", f"catch-up must be one of {cron.CATCH_UP}")
     if overlap not in cron.OVERLAP:
         raise InvalidArgument("INVALID_ARGUMENT", f"overlap must be one of {cron.OVERLAP}")
-    if max_late is not None and max_late < 0 or jitter < 0:
-        raise InvalidArgument("INVALID_ARGUMENT", "max-late and jitter must be >= 0")
+    if max_late is not None:
+        check_seconds(max_late, "max_late")
+    check_seconds(jitter, "jitter")
 
 
 def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz: str,
@@ -89,6 +96,8 @@ def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz:
             "(ys schedule rm)")
     cursor = existing[1] if existing is not None else now
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
+    if nxt is not None:
+        check_time(nxt, "the next fire time (the next slot plus jitter)")
     c.execute(
         f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * len(_NAMES))}) "
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
@@ -221,6 +230,7 @@ class ScheduleMethods(MethodGroup):
                      max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
                      replace: bool = False, now: float | None = None) -> dict[str, Any]:
         check(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        check_object(params, "params")  # every fire admits them as an execution's params
         t = self._now(now)
         return self.write(lambda c: upsert_tx(
             c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
