@@ -223,3 +223,31 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
     finally:
         for h in hs:
             h.stop()
+
+
+def test_ps_and_describe_on_any_box_name_the_daemon_that_holds_the_lease(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "gated", GATED, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
+        wait_until(lambda: "gate:start" in lines(fx), message="the gate step to start on a")
+        b.start()
+        ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
+        (seen,) = json.loads(b.ys("ps", "--json").stdout)["executions"]
+        assert seen["lease_holder"] == f"daemon {ida}, daemon pid {a.proc.pid}"
+        described = json.loads(b.ys("describe", "g", "--json").stdout)
+        assert described["lease_holder"] == seen["lease_holder"]
+        (own,) = json.loads(a.ys("ps", "--json").stdout)["executions"]
+        assert own["lease_holder"] == f"daemon {ida}, worker pid {a.worker_pids()[0]}"
+        assert f"daemon {ida}" in b.ys("describe", "g").stdout
+        (fx / "gate.go").touch()
+        with b.client() as c:
+            assert c.wait("g", timeout=60)["status"] == "completed"
+    finally:
+        for h in (a, b):
+            h.stop()

@@ -80,6 +80,14 @@ class PgHousekeeping:
             "AND lease_holder = %s", (self._core.holder,)).fetchall())
         return [(r[0], r[1]) for r in rows]
 
+    def lease_holders(self, execution_ids: list[str]) -> dict[str, str]:
+        """Which daemon holds each of these executions' leases: "daemon ID, daemon pid N"."""
+        rows = self._core.read(lambda c: c.execute(
+            "SELECT execution_id, lease_holder, lease_pid FROM executions "
+            "WHERE execution_id = ANY(%s) AND lease_token IS NOT NULL", (list(execution_ids),),
+        ).fetchall())
+        return {r[0]: f"daemon {r[1]}, daemon pid {r[2]}" for r in rows}
+
     def release_held(self, now: float | None = None) -> list[str]:
         """Recovery at start: release the leases this daemon held before it stopped."""
         t = self._core.now(now)

@@ -96,6 +96,7 @@ class PostgresStore:
         self.set_setting = hk.set_setting
         self.held_leases = hk.held_leases
         self.release_held = hk.release_held
+        self.lease_holders = hk.lease_holders
         self.due_counts = hk.due_counts
         self.verify = hk.verify
         self.health = hk.health
