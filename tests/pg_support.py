@@ -60,9 +60,12 @@ def with_database(url: str, name: str) -> str:
 class PgServer:
     """One server in a temporary folder: data in `<dir>/data`, its socket in `<dir>`."""
 
-    def __init__(self, binaries: Path) -> None:
+    def __init__(self, binaries: Path, base: Path | None = None, durable: bool = False) -> None:
+        """`base`: where the temporary folder goes (default /tmp); `durable`: fsync on, as a
+        real server (the benchmarks), instead of off (the tests)."""
         self.bin = binaries
-        self.dir = Path(tempfile.mkdtemp(prefix="ys-pg-"))
+        self.durable = durable
+        self.dir = Path(tempfile.mkdtemp(prefix="ys-pg-", dir=base))
         self.data = self.dir / "data"
         self.log = self.dir / "server.log"
         self.as_user: list[str] = []
@@ -95,14 +98,15 @@ class PgServer:
 
     def start(self) -> PgServer:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
-                  "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+                  "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions",
+                  *([] if self.durable else ["--no-sync"]))
         # A private Unix socket and no TCP. fsync=off makes this throw-away server quick on
         # a shared test box; it changes nothing the adapter does (ys never turns off
         # synchronous_commit: a reply still waits for the commit).
         options = " ".join([
             "-c listen_addresses=''", f"-c unix_socket_directories='{self.dir}'",
-            "-c fsync=off", "-c full_page_writes=off", "-c max_connections=300",
-            "-c shared_buffers=32MB",
+            *([] if self.durable else ["-c fsync=off", "-c full_page_writes=off"]),
+            "-c max_connections=300", "-c shared_buffers=32MB",
         ])
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
                   "-o", options, "-w", "-t", "60", "start")
