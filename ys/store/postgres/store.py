@@ -32,6 +32,7 @@ class PostgresStore:
         core = Core(url, group_commit=group_commit, clock=clock, lease_seconds=lease_seconds,
                     read_only=read_only, daemon_id=daemon_id)
         self.core = core
+        self._writer = core.writer  # the name SqliteStore gives it (the contract suite's hooks)
         self.url = url
         self.clock = clock
         self.lease_seconds = lease_seconds
