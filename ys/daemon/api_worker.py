@@ -65,7 +65,15 @@ class WorkerRoutes(ApiBase):
         if req.outcome is None:
             raise invalid("outcome is required (an object: {\"status\": ...})")
         self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
-        result = await self.write(request, "acknowledge", execution_id, token, req.outcome)
+        on_failure = None
+        if req.outcome.get("status") == "failed":
+            record = await self.call(self.d.store.get, execution_id)
+            on_failure = self.d.handler_for(record.workflow) if record is not None else None
+        result = await self.write(request, "acknowledge", execution_id, token, req.outcome,
+                                  on_failure=on_failure)
+        from ys.sdk import crash_point
+
+        crash_point("outcome.after_commit")  # a failure and its handler are committed together
         self.d.dispatcher.acknowledged(execution_id, token)
         self.d.hub.notify(execution_id, may_end=True)
         self.d.dispatcher.poke()

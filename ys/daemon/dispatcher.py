@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
@@ -50,6 +51,8 @@ class Dispatcher(Cancelling):
         self.cancel_grace = cancel_grace_seconds()
         self.log_max_bytes = log_max_bytes()
         self.running: dict[str, Running] = {}
+        # The workflow a failure of a workflow admits (the daemon's handler_for)
+        self.handler_for: Callable[[str], str | None] = lambda _workflow: None
         self._background: set[asyncio.Task[None]] = set()
         self._poke = asyncio.Event()
         self._stopping = False
@@ -268,7 +271,9 @@ class Dispatcher(Cancelling):
                 "name": "ExitStatus", "message": f"{status}: {_tail(log_path, 600)}",
                 "code": "EXIT_STATUS"}}
         try:
-            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome)
+            handler = self.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome,
+                            on_failure=handler)
             r.acknowledged = True
         except LeaseLost:
             pass

@@ -62,6 +62,7 @@ class Daemon:
         self.scheduler: Any = None
         self.runner: Any = None
         self.bound = False  # the socket file is ours to remove
+        self.on_failure: str | None = None  # config.toml's folder-wide failure handler
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -96,8 +97,11 @@ class Daemon:
         from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
+        from ys.settings import load as load_settings
         from ys.store.sqlite import SqliteStore
 
+        # A bad config.toml stops the start-up here, saying which key and why (DESIGN.md §7).
+        self.on_failure = load_settings(self.paths.config).on_failure
         self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         self.launcher = make_launcher()
@@ -106,6 +110,7 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
+        self.dispatcher.handler_for = self.handler_for
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()
@@ -154,6 +159,13 @@ class Daemon:
         if self.store is not None:
             self.store.close()
         log.info("stopped")
+
+    def handler_for(self, workflow: str) -> str | None:
+        """The workflow a failure of `workflow` admits: its own `on_failure`, else the
+        folder-wide one; never itself (a handler that fails would only call itself again)."""
+        wf = self.registry.get(workflow) if self.registry is not None else None
+        handler = (wf.on_failure if wf is not None else None) or self.on_failure
+        return None if handler == workflow else handler
 
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it

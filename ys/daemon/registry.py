@@ -23,7 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ys.daemon.scripts import Signature, check_python, schedule_error, shell_header, signature
+from ys.daemon.scripts import (
+    Signature,
+    check_python,
+    is_pinned,
+    options_error,
+    schedule_error,
+    shell_header,
+    signature,
+    split_options,
+)
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
@@ -37,11 +46,13 @@ class Workflow:
     error: str | None = None
     mtime: float = 0.0
     schedule: dict[str, Any] | None = None
+    on_failure: str | None = None  # the workflow its failures admit (DESIGN.md §7)
+    pin: bool = False  # deliveries run the version recorded at admission
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "kind": self.kind, "path": self.path, "error": self.error,
-            "schedule": self.schedule,
+            "schedule": self.schedule, "on_failure": self.on_failure, "pin": self.pin,
         }
 
 
@@ -259,13 +270,15 @@ class Registry:
             check_workflow_name(name)
         except YsError as exc:
             error = exc.message
-        schedule = None
+        declared = None
         if error is None:
-            error, schedule = await (check_python(real) if kind == "python"
+            error, declared = await (check_python(real) if kind == "python"
                                      else shell_header(real))
+        schedule, options = split_options(declared)
         if error is None:
-            error = schedule_error(name, schedule)
-        return Workflow(name, kind, str(path), error, mtime, schedule)
+            error = schedule_error(name, schedule) or options_error(options)
+        return Workflow(name, kind, str(path), error, mtime, schedule,
+                        on_failure=options.get("on_failure"), pin=is_pinned(options))
 
     def _unsafe(self, path: Path) -> str | None:
         """Why a script may not run, or None. Checked for the folder and the file itself."""

@@ -74,7 +74,9 @@ class Scheduler:
             due = s["next_fire_at"] is not None and s["next_fire_at"] <= now
             if due or s["queued_slot"] is not None:
                 try:
-                    actions = await self.d.hub.call(store.schedule_tick, s["name"], now=now)
+                    actions = await self.d.hub.call(
+                        store.schedule_tick, s["name"], now=now,
+                        on_failure=self.d.handler_for(s["workflow"]))
                 except YsError as exc:
                     log.error("schedule %s: %s", s["name"], exc)
                     continue
@@ -82,7 +84,7 @@ class Scheduler:
                 from ys.sdk import crash_point
 
                 crash_point("schedule.after_fire")
-                if any(a["action"] == "fired" for a in actions):
+                if any(a["action"] == "fired" or a.get("handler") for a in actions):
                     self.d.dispatcher.poke()
                 s = await self.d.hub.call(store.schedule, s["name"])
             if s["queued_slot"] is not None:
@@ -107,6 +109,9 @@ class Scheduler:
             elif a["action"] == "refused":
                 log.error("schedule %s no longer fires: %s; remove it and add it again",
                           s["name"], a["why"])
+            elif a["action"] == "missed":
+                log.info("schedule %s will not fire slot %s (%s)%s", s["name"], when,
+                         a["reason"], f"; its handler is {a['handler']}" if a["handler"] else "")
             elif a["action"] == "caught_up":
                 log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
                          s["name"], a["policy"], a["fired"])

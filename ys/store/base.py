@@ -251,10 +251,12 @@ class Store(Protocol):
                 reason: str = "retry", now: float | None = None) -> None: ...
 
     def acknowledge(self, execution_id: str, token: str, outcome: dict[str, Any], *,
-                    now: float | None = None) -> dict[str, Any]: ...
+                    now: float | None = None, on_failure: str | None = None) -> dict[str, Any]:
+        """A failed outcome admits `on_failure` (`<ID>.on-failure`) in the same transaction."""
 
     async def acknowledge_async(self, execution_id: str, token: str, outcome: dict[str, Any],
-                                *, now: float | None = None) -> dict[str, Any]: ...
+                                *, now: float | None = None,
+                                on_failure: str | None = None) -> dict[str, Any]: ...
 
     def save_step(self, execution_id: str, token: str, key: str, *, kind: str, status: str,
                   value: str | None, attempts: int = 1, wake_at: float | None = None,

@@ -369,8 +369,11 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
 
 
 def acknowledge_tx(
-    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float
+    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float,
+    on_failure: str | None = None,
 ) -> dict[str, Any]:
+    """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
+    this same transaction (ys.store.handlers)."""
     record = load(c, execution_id, payload=False)
     if record is None:
         raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
@@ -382,6 +385,10 @@ def acknowledge_tx(
     clear_lease(c, execution_id)
     if record.terminal and record.parent is not None:
         wake_waiting_parent(c, record, now)
+    if record.status == FAILED and on_failure is not None:
+        from ys.store.handlers import failure_handler_tx
+
+        failure_handler_tx(c, record, on_failure, now)
     return record.outcome if record.outcome is not None else {"status": "suspended"}
 
 

@@ -265,22 +265,29 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self.write(tx)
 
     def acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
-        return self.write(self._acknowledge(execution_id, token, outcome, now))
+        """Record the outcome; a failure admits the `on_failure` workflow in the same
+        transaction (`<ID>.on-failure`, ys.store.handlers)."""
+        return self.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
         return await self._writer.write_async(
-            self._acknowledge(execution_id, token, outcome, now))
+            self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     def _acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None
+        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None,
+        on_failure: str | None,
     ) -> Callable[[sqlite3.Connection], dict[str, Any]]:
         t = self._now(now)
         event = outcome_event(outcome, t)
-        return lambda c: acknowledge_tx(c, execution_id, token, event, t)
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return lambda c: acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
     def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
         """Request cancellation (attached children too); False when nothing changed."""
