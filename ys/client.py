@@ -99,7 +99,8 @@ class Transport:
             self._conn = None
 
     def request(self, method: str, path: str, body: Any = None,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, raw: bool = False) -> Any:
+        """The answer's JSON (None for no body); with `raw`, its text as it came."""
         payload = None if body is None else _json_body(body)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         if self.token:
@@ -152,6 +153,8 @@ class Transport:
                 raise from_code(err["code"], err.get("message", ""), status=resp.status)
             except (ValueError, KeyError, TypeError):
                 raise YsError("INTERNAL", f"HTTP {resp.status}: {data[:200]!r}") from None
+        if raw:
+            return data.decode("utf-8", "replace")
         if resp.status == 204 or not data:
             return None
         return json.loads(data)
@@ -183,13 +186,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None,
+              raw: bool = False) -> Any:
         """One request. With `autostart`, a daemon is started when nothing listens, but only
         if no daemon was reached before: a command that follows or waits must not start again
         a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
         twice."""
         try:
-            return self.transport.request(method, path, body, timeout=timeout)
+            return self.transport.request(method, path, body, timeout=timeout, raw=raw)
         except DaemonUnavailable as exc:
             if exc.context.get("reason") != ABSENT:
                 raise
@@ -206,7 +210,7 @@ class Client:
 
         ensure_daemon()
         self.autostart = False
-        return self.transport.request(method, path, body, timeout=timeout)
+        return self.transport.request(method, path, body, timeout=timeout, raw=raw)
 
     # -- executions -------------------------------------------------------------------------
 
@@ -390,6 +394,11 @@ class Client:
     def version(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/v1/version")
         return result
+
+    def metrics(self) -> str:
+        """The daemon's Prometheus metrics, in the text exposition format."""
+        text: str = self._call("GET", "/v1/metrics", raw=True)
+        return text
 
     def shutdown(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})

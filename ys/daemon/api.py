@@ -83,6 +83,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.get("/v1/version", self.version),
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
+            web.get("/v1/metrics", self.metrics),
             web.post("/v1/executions", self.trigger),
             web.get("/v1/executions", self.list),
             web.get(e, self.get),
@@ -135,6 +136,12 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
     async def workflows(self, request: web.Request) -> web.Response:
         return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
 
+    async def metrics(self, request: web.Request) -> web.Response:
+        """This daemon's figures and the database's (read off the loop, then rendered)."""
+        shared = await self.call(self.d.store.shared_counts)
+        body = self.d.metrics.render(shared)
+        return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
+
     # -- executions -------------------------------------------------------------------------
 
     async def trigger(self, request: web.Request) -> web.Response:
@@ -146,6 +153,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
+            self.d.metrics.admissions.labels("trigger").inc()
             self.d.dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
@@ -29,6 +29,9 @@ from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
 from ys.store.base import Delivery
+
+if TYPE_CHECKING:
+    from ys.daemon.metrics import Metrics
 
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
@@ -53,6 +56,7 @@ class Dispatcher(Cancelling):
         self.running: dict[str, Running] = {}
         # The workflow a failure of a workflow admits (the daemon's handler_for)
         self.handler_for: Callable[[str], str | None] = lambda _workflow: None
+        self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
         self._background: set[asyncio.Task[None]] = set()
         self._poke = asyncio.Event()
         self._stopping = False
@@ -81,10 +85,15 @@ class Dispatcher(Cancelling):
                     log.error("claim failed: %s", exc)
             for d in claimed:
                 self.hub.notify(d.execution_id)
+                if self.metrics is not None:
+                    self.metrics.deliveries_started.labels(d.workflow).inc()
+                    if d.attempt > 1:
+                        self.metrics.redeliveries.labels(d.workflow).inc()
                 # A delivery whose lease expired may still be here, being killed: claim_due
                 # released and re-claimed its execution. The new one waits until it is gone.
                 prev = self.running.get(d.execution_id)
-                r = Running(d, lease_expires_at=d.lease_expires_at)
+                r = Running(d, lease_expires_at=d.lease_expires_at,
+                            started_at=time.monotonic())
                 self.running[d.execution_id] = r
                 r.task = asyncio.create_task(self._deliver(r, prev),
                                              name=f"deliver {d.execution_id}")
@@ -144,6 +153,9 @@ class Dispatcher(Cancelling):
         finally:
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
+            if self.metrics is not None:
+                result = r.result or ("lease_lost" if r.lost else "released")
+                self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
@@ -212,6 +224,7 @@ class Dispatcher(Cancelling):
             await self._end_cancelled(r, f"workflow {d.workflow} is {why}")
             return
         log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
+        r.result = "unavailable"
         await self.call(
             self.store.release, d.execution_id, d.token,
             retry_at=time.time() + 3600, reason="workflow_unavailable",
@@ -275,6 +288,9 @@ class Dispatcher(Cancelling):
             await self.call(self.store.acknowledge, d.execution_id, d.token, outcome,
                             on_failure=handler)
             r.acknowledged = True
+            r.result = outcome["status"]
+            if handler is not None and self.metrics is not None:
+                self.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:
             pass
 
@@ -290,6 +306,8 @@ class Dispatcher(Cancelling):
             await asyncio.sleep(max(0.05, r.lease_expires_at - time.time()))
             if time.time() >= r.lease_expires_at:
                 r.lost = True
+                if self.metrics is not None:
+                    self.metrics.lease_expiries.inc()
                 log.warning("%s: lease expired; killing its worker", r.delivery.execution_id)
                 if r.proc is not None:
                     kill_group(r.proc)
@@ -324,10 +342,26 @@ class Dispatcher(Cancelling):
         if r is not None and r.delivery.token == token:
             r.lease_expires_at = max(r.lease_expires_at, expires)  # answers may come out of order
 
-    def acknowledged(self, execution_id: str, token: str) -> None:
+    def acknowledged(self, execution_id: str, token: str, status: str = "") -> None:
         r = self.running.get(execution_id)
         if r is not None and r.delivery.token == token:
             r.acknowledged = True
+            r.result = r.result or status
+
+    def delivering(self, execution_id: str, token: str) -> bool:
+        """Whether this daemon runs that delivery and it has recorded no outcome yet."""
+        r = self.running.get(execution_id)
+        return r is not None and r.delivery.token == token and not r.acknowledged
+
+    def step_saved(self, execution_id: str, token: str, kind: str) -> None:
+        """A step of a running delivery was saved: the time since its start or its previous
+        step is that step's duration (what the daemon can see of it)."""
+        r = self.running.get(execution_id)
+        if r is None or r.delivery.token != token or self.metrics is None:
+            return
+        now = time.monotonic()
+        self.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
+        r.last_step_at = now
 
     # -- shutdown ---------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ class Daemon:
         self.runner: Any = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
+        self.metrics: Any = None
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -95,6 +96,7 @@ class Daemon:
         from ys.daemon.dispatcher import Dispatcher
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
+        from ys.daemon.metrics import Metrics
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
         from ys.settings import load as load_settings
@@ -102,6 +104,7 @@ class Daemon:
 
         # A bad config.toml stops the start-up here, saying which key and why (DESIGN.md §7).
         self.on_failure = load_settings(self.paths.config).on_failure
+        self.metrics = Metrics()
         self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         self.launcher = make_launcher()
@@ -111,6 +114,8 @@ class Daemon:
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
         self.dispatcher.handler_for = self.handler_for
+        self.dispatcher.metrics = self.metrics
+        self.store.observe_commits(self.metrics.observe_commit)
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()

@@ -81,6 +81,7 @@ class Scheduler:
                     log.error("schedule %s: %s", s["name"], exc)
                     continue
                 self._log(s, actions)
+                self.d.metrics.schedule_actions(s["name"], actions)
                 from ys.sdk import crash_point
 
                 crash_point("schedule.after_fire")

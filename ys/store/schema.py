@@ -160,6 +160,49 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions(status, admitted_at);
     """,
+    # 7: counts that metrics read without a scan (ys/store/metrics.py), kept by triggers in
+    # the transaction of every write, whichever path writes (an admission batch, an event,
+    # gc): executions by workflow and status, effects by status.
+    """
+    CREATE TABLE execution_counts (
+        workflow TEXT NOT NULL,
+        status   TEXT NOT NULL,
+        n        INTEGER NOT NULL,
+        PRIMARY KEY (workflow, status)
+    ) WITHOUT ROWID;
+    INSERT INTO execution_counts (workflow, status, n)
+        SELECT workflow, status, COUNT(*) FROM executions GROUP BY workflow, status;
+    CREATE TRIGGER execution_counts_insert AFTER INSERT ON executions BEGIN
+        INSERT INTO execution_counts (workflow, status, n) VALUES (NEW.workflow, NEW.status, 1)
+            ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER execution_counts_update AFTER UPDATE OF status ON executions
+    WHEN OLD.status IS NOT NEW.status BEGIN
+        UPDATE execution_counts SET n = n - 1
+            WHERE workflow = OLD.workflow AND status = OLD.status;
+        INSERT INTO execution_counts (workflow, status, n) VALUES (NEW.workflow, NEW.status, 1)
+            ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER execution_counts_delete AFTER DELETE ON executions BEGIN
+        UPDATE execution_counts SET n = n - 1
+            WHERE workflow = OLD.workflow AND status = OLD.status;
+    END;
+    CREATE TABLE effect_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO effect_counts (status, n) SELECT status, COUNT(*) FROM effects GROUP BY status;
+    CREATE TRIGGER effect_counts_insert AFTER INSERT ON effects BEGIN
+        INSERT INTO effect_counts (status, n) VALUES (NEW.status, 1)
+            ON CONFLICT (status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER effect_counts_update AFTER UPDATE OF status ON effects
+    WHEN OLD.status IS NOT NEW.status BEGIN
+        UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+        INSERT INTO effect_counts (status, n) VALUES (NEW.status, 1)
+            ON CONFLICT (status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER effect_counts_delete AFTER DELETE ON effects BEGIN
+        UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+    END;
+    """,
 ]
 
 
@@ -183,5 +226,16 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration into statements (executescript would COMMIT our transaction)."""
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """Split a migration into statements (executescript would COMMIT our transaction). A
+    trigger's body holds `;` too: pieces are joined until SQLite calls them complete."""
+    out: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip())
+    return out

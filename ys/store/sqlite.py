@@ -409,6 +409,16 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     def verify(self) -> builtins.list[str]:
         return reads.verify(self.reader())
 
+    def shared_counts(self, now: float | None = None) -> Any:
+        """What every daemon on this database reports alike (ys.store.metrics.SharedCounts)."""
+        from ys.store.metrics import shared_counts
+
+        return shared_counts(self.reader(), self._now(now))
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
+        self._writer.observe = observer
+
     def next_due_at(self) -> float | None:
         """The earliest time anything becomes claimable (a due wake or a lease expiry)."""
         return reads.next_due_at(self.reader())
