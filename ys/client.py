@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 import time
 from typing import Any
@@ -34,6 +35,18 @@ class _UnixConnection(http.client.HTTPConnection):
             raise
         self.sock = sock
         self._transport.reached = True
+
+    def dropped(self) -> bool:
+        """Whether the daemon closed this idle connection (it closes idle ones after a while):
+        readable with nothing asked means end of stream. Checked before each reuse, so a
+        request that is not safe to resend (a POST) is never sent on a dead connection."""
+        if self.sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
@@ -107,6 +120,9 @@ class Transport:
             headers["X-Ys-Token"] = self.token
         for attempt in (1, 2):
             conn = self._conn
+            if conn is not None and conn.dropped():
+                conn.close()
+                conn = self._conn = None
             if conn is None or timeout is not None:
                 conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
             try:

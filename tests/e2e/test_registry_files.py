@@ -75,6 +75,21 @@ def test_two_files_with_one_name_are_both_listed_with_an_error_and_neither_runs(
     assert _listed(c, "backup")["error"] is None and lines(fx) == ["python"]
 
 
+def test_a_group_writable_notes_file_does_not_shadow_a_workflow_of_its_name(daemon, tmp_path):
+    """backup.md, 0664 (umask 002), is no script at all: backup.py keeps running."""
+    fx = fixture_dir(tmp_path)
+    daemon.write("notes-shadow.md", "what this workflow does\n", mode=0o664)  # first
+    write_workflow(daemon, "notes-shadow", NOTE.format(what="python"))
+    c = daemon.client()
+    wait_until(lambda: _listed(c, "notes-shadow"), message="notes-shadow.py listed")
+    c.trigger("notes-shadow", {"d": str(fx)}, execution_id="shadow-1")
+    done = c.wait("shadow-1", timeout=30)
+    assert done["outcome"] == {"status": "completed", "result": "python"}
+    assert [w["path"] for w in _all(c) if w["name"] == "notes-shadow"] == [
+        str(daemon.workflows / "notes-shadow.py")]
+    assert _listed(c, "notes-shadow")["error"] is None
+
+
 def _fifo(path: Path) -> None:
     os.mkfifo(path)
     os.chmod(path, 0o700)  # executable: it would pass for a shell script

@@ -261,8 +261,10 @@ class Registry:
         if target is not None and not stat.S_ISREG(target.st_mode):
             return None  # FIFOs, sockets, devices: never scripts, never opened
         mtime = target.st_mtime if target is not None else 0.0
-        if error is None and kind == "shell" and not os.access(real, os.X_OK):
-            return None  # not executable and not Python: not a workflow (README, data files)
+        if kind == "shell" and target is not None and not os.access(real, os.X_OK):
+            # Not executable and not Python: not a workflow (README, notes, data files), even
+            # when it is unsafe (a group-writable backup.md must not shadow backup.py).
+            return None
         from ys.errors import YsError
         from ys.store.base import check_workflow_name
 
