@@ -322,6 +322,17 @@ class Client:
         result: dict[str, Any] = self._call("GET", path)
         return result
 
+    def events(self, cursor: str | None = None, *, since: float | None = None,
+               limit: int | None = None, wait: float = 0.0) -> dict[str, Any]:
+        """Every execution's events after `cursor`, in commit order: {"events": [...],
+        "cursor"}; without a cursor from `since` seconds ago, else from now. With `wait`,
+        a long poll: it answers once there is an event, or after `wait` seconds."""
+        q = {k: str(v) for k, v in (("cursor", cursor), ("since", since), ("limit", limit),
+                                    ("wait", wait or None)) if v is not None}
+        path = "/v1/events" + (f"?{urlencode(q)}" if q else "")
+        result: dict[str, Any] = self._call("GET", path, timeout=wait + 30 if wait else None)
+        return result
+
     def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result

@@ -25,6 +25,7 @@ from ys import __version__
 from ys.daemon import views
 from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
@@ -74,7 +75,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
+class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes):
     """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
@@ -84,6 +85,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
             web.get("/v1/metrics", self.metrics),
+            web.get("/v1/events", self.events),
             web.post("/v1/executions", self.trigger),
             web.get("/v1/executions", self.list),
             web.get(e, self.get),

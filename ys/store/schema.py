@@ -203,6 +203,23 @@ MIGRATIONS: list[str] = [
         UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
     END;
     """,
+    # 8: every event of every execution in commit order (`ys history --follow --all`): a
+    # position per event, given by a trigger in the event's own transaction (one writer, so
+    # positions grow in commit order), never reused (AUTOINCREMENT), so a cursor resumes
+    # without gaps after a restart. Events already stored get positions in time order.
+    """
+    CREATE TABLE event_log (
+        pos          INTEGER PRIMARY KEY AUTOINCREMENT,
+        execution_id TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        at           REAL NOT NULL
+    );
+    INSERT INTO event_log (execution_id, seq, at)
+        SELECT execution_id, seq, at FROM events ORDER BY at, execution_id, seq;
+    CREATE TRIGGER event_log_insert AFTER INSERT ON events BEGIN
+        INSERT INTO event_log (execution_id, seq, at) VALUES (NEW.execution_id, NEW.seq, NEW.at);
+    END;
+    """,
 ]
 
 

@@ -415,6 +415,22 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
 
         return shared_counts(self.reader(), self._now(now))
 
+    def event_stream(self, cursor: str | None = None, *, since: float | None = None,
+                     limit: int = 1000) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Events of every execution after `cursor`, in commit order, and the cursor after
+        them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
+        from ys.store import stream
+
+        c = self.reader()
+        if cursor is not None:
+            after = stream.check_cursor(cursor)
+        elif since is not None:
+            after = stream.position_before(c, check_time(since, "since"))
+        else:
+            return [], str(stream.last_position(c))
+        items, pos = stream.events_after(c, after, limit)
+        return items, str(pos)
+
     def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
         """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
         self._writer.observe = observer
