@@ -41,9 +41,9 @@ durable_values = st.recursive(
 
 
 def normalized(v: Any) -> Any:
-    """What decode should give back for v: the same, except -0.0 becomes int 0."""
+    """What decode should give back for v: the same, except -0.0 becomes 0.0."""
     if type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
-        return 0
+        return 0.0
     if isinstance(v, list):
         return [normalized(x) for x in v]
     if isinstance(v, dict):

@@ -23,8 +23,19 @@ from tests.durable_values import (
     normalized,
     scalars,
 )
-from ys.codec import MAX_DEPTH, Encoding, ErrorValue, decode, dumps, encode, is_durable
-from ys.errors import InvalidArgument
+from ys.codec import (
+    MAX_DEPTH,
+    MAX_MESSAGE_CHARS,
+    MAX_VALUE_BYTES,
+    Encoding,
+    ErrorValue,
+    check_size,
+    decode,
+    dumps,
+    encode,
+    is_durable,
+)
+from ys.errors import InvalidArgument, ValueTooLarge
 
 
 def canonical(v: Any, path: str = "value") -> str:
@@ -118,11 +129,12 @@ def test_floats_encode_as_shortest_round_trip_text() -> None:
     assert canonical(0.0) == "0.0"
 
 
-def test_negative_zero_encodes_as_zero() -> None:
-    assert canonical(-0.0) == "0"
-    assert canonical([-0.0, 0.0]) == "[0,0.0]"
-    assert canonical({"a": -0.0}) == '{"a":0}'
-    assert_same(decode(canonical(-0.0)), 0)
+def test_negative_zero_encodes_as_zero_point_zero_like_the_float_it_equals() -> None:
+    assert canonical(-0.0) == "0.0"
+    assert canonical([-0.0, 0.0, 0]) == "[0.0,0.0,0]"
+    assert canonical({"a": -0.0}) == canonical({"a": 0.0}) == '{"a":0.0}'
+    assert canonical({"a": -0.0}) != canonical({"a": 0})  # 0 and 0.0 stay apart, as 1 and 1.0
+    assert_same(decode(canonical(-0.0)), 0.0)
 
 
 def test_unicode_is_kept_as_is_not_escaped() -> None:
@@ -302,6 +314,31 @@ def test_error_value_to_json_is_a_plain_untagged_dict() -> None:
         "cause": {"name": "F", "message": "n"},
     }
     assert ErrorValue("E", "m").to_json() == {"name": "E", "message": "m"}
+
+
+def test_error_value_from_exception_cuts_a_huge_message_so_the_error_can_be_saved() -> None:
+    error = ErrorValue.from_exception(ValueError("x" * 10_000_000))
+    assert error.message.startswith("x" * MAX_MESSAGE_CHARS + "... (")
+    assert f"({10_000_000 - MAX_MESSAGE_CHARS} more characters not kept)" in error.message
+    check_size(canonical(error), "error")  # fits in a saved value
+
+
+def test_check_size_passes_a_value_at_the_limit_and_names_the_limit_past_it() -> None:
+    at_limit = canonical("z" * (MAX_VALUE_BYTES - 4))  # two quotes, each counted twice
+    assert check_size(at_limit, "result") == at_limit
+    with pytest.raises(ValueTooLarge) as over:
+        check_size(canonical("z" * (MAX_VALUE_BYTES - 3)), "step 'big' result")
+    assert over.value.code == "INVALID_ARGUMENT"  # exit code 2, HTTP 400
+    assert over.value.message.startswith(
+        f"step 'big' result is {MAX_VALUE_BYTES - 1} bytes encoded (")
+    assert "over the 2 MiB limit" in over.value.message
+
+
+def test_check_size_counts_escaped_quotes_as_the_value_travels_in_a_json_string() -> None:
+    # 2 bytes of UTF-8 per "é" or per quote (escaped as \" when the value is sent as text)
+    assert check_size(canonical(["é"] * 100_000), "v")
+    with pytest.raises(ValueTooLarge):
+        check_size(canonical([""] * (MAX_VALUE_BYTES // 4)), "v")  # 3 bytes, 5 as sent
 
 
 def test_an_error_value_with_non_string_fields_is_refused() -> None:

@@ -26,6 +26,7 @@ _LAZY = {
     "ChildWorkflowFailed": "ys.errors",
     "WorkflowCancelledError": "ys.errors",
     "WaitTimeout": "ys.errors",
+    "ValueTooLarge": "ys.errors",
     "LeaseLost": "ys.errors",
     "DaemonUnavailable": "ys.errors",
 }
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         DaemonUnavailable,
         ExecutionAdmissionError,
         LeaseLost,
+        ValueTooLarge,
         WaitTimeout,
         WorkflowCancelledError,
         WorkflowEffectError,
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ChildWorkflowFailed", "Client", "DaemonUnavailable", "ExecutionAdmissionError", "LeaseLost",
-    "NotFound", "Retry", "Settled", "Step", "Unknown", "WaitTimeout", "WorkflowCancelledError",
+    "NotFound", "Retry", "Settled", "Step", "Unknown", "ValueTooLarge", "WaitTimeout",
+    "WorkflowCancelledError",
     "WorkflowEffectError", "WorkflowStartError", "YsError", "__version__", "workflow",
 ]

@@ -2,9 +2,10 @@
 
 A durable value is None, a bool, an int, a finite float, a str, a list of durable values, a dict
 with str keys and durable values, or an ErrorValue. The canonical text has its keys sorted, no
-insignificant white space and non-ASCII characters as they are; -0.0 is written as 0. Two values
-that mean the same thing therefore encode to the same string, which is what request comparison
-(START_REQUEST_MISMATCH and friends) relies on.
+insignificant white space and non-ASCII characters as they are; -0.0 is written as 0.0. Two values
+that are equal within one type therefore encode to the same string, which is what request
+comparison (START_REQUEST_MISMATCH, use-existing and friends) relies on; 0 and 0.0 stay apart, as
+1 and 1.0 do.
 
 Errors are tagged as {"$error": {...}}. So that user data can never pose as an error, every key
 of user data that starts with "$" is written with one more "$" ("$error" -> "$$error") and read
@@ -20,9 +21,15 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from ys.errors import InvalidArgument
+from ys.errors import InvalidArgument, ValueTooLarge
 
 MAX_DEPTH = 64  # containers (lists, dicts, ErrorValues) nested deeper than this are refused
+# The most a saved value (a step's or a workflow's result) may take encoded, as params may.
+# Checked by the SDK before it sends one and by the store that saves it (see check_size).
+MAX_VALUE_BYTES = 2 * 1024 * 1024
+# An error's message is cut to this many characters, so that an error (with its causes) always
+# fits in a saved value, however long the text its exception carries.
+MAX_MESSAGE_CHARS = 16 * 1024
 
 _MAX_CAUSES = 16  # ErrorValue.from_exception follows at most this many __cause__ links
 _INT_DIGITS = 4300  # Python's default int<->str limit; longer ints could not be decoded
@@ -52,7 +59,8 @@ class ErrorValue:
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorValue:
         """Follows `__cause__` (not `__context__`) at most 16 links deep; never raises, and the
-        result always encodes (lone surrogates in texts are written as \\udcxx escapes)."""
+        result always encodes (lone surrogates in texts are written as \\udcxx escapes) and
+        fits in a saved value (each message is cut to MAX_MESSAGE_CHARS)."""
         chain: list[BaseException] = []
         seen: set[int] = set()
         link: BaseException | None = exc
@@ -80,9 +88,17 @@ class ErrorValue:
 
 def _exception_message(exc: BaseException) -> str:
     try:
-        return _utf8(str(exc))
+        return clip(_utf8(str(exc)))
     except Exception:
         return f"<unprintable {type(exc).__name__}>"
+
+
+def clip(message: str) -> str:
+    """An error message cut to MAX_MESSAGE_CHARS, saying how much was left out."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    cut = len(message) - MAX_MESSAGE_CHARS
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({cut} more characters not kept)"
 
 
 def _exception_code(exc: BaseException) -> str | None:
@@ -164,8 +180,28 @@ def is_durable(value: object) -> bool:
     return encode(value).status == "encoded"
 
 
+def check_size(canonical: str, what: str) -> str:
+    """`canonical` if it fits in MAX_VALUE_BYTES; else ValueTooLarge naming `what` and the
+    limit. The size is the text's UTF-8 bytes with each quote and backslash counted twice:
+    a step's value travels to the daemon as a JSON string, where they are escaped, so
+    whatever passes here also fits in the daemon's request body limit."""
+    if len(canonical) * 4 <= MAX_VALUE_BYTES:  # fits whatever its characters (cheap)
+        return canonical
+    size = len(canonical.encode("utf-8"))
+    escaped = size + canonical.count('"') + canonical.count("\\")
+    if escaped <= MAX_VALUE_BYTES:
+        return canonical
+    said = f"{size} bytes encoded" + (
+        f" ({escaped} with its quotes escaped)" if size <= MAX_VALUE_BYTES else "")
+    raise ValueTooLarge(
+        "INVALID_ARGUMENT",
+        f"{what} is {said}, over the {MAX_VALUE_BYTES // (1024 * 1024)} MiB limit of a saved "
+        "value; keep big data in a file and save its path",
+    )
+
+
 def _build(v: Any, depth: int, active: set[int]) -> Any:
-    """`v` made ready for the JSON encoder: keys escaped, -0.0 as 0, subclasses made plain,
+    """`v` made ready for the JSON encoder: keys escaped, -0.0 as 0.0, subclasses made plain,
     errors tagged. Returns `v` itself where nothing needs to change. `depth` counts the
     containers around `v`; `active` holds the ids of those containers (for cycles)."""
     t = type(v)
@@ -202,10 +238,12 @@ def _int(v: int) -> int:
     raise _Invalid(f"an integer of more than {_INT_DIGITS} digits is not a durable value")
 
 
-def _float(v: float) -> float | int:
+def _float(v: float) -> float:
     if v - v == 0.0:  # finite: inf - inf and nan - nan are nan
         if v == 0.0 and math.copysign(1.0, v) < 0.0:
-            return 0  # the spec's "-0 as 0"; decodes as int 0, which re-encodes the same
+            # -0.0 == 0.0, so they must encode alike (DESIGN §4); it stays a float, as the
+            # spec's "-0 as 0" does in a language with one number type.
+            return 0.0
         return v
     if v != v:
         raise _Invalid("NaN is not a durable value")

@@ -7,6 +7,8 @@
     ├── ChildWorkflowFailed                a child's failed outcome, raised in its caller
     ├── WorkflowCancelledError             raised at the next step after `ys cancel`
     ├── WaitTimeout                        step.wait_for timed out
+    ├── InvalidArgument                    INVALID_ARGUMENT
+    │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
     ├── LeaseLost                          a stale delivery token tried to write
     └── DaemonUnavailable                  nothing answers on the socket
 
@@ -125,6 +127,11 @@ class NotFound(YsError):
 
 class InvalidArgument(YsError):
     default_code = "INVALID_ARGUMENT"
+
+
+class ValueTooLarge(InvalidArgument):
+    """A step's result or a workflow's result is too big to save: the step's (or the
+    execution's) failure, recorded once, never a delivery to retry."""
 
 
 class ResourceExhausted(YsError):

@@ -21,6 +21,7 @@ from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
 from ys._steps.values import ValueSteps
 from ys.errors import (
+    ValueTooLarge,
     WaitTimeout,
     WorkflowCancelledError,
     WorkflowEffectError,
@@ -158,6 +159,8 @@ def revive(error: codec.ErrorValue) -> BaseException:
         return from_code(error.code, error.message)
     if error.name == "WaitTimeout":
         return WaitTimeout("WAIT_TIMEOUT", error.message)
+    if error.name == "ValueTooLarge":
+        return ValueTooLarge(error.code or "INVALID_ARGUMENT", error.message)
     cls = getattr(builtins, error.name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
@@ -269,10 +272,15 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
                 self._suspend(key, "run", text, attempts, self._backend.now() + retry.delay(attempts))
             self._save(key, "run", "failed", text, attempts)
             raise
-        enc = codec.encode(result, path=f"step {key!r} result")
-        if enc.status != "encoded":
-            raise TypeError(enc.message)
-        self._save(key, "run", "completed", enc.canonical, attempts)
+        try:
+            canonical = _savable(result, f"step {key!r} result")
+        except (TypeError, ValueTooLarge) as exc:
+            # A result that cannot be saved is the step's failure, recorded once and raised
+            # here (running the step again would give the same value).
+            text = codec.dumps(codec.ErrorValue.from_exception(exc))
+            self._save(key, "run", "failed", text, attempts)
+            raise
+        self._save(key, "run", "completed", canonical, attempts)
         return result
 
     def sleep(self, key: str, seconds: float) -> None:
@@ -306,6 +314,15 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
 
 
+def _savable(value: Any, what: str) -> str:
+    """The canonical text of a result to save: TypeError if it is not a durable value,
+    ValueTooLarge if it is over the limit the store enforces (it would be refused)."""
+    enc = codec.encode(value, path=what)
+    if enc.status != "encoded" or enc.canonical is None:
+        raise TypeError(enc.message)
+    return codec.check_size(enc.canonical, what)
+
+
 def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     """The function marked @ys.workflow, or failing that, one named `main`."""
     for value in namespace.values():
@@ -336,14 +353,37 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
 
         traceback.print_exception(exc)  # into the delivery's log; the outcome keeps name+message
         return {"status": "failed", "error": error_json(exc)}
-    enc = codec.encode(result, path="result")
-    if enc.status != "encoded":
-        return {"status": "failed", "error": {"name": "TypeError", "message": enc.message}}
-    return {"status": "completed", "result": codec.decode(enc.canonical or "null")}
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # sys.exit() in the workflow's own code (a step body included) ends it on purpose:
+        # that is its outcome, not a delivery to retry.
+        return exit_outcome(exc)
+    try:
+        canonical = _savable(result, "result")
+    except (TypeError, ValueTooLarge) as exc:
+        return {"status": "failed", "error": error_json(exc)}
+    return {"status": "completed", "result": codec.decode(canonical)}
+
+
+def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
+    """What a workflow that exits with a status ends with, as a shell workflow's exit does:
+    completed for status 0, else failed with the status (code EXIT_STATUS)."""
+    if isinstance(exc, KeyboardInterrupt):
+        status, said = 130, "interrupted"
+    else:
+        code = exc.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        said = "" if code is None or isinstance(code, int) else str(code)
+    message = codec.clip(f"exit status {status}" + (f": {said}" if said else ""))
+    sys.stderr.write(f"ys: the workflow raised {type(exc).__name__}: {message}\n")
+    if status == 0:
+        return {"status": "completed", "result": None}
+    return {"status": "failed",
+            "error": {"name": type(exc).__name__, "message": message, "code": "EXIT_STATUS"}}
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:
-    message = exc.message if isinstance(exc, YsError) else str(exc)
+    """A failed outcome's error: name, message (cut so that it can always be saved), code."""
+    message = codec.clip(exc.message if isinstance(exc, YsError) else str(exc))
     out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
     code = getattr(exc, "code", None)
     if isinstance(code, str):

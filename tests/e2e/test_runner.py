@@ -142,7 +142,7 @@ def test_child_exit_before_an_outcome_releases_the_lease_and_redelivers_after_th
     assert released["data"]["reason"] == "worker_failed"
     assert "status 3" in released["data"]["detail"]
     # redelivered only after the redelivery delay (YS_RETRY_BASE_SECONDS=0.2 in the fixture)
-    retry_at = released["data"]["retry_at"]
+    retry_at = parse_iso(released["data"]["retry_at"])
     assert retry_at >= parse_iso(released["at"]) + 0.15
     assert parse_iso(evs[4]["at"]) >= retry_at - 0.001
     assert lines(fx) == ["load", "work"]  # the finished step did not run again
@@ -165,7 +165,7 @@ def test_sleep_records_the_step_and_its_wake_before_the_suspended_report(daemon,
     assert ks == ["admitted", "claimed", "step", "step", "suspended"]
     nap = evs[3]
     assert nap["data"]["key"] == "nap" and nap["data"]["status"] == "waiting"
-    wake_at = nap["data"]["wake_at"]
+    wake_at = parse_iso(nap["data"]["wake_at"])
     assert wake_at >= parse_iso(nap["at"]) + 3599
     d = c.describe("napper-1")
     assert d["outcome"] is None

@@ -152,13 +152,13 @@ def test_begin_with_changed_operation_or_input_is_rejected_without_changing_the_
 
 
 def test_begin_compares_canonical_encodings_so_equal_values_match(store: SqliteStore) -> None:
-    store.effect_begin(OP, EID, {"a": 0, "b": [1.5, {"y": 1, "x": 2}]}, "e", "k", now=T0)
-    # key order and -0.0 (written as 0) do not change the canonical encoding
+    store.effect_begin(OP, EID, {"a": 0.0, "b": [1.5, {"y": 1, "x": 2}]}, "e", "k", now=T0)
+    # key order and -0.0 (written as 0.0) do not change the canonical encoding
     same = {"b": [1.5, {"x": 2, "y": 1}], "a": -0.0}
     assert store.effect_begin(OP, EID, same, "e", "k", now=T0)["status"] == "pending"
-    # but 1 and 1.0 (or True) are different durable values
+    # but 0 and 0.0 (like 1 and 1.0, or True) are different durable values
     with pytest.raises(WorkflowEffectError):
-        store.effect_begin(OP, EID, {"a": 0.0, "b": [1.5, {"x": 2, "y": 1}]}, "e", "k", now=T0)
+        store.effect_begin(OP, EID, {"a": 0, "b": [1.5, {"x": 2, "y": 1}]}, "e", "k", now=T0)
 
 
 # -- settle receives equal results concurrently -------------------------------------------------

@@ -553,8 +553,8 @@ def test_settled_lookup_results_and_performed_results_are_stored_in_canonical_fo
     client: FakeClient, provider: FakeProvider
 ) -> None:
     provider.perform_script.append(lambda e: {"b": [1, -0.0], "a": "x"})
-    completed(client.run(charge_order(provider)), {"a": "x", "b": [1, 0]})
-    assert client.calls[2] == ("settle", EID, '{"a":"x","b":[1,0]}')
+    completed(client.run(charge_order(provider)), {"a": "x", "b": [1, 0.0]})
+    assert client.calls[2] == ("settle", EID, '{"a":"x","b":[1,0.0]}')
 
 
 def test_not_found_lookup_type_is_the_sdk_class(provider: FakeProvider) -> None:

@@ -233,6 +233,22 @@ def test_a_lone_surrogate_str_result_is_refused_as_an_invalid_callback_result() 
     assert info.value.code == "EFFECT_HANDLER_INVALID"
 
 
+def test_a_result_too_big_to_save_is_refused_as_an_invalid_callback_result() -> None:
+    client = FakeClient()
+    provider = FakeProvider(client)
+    provider.perform_script.append(lambda e: "z" * 10_000_000)
+
+    def main(step: ys.sdk.Step, params: Any) -> Any:
+        return step.effect("charge", effect_id="eff", operation=OP, input={},
+                           perform=provider.perform, lookup=provider.lookup)
+
+    with pytest.raises(InfrastructureFailure) as info:
+        client.run(main)
+    assert info.value.code == "EFFECT_HANDLER_INVALID"
+    assert "2 MiB" in str(info.value.cause)
+    assert client.saved == {} and "settle" not in client.names()
+
+
 # -- rejections keep their code through serialization -------------------------------------------
 
 

@@ -206,7 +206,7 @@ def test_lookup_unknown_suspends_and_looks_up_again_after_retry_in_through_a_wak
     assert "released" not in ks  # no delivery failed: the retries came from wakes
     first_wait = next(i for i, e in enumerate(evs)
                       if e["kind"] == "step" and e["data"]["status"] == "waiting")
-    wake_at = evs[first_wait]["data"]["wake_at"]
+    wake_at = parse_iso(evs[first_wait]["data"]["wake_at"])
     assert evs[first_wait + 1]["kind"] == "suspended"
     later_claim = next(e for e in evs[first_wait:] if e["kind"] == "claimed")
     assert parse_iso(later_claim["at"]) >= wake_at - 0.01, evs  # delivered when it was due

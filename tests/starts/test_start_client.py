@@ -220,8 +220,9 @@ def test_a_reference_cycle_is_invalid_start_parameters(store: SqliteStore, calle
 
 def test_parameter_objects_with_different_key_order_encode_the_same_and_the_requests_match(
         store: SqliteStore, caller: str, db_path: Path):
-    # -0 encodes as 0 (the int: ys's codec keeps 0 and 0.0 apart, as Python does)
-    one = {"order": 42, "lines": [{"sku": "a", "qty": 1}], "zero": 0, "address": {"b": 2, "a": 1}}
+    # -0.0 encodes as 0.0 (equal floats encode alike; 0 and 0.0 stay apart, as in Python)
+    one = {"order": 42, "lines": [{"sku": "a", "qty": 1}], "zero": 0.0,
+           "address": {"b": 2, "a": 1}}
     two = {"address": {"a": 1, "b": 2}, "zero": -0.0, "lines": [{"qty": 1, "sku": "a"}],
            "order": 42}
     assert list(one) != list(two)
@@ -229,7 +230,7 @@ def test_parameter_objects_with_different_key_order_encode_the_same_and_the_requ
     assert enc1.status == enc2.status == "encoded"
     assert enc1.canonical == enc2.canonical
     assert enc1.canonical == ('{"address":{"a":1,"b":2},"lines":[{"qty":1,"sku":"a"}],'
-                              '"order":42,"zero":0}')
+                              '"order":42,"zero":0.0}')
     first = store.start(caller, "ship", "ship-order", one, now=T0 + 1)
     assert store.start(caller, "ship", "ship-order", two, now=T0 + 2) == first
     assert count_targets(db_path) == 1

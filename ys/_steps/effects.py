@@ -9,7 +9,7 @@ from typing import Any
 
 from ys import codec, sdk
 from ys._steps import StepMethods
-from ys.errors import EffectInvariantError, WorkflowEffectError, YsError
+from ys.errors import EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
 
 
 class _Failed:
@@ -109,10 +109,15 @@ class EffectSteps(StepMethods):
 
     @staticmethod
     def _durable(value: Any, what: str) -> str:
+        """A callback's result as canonical text; one that is not a durable value, or too big
+        to save, is an invalid callback result (RFC 004: no step, the effect stays pending)."""
         enc = codec.encode(value, path=f"{what} result")
         if enc.status != "encoded" or enc.canonical is None:
             raise sdk.InfrastructureFailure(ValueError(enc.message), "EFFECT_HANDLER_INVALID")
-        return enc.canonical
+        try:
+            return codec.check_size(enc.canonical, f"{what} result")
+        except ValueTooLarge as exc:
+            raise sdk.InfrastructureFailure(exc, "EFFECT_HANDLER_INVALID") from exc
 
     def _effect_done(self, key: str, result_json: Any) -> Any:
         """Record the settled result; text the client sent that is not a durable value is a

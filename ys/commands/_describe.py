@@ -31,6 +31,20 @@ def _steps(d: dict[str, Any]) -> Any:
     return r.fit(t, "KEY", "VALUE")
 
 
+def _failed_attempts(d: dict[str, Any]) -> Any:
+    """Each failed attempt of each step with its error (a retried step that then succeeded
+    keeps them here, its value is its result)."""
+    rows = [(s["key"], f) for s in d.get("steps") or [] for f in s.get("failed_attempts") or []]
+    if not rows:
+        return None
+    t = r.table("STEP", "ATTEMPT", "FAILED", "ERROR")
+    for key, f in rows:
+        error = f.get("error") or {}
+        r.add_row(t, key, str(f.get("attempt", "")), r.local(f.get("at")),
+                  r.cut(f"{error.get('name', '')}: {error.get('message', '')}", 200))
+    return r.fit(t, "STEP", "ERROR")
+
+
 def _deliveries(d: dict[str, Any]) -> Any:
     if not d.get("deliveries"):
         return None
@@ -91,6 +105,9 @@ def show(d: dict[str, Any]) -> None:
     if d.get("waiting_on"):
         r.section("Waiting on", _waiting_on(d), "")
     r.section("Steps", _steps(d), "no steps yet")
+    failed = _failed_attempts(d)
+    if failed is not None:
+        r.section("Failed attempts", failed, "")
     r.section("Deliveries", _deliveries(d), "not delivered yet")
     if d.get("children"):
         r.section("Children", _children(d), "")

@@ -45,10 +45,15 @@ def record(r: Record) -> dict[str, Any]:
     }
 
 
-def step(s: StepRecord) -> dict[str, Any]:
+def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A step as describe shows it, with its failed attempts (from the history), oldest first."""
     out: dict[str, Any] = {
         "key": s.key, "kind": s.kind, "status": s.status, "attempts": s.attempts,
         "wake_at": iso(s.wake_at), "updated_at": iso(s.updated_at),
+        "failed_attempts": [
+            {"attempt": f["attempt"], "at": iso(f["at"]), "error": f["error"]}
+            for f in failed or []
+        ],
     }
     if s.value is not None:
         out["value"] = plain(codec.decode(s.value))
@@ -61,7 +66,7 @@ def describe(d: Description) -> dict[str, Any]:
         history_length=d.record.history_length,
         history_bytes=d.history_bytes,
         lease_expires_at=iso(d.lease_expires_at),
-        steps=[step(s) for s in d.steps],
+        steps=[step(s, d.failed_attempts.get(s.key)) for s in d.steps],
         children=[
             {
                 "execution_id": c.execution_id, "workflow": c.workflow, "status": c.status,
@@ -108,5 +113,14 @@ def schedule(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Times an event's data holds. The store keeps them as epoch seconds (what `apply` folds);
+# the API shows them as every other time, in ISO 8601.
+EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
+
+
 def event(e: dict[str, Any]) -> dict[str, Any]:
-    return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": e["data"]}
+    data = e["data"]
+    if not EVENT_TIMES.isdisjoint(data):
+        data = {k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
+                for k, v in data.items()}
+    return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": data}

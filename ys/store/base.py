@@ -62,6 +62,7 @@ class Description:
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     children: list[Record] = field(default_factory=list)
     lease_expires_at: float | None = None
+    failed_attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by key
 
 
 def check_execution_id(execution_id: str, what: str = "execution ID") -> str:

@@ -337,6 +337,7 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
         enc = codec.encode(result, path="result")
         if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
             raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
         # Results are stored as plain JSON (lossless for durable values without tagged errors).
         return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
     if status == "failed":
@@ -382,6 +383,16 @@ def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> Non
         request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
 
 
+def step_error(value: str | None) -> dict[str, Any] | None:
+    """The error a step's value holds (a failed attempt, or a retry waiting after one), as
+    plain JSON; None for any other value. Only a tagged error's text starts so: a user key
+    "$error" is written "$$error"."""
+    if value is None or not value.startswith('{"$error":'):
+        return None
+    error = codec.decode(value)
+    return error.to_json() if isinstance(error, codec.ErrorValue) else None
+
+
 def save_step_tx(
     c: sqlite3.Connection, execution_id: str, token: str, key: str, kind: str, status: str,
     value: str | None, attempts: int, wake_at: float | None, now: float,
@@ -411,5 +422,10 @@ def save_step_tx(
         data["attempts"] = attempts
     if wake_at is not None:
         data["wake_at"] = wake_at
+    error = step_error(value)
+    if error is not None:
+        # The history keeps each failed attempt's error: the step's row keeps only its last
+        # value, which a retry that succeeds replaces with the result.
+        data["error"] = error
     append(c, record, [Event(STEP, now, data)])
     return record.cancel_requested

@@ -166,6 +166,17 @@ def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
     return out
 
 
+def failed_attempts(evs: list[Event]) -> dict[str, list[dict[str, Any]]]:
+    """Each step's failed attempts, oldest first, from the history's step events that carry
+    an error: {"attempt", "at", "error"}, by step key."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in evs:
+        if e.kind == "step" and isinstance(e.data.get("error"), dict):
+            out.setdefault(e.data["key"], []).append(
+                {"attempt": e.data.get("attempts", 1), "at": e.at, "error": e.data["error"]})
+    return out
+
+
 def describe(c: sqlite3.Connection, execution_id: str) -> Description:
     c.execute("BEGIN")
     try:
@@ -183,13 +194,15 @@ def describe(c: sqlite3.Connection, execution_id: str) -> Description:
                 (execution_id,),
             ).fetchall()
         ]
+        evs = events(c, execution_id)
         return Description(
             record=record,
             history_bytes=hb,
             steps=steps(c, execution_id),
-            deliveries=deliveries(events(c, execution_id)),
+            deliveries=deliveries(evs),
             children=children,
             lease_expires_at=lease,
+            failed_attempts=failed_attempts(evs),
         )
     finally:
         c.execute("COMMIT")

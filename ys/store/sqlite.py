@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ys import codec
 from ys.errors import InvalidArgument, LeaseLost, NotFound
 from ys.store import reads
 from ys.store.base import (
@@ -326,6 +327,8 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self, execution_id: str, token: str, key: str, kind: str, status: str,
         value: str | None, attempts: int, wake_at: float | None, now: float | None,
     ) -> Callable[[sqlite3.Connection], bool]:
+        if kind == "run" and value is not None:
+            codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
         t = self._now(now)
         if wake_at is not None:
             check_time(wake_at, "the step's wake time")
