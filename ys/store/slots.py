@@ -57,9 +57,9 @@ def _rows(s: dict[str, Any], actions: list[dict[str, Any]], cursor: float,
                    f"the machine slept (catch-up {s['catch_up']})")
             rows.append((name, slot, "late", why, a["execution_id"], now, 1))
         elif kind == "fired":
-            why = "fired once the previous execution ended (overlap queue)" if a.get(
-                "queued") else None
-            rows.append((name, slot, "fired", why, a["execution_id"], now, 1))
+            queued = "fired once the previous execution ended (overlap queue)"
+            rows.append((name, slot, "fired", queued if a.get("queued") else None,
+                         a["execution_id"], now, 1))
         elif kind == "skipped":
             rows.append((name, slot, "skipped", f"{a['why']} (overlap skip)", None, now, 1))
         elif kind == "queued":
@@ -117,7 +117,8 @@ def _slot(row: tuple[Any, ...]) -> dict[str, Any]:
 def recent(c: sqlite3.Connection, name: str | None = None, *, since: float | None = None,
            outcomes: tuple[str, ...] | None = None, limit: int = 20) -> list[dict[str, Any]]:
     """Slots newest first: one schedule's, or every schedule's since `since`."""
-    where, args = [], []  # type: ignore[var-annotated]
+    where: list[str] = []
+    args: list[Any] = []
     if name is not None:
         where.append("name = ?")
         args.append(name)
