@@ -94,8 +94,9 @@ async def _serve(socket_path: str, port: int, announce: Any) -> None:
     from aiohttp import web
 
     bound: list[int] = []
+    # On Ctrl-C, a page's long poll in flight is not waited for (it would hold the exit 25 s).
     runner = web.AppRunner(make_app(socket_path, lambda: bound[0] if bound else port),
-                           access_log=None, handle_signals=False)
+                           access_log=None, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=False)
     try:

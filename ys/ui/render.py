@@ -55,9 +55,13 @@ def local_and_utc(value: str | float | None) -> Markup:
     d = _parse(value)
     if d is None:
         return Markup('<span class="none">–</span>')
-    local = d.astimezone().strftime("%a %Y-%m-%d %H:%M %Z")
-    utc = d.astimezone(dt.UTC).strftime("%H:%M UTC")
-    return Markup(f'{when(value, "in")} <span class="both">{escape(local)} · {utc}</span>')
+    local = d.astimezone()
+    shown = local.strftime("%a %Y-%m-%d %H:%M %Z")
+    if local.utcoffset():
+        shown += d.astimezone(dt.UTC).strftime(" · %H:%M UTC")
+    iso = d.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return Markup(f'<time datetime="{iso}" data-rel="in"><span class="rel"></span></time>'
+                  f'<span class="both">{escape(shown)}</span>')
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

@@ -30,7 +30,7 @@ STATIC_TYPES = {".css": "text/css", ".js": "text/javascript"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY",
-           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cross-Origin-Resource-Policy": "same-origin"}
 REFUSED_STYLE = ("body{font:15px/1.5 system-ui,sans-serif;max-width:36em;margin:12vh auto;"
                  "padding:0 20px}h1{font-size:20px}code{font-size:14px}"
@@ -85,6 +85,7 @@ class Dashboard:
             web.get("/ui/values/{key}", g(page(pages.value, "value.html", "values"))),
             web.get("/ui/workflows", g(page(pages.workflows, "workflows.html", "workflows"))),
             web.get("/ui/static/{name}", g(self._static)),
+            web.route("*", "/ui/{tail:.*}", g(self._nowhere)),  # last: what nothing else is
         ]
 
     # -- the gate ---------------------------------------------------------------------------
@@ -197,6 +198,10 @@ class Dashboard:
         inner = "".join(tmpl.blocks["live"](context))
         full = tmpl.render(**ctx, live="\x00LIVE\x00") if whole else ""
         return inner, full
+
+    async def _nowhere(self, request: web.Request, cookie: str) -> web.StreamResponse:
+        return self._html("error.html", {"code": "NOT_FOUND", "section": "",
+                                         "message": f"no page {request.path}"}, cookie, 404)
 
     async def _to_now(self, request: web.Request, cookie: str) -> web.StreamResponse:
         return _redirect("/ui/", 302)
