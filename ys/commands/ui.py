@@ -8,8 +8,6 @@ rebinds its own name to 127.0.0.1 reaches nothing.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from typing import Annotated, Any
 
@@ -91,6 +89,9 @@ def make_app(socket_path: str, port_of: Any) -> Any:
 
 
 async def _serve(socket_path: str, port: int, announce: Any) -> None:
+    import asyncio
+    import signal
+
     from aiohttp import web
 
     bound: list[int] = []
@@ -152,6 +153,8 @@ def ui(
 
             if not webbrowser.open(url):
                 _render.note("no browser to open here: open the link above")
+
+    import asyncio  # here, not at the top: every command's start-up would pay for it
 
     asyncio.run(_serve(socket_path, port, announce))
 
