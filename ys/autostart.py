@@ -59,7 +59,9 @@ def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 
         env = dict(os.environ)
         env["YS_SOCKET"] = str(paths.socket)
         env["YS_DB"] = str(paths.db)
-        with open(paths.daemon_log, "ab") as logf:
+        # 0600 from the first byte, whatever the caller's umask: the daemon's log is private
+        fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(fd, "ab") as logf:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                 start_new_session=True, close_fds=True,

@@ -24,8 +24,8 @@ def _fast_path(argv: list[str]) -> int | None:
         return 0
     if len(argv) == 3 and argv[0] == "get" and "--json" in argv[1:]:
         execution_id = argv[2] if argv[1] == "--json" else argv[1]
-        if execution_id.startswith("-"):
-            return None  # an option, or `--`: the typer app says what it means
+        if not execution_id or execution_id.startswith("-"):
+            return None  # empty, an option, or `--`: the typer app says what it means
         from ys.commands._output import guarded
 
         return guarded(lambda: _get_json(execution_id))

@@ -14,24 +14,56 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ys.errors import DaemonUnavailable, YsError, from_code
+from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
+    def __init__(self, path: str, timeout: float | None, transport: Transport) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
+        self._transport = transport
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if self.timeout is not None:
             sock.settimeout(self.timeout)
-        sock.connect(self._path)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
         self.sock = sock
+        self._transport.reached = True
 
 
-def _seg(execution_id: str) -> str:
-    return quote(execution_id, safe="")
+ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
+
+
+def _seg(value: str, what: str = "execution ID") -> str:
+    """One URL path segment, encoded (an ID may hold '/'). Empty text would reach a bare route
+    (`GET /v1/executions/` answers NOT_FOUND), so it is refused before anything is sent."""
+    if not isinstance(value, str):
+        raise TypeError(f"the {what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the {what} must not be empty")
+    return quote(value, safe="")
+
+
+def _ex(ref: ExecutionRef) -> str:
+    """The encoded segment of an execution given by ID or by what `trigger()` returned."""
+    if isinstance(ref, dict):
+        if not isinstance(ref.get("execution_id"), str):
+            raise TypeError("a dict naming an execution needs its \"execution_id\" (as "
+                            "trigger() returns it)")
+        ref = ref["execution_id"]
+    if not isinstance(ref, str):
+        raise TypeError(f"an execution is named by its ID (a str) or by the dict trigger() "
+                        f"returns, not by {type(ref).__name__}")
+    return _seg(ref)
+
+
+def _schedule(name: str, tail: str = "") -> str:
+    return f"/v1/schedules/{_seg(name, 'schedule name')}{tail}"
 
 
 def _json_body(body: Any) -> bytes:
@@ -44,6 +76,12 @@ def _json_body(body: Any) -> bytes:
         return json.dumps(body, separators=(",", ":")).encode("ascii")
 
 
+# Why a request got no answer (DaemonUnavailable's `reason`): ABSENT, nothing listens on the
+# socket (the request was never sent); NO_ANSWER, it was sent and may have been carried out.
+ABSENT = "absent"
+NO_ANSWER = "no_answer"
+
+
 class Transport:
     """One keep-alive HTTP connection to the socket; reconnects once on a dropped connection."""
 
@@ -52,6 +90,7 @@ class Transport:
         self.socket_path = socket_path
         self.timeout = timeout
         self.token = token
+        self.reached = False  # a connection was made once: a daemon was there
         self._conn: _UnixConnection | None = None
 
     def close(self) -> None:
@@ -68,7 +107,7 @@ class Transport:
         for attempt in (1, 2):
             conn = self._conn
             if conn is None or timeout is not None:
-                conn = _UnixConnection(self.socket_path, timeout or self.timeout)
+                conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
             try:
                 conn.request(method, path, body=payload, headers=headers)
                 resp = conn.getresponse()
@@ -79,6 +118,18 @@ class Transport:
                 raise DaemonUnavailable(
                     "DAEMON_UNAVAILABLE",
                     f"no daemon answers on {self.socket_path}; start it with `ys daemon start`",
+                    reason=ABSENT,
+                ) from exc
+            except TimeoutError as exc:
+                # Sent (or being sent) and not answered: a busy daemon may still do it, so it
+                # is never retried here, and never a reason to start another daemon.
+                conn.close()
+                self._conn = None
+                waited = conn.timeout if conn.timeout is not None else 0.0
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    f"the daemon did not answer within {waited:g} s (it may be busy)",
+                    reason=NO_ANSWER,
                 ) from exc
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
                     http.client.CannotSendRequest) as exc:
@@ -86,7 +137,8 @@ class Transport:
                 self._conn = None
                 if attempt == 2 or method not in ("GET",):
                     raise DaemonUnavailable(
-                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})"
+                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})",
+                        reason=NO_ANSWER,
                     ) from exc
                 continue
             if timeout is None:
@@ -112,7 +164,9 @@ def default_socket() -> str:
 
 
 class Client:
-    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3."""
+    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
+    (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
+    returns."""
 
     def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0,
                  autostart: bool = False) -> None:
@@ -130,22 +184,48 @@ class Client:
         self.close()
 
     def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        """One request. With `autostart`, a daemon is started when nothing listens, but only
+        if no daemon was reached before: a command that follows or waits must not start again
+        a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
+        twice."""
         try:
             return self.transport.request(method, path, body, timeout=timeout)
-        except DaemonUnavailable:
+        except DaemonUnavailable as exc:
+            if exc.context.get("reason") != ABSENT:
+                raise
+            if self.transport.reached:
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    f"the daemon stopped answering on {self.socket_path} (it was stopped, or "
+                    "it exited); start it with `ys daemon start` and run the command again",
+                    reason=ABSENT,
+                ) from exc
             if not self.autostart:
                 raise
-            from ys.autostart import ensure_daemon
+        from ys.autostart import ensure_daemon
 
-            ensure_daemon()
-            self.autostart = False
-            return self.transport.request(method, path, body, timeout=timeout)
+        ensure_daemon()
+        self.autostart = False
+        return self.transport.request(method, path, body, timeout=timeout)
 
     # -- executions -------------------------------------------------------------------------
 
     def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
                 if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Admit an execution; returns {"execution_id", "started"} once admission commits."""
+        """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        `get`, `wait` and the other reads take that dict or its "execution_id" alike.
+        Params and context are objects (dicts): anything else is InvalidArgument, unsent.
+
+        A request the daemon did not answer (it timed out, or the connection closed) raises
+        DaemonUnavailable although the execution may have been admitted: retry with the same
+        `execution_id` and `if_exists="use-existing"`, which admits it at most once."""
+        for name, value in (("params", params), ("context", context)):
+            if value is not None and not isinstance(value, dict):
+                raise InvalidArgument(
+                    "INVALID_ARGUMENT",
+                    f"{name} must be an object (a dict of names to values), not "
+                    f"{type(value).__name__}",
+                )
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
         if params is not None:
             body["params"] = params
@@ -153,35 +233,48 @@ class Client:
             body["execution_id"] = execution_id
         if context is not None:
             body["context"] = context
-        result: dict[str, Any] = self._call("POST", "/v1/executions", body)
+        try:
+            result: dict[str, Any] = self._call("POST", "/v1/executions", body)
+        except DaemonUnavailable as exc:
+            if exc.context.get("reason") != NO_ANSWER:
+                raise
+            raise DaemonUnavailable(
+                "DAEMON_UNAVAILABLE",
+                f"{exc.message}, so the execution may have been admitted; a retry with the "
+                "same execution ID and if_exists use-existing is safe",
+                reason=NO_ANSWER, admission_unknown=True,
+            ) from exc
         return result
 
-    def get(self, execution_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_seg(execution_id)}")
+    def get(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        """The record; `execution_id` is an ID or the dict `trigger()` returned."""
+        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_ex(execution_id)}")
         return result
 
-    def describe(self, execution_id: str) -> dict[str, Any]:
-        path = f"/v1/executions/{_seg(execution_id)}/describe"
+    def describe(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        path = f"/v1/executions/{_ex(execution_id)}/describe"
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def wait(self, execution_id: str, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the execution is terminal or `timeout` seconds pass; returns the record."""
+    def wait(self, execution_id: ExecutionRef, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the execution is terminal or `timeout` seconds pass; returns the record.
+        `execution_id` is an ID or the dict `trigger()` returned."""
+        seg = _ex(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             chunk = 30.0 if deadline is None else max(0.0, min(30.0, deadline - time.monotonic()))
-            path = f"/v1/executions/{_seg(execution_id)}/wait?timeout={chunk:.3f}"
+            path = f"/v1/executions/{seg}/wait?timeout={chunk:.3f}"
             record: dict[str, Any] = self._call("GET", path, timeout=chunk + 30)
             if record["status"] in ("completed", "failed", "cancelled"):
                 return record
             if deadline is not None and time.monotonic() >= deadline:
                 return record
 
-    def wait_change(self, execution_id: str, after: int | None, timeout: float) -> dict[str, Any]:
+    def wait_change(self, execution_id: ExecutionRef, after: int | None, timeout: float) -> dict[str, Any]:
         """One long poll: the record (with `history_length`) once the history is longer than
         `after` events, the execution is terminal, or `timeout` seconds pass."""
         q = f"timeout={max(0.0, timeout):.3f}" + ("" if after is None else f"&after={after}")
-        path = f"/v1/executions/{_seg(execution_id)}/wait?{q}"
+        path = f"/v1/executions/{_ex(execution_id)}/wait?{q}"
         result: dict[str, Any] = self._call("GET", path, timeout=timeout + 30)
         return result
 
@@ -202,19 +295,19 @@ class Client:
     def ps(self) -> dict[str, Any]:
         return self.list(status=["admitted", "running", "suspended"], limit=1000)
 
-    def history(self, execution_id: str, limit: int | None = None,
+    def history(self, execution_id: ExecutionRef, limit: int | None = None,
                 page_token: str | None = None) -> dict[str, Any]:
         q = {k: str(v) for k, v in (("limit", limit), ("page_token", page_token)) if v is not None}
-        path = f"/v1/executions/{_seg(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
+        path = f"/v1/executions/{_ex(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def wake(self, execution_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/v1/executions/{_seg(execution_id)}/wake", {})
+    def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
 
-    def cancel(self, execution_id: str) -> dict[str, Any]:
-        path = f"/v1/executions/{_seg(execution_id)}/cancel"
+    def cancel(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        path = f"/v1/executions/{_ex(execution_id)}/cancel"
         result: dict[str, Any] = self._call("POST", path, {})
         return result
 
@@ -228,7 +321,7 @@ class Client:
         return result
 
     def effect(self, effect_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id)}")
+        result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id, 'effect ID')}")
         return result
 
     def store_put(self, key: str, value: Any,
@@ -237,11 +330,11 @@ class Client:
         body: dict[str, Any] = {"value": value}
         if expected_version is not None:
             body["expected_version"] = expected_version
-        result: dict[str, Any] = self._call("PUT", f"/v1/store/{_seg(key)}", body)
+        result: dict[str, Any] = self._call("PUT", f"/v1/store/{_seg(key, 'store key')}", body)
         return result
 
     def store_get(self, key: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key)}")
+        result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def store_list(self, prefix: str = "") -> dict[str, Any]:
@@ -250,7 +343,7 @@ class Client:
         return result
 
     def store_delete(self, key: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key)}")
+        result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def schedules(self) -> dict[str, Any]:
@@ -267,20 +360,20 @@ class Client:
         return result
 
     def schedule(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}")
+        result: dict[str, Any] = self._call("GET", _schedule(name))
         return result
 
     def schedule_remove(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/v1/schedules/{_seg(name)}")
+        result: dict[str, Any] = self._call("DELETE", _schedule(name))
         return result
 
     def schedule_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
         verb = "pause" if paused else "resume"
-        result: dict[str, Any] = self._call("POST", f"/v1/schedules/{_seg(name)}/{verb}", {})
+        result: dict[str, Any] = self._call("POST", _schedule(name, f"/{verb}"), {})
         return result
 
     def schedule_next(self, name: str, n: int = 5) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/schedules/{_seg(name)}/next?n={n}")
+        result: dict[str, Any] = self._call("GET", _schedule(name, f"/next?n={n}"))
         return result
 
     def gc(self, older_than: float | None = None, dry_run: bool = False) -> dict[str, Any]:

@@ -1,15 +1,21 @@
 """Cron schedules: which slots are due, pure and with the clock passed in.
 
-Parsing and DST follow cronsim (Debian cron's rules: on fall-back a fixed-time job runs once;
-on spring-forward a job inside the skipped hour runs right after the jump). Slots missed while
-the machine slept are handled by the schedule's catch-up policy, once, after the jump:
+An expression is five fields, minute hour day month weekday, or one of crontab(5)'s shortcuts
+(@hourly, @daily or @midnight, @weekly, @monthly, @yearly or @annually); `fields` is the one
+check every expression passes (schedule add, the store, the decorator, shell headers), so a
+six-field expression, which cronsim would read with a seconds field first, is refused
+everywhere alike. Parsing and DST follow cronsim (Debian cron's rules: on fall-back a
+fixed-time job runs once; on spring-forward a job inside the skipped hour runs right after the
+jump). Slots missed while the machine slept or the daemon was down are handled by the
+schedule's catch-up policy, once, after the jump:
 
-    once  fire the latest missed slot (what launchd and systemd Persistent=true do)
+    once  fire once, for the latest slot due (what launchd and systemd Persistent=true do)
     all   fire every missed slot (each is its own execution, so none is doubled)
     skip  fire none (what cron does)
 
 and `max_late` drops missed slots older than that. A slot is "missed" when the scheduler sees it
-more than GRACE seconds late; otherwise it fires on time.
+more than GRACE seconds late; otherwise it fires on time. A fire that stands for missed slots
+has `catch_up` set (the execution's context says so).
 """
 
 from __future__ import annotations
@@ -55,13 +61,47 @@ def zone(name: str | None) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r}; use an IANA name like Europe/Paris") from None
 
 
+# crontab(5)'s shortcuts, as the five fields each stands for (cronsim reads none of them).
+SHORTCUTS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+FIVE_FIELDS = ('write five fields, minute hour day month weekday ("0 3 * * *" is 03:00 every '
+               'day), or @hourly, @daily, @weekly, @monthly, @yearly')
+
+
+def fields(expr: str) -> str:
+    """The five cron fields `expr` stands for (a shortcut expanded); ValueError says what is
+    wrong and what to write instead. Only the count is checked here; cronsim checks each field."""
+    if not isinstance(expr, str):
+        raise ValueError(f"bad cron expression {expr!r}: not text; {FIVE_FIELDS}")
+    text = expr.strip()
+    if text.startswith("@"):
+        word = text.lower()
+        if word == "@reboot":
+            raise ValueError("bad cron expression '@reboot': schedules fire at clock times; "
+                             "to run a workflow when the machine starts, call `ys trigger` "
+                             "from a boot script (a systemd unit or launchd agent)")
+        if word in SHORTCUTS:
+            return SHORTCUTS[word]
+        raise ValueError(f"bad cron expression {expr!r}: no such shortcut; {FIVE_FIELDS}")
+    n = len(text.split())
+    if n != 5:
+        extra = " (ys has no seconds field)" if n == 6 else ""
+        raise ValueError(f"bad cron expression {expr!r}: {n} field{'' if n == 1 else 's'}"
+                         f"{extra}; {FIVE_FIELDS}")
+    return text
+
+
 def validate(expr: str, tz: str | None = None) -> None:
     """Raise ValueError with a readable message for a bad expression or zone."""
     from cronsim import CronSim, CronSimError
 
+    five = fields(expr)
     z = zone(tz)
     try:
-        CronSim(expr, dt.datetime(2000, 1, 1, tzinfo=z))
+        CronSim(five, dt.datetime(2000, 1, 1, tzinfo=z))
     except CronSimError as exc:
         raise ValueError(f"bad cron expression {expr!r}: {exc}") from None
 
@@ -72,7 +112,7 @@ def slots_after(expr: str, tz: str | None, after: float, limit: int) -> list[flo
 
     z = zone(tz)
     start = dt.datetime.fromtimestamp(after, tz=z)
-    it = CronSim(expr, start)
+    it = CronSim(fields(expr), start)
     out: list[float] = []
     for d in it:
         t = d.timestamp()
@@ -80,6 +120,27 @@ def slots_after(expr: str, tz: str | None, after: float, limit: int) -> list[flo
             out.append(t)
             if len(out) >= limit:
                 break
+    return out
+
+
+def slots_between(expr: str, tz: str | None, after: float, until: float) -> list[float]:
+    """The slots in (after, until], oldest first. Walked back from `until`, so after a gap of
+    more than MAX_SLOTS slots the ones kept are the newest (a forward walk would keep the
+    oldest, and the latest missed slot would be one from days ago)."""
+    from cronsim import CronSim
+
+    if until <= after:
+        return []
+    # Start one second past `until`: the first step back lands on `until` itself.
+    start = dt.datetime.fromtimestamp(until + 1, tz=zone(tz))
+    out: list[float] = []
+    for d in CronSim(fields(expr), start, reverse=True):
+        t = d.timestamp()
+        if t <= after or len(out) >= MAX_SLOTS:
+            break
+        if t <= until:
+            out.append(t)
+    out.reverse()
     return out
 
 
@@ -100,27 +161,22 @@ def plan(expr: str, tz: str | None, cursor: float, now: float, *, catch_up: str 
     `max_late`. The returned cursor is the last slot considered, so nothing is planned twice.
     """
     offset = jitter_offset(name, jitter)
-    due: list[float] = []
-    t = cursor
-    while len(due) < MAX_SLOTS:
-        nxt = slots_after(expr, tz, t, 1)
-        if not nxt or nxt[0] + offset > now:
-            break
-        due.append(nxt[0])
-        t = nxt[0]
+    due = slots_between(expr, tz, cursor, now - offset)
     if not due:
         return [], cursor
-    if len(due) >= MAX_SLOTS:  # a very long sleep with a very frequent schedule
-        due = due[-MAX_SLOTS:]
     on_time = [s for s in due if now - (s + offset) <= GRACE]
     missed = [s for s in due if now - (s + offset) > GRACE]
     if max_late is not None:
         missed = [s for s in missed if now - (s + offset) <= max_late]
-    if catch_up == "skip":
-        missed = []
+    if catch_up == "skip" or not missed:
+        fires = [Fire(s, False) for s in on_time]
     elif catch_up == "once":
-        missed = missed[-1:]
-    fires = [Fire(s, True) for s in missed] + [Fire(s, False) for s in on_time]
+        # One run for the whole gap, for its latest slot, even one still on time: firing an
+        # older missed slot as well would run twice, and under overlap=skip the older run
+        # would make the latest slot be skipped.
+        fires = [Fire(max(missed + on_time), True)]
+    else:
+        fires = [Fire(s, True) for s in missed] + [Fire(s, False) for s in on_time]
     return fires, due[-1]
 
 

@@ -12,6 +12,11 @@ import time
 
 from ys.errors import InvalidArgument
 
+# Every time ys stores is epoch seconds within the years 1970..9999 (ys.store.base.check_time):
+# what an ISO 8601 time in JSON can say, and what Python's datetime can render.
+MIN_TIME = 0.0
+MAX_TIME = 253402300799.999  # 9999-12-31T23:59:59.999Z
+
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
 
@@ -24,6 +29,10 @@ def parse_duration(text: str, what: str = "duration") -> float:
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"{what} {text!r} is not a duration; use seconds or a unit: 90, 90s, 10m, 2h, 1d",
+        )
+    if seconds > MAX_TIME:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{what} {text!r} is longer than ys can count (times end in 9999)"
         )
     return seconds
 

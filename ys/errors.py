@@ -38,7 +38,9 @@ _CODES: dict[str, tuple[int, int]] = {
     "DAEMON_UNAVAILABLE": (503, 5),
     "TIMEOUT": (504, 6),
     "RESOURCE_EXHAUSTED": (507, 7),
-    "EFFECT_RUNTIME_INVARIANT": (500, 1),
+    # Asked of an effect in no state to answer it (settled before begun): the caller's
+    # request is wrong for the state, a conflict like FAILED_PRECONDITION, never a 5xx.
+    "EFFECT_RUNTIME_INVARIANT": (409, 3),
     "INTERNAL": (500, 1),
 }
 

@@ -4,11 +4,13 @@
 
 It imports the worker's modules once, never opens the database (nothing crosses a fork but the
 SDK), and is single-threaded, so forking is safe. Each request is one JSON line
-`{"id", "env", "cwd", "log"}`; the reply is `{"id", "pid"}` (or `{"id", "error"}`); each
+`{"id", "env", "cwd", "output"}`; the reply is `{"id", "pid"}` (or `{"id", "error"}`); each
 worker's end is reported as `{"exit": pid, "code": status}`. The worker runs in its own session
-(its pid is its process group), with stdout and stderr appended to its delivery log.
-When stdin closes (the daemon is gone) the server exits; running workers are left to the next
-daemon's recovery.
+(its pid is its process group), with stdout and stderr on `output`, a FIFO the daemon reads
+into the delivery's log; the server opens it before it forks, so once the reply is sent the
+FIFO is open at both ends and the daemon may remove its name.
+When stdin closes or stdout breaks (the daemon is gone) the server exits quietly; running
+workers are left to the next daemon's recovery.
 """
 
 from __future__ import annotations
@@ -29,14 +31,21 @@ import ys.worker
 _OUT = 1
 
 
+class DaemonGone(Exception):
+    """Nobody reads our replies any more: the daemon was killed."""
+
+
 def _send(obj: dict[str, Any]) -> None:
     data = (json.dumps(obj) + "\n").encode()
     while data:
-        n = os.write(_OUT, data)
+        try:
+            n = os.write(_OUT, data)
+        except BrokenPipeError:
+            raise DaemonGone from None
         data = data[n:]
 
 
-def _child(req: dict[str, Any], keep: list[int]) -> None:
+def _child(req: dict[str, Any], keep: list[int], output: int) -> None:
     """In the forked child: become the worker. Never returns."""
     code = 70
     try:
@@ -45,11 +54,10 @@ def _child(req: dict[str, Any], keep: list[int]) -> None:
             os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
         os.close(null)
-        os.close(log)
+        os.close(output)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
@@ -90,6 +98,13 @@ def _reap() -> None:
 
 
 def main() -> int:
+    try:
+        return _serve()
+    except DaemonGone:
+        return 0  # a worker's end reported to a daemon that is gone: nothing to say
+
+
+def _serve() -> int:
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)
     os.set_blocking(rfd, False)
@@ -123,12 +138,22 @@ def main() -> int:
 
 def _fork(req: dict[str, Any], keep: list[int]) -> None:
     try:
+        # Non-blocking, so a FIFO nobody reads is an error (ENXIO), not a hang; the worker
+        # writes to it blocking, like to any pipe.
+        output = os.open(req["output"], os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(output, True)
+    except (OSError, KeyError, TypeError) as exc:
+        _send({"id": req.get("id"), "error": f"cannot open the output FIFO: {exc}"})
+        return
+    try:
         pid = os.fork()
     except OSError as exc:
+        os.close(output)
         _send({"id": req.get("id"), "error": str(exc)})
         return
     if pid == 0:
-        _child(req, keep)
+        _child(req, keep, output)
+    os.close(output)
     _send({"id": req.get("id"), "pid": pid})
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+NAME_MAX = 255  # bytes in one file name, on every common file system
+LONG_PREFIX = 160  # of a name too long to keep whole: the encoded ID's first bytes kept
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,14 @@ class Paths:
 
     @property
     def lock(self) -> Path:
+        """One daemon per database: the lock sits beside the database file, so two daemons
+        that reach one database through two sockets or runtime folders still meet here (the
+        real path, so a symlink to the file meets it too). It holds the owner's pid."""
+        return Path(f"{self.db.resolve()}.lock")
+
+    @property
+    def socket_lock(self) -> Path:
+        """One daemon per socket: whoever holds it may replace a stale socket file."""
         return self.runtime / "ys.lock"
 
     @property
@@ -30,12 +42,31 @@ class Paths:
         return self.data / "daemon.log"
 
     def log_dir(self, execution_id: str) -> Path:
-        """An execution's log folder; the ID is encoded so it can never leave logs/
-        (`.` and `..` are encoded too: quote() leaves dots alone)."""
-        name = quote(execution_id, safe="")
-        if name in (".", ".."):
-            name = name.replace(".", "%2E")
-        return self.logs / name
+        """An execution's log folder: logs/<log_name(ID)>."""
+        return self.logs / log_name(execution_id)
+
+
+def log_name(execution_id: str) -> str:
+    """The encoded ID, so it can never leave logs/ (`.` and `..` are encoded too: quote()
+    leaves dots alone). An encoding over NAME_MAX bytes (a 256-byte ID, or one of slashes or
+    CJK text, which encode to 3 or 9 bytes a character) keeps the encoding of the ID's first
+    characters, at most LONG_PREFIX bytes, then `%~` and 32 hex digits of the ID's SHA-256:
+    quote() never writes `%~`, so such a name is no other ID's whole encoding, and the prefix
+    still says whose folder it is. Names that fit are the encoding itself, as they always were."""
+    name = quote(execution_id, safe="")
+    if name in (".", ".."):
+        return name.replace(".", "%2E")
+    if len(name) <= NAME_MAX:  # quote() writes ASCII only: characters are bytes
+        return name
+    prefix, size = [], 0
+    for char in execution_id:
+        part = quote(char, safe="")
+        if size + len(part) > LONG_PREFIX:
+            break
+        prefix.append(part)
+        size += len(part)
+    digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
+    return "".join(prefix) + "%~" + digest
 
 
 def resolve(workflows: str | os.PathLike[str] | None = None) -> Paths:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ys import codec
 from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
+from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
 from ys.errors import (
     ValueTooLarge,
@@ -74,6 +75,19 @@ class Retry:
     interval: float = 1.0
     backoff: float = 2.0
     max_interval: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or (
+                self.max_attempts < 1):
+            raise ValueError(f"Retry: max_attempts must be a whole number >= 1, not "
+                             f"{self.max_attempts!r}")
+        for name in ("interval", "backoff", "max_interval"):
+            value = getattr(self, name)
+            if name == "max_interval" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    0 <= value < float("inf")):
+                raise ValueError(f"Retry: {name} must be a finite number >= 0, not {value!r}")
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -269,7 +283,16 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             error = codec.ErrorValue.from_exception(exc)
             text = codec.dumps(error)
             if retry is not None and attempts < retry.max_attempts:
-                self._suspend(key, "run", text, attempts, self._backend.now() + retry.delay(attempts))
+                now = self._backend.now()
+                try:
+                    delay = retry.delay(attempts)
+                except OverflowError:  # interval * backoff ** attempts past any float
+                    delay = float("inf")
+                try:
+                    wake = checked_wake(f"step.run({key!r}): the retry delay", now, delay)
+                except ValueError as refused:
+                    raise refused from exc  # the step's own failure stays in the traceback
+                self._suspend(key, "run", text, attempts, wake)
             self._save(key, "run", "failed", text, attempts)
             raise
         try:
@@ -285,33 +308,42 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
 
     def sleep(self, key: str, seconds: float) -> None:
         """A durable timer: the step and its wake are recorded, the delivery ends, and the
-        execution is delivered again when due."""
+        execution is delivered again when due. ValueError for seconds that are negative,
+        not finite, or past the year 9999."""
         saved = self._begin(key)
         now = self._backend.now()
-        if saved is not None:
-            if saved.status == "completed":
-                return
-            wake_at = saved.wake_at if saved.wake_at is not None else now
-        else:
-            if seconds < 0 or seconds != seconds:
-                raise ValueError(f"step.sleep({key!r}): seconds must be >= 0, not {seconds}")
-            wake_at = now + seconds
-        if now >= wake_at:
-            self._save(key, "sleep", "completed", None, 1, wake_at)
-            return
-        self._suspend(key, "sleep", None, 1, wake_at)
+        wake = None if saved is not None else wake_after(f"step.sleep({key!r}): seconds",
+                                                          now, seconds)
+        self._sleep(key, saved, now, wake)
 
     def sleep_until(self, key: str, when: dt.datetime | float) -> None:
-        """Sleep until an absolute time (an aware datetime, or epoch seconds)."""
+        """Sleep until an absolute time (an aware datetime, or epoch seconds in 1970..9999)."""
         if isinstance(when, dt.datetime):
             if when.tzinfo is None:
                 raise ValueError("step.sleep_until needs an aware datetime (with a time zone)")
             target = when.timestamp()
+        elif isinstance(when, bool) or not isinstance(when, int | float):
+            raise TypeError(f"step.sleep_until({key!r}) needs a datetime or epoch seconds, "
+                            f"not {type(when).__name__}")
         else:
-            target = float(when)
-        saved = self._saved.get(key)
+            target = when
+        target = wake_time(f"step.sleep_until({key!r}): the time", target)
+        saved = self._begin(key)
         now = self._backend.now()
-        self.sleep(key, max(0.0, target - now) if saved is None else 0.0)
+        self._sleep(key, saved, now, None if saved is not None else max(now, target))
+
+    def _sleep(self, key: str, saved: SavedStep | None, now: float, wake: float | None) -> None:
+        """Complete the sleep once its wake has come, else record it and suspend; a saved
+        sleep keeps the wake it was first given."""
+        if saved is not None:
+            if saved.status == "completed":
+                return
+            wake = saved.wake_at if saved.wake_at is not None else now
+        assert wake is not None
+        if now >= wake:
+            self._save(key, "sleep", "completed", None, 1, wake)
+            return
+        self._suspend(key, "sleep", None, 1, wake)
 
 
 def _savable(value: Any, what: str) -> str:

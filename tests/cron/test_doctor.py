@@ -68,3 +68,37 @@ def test_a_tampered_record_fails_the_history_check(healthy):
     assert code == 1
     assert not checks["histories"]["ok"] and "done" in checks["histories"]["detail"]
     assert checks["database"]["ok"]  # the file is intact; its record is not
+
+
+BAD_SCHEDULE = """
+    import ys
+
+    @ys.workflow(schedule="0 3 * *")
+    def main(step, params):
+        return 1
+"""
+
+
+def test_a_script_that_does_not_load_fails_without_a_daemon_too(home):
+    home.write("nightly.py", BAD_SCHEDULE)
+    code, checks = doctor(home)
+    assert code == 1
+    assert [name for name, c in checks.items() if not c["ok"]] == ["workflows folder"]
+    assert "nightly: bad schedule" in checks["workflows folder"]["detail"]
+    assert not home.socket.exists()  # it looked at the folder itself: no daemon was started
+
+
+def test_a_process_that_holds_the_lock_but_does_not_answer_fails(home):
+    import fcntl
+
+    lock = home.db.parent / f"{home.db.name}.lock"
+    with open(lock, "a+") as f:  # what a daemon stuck in its start-up looks like
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        code, checks = doctor(home)
+    assert code == 1
+    assert not checks["daemon"]["ok"]
+    assert f"pid {os.getpid()} holds the database lock" in checks["daemon"]["detail"]
+    code, checks = doctor(home)  # released: nothing runs, which is only a warning
+    assert code == 0 and checks["daemon"]["level"] == "warning"

@@ -57,7 +57,7 @@ def test_add_list_next_pause_resume_rm_with_json(daemon):
     assert len(times) == 3 and all(ISO.match(t) for t in times)
     assert times == sorted(times) and len(set(times)) == 3
     as_json = out_json(daemon.ys("schedule", "next", "backup", "-n", "3", "--json"))
-    assert as_json == {"fire_times": times}
+    assert as_json == {"fire_times": times, "paused": False}
     # 02:30 in Paris, pushed by the schedule's fixed jitter (under 10 minutes)
     first = dt.datetime.fromisoformat(times[0]).astimezone(ZoneInfo("Europe/Paris"))
     assert first.hour == 2 and 30 <= first.minute < 40

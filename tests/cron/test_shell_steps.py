@@ -161,3 +161,17 @@ def test_shell_workflows_are_listed_as_shell(shared):
     found = wait_until(lambda: {w["name"]: w for w in out_json(
         shared.ys("workflows", "--json"))["workflows"]}.get("listed"), message="listed")
     assert found["kind"] == "shell" and found["error"] is None
+
+
+def test_a_sleep_past_year_9999_is_a_usage_error_of_ys_step(shared, tmp_path):
+    """2,920,000 days parses as a duration, but its wake would be past 9999: `ys step sleep`
+    exits 2 with INVALID_ARGUMENT (not 1, INTERNAL), which ends the script (set -e)."""
+    err = tmp_path / "sleep.err"
+    shell(shared, "far-nap", f"""
+        ys step sleep nap 2920000d 2> {err}
+    """)
+    execution_id = trigger(shared, "far-nap")
+    record = wait_status(shared, execution_id, "completed", "failed")
+    assert record["outcome"]["error"]["message"].startswith("exit status 2")
+    line = err.read_text()
+    assert line.startswith("INVALID_ARGUMENT:") and "year 10000" in line, line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from urllib.parse import quote
 
@@ -88,3 +89,51 @@ def test_dot_and_dot_dot_execution_ids_keep_their_logs_in_their_own_folder(daemo
     assert not (daemon.home / "1.log").exists()
     assert not (logs / "1.log").exists()
     assert len([p for p in logs.iterdir() if p.is_dir()]) == 2
+
+
+LONG_IDS = ["a" * 256, "/" * 100, "日" * 85]  # each encodes to a name over 255 bytes
+
+
+def test_ids_whose_encoded_name_is_over_255_bytes_run_and_show_their_logs(daemon, tmp_path):
+    fx = fixture_dir(tmp_path)
+    write_workflow(daemon, "chatty", CHATTY)
+    c = daemon.client()
+    for execution_id in LONG_IDS:
+        c.trigger("chatty", {"d": str(fx)}, execution_id=execution_id)
+    for execution_id in LONG_IDS:
+        record = c.wait(execution_id, timeout=30)
+        assert record["outcome"] == {"status": "completed", "result": "work"}
+        assert record["attempts"] == 2
+        shown = daemon.ys("logs", execution_id, "--json")
+        assert shown.returncode == 0, shown.stderr
+        texts = [entry["text"] for entry in json.loads(shown.stdout)["logs"]]
+        assert len(texts) == 2 and f"out of attempt 2 of {execution_id}" in texts[1]
+
+    logs = daemon.home / "logs"
+    names = os.listdir(logs)
+    assert len(names) == len(LONG_IDS)
+    assert all(len(os.fsencode(n)) <= 255 for n in names)
+    # readable: each name starts with its encoded ID
+    assert sorted(n[:30] for n in names) == sorted(quote(i, safe="")[:30] for i in LONG_IDS)
+
+    pruned = daemon.ys("gc", "--older-than", "0", "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert sorted(json.loads(pruned.stdout)["pruned"]) == sorted(LONG_IDS)
+    assert os.listdir(logs) == []
+
+
+def test_short_ids_keep_their_log_folder_name_and_long_ones_never_collide(tmp_path):
+    from ys.paths import Paths
+    from ys.store.schedules import slot_id
+
+    paths = Paths(tmp_path, tmp_path, tmp_path, tmp_path / "ys.db", tmp_path, tmp_path / "s")
+    short = "x" * 255
+    assert paths.log_dir(short).name == short
+    assert paths.log_dir("corpus/tinystories/v1").name == "corpus%2Ftinystories%2Fv1"
+    near = ["b" * 300, "b" * 300 + "c", "b" * 299 + "c"]
+    names = {paths.log_dir(i).name for i in near}
+    assert len(names) == 3 and all(len(n) <= 255 for n in names)
+    # a schedule named with 100 slashes fires IDs that must fit too
+    fired = slot_id("/" * 100, 1_800_000_000)
+    assert len(paths.log_dir(fired).name) <= 255
+    assert paths.log_dir(fired) != paths.log_dir(slot_id("/" * 100, 1_800_000_060))

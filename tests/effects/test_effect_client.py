@@ -29,7 +29,13 @@ from effects_support import T0, effect_row, rows
 
 from tests.support import Threads
 from ys import codec
-from ys.errors import EffectInvariantError, NotFound, WorkflowEffectError, YsError
+from ys.errors import (
+    EffectInvariantError,
+    InvalidArgument,
+    NotFound,
+    WorkflowEffectError,
+    YsError,
+)
 from ys.store.sqlite import SqliteStore
 
 OP = "charge.v1"
@@ -277,7 +283,7 @@ def test_wait_for_an_unknown_execution_or_effect_commits_nothing(
         store.effect_wait(EID, "no-such-execution", "charge", T0 + 60, now=T0)
     assert waiters(db_path) == []
     idle(store, "order-42")
-    with pytest.raises(EffectInvariantError):
+    with pytest.raises(InvalidArgument):  # the caller's mistake: 400, not a runtime fault
         store.effect_wait("never-begun", "order-42", "charge", T0 + 60, now=T0)
     assert rows(db_path, "SELECT COUNT(*) FROM effect_waiters") == [(0,)]
     assert store.get("order-42").due_at is None  # type: ignore[union-attr]

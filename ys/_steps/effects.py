@@ -32,7 +32,7 @@ class EffectSteps(StepMethods):
         try:
             from ys.store.base import check_request
 
-            check_request(effect_id, operation, input, retry_in)
+            check_request(effect_id, operation, input, retry_in, now=self._backend.now())
             if not callable(perform) or not callable(lookup):
                 raise WorkflowEffectError("INVALID_EFFECT_REQUEST",
                                           "perform and lookup must be callables")

@@ -6,6 +6,7 @@ from typing import Any
 
 from ys import codec, sdk
 from ys._steps import StepMethods
+from ys._steps.times import wake_after
 from ys.errors import WaitTimeout
 
 
@@ -27,9 +28,12 @@ class ValueSteps(StepMethods):
             info = codec.decode(saved.value or "{}")
             seen, timeout_at = int(info.get("seen", 0)), info.get("timeout_at")
         else:
-            if timeout is not None and (timeout != timeout or timeout < 0):
-                raise ValueError(f"step.wait_for({key!r}): timeout must be >= 0")
-            seen, timeout_at = newer_than, (None if timeout is None else now + timeout)
+            if isinstance(newer_than, bool) or not isinstance(newer_than, int) or newer_than < 0:
+                raise ValueError(f"step.wait_for({key!r}): newer_than must be a version "
+                                 f"number >= 0, not {newer_than!r}")
+            timeout_at = None if timeout is None else wake_after(
+                f"step.wait_for({key!r}): timeout", now, timeout)
+            seen = newer_than
         found = self._infra(self._backend.store_wait, store_key, key, seen, timeout_at)
         if found is not None:
             self._save(key, "wait", "completed", found["value"])

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
+from ys.commands._output import TERMINAL, client, emit_json, error, fail, outcome_exit_code
 from ys.commands._params import build_params
 from ys.durations import format_duration, relative
 from ys.errors import YsError
@@ -28,6 +28,19 @@ def _conflict(exc: YsError, c: Any, execution_id: str) -> YsError:
     return exc
 
 
+def _unanswered(exc: YsError, workflow: str, execution_id: str | None) -> YsError:
+    """The admission was sent and not answered: say that it may have happened, and how to
+    retry without admitting twice."""
+    what = exc.message.split(", so ", 1)[0]
+    if execution_id is not None:
+        return error("DAEMON_UNAVAILABLE", f"{what}, so {execution_id} may have been admitted; "
+                     "retrying the same command with --if-exists use-existing is safe (it "
+                     f"admits {execution_id} at most once)")
+    return error("DAEMON_UNAVAILABLE", f"{what}, so an execution of {workflow} may have been "
+                 f"admitted; `ys list --workflow {workflow}` shows it, and giving --id with "
+                 "--if-exists use-existing makes a retry safe")
+
+
 def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
             spec: str | None, if_exists: str, json_: bool, wait: bool = False,
             timeout: float | None = None) -> int:
@@ -39,6 +52,8 @@ def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
         except YsError as exc:
             if exc.code == "EXECUTION_ID_CONFLICT" and execution_id is not None:
                 raise _conflict(exc, c, execution_id) from None
+            if exc.context.get("admission_unknown"):
+                raise _unanswered(exc, workflow, execution_id) from None
             raise
         new_id = result["execution_id"]
         if json_:
@@ -46,6 +61,11 @@ def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
         else:
             sys.stdout.write(new_id + "\n")
         sys.stdout.flush()
+        warning = result.get("warning")
+        if warning:  # admitted, but its script cannot run yet: say so, and why
+            line = " ".join(str(warning).split())
+            sys.stderr.write(f"warning: {line}\n")
+            sys.stderr.flush()
         if not wait:
             return 0
         record = c.wait(new_id, timeout=timeout)

@@ -33,12 +33,20 @@ def complete_executions(incomplete: str) -> list[str]:
             if i.startswith(incomplete)]
 
 
+def non_empty(value: str | None) -> str | None:
+    """An ID, key or name argument: empty text names nothing, so it is a usage error (exit 2)
+    and never reaches the daemon as a bare route."""
+    if value == "":
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
 Json = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout instead of text for people.")]
 
 ExecutionId = Annotated[str, typer.Argument(
     metavar="ID", help="The execution's ID.", autocompletion=complete_executions,
-    show_default=False)]
+    callback=non_empty, show_default=False)]
 
 Timeout = Annotated[str | None, typer.Option(
     "--timeout", metavar="DURATION",

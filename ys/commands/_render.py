@@ -75,6 +75,18 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+ID_WIDTH = 64  # an ID in a table; 256-byte IDs would pad every row past 256 columns
+
+
+def ident(text: str, limit: int = ID_WIDTH) -> str:
+    """An ID cut in the middle (`order-…-v1`): IDs often differ at the end (a slot, a
+    counter), so both ends stay. --json and `ys get` show it whole."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def compact(value: Any, limit: int = 60) -> str:
     if isinstance(value, str):
         return cut(value, limit)
@@ -223,13 +235,13 @@ def executions(records: list[dict[str, Any]], ps: bool = False) -> None:
     if ps:
         t = table("ID", "WORKFLOW", "STATUS", "DUE", "ATTEMPT", "LEASE", "ADMITTED")
         for r in records:
-            add_row(t, r["execution_id"], r["workflow"], status(r["status"]),
+            add_row(t, ident(r["execution_id"]), r["workflow"], status(r["status"]),
                       relative(r.get("due_at")), str(r.get("attempts", 0)),
                       r.get("lease_holder") or DASH, relative(r.get("admitted_at")))
     else:
         t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "UPDATED", "ATTEMPTS", "OUTCOME")
         for r in records:
-            add_row(t, r["execution_id"], r["workflow"], status(r["status"]),
+            add_row(t, ident(r["execution_id"]), r["workflow"], status(r["status"]),
                       relative(r.get("admitted_at")), relative(r.get("updated_at")),
                       str(r.get("attempts", 0)), outcome(r, 50))
     show(fit(t, "ID", "OUTCOME"))

@@ -104,6 +104,8 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         _cancelled(transport, backend.base)
     except InfrastructureFailure as exc:
         _infra(exc)
+    except ValueError as exc:  # the SDK refused an argument (a wake past 9999, say)
+        fail("INVALID_ARGUMENT", str(exc), hint="see ys step --help")
 
 
 def _state() -> dict[str, Any]:

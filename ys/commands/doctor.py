@@ -25,8 +25,10 @@ from ys.paths import Paths
 KNOWN_ENV = {
     "YS_HOME", "YS_DB", "YS_WORKFLOWS", "YS_SOCKET", "YS_AUTOSTART", "YS_LOG_LEVEL",
     "YS_LEASE_SECONDS", "YS_GRACE_SECONDS", "YS_RETRY_BASE_SECONDS", "YS_RETENTION_DAYS",
+    "YS_READ_TIMEOUT_SECONDS",
     "YS_NO_FAST_PATH", "YS_DEBUG", "YS_CRASH_POINTS", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN",
-    "YS_WORKFLOW_FILE", "YS_ATTEMPT",
+    "YS_WORKFLOW_FILE", "YS_ATTEMPT", "YS_CANCEL_GRACE_SECONDS", "YS_LOG_MAX_BYTES",
+    "YS_DAEMON_LOG_MAX_BYTES",
 }
 PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
 MAX_LISTED = 5
@@ -117,10 +119,33 @@ def check_workflows(paths: Paths) -> Check:
             why = f"{script}: {exc.strerror}"
         if why:
             problems.append(why)
+    for name, error in script_errors(paths):
+        if not any(p in error for p in problems):  # a permission problem is listed once
+            problems.append(f"{name}: {error}")
     if problems:
         return failed("workflows folder", _listed(problems))
     return passed("workflows folder", f"{folder}: {len(scripts)} file(s), owned by you and "
-                                      "not writable by others")
+                                      "not writable by others; every script loads")
+
+
+def script_errors(paths: Paths) -> list[tuple[str, str]]:
+    """(name, error) of each script that does not load (what `ys workflows` lists), as the
+    running daemon sees them, or, with none running, as it would load them."""
+    from ys.client import Client
+    from ys.errors import YsError
+
+    try:
+        with Client(str(paths.socket), timeout=10.0, autostart=False) as c:
+            items = c.workflows()["workflows"]
+    except (YsError, OSError, KeyError):
+        import asyncio
+
+        from ys.daemon.registry import Registry
+
+        registry = Registry(paths.workflows)
+        asyncio.run(registry.load())
+        items = [w.to_json() for w in registry.listing()]
+    return [(str(w["name"]), str(w["error"])) for w in items if w.get("error")]
 
 
 # -- the daemon ------------------------------------------------------------------------------
@@ -136,6 +161,11 @@ def check_daemon(paths: Paths) -> Check:
             info = c.version()
     except YsError as exc:
         if exc.code == "DAEMON_UNAVAILABLE":
+            holder = lock_holder(paths.lock)
+            if holder is not None:
+                return failed("daemon", f"pid {holder} holds the database lock {paths.lock} "
+                                        f"but does not answer on {paths.socket}: it is starting, "
+                                        f"or stuck; if it stays so, stop it with kill {holder}")
             return warning("daemon", f"no daemon answers on {paths.socket}; commands start one "
                                      "when needed (or `ys daemon start`)")
         return failed("daemon", f"the daemon answered {exc.code}: {exc.message}")
@@ -152,6 +182,32 @@ def check_daemon(paths: Paths) -> Check:
                                 "check YS_HOME, YS_DB and YS_SOCKET")
     return passed("daemon", f"ys {version}, pid {info.get('pid')}, up "
                             f"{_duration(info.get('uptime_seconds'))}")
+
+
+def lock_holder(lock: Path) -> int | None:
+    """The pid written in the daemon's lock file, if that process still holds the lock. Read
+    only: taking the lock, even for a moment, could make a daemon starting then refuse."""
+    try:
+        pid = int(lock.read_text().strip())
+        inode = lock.stat().st_ino
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    try:  # Linux lists every lock: "1: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+        with open("/proc/locks") as f:
+            held = [ln.split() for ln in f]
+    except OSError:
+        return pid  # elsewhere, a live pid is the best we know
+    for fields in held:
+        if len(fields) > 5 and fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(
+                inode):
+            return pid
+    return None
 
 
 def _duration(seconds: Any) -> str:
@@ -295,7 +351,8 @@ def doctor(json_: Json = False) -> None:
     """Check that ys is healthy: paths, permissions, daemon, database, time zone, environment.
 
     Folders must be private (0700), the socket 0600, the workflows folder yours and not
-    writable by others; the daemon (if one runs) the same version as this command; the
+    writable by others, and every script in it must load (as `ys workflows` lists them: a
+    syntax error, a bad declared schedule, ...); the daemon (if one runs) the same version as this command; the
     database intact, every record equal to its re-folded history. Never starts a daemon.
     Exits 0 when every check passes (warnings included), 1 when any fails. With --json:
     {"checks": [{"name", "ok", "detail", "level"}, ...]}.

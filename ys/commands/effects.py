@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add
+from ys.commands._opts import Json, add, non_empty
 from ys.commands._output import client, emit_json, error
 from ys.errors import YsError
 
@@ -28,7 +28,7 @@ def _complete_effects(incomplete: str) -> list[str]:
 
 EffectId = Annotated[str, typer.Argument(
     metavar="EFFECT_ID", help="The effect's ID (as the workflow gave it to step.effect).",
-    autocompletion=_complete_effects, show_default=False)]
+    autocompletion=_complete_effects, callback=non_empty, show_default=False)]
 
 
 def effects(

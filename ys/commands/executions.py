@@ -14,6 +14,7 @@ from ys.commands._opts import (
     Timeout,
     add,
     complete_executions,
+    non_empty,
     timeout_seconds,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
@@ -69,7 +70,7 @@ def list_(
         "--workflow", help="Only executions of this workflow.", show_default=False)] = None,
     parent: Annotated[str | None, typer.Option(
         "--parent", metavar="ID", help="Only the children this execution started.",
-        autocompletion=complete_executions, show_default=False)] = None,
+        autocompletion=complete_executions, callback=non_empty, show_default=False)] = None,
     limit: Annotated[int, typer.Option(
         "--limit", min=1, max=1000, help="At most this many executions per page.")] = LIST_LIMIT,
     page_token: Annotated[str | None, typer.Option(
@@ -156,6 +157,9 @@ def wake(execution_id: ExecutionId, json_: Json = False) -> None:
 
 def cancel(execution_id: ExecutionId, json_: Json = False) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.
+
+    A running worker that reaches no step within YS_CANCEL_GRACE_SECONDS (10 s) is killed,
+    and the execution ends cancelled all the same.
 
     A suspended or admitted one is cancelled when the daemon next looks at it; a finished one
     is left as it is (exit 0). With --json the record is printed, plus "changed": false when

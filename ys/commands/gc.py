@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -17,16 +16,17 @@ def gc(
         help="Prune executions finished longer ago than this (90, 10m, 2h, 30d; default: "
              "the daemon's YS_RETENTION_DAYS, 30 days).", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print what would be pruned and change nothing.")] = False,
+        "--dry-run", help="Say how many would be pruned (with --json, which) and change "
+                          "nothing.")] = False,
     json_: Json = False,
 ) -> None:
     """Prune finished executions (completed, failed, cancelled) and their logs.
 
-    Prints the IDs pruned (or, with --dry-run, that would be), one per line. Executions that
-    have not finished, parents of children still running, and effect records are kept. With
-    --json: {"pruned": [...], "count": N, "dry_run": bool}.
+    Prints how many were pruned (or, with --dry-run, would be); with --json the IDs too:
+    {"pruned": [...], "count": N, "dry_run": bool}. Executions that have not finished,
+    parents of children still running, and effect records are kept.
     """
-    from ys.durations import parse_duration
+    from ys.durations import format_duration, parse_duration
 
     seconds = None if older_than is None else parse_duration(older_than, "--older-than")
     with client(timeout=None) as c:
@@ -34,17 +34,21 @@ def gc(
     if json_:
         emit_json(result)
         return
-    sys.stdout.write("".join(f"{i}\n" for i in result["pruned"]))
     from ys.commands import _render
 
     n = result["count"]
-    age = f" finished over {older_than} ago" if older_than is not None else (
-        " past the retention period")
+    if seconds is None:
+        age = " past the retention period"
+    elif seconds > 0:
+        age = f" finished over {format_duration(seconds)} ago"
+    else:
+        age = " finished"  # --older-than 0: every finished one
     what = f"{n} execution{'' if n == 1 else 's'}{age}"
     if n == 0:
         _render.note(f"nothing to prune: no execution{age}")
     elif dry_run:
-        _render.note(f"would prune {what}; run again without --dry-run to prune them")
+        _render.note(f"would prune {what}; `ys gc --dry-run --json` lists them, and running it "
+                     "again without --dry-run prunes them")
     else:
         _render.note(f"pruned {what} and their logs")
 

@@ -1,7 +1,7 @@
 """`ys logs`: what a workflow script printed (stdout and stderr), one file per delivery.
 
-The daemon writes delivery N's output to `<data>/logs/<execution>/N.log`; this command reads
-those files directly and asks the daemon only whether the execution exists and when it ends.
+The daemon writes delivery N's output to `<data>/logs/<execution>/N.log` (the folder named by
+`ys.paths.log_name`); this command reads those files directly and asks the daemon only whether the execution exists and when it ends.
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ def logs(
 
     For people each attempt starts with a header line on stderr, so stdout is exactly what
     the script printed. With --json: {"execution_id", "logs": [{"attempt", "text"}, ...]}.
+    Each attempt's log keeps at most YS_LOG_MAX_BYTES (10 MiB): past that, its first and its
+    last part, with a line between them saying how many bytes were dropped.
     """
     from ys.paths import resolve
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, _ask, add, complete_workflows
+from ys.commands._opts import Json, _ask, add, complete_workflows, non_empty
 from ys.commands._output import client, emit_json
 from ys.errors import YsError
 
@@ -43,7 +43,7 @@ def complete_schedules(incomplete: str) -> list[str]:
 
 Name = Annotated[str, typer.Argument(
     metavar="NAME", help="The schedule's name.", autocompletion=complete_schedules,
-    show_default=False)]
+    callback=non_empty, show_default=False)]
 
 
 def local_tz() -> str:
@@ -73,14 +73,17 @@ def _known(name: str, fn: Any) -> Any:
 
 def add_(
     name: Annotated[str, typer.Argument(
-        metavar="NAME", help="The schedule's name: printable text without '@'. Its fires are "
-                             "executions NAME@<slot in UTC>.", show_default=False)],
+        metavar="NAME", help="The schedule's name: printable text without '@', at most 128 "
+                             "characters. Its fires are executions NAME@<slot in UTC>.", callback=non_empty,
+        show_default=False)],
     workflow: Annotated[str, typer.Argument(
         metavar="WORKFLOW", help="The workflow to trigger.", autocompletion=complete_workflows,
         show_default=False)],
     cron: Annotated[str, typer.Option(
-        "--cron", metavar="EXPR", help='When: a cron expression, such as "0 3 * * *" (03:00 '
-                                       'every day) or "*/15 * * * *".', show_default=False)],
+        "--cron", metavar="EXPR", help='When: a cron expression of five fields, minute hour '
+                                       'day month weekday, such as "0 3 * * *" (03:00 every '
+                                       'day) or "*/15 * * * *"; or @hourly, @daily, @weekly, '
+                                       '@monthly, @yearly.', show_default=False)],
     tz: Annotated[str | None, typer.Option(
         "--tz", metavar="ZONE", help="The time zone the expression is read in, an IANA name "
                                      "such as Europe/Paris or UTC (default: this machine's).",
@@ -130,9 +133,10 @@ def add_(
                                jitter=spread)
         except YsError as exc:
             if exc.code == "INVALID_ARGUMENT":
-                exc.context["hint"] = (
-                    'write five fields, minute hour day month weekday: "0 3 * * *" is 03:00 '
-                    'every day' if "cron" in exc.message else "see `ys schedule add --help`")
+                from ys.cron import FIVE_FIELDS
+
+                exc.context["hint"] = (FIVE_FIELDS if "cron" in exc.message
+                                       else "see `ys schedule add --help`")
             raise
     if json_:
         emit_json(s)
@@ -176,13 +180,23 @@ def next_(
 ) -> None:
     """Print the schedule's next fire times, one ISO 8601 UTC time per line.
 
-    With --json: {"fire_times": [...]}. A paused schedule prints when it would fire.
+    With --json: {"fire_times": [...], "paused": false}. A paused schedule fires at no time:
+    it prints none (and says on stderr that it is paused), and "paused": true with --json.
     """
-    result = _known(name, lambda c: c.schedule_next(name, n))
+    s, result = _known(name, lambda c: (c.schedule(name), c.schedule_next(name, n)))
+    paused = bool(s.get("paused"))
+    times = [] if paused else list(result["fire_times"])
     if json_:
-        emit_json(result)
+        emit_json({"fire_times": times, "paused": paused})
         return
-    sys.stdout.write("".join(f"{t}\n" for t in result["fire_times"]))
+    if paused:
+        from shlex import quote
+
+        from ys.commands import _render
+
+        _render.note(f"schedule {name} is paused: nothing fires until "
+                     f"`ys schedule resume {quote(name)}`")
+    sys.stdout.write("".join(f"{t}\n" for t in times))
 
 
 def rm(name: Name, json_: Json = False) -> None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add
+from ys.commands._opts import Json, add, non_empty
 from ys.commands._output import client, emit_json, error
 from ys.commands._params import param_value, read_params
 from ys.errors import YsError
@@ -32,7 +32,7 @@ def _complete_keys(incomplete: str) -> list[str]:
 
 Key = Annotated[str, typer.Argument(
     metavar="KEY", help="The value's key, for example approve/order-42.",
-    autocompletion=_complete_keys, show_default=False)]
+    autocompletion=_complete_keys, callback=non_empty, show_default=False)]
 
 
 @contextmanager

@@ -45,7 +45,9 @@ def trigger(
     """Admit an execution of a workflow and print its ID.
 
     The ID is printed once admission is committed; the daemon then delivers the execution.
-    With --json: {"execution_id": ..., "started": true|false}.
+    If the workflow's script cannot run yet (a syntax error, unsafe permissions, ...), the
+    execution is admitted and waits until it is fixed, and a warning on stderr says why.
+    With --json: {"execution_id": ..., "started": true|false} (and "warning" then).
     """
     if timeout is not None and not wait:
         fail("INVALID_ARGUMENT", "--timeout is for --wait", hint="add --wait, or drop --timeout")

@@ -24,18 +24,24 @@ from aiohttp import web
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.api_base import _body, _float, _int, _json
+from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_ui import UiRoutes
 from ys.daemon.api_worker import WorkerRoutes
-from ys.errors import InvalidArgument, NotFound, YsError
+from ys.daemon.http import (
+    SETTINGS,
+    HttpSettings,
+    expect_handler,
+    too_large,
+    within_limits,
+)
+from ys.errors import DaemonUnavailable, NotFound, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
-MAX_WAIT = 60.0
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -54,18 +60,16 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "PERMISSION_DENIED",
                       "message": "this daemon serves only its own user"}, 403)
     try:
-        return await handler(request)
+        return await within_limits(request, handler)  # the body's size limit and read timeout
     except YsError as exc:
         return _json(exc.to_json(), exc.http_status)
     except web.HTTPException as exc:
+        if exc.status == 413:
+            return too_large(request, request.app[SETTINGS].max_body)
         if exc.status >= 400:
-            code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "INVALID_ARGUMENT"}.get(
-                exc.status, "INVALID_ARGUMENT")
-            message = f"{request.method} {request.path}: {exc.reason}"
-            if exc.status == 413:
-                message = (f"{request.method} {request.path}: the request body is over "
-                           f"{MAX_BODY // (1024 * 1024)} MiB; params are limited to 2 MiB encoded")
-            return _json({"code": code, "message": message}, exc.status)
+            code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status, "INVALID_ARGUMENT")
+            return _json({"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
+                         exc.status)
         raise
     except Exception as exc:
         log.exception("internal error on %s %s", request.method, request.path)
@@ -133,36 +137,31 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        items = sorted(self.d.registry.workflows.values(), key=lambda w: w.name)
-        return _json({"workflows": [w.to_json() for w in items]})
+        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
 
     # -- executions -------------------------------------------------------------------------
 
     async def trigger(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        workflow = body.get("workflow")
-        if not isinstance(workflow, str):
-            raise InvalidArgument("INVALID_ARGUMENT", "workflow is required")
-        from ys.store.base import check_workflow_name
-
-        check_workflow_name(workflow)
-        await self.known_workflow(workflow)
+        req = await Trigger.read(request)
+        await self.known_workflow(req.workflow)
         result = await self.write(
-            request, "admit", workflow, body.get("params"), context=body.get("context"),
-            execution_id=body.get("execution_id"), if_exists=body.get("if_exists", "fail"),
+            request, "admit", req.workflow, req.params, context=req.context,
+            execution_id=req.execution_id, if_exists=req.if_exists,
         )
+        out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.dispatcher.poke()
-        return _json({"execution_id": result.execution_id, "started": result.started},
-                     201 if result.started else 200)
+            wf = await self.d.registry.current(req.workflow)
+            if wf is not None and wf.error:  # admitted all the same: it waits for the fix
+                out["warning"] = (f"workflow {req.workflow} cannot run until its script is fixed; "
+                                  f"the execution waits: {wf.error}")
+        return _json(out, 201 if result.started else 200)
 
     async def list(self, request: web.Request) -> web.Response:
-        statuses = request.query.getall("status", [])
+        q = ListQuery.read(request)
         page = await self.call(
-            self.d.store.list, statuses=statuses or None,
-            workflow=request.query.get("workflow") or None,
-            parent=request.query.get("parent") or None,
-            limit=_int(request, "limit", 100), page_token=request.query.get("page_token") or None,
+            self.d.store.list, statuses=q.statuses or None, workflow=q.workflow,
+            parent=q.parent, limit=q.limit, page_token=q.page_token,
         )
         return _json({"executions": [self._record(r) for r in page.items],
                       "next_page_token": page.next_page_token})
@@ -197,9 +196,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:
+        q = HistoryQuery.read(request)
         page = await self.call(
-            self.d.store.history, request.match_info["id"], _int(request, "limit", 100),
-            request.query.get("page_token") or None,
+            self.d.store.history, request.match_info["id"], q.limit, q.page_token,
         )
         return _json({"events": [views.event(e) for e in page.items],
                       "next_page_token": page.next_page_token})
@@ -207,12 +206,14 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
     async def wait(self, request: web.Request) -> web.Response:
         """Long poll: returns when the execution is terminal, or (with `after=N`) once its
         history is longer than N events, or when `timeout` seconds pass."""
+        q = WaitQuery.read(request)
         execution_id = request.match_info["id"]
-        timeout = min(MAX_WAIT, max(0.0, _float(request, "timeout", 30.0)))
-        after = request.query.get("after")
-        after_n = int(after) if after and after.isdigit() else None
-        deadline = time.monotonic() + timeout
+        after_n = q.after
+        deadline = time.monotonic() + q.timeout
         while True:
+            if self.d.hub.stopping:
+                raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
+                                        "it with `ys daemon start` and run the command again")
             ev = self.d.hub.watch(execution_id, ends_only=after_n is None)
             record = await self._load(execution_id)
             if record.terminal or (after_n is not None and record.history_length > after_n):
@@ -234,15 +235,22 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         changed = await self.call(self.d.store.cancel, execution_id)
         record = await self._load(execution_id)
         self.d.hub.notify(execution_id, may_end=True)
+        if changed:
+            self.d.dispatcher.cancels_requested()  # running workers get a grace period
         self.d.dispatcher.poke()
         out = self._record(record)
         out["changed"] = changed
         return _json(out)
 
 
-def make_app(api: Api) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware], client_max_size=MAX_BODY)
-    app.add_routes(api.routes())
+def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
+    settings = settings or HttpSettings()
+    app = web.Application(middlewares=[errors_middleware], client_max_size=settings.max_body)
+    app[SETTINGS] = settings
+    app.add_routes([  # each with the Expect handler that refuses in JSON
+        web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
+        for r in api.routes()
+    ])
     from ys.ui.server import install
 
     install(app, api)  # the dashboard's pages under /ui/ (Jinja2 loads at the first page)

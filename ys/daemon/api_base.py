@@ -1,6 +1,8 @@
-"""What every group of API routes builds on: JSON responses, request bodies and query
-parameters, and `ApiBase`, the daemon handle the route mixins (api_worker, api_store,
-api_schedules, api_effects) and `api.Api` share.
+"""What every group of API routes builds on: JSON responses; request bodies and query
+parameters read field by field with their checks (`Body`, `Query`: a malformed one is 400
+INVALID_ARGUMENT naming the field, never a 500), which each route's typed request in
+api_requests is parsed with; and `ApiBase`, the daemon handle the route mixins (api_worker,
+api_store, api_schedules, api_effects) and `api.Api` share.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ys.codec import MAX_DEPTH
 from ys.errors import InvalidArgument, NotFound
+from ys.store.base import check_object, check_seconds, check_time, json_kind
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -21,43 +25,185 @@ def _json(data: Any, status: int = 200) -> web.Response:
     )
 
 
+MAX_WHOLE = 2**63 - 1  # SQLite's INTEGER: a bigger whole number cannot even be compared
+
+
+def invalid(message: str) -> InvalidArgument:
+    """The refusal of a request's field: 400 INVALID_ARGUMENT."""
+    return InvalidArgument("INVALID_ARGUMENT", message)
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
+    """The request's body, a JSON object (no body is `{}`). JSON is UTF-8 (RFC 8259), so the
+    bytes are decoded by json itself whatever charset the Content-Type names."""
     if not request.can_read_body:
         return {}
     try:
-        data = await request.json()
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", "the request body is not valid JSON") from None
+        data = json.loads(await request.read())
+    except web.RequestPayloadError as exc:  # a body that does not inflate (Content-Encoding)
+        why = (str(exc).strip().splitlines() or [""])[-1].strip()  # "400, message:\n  ..."
+        raise invalid(f"the request body cannot be read ({why}); send it uncompressed, or "
+                      "compressed whole as its Content-Encoding says") from None
+    except RecursionError:
+        raise invalid("the request body nests too deeply to read (durable values nest at "
+                      f"most {MAX_DEPTH} levels)") from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an int of over 4300 digits
+        raise invalid("the request body is not valid JSON") from None
     if not isinstance(data, dict):
-        raise InvalidArgument("INVALID_ARGUMENT", "the request body must be a JSON object")
+        raise invalid("the request body must be a JSON object")
     return data
 
 
-def _int(request: web.Request, name: str, default: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a whole number") from None
+class Body:
+    """A request body's fields, each read with its check: a field of the wrong type or out of
+    range is INVALID_ARGUMENT naming the field. A bool is not a number, and NaN and Infinity
+    (which Python's json reads) are never numbers here. JSON null is the same as an absent
+    field where the field is optional (`opt_*`: None); where it has a default, null is not a
+    value of its type and is refused. Routes read their bodies through this once, into a
+    typed request (api_requests), before anything else, the delivery token included."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Body:
+        return cls(await _body(request))
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def any(self, name: str) -> Any:
+        """A field of any JSON value, checked later by the store (params, a durable value)."""
+        return self.data.get(name)
+
+    def _defaulted(self, name: str, what: str) -> bool:
+        """Whether the field is absent (its default applies); null is refused."""
+        if name not in self.data:
+            return True
+        if self.data[name] is None:
+            raise invalid(f"{name} must be {what}, not null (leave it out for the default)")
+        return False
+
+    def opt_text(self, name: str) -> str | None:
+        value = self.data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise invalid(f"{name} must be text, not {json_kind(value)}")
+        return value
+
+    def text(self, name: str, default: str) -> str:
+        """The text, or `default` when it is absent or empty."""
+        if self._defaulted(name, "text"):
+            return default
+        return self.opt_text(name) or default
+
+    def required_text(self, name: str) -> str:
+        value = self.opt_text(name)
+        if value is None:
+            raise invalid(f"{name} is required (text)")
+        return value
+
+    def choice(self, name: str, options: tuple[str, ...], default: str) -> str:
+        value = self.text(name, default)
+        if value not in options:
+            raise invalid(f"{name} must be one of {', '.join(options)}, not {value!r}")
+        return value
+
+    def flag(self, name: str) -> bool:
+        """true or false; absent is false."""
+        if self._defaulted(name, "true or false"):
+            return False
+        value = self.data[name]
+        if not isinstance(value, bool):
+            raise invalid(f"{name} must be true or false, not {json_kind(value)}")
+        return value
+
+    def opt_whole(self, name: str, *, least: int = 0) -> int | None:
+        value = self.data.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise invalid(f"{name} must be a whole number, not {json_kind(value)}")
+        return in_range(name, value, least)
+
+    def whole(self, name: str, default: int, *, least: int = 0) -> int:
+        if self._defaulted(name, "a whole number"):
+            return default
+        value = self.opt_whole(name, least=least)
+        assert value is not None
+        return value
+
+    def opt_seconds(self, name: str) -> float | None:
+        value = self.data.get(name)
+        return None if value is None else check_seconds(value, name)
+
+    def seconds(self, name: str, default: float) -> float:
+        if self._defaulted(name, "a number of seconds"):
+            return default
+        return check_seconds(self.data[name], name)
+
+    def opt_time(self, name: str) -> float | None:
+        """Epoch seconds within 1970..9999 (check_time, the store's one check of a time)."""
+        value = self.data.get(name)
+        return None if value is None else check_time(value, name)
+
+    def time(self, name: str) -> float:
+        value = self.opt_time(name)
+        if value is None:
+            raise invalid(f"{name} (epoch seconds) is required")
+        return value
+
+    def opt_object(self, name: str) -> dict[str, Any] | None:
+        return check_object(self.data.get(name), name)
+
+    def object(self, name: str) -> dict[str, Any]:
+        value = self.opt_object(name)
+        if value is None:
+            raise invalid(f"{name} is required (an object)")
+        return value
 
 
-def _float(request: web.Request, name: str, default: float) -> float:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} must be a number") from None
-
-
-def _text(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str):
-        raise InvalidArgument("INVALID_ARGUMENT", f"{name} is required (text)")
+def in_range(name: str, value: int, least: int) -> int:
+    if not least <= value <= MAX_WHOLE:
+        raise invalid(f"{name} must be a whole number from {least} to {MAX_WHOLE}, not {value}")
     return value
+
+
+class Query:
+    """A request's query parameters, each read with its check (see Body)."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.query = request.query
+
+    def text(self, name: str) -> str | None:
+        """The parameter, or None when it is absent or empty."""
+        return self.query.get(name) or None
+
+    def texts(self, name: str) -> list[str]:
+        return [v for v in self.query.getall(name, []) if v]
+
+    def opt_whole(self, name: str, *, least: int = 0) -> int | None:
+        raw = self.query.get(name)
+        if raw is None or raw == "":
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise invalid(f"{name} must be a whole number, not {raw!r}") from None
+        return in_range(name, value, least)
+
+    def whole(self, name: str, default: int, *, least: int = 0) -> int:
+        value = self.opt_whole(name, least=least)
+        return default if value is None else value
+
+    def seconds(self, name: str, default: float) -> float:
+        raw = self.query.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise invalid(f"{name} must be a number of seconds, not {raw!r}") from None
+        return check_seconds(value, name)
 
 
 SMALL_BODY = 16 * 1024  # a write whose body is at most this is encoded on the event loop
@@ -84,6 +230,7 @@ class ApiBase:
         return await self.call(getattr(store, name), *args, **kwargs)
 
     def _token(self, request: web.Request) -> str:
+        """The delivery token; checked after the body (a malformed body is refused first)."""
         token = request.headers.get("X-Ys-Token")
         if not token:
             raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
@@ -92,11 +239,8 @@ class ApiBase:
     async def known_workflow(self, name: str) -> None:
         """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
         reg = self.d.registry
-        if reg.get(name) is None and isinstance(name, str) and "/" not in name and name:
-            for candidate in (f"{name}.py", name):
-                path = reg.folder / candidate
-                if path.exists():
-                    await reg.refresh(path)
+        if reg.get(name) is None and isinstance(name, str):
+            await reg.current(name)  # any file of that name the watcher has not reported yet
         if reg.get(name) is None:
             close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else (

@@ -6,7 +6,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _body, _json, _text
+from ys.daemon.api_base import ApiBase, _json
+from ys.daemon.api_requests import EffectBegin, EffectSettle, EffectsQuery, EffectWait
 from ys.errors import InvalidArgument, NotFound
 
 
@@ -14,12 +15,8 @@ class EffectRoutes(ApiBase):
     """Effects (RFC 004): not fenced."""
 
     async def effects(self, request: web.Request) -> web.Response:
-        status = request.query.get("status") or None
-        if status not in (None, "pending", "settled", "conflict"):
-            raise InvalidArgument("INVALID_ARGUMENT",
-                                  "status must be pending, settled or conflict")
-        items = await self.call(self.d.store.effects, status,
-                                request.query.get("execution") or None)
+        q = EffectsQuery.read(request)
+        items = await self.call(self.d.store.effects, q.status, q.execution_id)
         return _json({"effects": [views.effect(e) for e in items]})
 
     async def effect(self, request: web.Request) -> web.Response:
@@ -30,19 +27,19 @@ class EffectRoutes(ApiBase):
         return _json(views.effect(found))
 
     async def effect_begin(self, request: web.Request) -> web.Response:
-        body = await _body(request)
+        req = await EffectBegin.read(request)
         state = await self.call(
-            self.d.store.effect_begin, body.get("operation"), request.match_info["effect_id"],
-            body.get("input"), _text(body, "execution_id"), _text(body, "step_key"),
+            self.d.store.effect_begin, req.operation, request.match_info["effect_id"],
+            req.input, req.execution_id, req.step_key,
         )
         return _json(state)
 
     async def effect_settle(self, request: web.Request) -> web.Response:
-        body = await _body(request)
+        req = await EffectSettle.read(request)
         try:
             state = await self.call(
-                self.d.store.effect_settle, _text(body, "operation"),
-                request.match_info["effect_id"], _text(body, "result"),
+                self.d.store.effect_settle, req.operation, request.match_info["effect_id"],
+                req.result,
             )
         except ValueError as exc:
             raise InvalidArgument("INVALID_ARGUMENT", f"result is not canonical: {exc}") from None
@@ -50,13 +47,10 @@ class EffectRoutes(ApiBase):
         return _json(state)
 
     async def effect_wait(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        wake_at = body.get("wake_at")
-        if not isinstance(wake_at, int | float):
-            raise InvalidArgument("INVALID_ARGUMENT", "wake_at (epoch seconds) is required")
+        req = await EffectWait.read(request)
         first = await self.call(
-            self.d.store.effect_wait, request.match_info["effect_id"],
-            _text(body, "execution_id"), _text(body, "step_key"), float(wake_at),
+            self.d.store.effect_wait, request.match_info["effect_id"], req.execution_id,
+            req.step_key, req.wake_at,
         )
         self.d.dispatcher.poke()
         return _json({"wake_at": first})

@@ -7,8 +7,9 @@ import time
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _body, _int, _json, _text
-from ys.errors import InvalidArgument
+from ys.daemon.api_base import ApiBase, Query, _json
+from ys.daemon.api_requests import Gc, ScheduleAdd
+from ys.errors import YsError
 
 
 class ScheduleRoutes(ApiBase):
@@ -23,20 +24,12 @@ class ScheduleRoutes(ApiBase):
         return _json(views.schedule(s))
 
     async def schedule_add(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        workflow = _text(body, "workflow")
-        from ys.store.base import check_workflow_name
-
-        check_workflow_name(workflow)
-        await self.known_workflow(workflow)
-        max_late = body.get("max_late")
+        req = await ScheduleAdd.read(request)
+        await self.known_workflow(req.workflow)
         s = await self.call(
-            self.d.store.schedule_add, _text(body, "name"), workflow, _text(body, "cron"),
-            tz=str(body.get("tz") or "local"), params=body.get("params"),
-            catch_up=str(body.get("catch_up") or "once"),
-            overlap=str(body.get("overlap") or "skip"),
-            max_late=float(max_late) if isinstance(max_late, int | float) else None,
-            jitter=float(body.get("jitter") or 0.0),
+            self.d.store.schedule_add, req.name, req.workflow, req.cron, tz=req.tz,
+            params=req.params, catch_up=req.catch_up, overlap=req.overlap,
+            max_late=req.max_late, jitter=req.jitter,
         )
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)
@@ -58,20 +51,24 @@ class ScheduleRoutes(ApiBase):
     async def schedule_next(self, request: web.Request) -> web.Response:
         from ys import cron
 
+        n = max(1, min(1000, Query(request).whole("n", 5)))
         s = await self.call(self.d.store.schedule, request.match_info["name"])
-        n = max(1, min(1000, _int(request, "n", 5)))
         after = max(time.time(), s["cursor"])
         off = cron.jitter_offset(s["name"], s["jitter"])
-        times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+        try:
+            times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+        except ValueError as exc:  # stored before ys refused it (six fields, say)
+            raise YsError(
+                "FAILED_PRECONDITION",
+                f"schedule {s['name']!r} cannot fire: {exc}; remove it (ys schedule rm) and add "
+                "it again",
+            ) from None
         return _json({"fire_times": [views.iso(t) for t in times]})
 
     async def gc(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        older = body.get("older_than")
-        if older is not None and (not isinstance(older, int | float) or older < 0):
-            raise InvalidArgument("INVALID_ARGUMENT", "older_than must be seconds >= 0")
+        req = await Gc.read(request)
         from ys.daemon.scheduler import retention_seconds
 
-        ids = await self.d.scheduler.gc(float(older) if older is not None else
-                                        retention_seconds(), bool(body.get("dry_run")))
-        return _json({"pruned": ids, "count": len(ids), "dry_run": bool(body.get("dry_run"))})
+        older = retention_seconds() if req.older_than is None else req.older_than
+        ids = await self.d.scheduler.gc(older, req.dry_run)
+        return _json({"pruned": ids, "count": len(ids), "dry_run": req.dry_run})

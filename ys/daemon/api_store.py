@@ -6,8 +6,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _body, _json, _text
-from ys.errors import InvalidArgument, NotFound
+from ys.daemon.api_base import ApiBase, _json
+from ys.daemon.api_requests import StorePut, StoreWait
+from ys.errors import NotFound
 
 
 class StoreRoutes(ApiBase):
@@ -29,15 +30,9 @@ class StoreRoutes(ApiBase):
                       "version": found["version"], "updated_at": views.iso(found["updated_at"])})
 
     async def store_put(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        if "value" not in body:
-            raise InvalidArgument("INVALID_ARGUMENT", "value is required")
-        expected = body.get("expected_version")
-        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool)
-                                     or expected < 0):
-            raise InvalidArgument("INVALID_ARGUMENT", "expected_version must be a whole number")
-        out = await self.call(self.d.store.store_put, request.match_info["key"], body["value"],
-                              expected)
+        req = await StorePut.read(request)
+        out = await self.call(self.d.store.store_put, request.match_info["key"], req.value,
+                              req.expected_version)
         if out.get("woken"):
             self.d.dispatcher.poke()
         return _json({"key": out["key"], "version": out["version"],
@@ -51,11 +46,9 @@ class StoreRoutes(ApiBase):
         return _json({"key": key, "deleted": True})
 
     async def store_wait(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        timeout_at = body.get("timeout_at")
+        req = await StoreWait.read(request)
         found = await self.call(
-            self.d.store.store_wait, request.match_info["key"], _text(body, "execution_id"),
-            _text(body, "step_key"), int(body.get("seen") or 0),
-            float(timeout_at) if isinstance(timeout_at, int | float) else None,
+            self.d.store.store_wait, request.match_info["key"], req.execution_id, req.step_key,
+            req.seen, req.timeout_at,
         )
         return _json({"found": found})

@@ -7,8 +7,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _body, _json
-from ys.errors import InvalidArgument
+from ys.daemon.api_base import ApiBase, _json, invalid
+from ys.daemon.api_requests import Outcome, SaveStep, Start
 
 
 class WorkerRoutes(ApiBase):
@@ -31,42 +31,41 @@ class WorkerRoutes(ApiBase):
         })
 
     async def save_step(self, request: web.Request) -> web.Response:
+        req = await SaveStep.read(request)
         execution_id = request.match_info["id"]
-        body = await _body(request)
-        value = body.get("value")
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument("INVALID_ARGUMENT", "value must be canonical JSON text or null")
         # Awaited on the loop whatever its size: the value is already canonical text (the
         # worker encoded it), so there is nothing to encode here.
         cancel = await self.d.store.save_step_async(
             execution_id, self._token(request), request.match_info["key"],
-            kind=str(body.get("kind", "run")), status=str(body.get("status", "completed")),
-            value=value, attempts=int(body.get("attempts", 1)), wake_at=body.get("wake_at"),
+            kind=req.kind, status=req.status, value=req.value, attempts=req.attempts,
+            wake_at=req.wake_at,
         )
-        if body.get("status") == "waiting":
+        if req.status == "waiting":
             self.d.dispatcher.mark_suspended(execution_id, self._token(request))
+        self.d.dispatcher.stepped(execution_id, self._token(request))  # a cancel's grace restarts
         self.d.hub.notify(execution_id)
         return _json({"cancel_requested": bool(cancel)})
 
     async def start(self, request: web.Request) -> web.Response:
         """RFC 003's start client: idempotent by (caller, step key), not fenced."""
+        req = await Start.read(request)
         caller = request.match_info["id"]
-        body = await _body(request)
         target = await self.call(
-            self.d.store.start, caller, request.match_info["key"], body.get("workflow"),
-            body.get("params"), detached=bool(body.get("detached", False)),
+            self.d.store.start, caller, request.match_info["key"], req.workflow, req.params,
+            detached=req.detached,
         )
         self.d.hub.notify(target)
         self.d.dispatcher.poke()
         return _json({"execution_id": target})
 
     async def outcome(self, request: web.Request) -> web.Response:
+        req = await Outcome.read(request)
         execution_id = request.match_info["id"]
         token = self._token(request)
-        body = await _body(request)
-        result = await self.write(
-            request, "acknowledge", execution_id, token, body.get("outcome") or {}
-        )
+        if req.outcome is None:
+            raise invalid("outcome is required (an object: {\"status\": ...})")
+        self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
+        result = await self.write(request, "acknowledge", execution_id, token, req.outcome)
         self.d.dispatcher.acknowledged(execution_id, token)
         self.d.hub.notify(execution_id, may_end=True)
         self.d.dispatcher.poke()

@@ -3,6 +3,11 @@ acknowledge what the worker reported or release what it did not.
 
 Workers renew their own lease (a stopped or wedged worker cannot), and the dispatcher kills a
 delivery's process group once its lease is lost, so no execution runs in two places at once.
+A delivery ends when its script exits: its process group is killed then, so nothing it left
+in the background outlives it. A cancellation the worker does not honour within the grace
+period (YS_CANCEL_GRACE_SECONDS, 10 s: it did not reach a step) kills it and ends the
+execution cancelled, and so does a delivery that ends without an outcome while a cancellation
+is pending; a later delivery of such an execution runs no workflow code.
 """
 
 from __future__ import annotations
@@ -11,36 +16,25 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
+from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.recovery import forget_worker, record_worker
 from ys.daemon.registry import Registry
+from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
 from ys.store.base import Delivery
 
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
+PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
 
 
-@dataclass
-class Running:
-    delivery: Delivery
-    task: asyncio.Task[None] | None = None
-    proc: asyncio.subprocess.Process | None = None
-    acknowledged: bool = False
-    lease_expires_at: float = 0.0
-    lost: bool = False
-    suspended: bool = False  # a shell workflow's `ys step` recorded a suspension
-    last_line: str = ""
-    log_path: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Dispatcher:
+class Dispatcher(Cancelling):
     def __init__(self, store: Any, registry: Registry, launcher: Launcher, paths: Paths, hub: Hub,
                  *, concurrency: int = 4, lease_seconds: float = 30.0,
                  retry_base: float = 1.0, retry_max: float = 300.0) -> None:
@@ -53,13 +47,13 @@ class Dispatcher:
         self.lease_seconds = lease_seconds
         self.retry_base = retry_base
         self.retry_max = retry_max
+        self.cancel_grace = cancel_grace_seconds()
+        self.log_max_bytes = log_max_bytes()
         self.running: dict[str, Running] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._poke = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-
-    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self.hub.call(fn, *args, **kwargs)
 
     def poke(self) -> None:
         """Something may have become due (an admission, a wake, a freed slot)."""
@@ -118,65 +112,28 @@ class Dispatcher:
                     kill_group(prev.proc)
                 if prev.task is not None:
                     await asyncio.wait([prev.task])
-            wf = self.registry.get(d.workflow)
-            if wf is None or wf.error:
-                why = "missing" if wf is None else f"broken: {wf.error}"
-                record = await self.call(self.store.get, d.execution_id)
-                if record is not None and record.cancel_requested:
-                    # Nothing can run to see the cancellation: it takes effect at once.
-                    await self.call(self.store.acknowledge, d.execution_id, d.token,
-                                    {"status": "cancelled"})
-                    return
-                log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
-                await self.call(
-                    self.store.release, d.execution_id, d.token,
-                    retry_at=time.time() + 3600, reason="workflow_unavailable",
-                    detail=f"workflow {d.workflow} is {why}",
-                )
-                fixed = self.registry.get(d.workflow)
-                if fixed is not None and fixed.error is None:
-                    # fixed while this delivery gave up: the registry's wake skipped it (leased)
-                    await self.call(self.store.request_wake, d.execution_id,
-                                    reason=f"workflow {d.workflow} changed")
+            if d.cancel_seen:
+                await self._end_cancelled(r, "an earlier delivery ended without honouring it")
                 return
-            log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
-            r.log_path = str(log_path)
-            env = self._env(d, wf.path)
-            r.proc = await self.launcher.launch(wf, env, log_path)
-            record_worker(self.paths, r.proc.pid, d.execution_id)
-            helpers = [asyncio.create_task(self._watch_lease(r))]
-            if wf.kind == "shell":
-                helpers += [asyncio.create_task(self._renew(r)),
-                            asyncio.create_task(self._tee(r, log_path))]
-            try:
-                code = await r.proc.wait()
-                if wf.kind == "shell":
-                    await asyncio.wait_for(helpers[-1], 5)  # the rest of its output
-            except TimeoutError:
-                pass
-            finally:
-                for h in helpers:
-                    h.cancel()
-                forget_worker(self.paths, r.proc.pid)
-            if wf.kind == "shell" and not r.lost and not r.acknowledged:
-                await self._shell_outcome(r, code, log_path)
+            wf = self.registry.get(d.workflow)
+            if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
+                wf = await self.registry.current(d.workflow)
+            if wf is None or wf.error:
+                await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
+                return
+            code = await self._run(r, wf)
+            if wf.kind == "shell" and not (r.lost or r.acknowledged or r.cancel_killed
+                                           or r.start_error):
+                await self._shell_outcome(r, code, r.log_path)
             if r.acknowledged:
                 return
-            detail = f"worker exited with status {code} without an outcome"
-            if r.lost:
-                detail = "the lease was lost; the worker was killed"
-            tail = _tail(log_path)
-            if tail:
-                detail += f"; last output: {tail}"
-            log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
-            try:
-                await self.call(
-                    self.store.release, d.execution_id, d.token,
-                    retry_at=time.time() + self.retry_delay(d.attempt),
-                    reason="lease_lost" if r.lost else "worker_failed", detail=detail,
-                )
-            except LeaseLost:
-                pass  # the lease already expired; claim_due releases it
+            if not r.lost and (r.cancel_killed or await self._cancel_pending(d.execution_id)):
+                why = ("its worker did not reach a step within the grace period" if
+                       r.cancel_killed else f"its worker exited with status {code}")
+                await self._end_cancelled(r, why)
+                if r.acknowledged:
+                    return
+            await self._release(r, code)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -187,8 +144,104 @@ class Dispatcher:
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
+    async def _run(self, r: Running, wf: Any) -> int | None:
+        """Start the worker, copy its output into its log, and wait for its exit: its exit
+        status, or None when it could not start (r.start_error says why)."""
+        d = r.delivery
+        log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
+        r.log_path = str(log_path)
+        try:
+            out = CappedLog(log_path, self.log_max_bytes)
+        except OSError as exc:  # out of descriptors, a full disk: delivered again later
+            r.start_error = f"its log cannot be written: {exc}"
+            return None
+        try:
+            worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path)
+        except OSError as exc:  # out of descriptors or processes: delivered again later
+            out.close()
+            r.start_error = f"the worker could not start: {exc}"
+            return None
+        except BaseException:
+            out.close()
+            raise
+        r.proc = worker.proc
+        record_worker(self.paths, r.proc.pid, d.execution_id)
+        r.out = out
+        r.pipes = [Pipe(worker.output, out.write)]
+        last = LastLine()
+        if worker.stdout is not None:
+            def both(data: bytes) -> None:
+                out.write(data)
+                last.feed(data)
+
+            r.pipes.append(Pipe(worker.stdout, both))
+        watch = asyncio.create_task(self._watch_lease(r))
+        renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
+        if d.cancel_requested or r.cancel_noticed:
+            self._start_grace(r)
+        try:
+            return await r.proc.wait()
+        finally:
+            # The delivery ends with its script: what it left running dies with it (and lets
+            # go of the pipes its output comes through).
+            kill_group(r.proc)
+            watch.cancel()
+            if r.grace is not None:
+                r.grace.cancel()
+            forget_worker(self.paths, r.proc.pid)
+            # The worker no longer renews its lease: while the rest of its output comes, the
+            # dispatcher does, so that the outcome or the release still holds it.
+            renew = renew or asyncio.create_task(self._renew(r))
+            try:
+                await drain(r.pipes, PIPE_GRACE)
+            finally:
+                renew.cancel()
+            out.close()
+            last.close()
+            r.last_line = last.line
+
+    async def _unavailable(self, r: Running, why: str) -> None:
+        """The workflow's script is missing or broken: the execution waits for it."""
+        d = r.delivery
+        record = await self.call(self.store.get, d.execution_id)
+        if record is not None and record.cancel_requested:
+            # Nothing can run to see the cancellation: it takes effect at once.
+            await self._end_cancelled(r, f"workflow {d.workflow} is {why}")
+            return
+        log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
+        await self.call(
+            self.store.release, d.execution_id, d.token,
+            retry_at=time.time() + 3600, reason="workflow_unavailable",
+            detail=f"workflow {d.workflow} is {why}",
+        )
+        fixed = self.registry.get(d.workflow)
+        if fixed is not None and fixed.error is None:
+            # fixed while this delivery gave up: the registry's wake skipped it (leased)
+            await self.call(self.store.request_wake, d.execution_id,
+                            reason=f"workflow {d.workflow} changed")
+
+    async def _release(self, r: Running, code: int | None) -> None:
+        """The delivery ended without an outcome: its wakes are due again after a delay."""
+        d = r.delivery
+        detail = r.start_error or f"worker exited with status {code} without an outcome"
+        if r.lost:
+            detail = "the lease was lost; the worker was killed"
+        tail = _tail(r.log_path)
+        if tail:
+            detail += f"; last output: {tail}"
+        log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
+        try:
+            await self.call(
+                self.store.release, d.execution_id, d.token,
+                retry_at=time.time() + self.retry_delay(d.attempt),
+                reason="lease_lost" if r.lost else "worker_failed", detail=detail,
+            )
+        except LeaseLost:
+            pass  # the lease already expired; claim_due releases it
+
     async def _renew(self, r: Running) -> None:
-        """Shell scripts have no worker to renew their lease: the dispatcher does it."""
+        """Renew the lease of a delivery that has no worker doing it: a shell script, or a
+        worker that exited while its output is still read."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -199,24 +252,11 @@ class Dispatcher:
             except LeaseLost:
                 return
 
-    async def _tee(self, r: Running, log_path: Any) -> None:
-        """Copy a shell script's stdout into its log, keeping the last line for the result."""
-        assert r.proc is not None and r.proc.stdout is not None
-        with open(log_path, "ab") as log_file:
-            while True:
-                line = await r.proc.stdout.readline()
-                if not line:
-                    return
-                log_file.write(line)
-                log_file.flush()
-                text = line.decode("utf-8", errors="replace").rstrip("\n")
-                if text.strip():
-                    r.last_line = text[-2000:]
-
-    async def _shell_outcome(self, r: Running, code: int, log_path: Any) -> None:
+    async def _shell_outcome(self, r: Running, code: int | None, log_path: Any) -> None:
         """A shell workflow's outcome: suspended if a `ys step` suspended it (whatever the exit
         code), completed on exit 0, failed otherwise with the status and the end of its log."""
         d = r.delivery
+        assert code is not None
         if r.suspended:
             outcome: dict[str, Any] = {"status": "suspended"}
         elif code == 0:
@@ -264,6 +304,15 @@ class Dispatcher:
         return env
 
     # -- hooks from the API -----------------------------------------------------------------
+
+    def flush_output(self, execution_id: str, token: str) -> None:
+        """The worker reports its outcome: its log is made whole first, so whoever sees the
+        outcome (`ys wait`, then `ys logs`) sees all that the worker printed."""
+        r = self.running.get(execution_id)
+        if r is not None and r.delivery.token == token and r.out is not None:
+            for p in r.pipes:
+                p.read_now()
+            r.out.seal()
 
     def renewed(self, execution_id: str, token: str, expires: float) -> None:
         r = self.running.get(execution_id)

@@ -16,6 +16,17 @@ class Hub:
         self._changed: dict[str, asyncio.Event] = {}  # woken by any change
         self._ended: dict[str, asyncio.Event] = {}  # woken only where it may have ended
         self._any = asyncio.Event()  # woken by a change to any execution (the dashboard)
+        self.stopping = False  # the daemon is stopping: long polls answer now
+
+    def stop_waits(self) -> None:
+        """Wake every long poll for good: a `ys wait` or `--follow` ends when the daemon stops,
+        instead of holding its shutdown until the poll's own timeout."""
+        self.stopping = True
+        for table in (self._changed, self._ended):
+            for ev in table.values():
+                ev.set()
+            table.clear()
+        self._any.set()
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()

@@ -1,13 +1,21 @@
 """How a delivery becomes a process. One small interface, so a warm launcher (fork from a
-preloaded process, never carrying a database connection across the fork) can replace it."""
+preloaded process, never carrying a database connection across the fork) can replace it.
+
+A launched worker writes its output into pipes whose read ends the launcher hands back; the
+dispatcher copies them into the delivery's log (ys.daemon.capture). No launcher gives asyncio
+a pipe of its own to watch: asyncio's `wait()` would then also wait for every process that
+inherited the pipe (a shell script's `cmd &`), and a delivery must end when its script exits.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -16,16 +24,38 @@ from ys.daemon.registry import Workflow
 log = logging.getLogger("ys.launcher")
 
 
+class Proc(Protocol):
+    """What the dispatcher needs of a worker's process."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A started delivery: its process (a session of its own: its pid is its process group)
+    and the read ends of its output pipes, which the caller now owns."""
+
+    proc: Proc
+    output: int  # stdout and stderr of a Python worker; a shell script's stderr
+    stdout: int | None = None  # a shell script's stdout (its last line is the result)
+
+
 class Launcher(Protocol):
     async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> asyncio.subprocess.Process: ...
+                     log_path: Path) -> Worker: ...
 
 
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
     async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> asyncio.subprocess.Process:
+                     log_path: Path) -> Worker:
         shell = workflow.kind != "python"
         if shell:
             # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
@@ -34,19 +64,23 @@ class SpawnLauncher:
             env = {**env, "PATH": bindir + os.pathsep + env.get("PATH", os.defpath)}
         else:
             argv = [sys.executable, "-m", "ys.worker"]
-        log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        output = os.pipe()  # non-inheritable: only the child's dup2 copies reach it
+        stdout = os.pipe() if shell else output
         try:
-            return await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE if shell else fd, stderr=fd,
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout[1], stderr=output[1],
                 env=env, cwd=str(Path(workflow.path).parent), start_new_session=True,
             )
-        finally:
+        except BaseException:
+            for fd in {*output, *stdout}:
+                os.close(fd)
+            raise
+        for fd in {output[1], stdout[1]}:
             os.close(fd)
+        return Worker(proc, output[0], stdout[0] if shell else None)
 
 
-def kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
+def kill_group(proc: Proc, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -59,7 +93,6 @@ class WarmProcess:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
-        self.stdout = None
         self._done = asyncio.get_running_loop().create_future()
 
     def _exited(self, code: int) -> None:
@@ -136,31 +169,35 @@ class WarmLauncher:
         self._pending.clear()
 
     async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> asyncio.subprocess.Process:
+                     log_path: Path) -> Worker:
         if workflow.kind != "python":
             return await self.spawn.launch(workflow, env, log_path)
         server = await self._ensure()
         if server is None or server.stdin is None:
             return await self.spawn.launch(workflow, env, log_path)
-        import json
-
-        log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._next += 1
-        rid = self._next
-        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        req = {"id": rid, "env": env, "cwd": str(Path(workflow.path).parent),
-               "log": str(log_path)}
+        # The worker's output comes through a FIFO beside its log: the server opens it to
+        # write before it forks, so it is open on both ends once the reply says forked, and
+        # the name can go.
+        fifo = log_path.with_name(f".{log_path.name}.fifo")
         try:
-            server.stdin.write((json.dumps(req) + "\n").encode())
-            await server.stdin.drain()
-            reply = await asyncio.wait_for(fut, 30)
-        except (OSError, TimeoutError) as exc:
-            self._pending.pop(rid, None)
-            log.warning("fork server failed (%s); spawning this worker", exc)
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()
+            os.mkfifo(fifo, 0o600)
+        except OSError as exc:
+            log.warning("no FIFO for a warm worker (%s); spawning this one", exc)
             return await self.spawn.launch(workflow, env, log_path)
+        try:
+            output = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                reply = await self._fork(server, env, workflow, fifo)
+            except BaseException:
+                os.close(output)
+                raise
+        finally:
+            fifo.unlink(missing_ok=True)
         if "pid" not in reply:
-            log.warning("fork server refused (%s); spawning this worker", reply.get("error"))
+            os.close(output)
+            log.warning("no warm worker (%s); spawning this one", reply.get("error"))
             return await self.spawn.launch(workflow, env, log_path)
         proc = WarmProcess(int(reply["pid"]))  # type: ignore[call-overload]
         code = self._early.pop(proc.pid, None)
@@ -168,7 +205,27 @@ class WarmLauncher:
             proc._exited(code)
         else:
             self._procs[proc.pid] = proc
-        return proc  # type: ignore[return-value]
+        return Worker(proc, output)
+
+    async def _fork(self, server: asyncio.subprocess.Process, env: dict[str, str],
+                    workflow: Workflow, fifo: Path) -> dict[str, object]:
+        """Ask the server for a worker; its reply, or {"error"} when it did not answer."""
+        import json
+
+        assert server.stdin is not None
+        self._next += 1
+        rid = self._next
+        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        req = {"id": rid, "env": env, "cwd": str(Path(workflow.path).parent),
+               "output": str(fifo)}
+        try:
+            server.stdin.write((json.dumps(req) + "\n").encode())
+            await server.stdin.drain()
+            return await asyncio.wait_for(fut, 30)
+        except (OSError, TimeoutError) as exc:
+            self._pending.pop(rid, None)
+            return {"error": f"the fork server failed: {exc}"}
 
     async def close(self) -> None:
         server = self._server

@@ -1,4 +1,5 @@
-"""The daemon: one process, one asyncio loop, one instance per home (guarded by a lock).
+"""The daemon: one process, one asyncio loop, one instance per database (guarded by a lock
+beside the database file, which names the holder's pid) and per socket.
 
 Start-up order matters: lock, store, recovery, registry loaded, then the socket, so the first
 request after `ys daemon start` returns already sees every script and every recovered record.
@@ -48,26 +49,54 @@ class Daemon:
         self.grace = _env_float("YS_GRACE_SECONDS", 10.0)
         self.started_at = time.time()
         self._stop: asyncio.Event | None = None
-        self.store: Any = None
+        self._main: asyncio.Task[Any] | None = None
+        self.serving = False  # start-up is over (SIGTERM now stops gracefully)
+        self.stopping = False
         self.hub = Hub()
+        # Built by _start, in this order; None until then, so _shutdown takes down only what
+        # exists when start-up fails half-way.
+        self.store: Any = None
+        self.registry: Any = None
+        self.launcher: Any = None
+        self.dispatcher: Any = None
+        self.scheduler: Any = None
+        self.runner: Any = None
+        self.bound = False  # the socket file is ours to remove
 
     def request_stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+        if not self.serving and not self.stopping and self._main is not None:
+            self._main.cancel()  # still starting (loading scripts, say): stop now, not after
 
     async def serve(self) -> None:
+        """Start, serve until asked to stop, stop. Whatever start-up had built when it failed is
+        taken down again, so a daemon that cannot start exits (and frees its lock)."""
+        self._stop = asyncio.Event()
+        self._main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self._start()
+            self.serving = True
+            log.info("ys daemon %d listening on %s (db %s, workflows %s)",
+                     os.getpid(), self.paths.socket, self.paths.db, self.paths.workflows)
+            await self._stop.wait()
+        finally:
+            self.stopping = True  # no more cancelling: stopping runs to its end
+            await self._shutdown()
+
+    async def _start(self) -> None:
         from aiohttp import web
 
         from ys.daemon.api import Api, make_app
         from ys.daemon.dispatcher import Dispatcher
+        from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
         from ys.daemon.registry import Registry
+        from ys.daemon.scheduler import Scheduler
         from ys.store.sqlite import SqliteStore
-
-        self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
 
         self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
@@ -77,55 +106,61 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
-        from ys.daemon.scheduler import Scheduler
-
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()
         await self.scheduler.sync_declared(self.registry.workflows)
 
-        app = make_app(Api(self))
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
+        http = HttpSettings.from_env()
+        self.runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
+        await self.runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
             sock.unlink()  # we hold the lock, so whatever answered here is gone: a stale socket
         old = os.umask(0o177)  # the socket is born 0600: no chmod race
         try:
-            site = web.UnixSite(runner, str(sock))
+            site = UnixSite(self.runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
+            self.bound = True
             await site.start()
         finally:
             os.umask(old)
         self.registry.start_watching()
         self.dispatcher.start()
         self.scheduler.start()
-        log.info("ys daemon %d listening on %s (db %s, workflows %s)",
-                 os.getpid(), sock, self.paths.db, self.paths.workflows)
-        try:
-            await self._stop.wait()
-        finally:
+
+    async def _shutdown(self) -> None:
+        """Stop what runs, in order; each piece only if start-up got that far."""
+        self.hub.stop_waits()
+        if self.dispatcher is not None:
             log.info("stopping: no new deliveries; %d running get %.0fs",
                      len(self.dispatcher.running), self.grace)
+        if self.scheduler is not None:
             await self.scheduler.stop()
+        if self.dispatcher is not None:
             await self.dispatcher.stop(self.grace)
-            close = getattr(self.launcher, "close", None)
-            if close is not None:
-                await close()
+        close = getattr(self.launcher, "close", None)
+        if close is not None:
+            await close()
+        if self.registry is not None:
             await self.registry.stop()
-            await runner.cleanup()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.bound:
             try:
-                sock.unlink()
+                self.paths.socket.unlink()
             except FileNotFoundError:
                 pass
-            self.hub.close()
+        self.hub.close()
+        if self.store is not None:
             self.store.close()
-            log.info("stopped")
+        log.info("stopped")
 
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
         await self.scheduler.sync_declared(self.registry.workflows)
-        if wf.error is None and self.registry.get(wf.name) is not None:
+        now = self.registry.get(wf.name)
+        if now is not None and now.error is None:
             n = await self.hub.call(wake_waiting, self.store, wf.name)
             if n:
                 log.info("workflow %s is runnable: woke %d waiting executions", wf.name, n)
@@ -146,39 +181,77 @@ def wake_waiting(store: Any, workflow: str) -> int:
     return n
 
 
-def acquire_lock(paths: Paths) -> Any:
-    """One daemon per home: an exclusive lock held for the daemon's whole life."""
-    private_dir(paths.runtime)
-    f = open(paths.lock, "a+")  # noqa: SIM115 - held open until exit
+def _lock(path: Path) -> tuple[Any, str | None]:
+    """(the open file, None) with an exclusive lock on `path` and our pid in it, or (None,
+    the pid that holds it, as written there)."""
+    f = open(path, "a+")  # noqa: SIM115 - held open until exit
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
         f.close()
-        return None
+        return None, holder
     f.seek(0)
     f.truncate()
     f.write(f"{os.getpid()}\n")
     f.flush()
-    return f
+    return f, None
+
+
+def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
+    """One daemon per database (the lock beside it) and per socket (the lock in its folder),
+    held for the daemon's whole life; ([], why not) if another daemon holds either."""
+    private_dir(paths.runtime)
+    db_lock, holder = _lock(paths.lock)
+    if db_lock is None:
+        return [], (f"a daemon is already running for the database {paths.db} (pid {holder}); "
+                    f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})")
+    sock_lock, holder = _lock(paths.socket_lock)
+    if sock_lock is None:
+        release([db_lock])
+        return [], (f"a daemon is already running for {paths.runtime} (pid {holder}), on "
+                    f"another database; stop it first (kill {holder})")
+    return [db_lock, sock_lock], None
+
+
+def release(locks: list[Any]) -> None:
+    """Free the locks; the pid is cleared first (while still held), so none names us after."""
+    for f in locks:
+        try:
+            f.seek(0)
+            f.truncate()
+        except OSError:
+            pass
+        f.close()
 
 
 def run(paths: Paths, concurrency: int = 4) -> int:
-    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status."""
-    logging.basicConfig(
-        level=os.environ.get("YS_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
-    )
+    """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status: 1 when
+    it could not start or stopped on an error, whose one-line reason is the last line on
+    stderr (what `ys daemon start` and autostart print)."""
+    from ys.daemon.logsetup import setup_logging
+
+    setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited
     os.umask(0o077)  # the database, logs and everything else the daemon writes are private
-    lock = acquire_lock(paths)
-    if lock is None:
-        sys.stderr.write(f"ys: a daemon is already running for {paths.runtime}\n")
-        return 1
     for d in (paths.data, paths.logs):
         private_dir(d)
     paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    kill_orphans(paths)
+    locks, why = acquire_lock(paths)
+    if why is not None:
+        sys.stderr.write(f"ys: {why}\n")
+        return 1
+    daemon = Daemon(paths, concurrency)
     try:
-        asyncio.run(Daemon(paths, concurrency).serve())
+        kill_orphans(paths)
+        asyncio.run(daemon.serve())
+    except asyncio.CancelledError:
+        log.info("stopped before it had started")  # SIGTERM during start-up
+    except Exception as exc:
+        what = "stopped on an error" if daemon.serving else "could not start"
+        log.exception("the daemon %s", what)
+        sys.stderr.write(f"ys: the daemon {what}: {type(exc).__name__}: {exc}\n")
+        return 1
     finally:
-        lock.close()
+        release(locks)
     return 0

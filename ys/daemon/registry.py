@@ -1,24 +1,32 @@
-"""The registry: the workflows folder, watched with watchfiles.
+"""The registry: the workflows folder, watched with watchfiles and re-checked periodically.
 
-A `.py` file is a Python workflow, checked by importing it in a throw-away subprocess (never in
-the daemon); any other executable file is a shell workflow. Scripts must belong to the user and
-not be writable by others; symlinks may not lead out of the folder.
+A workflow's name is its file name without the extension, for every kind (`backup.sh` is
+`backup`); two files with one name are both listed with an error and neither runs. A `.py`
+file is a Python workflow, checked by importing it in a throw-away subprocess (never in the
+daemon); any other executable regular file is a shell workflow. Scripts must belong to the user
+and not be writable by others; symlinks may not lead out of the folder.
+
+Whatever is wrong with one script (a syntax error, an unreadable header, a bad schedule) is that
+script's error, listed by `ys workflows`; nothing in one script stops the registry. The watcher
+may miss a chmod (of the folder above all), so every few seconds each file's signature (mode,
+owner, size, mtime, and the folder's mode and owner) is compared with the one last inspected.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import stat
-import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ys.daemon.scripts import Signature, check_python, schedule_error, shell_header, signature
+
 log = logging.getLogger("ys.registry")
+RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
 
 
 @dataclass(frozen=True)
@@ -37,82 +45,211 @@ class Workflow:
         }
 
 
+def workflow_name(file_name: str) -> str:
+    """The file name without its extension (`backup.sh` -> `backup`; `backup` stays)."""
+    return Path(file_name).stem
+
+
 def _skip(name: str) -> bool:
     return name.startswith((".", "_", "#")) or name.endswith(("~", ".swp", ".tmp", ".pyc"))
 
 
 class Registry:
-    def __init__(self, folder: Path, on_change: Callable[[Workflow], Awaitable[None]] | None = None):
+    def __init__(self, folder: Path, on_change: Callable[[Workflow], Awaitable[None]] | None = None,
+                 rescan_seconds: float = RESCAN_SECONDS) -> None:
         self.folder = folder
-        self.workflows: dict[str, Workflow] = {}
         self.on_change = on_change
-        self._watch_task: asyncio.Task[None] | None = None
+        self.rescan_seconds = rescan_seconds
         self.uid = os.getuid()
+        self.files: dict[str, Workflow] = {}  # file name -> the workflow it is
+        self.workflows: dict[str, Workflow] = {}  # workflow name -> what runs (or why not)
+        self._listing: list[Workflow] = []  # every file, duplicates with their error
+        self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected
+        self._lock = asyncio.Lock()  # one refresh at a time: changes apply in order
+        self._tasks: list[asyncio.Task[None]] = []
 
     def get(self, name: str) -> Workflow | None:
         return self.workflows.get(name)
 
+    def listing(self) -> list[Workflow]:
+        """Every script in the folder, by name then path (both of two files with one name)."""
+        return list(self._listing)
+
     async def load(self) -> None:
         """Scan the whole folder once (the daemon answers only after this)."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        paths = [p for p in sorted(self.folder.iterdir()) if not _skip(p.name)]
-        found = await asyncio.gather(*(self._inspect(p) for p in paths))
-        self.workflows = {w.name: w for w in found if w is not None}
+        found = await asyncio.to_thread(self._candidates)
+        names = sorted(found)
+        inspected = await asyncio.gather(*(self._inspect(self.folder / n) for n in names))
+        for n, wf in zip(names, inspected, strict=True):
+            self._seen[n] = found[n]
+            if wf is not None:
+                self.files[n] = wf
+        self._rebuild()
 
     def start_watching(self) -> None:
-        self._watch_task = asyncio.create_task(self._watch(), name="registry-watch")
+        self._tasks = [asyncio.create_task(self._watch(), name="registry-watch"),
+                       asyncio.create_task(self._poll(), name="registry-rescan")]
 
     async def stop(self) -> None:
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            try:
-                await self._watch_task
-            except asyncio.CancelledError:
-                pass
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def current(self, name: str) -> Workflow | None:
+        """The workflow as it is now: a broken or unknown one is re-checked first (its file
+        may have been fixed, or its folder chmod-ed, without the watcher saying so)."""
+        wf = self.workflows.get(name)
+        if wf is not None and wf.error is None:
+            return wf
+        if name and "/" not in name and name not in (".", ".."):
+            await self.rescan(name)
+        return self.workflows.get(name)
+
+    def set_error(self, name: str, error: str) -> None:
+        """Mark a workflow broken after the fact (its schedule was refused by the store)."""
+        for file_name, wf in list(self.files.items()):
+            if wf.name == name and wf.error is None:
+                self.files[file_name] = replace(wf, error=error)
+        self._rebuild()
+
+    # -- watching -------------------------------------------------------------------------
 
     async def _watch(self) -> None:
         import watchfiles
 
-        async for changes in watchfiles.awatch(self.folder, recursive=False, debounce=200):
-            names = {Path(p).name for _, p in changes}
-            for name in sorted(names):
-                if not _skip(name):
-                    await self.refresh(self.folder / name)
+        while True:
+            try:
+                async for changes in watchfiles.awatch(self.folder, recursive=False,
+                                                       debounce=200):
+                    await self._changed({Path(p) for _, p in changes})
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a vanished folder, an inotify limit: rescans go on meanwhile
+                log.exception("watching %s failed; retrying", self.folder)
+            await asyncio.sleep(self.rescan_seconds)
 
-    async def refresh(self, path: Path) -> None:
-        """Re-read one file; tell the dispatcher when a workflow became runnable."""
-        stem = path.stem if path.suffix == ".py" else path.name
-        wf = await self._inspect(path) if path.exists() or path.is_symlink() else None
-        old = self.workflows.get(stem)
-        if wf is None:
-            if old is not None and Path(old.path) == path:
-                del self.workflows[stem]
-                log.info("workflow %s removed", stem)
-                if self.on_change is not None:
-                    await self.on_change(old)
-            return
-        self.workflows[wf.name] = wf
-        if old != wf:
-            log.info("workflow %s %s%s", wf.name, "changed" if old else "added",
-                     f" (error: {wf.error})" if wf.error else "")
+    async def _changed(self, paths: set[Path]) -> None:
+        if any(p == self.folder for p in paths):  # the folder itself: its mode, say
+            await self.rescan()
+        for name in sorted({p.name for p in paths if p != self.folder}):
+            if not _skip(name):
+                try:
+                    await self.refresh(self.folder / name)
+                except Exception:
+                    log.exception("re-reading %s failed", name)
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.rescan_seconds)
+            try:
+                await self.rescan()
+            except Exception:
+                log.exception("re-checking %s failed", self.folder)
+
+    async def rescan(self, name: str | None = None) -> None:
+        """Re-inspect every file (or every file of workflow `name`) whose signature changed
+        since it was inspected; new and removed files included."""
+        now = await asyncio.to_thread(self._candidates)
+        names = set(now) | set(self._seen)
+        if name is not None:
+            names = {n for n in names if workflow_name(n) == name}
+        for n in sorted(names):
+            if now.get(n) != self._seen.get(n):
+                await self.refresh(self.folder / n, only_if_changed=True)
+
+    def _candidates(self) -> dict[str, Signature]:
+        """Each file name in the folder that may be a script, with its signature (blocking)."""
+        out: dict[str, Signature] = {}
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return out
+        for e in entries:
+            if not _skip(e.name):
+                sig = signature(self.folder, Path(e.path))
+                if sig is not None:
+                    out[e.name] = sig
+        return out
+
+    # -- one file -------------------------------------------------------------------------
+
+    async def refresh(self, path: Path, only_if_changed: bool = False) -> None:
+        """Re-read one file; tell the daemon when its workflow changed (became runnable,
+        broken, or gone)."""
+        async with self._lock:
+            sig = await asyncio.to_thread(signature, self.folder, path)
+            if only_if_changed and sig == self._seen.get(path.name):
+                return
+            wf = await self._inspect(path) if sig is not None else None
+            name = workflow_name(path.name)
+            old = self.workflows.get(name)
+            if sig is None:
+                self._seen.pop(path.name, None)
+            else:
+                self._seen[path.name] = sig
+            if wf is None:
+                self.files.pop(path.name, None)
+            else:
+                self.files[path.name] = wf
+            self._rebuild()
+            new = self.workflows.get(name)
+            if new == old:
+                return
+            if new is None:
+                log.info("workflow %s removed", name)
+            else:
+                log.info("workflow %s %s%s", name, "changed" if old else "added",
+                         f" (error: {new.error})" if new.error else "")
             if self.on_change is not None:
-                await self.on_change(wf)
+                await self.on_change(new or old)  # type: ignore[arg-type]
+
+    def _rebuild(self) -> None:
+        """`workflows` and the listing from `files`: two files with one name are both broken."""
+        groups: dict[str, list[Workflow]] = {}
+        for wf in self.files.values():
+            groups.setdefault(wf.name, []).append(wf)
+        workflows: dict[str, Workflow] = {}
+        listing: list[Workflow] = []
+        for name in sorted(groups):
+            group = sorted(groups[name], key=lambda w: w.path)
+            if len(group) > 1:
+                files = ", ".join(Path(w.path).name for w in group)
+                why = (f"{len(group)} files are named {name} ({files}); a workflow's name is its "
+                       "file name without the extension: rename or remove all but one")
+                group = [replace(w, error=why) for w in group]
+            workflows[name] = group[0]
+            listing += group
+        self.workflows, self._listing = workflows, listing
 
     async def _inspect(self, path: Path) -> Workflow | None:
-        name = path.stem if path.suffix == ".py" else path.name
+        """What one file is: a workflow (with its error, if any) or None (not a script)."""
+        name = workflow_name(path.name)
+        kind = "python" if path.suffix == ".py" else "shell"
+        try:
+            return await self._inspect_file(path, name, kind)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # anything one script does is that script's error
+            log.exception("inspecting %s failed", path)
+            return Workflow(name, kind, str(path), f"the script could not be loaded: {exc}")
+
+    async def _inspect_file(self, path: Path, name: str, kind: str) -> Workflow | None:
         try:
             st = path.lstat()
         except FileNotFoundError:
             return None
         if stat.S_ISDIR(st.st_mode):
             return None
-        kind = "python" if path.suffix == ".py" else "shell"
         error = self._unsafe(path)
         real = path.resolve()
         try:
-            mtime = real.stat().st_mtime
+            target: os.stat_result | None = real.stat()
         except OSError:
-            mtime = 0.0
+            target = None  # a dangling symlink: _unsafe said why
+        if target is not None and not stat.S_ISREG(target.st_mode):
+            return None  # FIFOs, sockets, devices: never scripts, never opened
+        mtime = target.st_mtime if target is not None else 0.0
         if error is None and kind == "shell" and not os.access(real, os.X_OK):
             return None  # not executable and not Python: not a workflow (README, data files)
         from ys.errors import YsError
@@ -123,10 +260,11 @@ class Registry:
         except YsError as exc:
             error = exc.message
         schedule = None
-        if error is None and kind == "python":
-            error, schedule = await check_python(real)
-        elif error is None:
-            schedule = shell_header(real)
+        if error is None:
+            error, schedule = await (check_python(real) if kind == "python"
+                                     else shell_header(real))
+        if error is None:
+            error = schedule_error(name, schedule)
         return Workflow(name, kind, str(path), error, mtime, schedule)
 
     def _unsafe(self, path: Path) -> str | None:
@@ -145,45 +283,3 @@ class Registry:
             if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return f"{p} is writable by others; run chmod go-w {p}"
         return None
-
-
-async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
-    """Import the script in a subprocess; returns (error, schedule declared by the decorator)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ys.worker", "--check", str(path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        cwd=str(path.parent),
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return "importing the script took longer than 30 s", None
-    try:
-        info = json.loads(out.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        return f"the script could not be checked: {tail[0]}", None
-    return info.get("error"), info.get("schedule")
-
-
-def shell_header(path: Path) -> dict[str, Any] | None:
-    """A `# ys: schedule="..." tz=...` line near the top of a shell script, if any."""
-    import shlex
-
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = [f.readline() for _ in range(20)]
-    except OSError:
-        return None
-    for line in head:
-        s = line.strip()
-        if s.startswith("# ys:"):
-            fields: dict[str, Any] = {}
-            for part in shlex.split(s[len("# ys:"):]):
-                if "=" in part:
-                    k, v = part.split("=", 1)
-                    fields[k.strip()] = v
-            return fields or None
-    return None

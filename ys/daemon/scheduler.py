@@ -15,6 +15,7 @@ import shutil
 import time
 from typing import Any
 
+from ys.daemon.scripts import schedule_args
 from ys.errors import YsError
 
 log = logging.getLogger("ys.scheduler")
@@ -103,6 +104,9 @@ class Scheduler:
             elif a["action"] == "queued":
                 log.info("schedule %s queued slot %s behind the running execution",
                          s["name"], when)
+            elif a["action"] == "refused":
+                log.error("schedule %s no longer fires: %s; remove it and add it again",
+                          s["name"], a["why"])
             elif a["action"] == "caught_up":
                 log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
                          s["name"], a["policy"], a["fired"])
@@ -140,36 +144,26 @@ class Scheduler:
                           "with `ys schedule add`; remove that one to use the script's", name,
                           name)
                 continue
-            sch = wf.schedule
             try:
-                await self.d.hub.call(
-                    store.schedule_add, name, name, str(sch["schedule"]),
-                    tz=str(sch.get("tz") or "local"), catch_up=str(sch.get("catch_up", "once")),
-                    overlap=str(sch.get("overlap", "skip")),
-                    max_late=_float(sch.get("max_late")), jitter=_float(sch.get("jitter")) or 0.0,
-                    source="script", replace=True,
-                )
-            except YsError as exc:
-                log.error("workflow %s declares a bad schedule: %s", name, exc.message)
+                args = schedule_args(name, wf.schedule)
+                await self.d.hub.call(store.schedule_add, name, name, source="script",
+                                      replace=True, **args)
+            except (YsError, ValueError, TypeError) as exc:
+                # The registry checks declarations as it loads them; whatever the store still
+                # refuses is the script's load error too, not only a line in the log.
+                why = exc.message if isinstance(exc, YsError) else str(exc)
+                log.error("workflow %s declares a bad schedule: %s", name, why)
+                self.d.registry.set_error(name, f"bad schedule: {why}")
         # A script that does not load now (half-saved, a typo) keeps its schedule, its cursor
         # and its pause until it loads again and says otherwise.
-        broken = {name for name, wf in workflows.items() if wf.error is not None}
+        broken = {name for name, wf in self.d.registry.workflows.items() if wf.error is not None}
+        broken |= {name for name, wf in workflows.items() if wf.error is not None}
         for s in await self.d.hub.call(store.schedules):
             gone = s["name"] not in declared and s["name"] not in broken
             if s["source"] == "script" and gone:
                 await self.d.hub.call(store.schedule_remove, s["name"], declared_too=True)
                 log.info("schedule %s removed: its script no longer declares it", s["name"])
         self.poke()
-
-
-def _float(v: Any) -> float | None:
-    if v is None or v == "":
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    from ys.durations import parse_duration
-
-    return parse_duration(str(v))
 
 
 def _iso(t: float | None) -> str:

@@ -6,14 +6,19 @@ import datetime as dt
 from typing import Any
 
 from ys import codec
+from ys.durations import MAX_TIME, MIN_TIME
 from ys.store.base import Description, StepRecord
 from ys.store.records import Record
 
 
 def iso(t: float | None) -> str | None:
-    if t is None:
+    """Never raises: a stored time outside 1970..9999 (written before every time was checked)
+    renders at the nearer end of that range, so one bad row cannot fail every read."""
+    if t is None or t != t:  # NaN: SQLite stores it as NULL anyway
         return None
-    d = dt.datetime.fromtimestamp(t, tz=dt.UTC)
+    if t >= MAX_TIME:
+        return "9999-12-31T23:59:59.999Z"
+    d = dt.datetime.fromtimestamp(max(t, MIN_TIME), tz=dt.UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 
 

@@ -6,12 +6,12 @@ The contract tests in tests/store/ run against every adapter; SQLite is the only
 from __future__ import annotations
 
 import builtins
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ys import codec
+from ys.durations import MAX_TIME, MIN_TIME
 from ys.errors import InvalidArgument, WorkflowEffectError, WorkflowStartError
 from ys.store.records import Event, Record
 
@@ -35,6 +35,10 @@ class Delivery:
     attempt: int
     lease_expires_at: float
     workflow: str
+    cancel_requested: bool = False  # the workflow sees it at its first step that is not history
+    # A delivery since the request ended without an outcome (killed, crashed, its daemon
+    # died): it had its chance, so this one runs no workflow code and ends it cancelled.
+    cancel_seen: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,11 +100,52 @@ def check_workflow_name(name: str) -> str:
 
 
 def check_time(value: Any, what: str) -> float:
-    """A time in seconds must be a finite number: a NaN due time would erase the pending wake
-    it merges with (min() with NaN is NaN, which SQLite stores as NULL)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """The one check of a time that enters the store (a wake, a timeout, a clock reading):
+    a finite number of epoch seconds within the years 1970..9999 (a later year makes every
+    read of the record fail; ys.durations.MAX_TIME says why). A NaN due time would erase
+    the pending wake it merges with (min() with NaN is NaN, which SQLite stores as NULL); an
+    infinite or far one could never be rendered. Raises INVALID_ARGUMENT naming `what`."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not MIN_TIME <= value <= MAX_TIME):  # False for NaN as well
         raise InvalidArgument(
-            "INVALID_ARGUMENT", f"{what} must be a finite number of seconds, not {value!r}"
+            "INVALID_ARGUMENT",
+            f"{what} must be a time in epoch seconds between 1970 and 9999 "
+            f"(0..{MAX_TIME:.3f}), not {value!r}",
+        )
+    return float(value)
+
+
+def check_seconds(value: Any, what: str) -> float:
+    """A duration: a finite number of seconds >= 0 (a bool is not a number)."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 <= value <= MAX_TIME):  # False for NaN as well
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"{what} must be a number of seconds from 0 to {int(MAX_TIME)}, not {value!r}",
+        )
+    return float(value)
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, for messages: `an array`, `text`, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def check_object(value: Any, what: str) -> dict[str, Any] | None:
+    """An object (a dict) or None (absent): params and context are objects (DESIGN.md §3)."""
+    if value is not None and not isinstance(value, dict):
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{what} must be an object (a dict), not {json_kind(value)}"
         )
     return value
 
@@ -132,8 +177,10 @@ def validate_start(step_key: str, workflow: str) -> None:
         raise WorkflowStartError("INVALID_START_PARAMETERS", "a step key must be non-empty text")
 
 
-def check_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.0) -> str:
-    """Validate an effect request before begin; returns the canonical input.
+def check_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.0,
+                  now: float | None = None) -> str:
+    """Validate an effect request before begin; returns the canonical input. With `now`, the
+    wait `retry_in` seconds from then must be a time the store takes (check_time).
     Raises WorkflowEffectError(INVALID_EFFECT_REQUEST)."""
 
     def bad(msg: str) -> WorkflowEffectError:
@@ -151,8 +198,10 @@ def check_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.
     if enc.status != "encoded" or enc.canonical is None:
         raise bad(enc.message or "input is not a durable value")
     if (isinstance(retry_in, bool) or not isinstance(retry_in, int | float)
-            or not math.isfinite(retry_in) or retry_in < 0):
+            or not 0 <= retry_in <= MAX_TIME):  # False for NaN and infinity as well
         raise bad(f"retry_in must be a finite number of seconds >= 0, not {retry_in!r}")
+    if now is not None and not now + retry_in <= MAX_TIME:
+        raise bad(f"retry_in must end before the year 10000, not {retry_in!r} s from now")
     return enc.canonical
 
 

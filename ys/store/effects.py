@@ -12,8 +12,8 @@ import sqlite3
 from typing import Any
 
 from ys import codec
-from ys.errors import EffectInvariantError, WorkflowEffectError, YsError
-from ys.store.base import check_request
+from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
+from ys.store.base import check_request, check_time
 from ys.store.db import MethodGroup
 from ys.store.executions import request_wake_tx
 
@@ -94,8 +94,10 @@ def wait_tx(c: sqlite3.Connection, effect_id: str, execution_id: str, step_key: 
     still ahead returns that wake; once it has come, a new wait registers a new wake."""
     row = c.execute("SELECT status FROM effects WHERE effect_id=?", (effect_id,)).fetchone()
     if row is None:
-        raise EffectInvariantError(
-            "EFFECT_RUNTIME_INVARIANT", f"wait on effect {effect_id!r}, which was never begun"
+        # The caller's mistake, not the runtime's: a driver waits only after its begin.
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"effect_id {effect_id!r} names no effect: begin it before waiting on it",
         )
     if row[0] == "settled":
         request_wake_tx(c, execution_id, now, now, reason=f"effect {effect_id} is settled")
@@ -202,6 +204,7 @@ class EffectMethods(MethodGroup):
 
     def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
                     now: float | None = None) -> float:
+        wake_at = check_time(wake_at, "wake_at")
         t = self._now(now)
         return self.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 

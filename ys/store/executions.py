@@ -20,6 +20,7 @@ from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFo
 from ys.store.base import Admission, Delivery
 from ys.store.records import (
     ADMITTED,
+    CANCEL_REQUESTED,
     CANCELLED,
     CLAIMED,
     COMPLETED,
@@ -323,8 +324,21 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
             "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
             (token, expires, execution_id),
         )
-        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow))
+        seen = record.cancel_requested and cancel_seen(c, execution_id)
+        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow,
+                            cancel_requested=record.cancel_requested, cancel_seen=seen))
     return out
+
+
+def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
+    """Whether a delivery ended without an outcome after the cancellation was requested (a
+    release follows the request): that delivery was told, or was running when it came."""
+    row = c.execute(
+        "SELECT kind FROM events WHERE execution_id=? AND kind IN (?, ?) "
+        "ORDER BY seq DESC LIMIT 1",
+        (execution_id, CANCEL_REQUESTED, RELEASED),
+    ).fetchone()
+    return row is not None and row[0] == RELEASED
 
 
 def outcome_event(outcome: dict[str, Any], at: float) -> Event:
@@ -344,10 +358,15 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
         error = outcome.get("error") or {}
         if not isinstance(error, dict) or not isinstance(error.get("name"), str):
             raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
-        clean = {"name": error["name"], "message": str(error.get("message", ""))}
-        for extra in ("code", "traceback", "cause"):
+        clean: dict[str, Any] = {"name": error["name"], "message": str(error.get("message", ""))}
+        for extra in ("code", "traceback"):
             if error.get(extra) is not None:
+                if not isinstance(error[extra], str):
+                    raise InvalidArgument("INVALID_ARGUMENT", f"outcome.error.{extra} must be text")
                 clean[extra] = error[extra]
+        if error.get("cause") is not None:  # any durable value (no NaN in a stored history)
+            codec.dumps(error["cause"], path="outcome.error.cause")
+            clean["cause"] = error["cause"]
         return Event(FAILED, at, {"error": clean})
     if status == "cancelled":
         return Event(CANCELLED, at, {})

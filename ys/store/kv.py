@@ -16,7 +16,7 @@ from typing import Any
 
 from ys import codec
 from ys.errors import InvalidArgument, NotFound, VersionConflict
-from ys.store.base import MAX_PARAMS_BYTES, check_execution_id
+from ys.store.base import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.store.db import MethodGroup
 from ys.store.executions import request_wake_tx
 
@@ -167,6 +167,11 @@ class KvMethods(MethodGroup):
                    timeout_at: float | None = None, *,
                    now: float | None = None) -> dict[str, Any] | None:
         check_key(key)
+        if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 2**63:
+            raise InvalidArgument("INVALID_ARGUMENT",
+                                  f"seen must be a version number >= 0, not {seen!r}")
+        if timeout_at is not None:
+            timeout_at = check_time(timeout_at, "timeout_at")
         t = self._now(now)
         return self.write(
             lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)

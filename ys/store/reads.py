@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import re
 import sqlite3
 import struct
 from typing import Any
 
 from ys.errors import InvalidArgument, NotFound
-from ys.store.base import DEFAULT_PAGE, MAX_PAGE, Description, Page, StepRecord
+from ys.store.base import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    MAX_TIME,
+    MIN_TIME,
+    Description,
+    Page,
+    StepRecord,
+)
 from ys.store.executions import _FULL, load, row_to_record
 from ys.store.records import STATUSES, Event, Record, fold
 
@@ -30,11 +38,37 @@ def check_limit(limit: int) -> int:
 
 
 # -- page tokens: opaque to callers ----------------------------------------------------------
+# A token is base64url without padding, exactly as made here; anything else, on any paged
+# read, is INVALID_ARGUMENT (exit 2), never a number SQLite cannot hold.
+
+_TOKEN_TEXT = re.compile(r"[A-Za-z0-9_-]{1,4096}")
+
+
+def _pack(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unpack(token: str) -> bytes:
+    """The bytes of a token made by `_pack`; ValueError for any other text (b64decode alone
+    would skip characters outside the alphabet and read the rest)."""
+    if not isinstance(token, str) or not _TOKEN_TEXT.fullmatch(token):
+        raise ValueError(token)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    if _pack(raw) != token:
+        raise ValueError(token)
+    return raw
+
+
+def _malformed(token: str) -> InvalidArgument:
+    return InvalidArgument(
+        "INVALID_ARGUMENT",
+        f"malformed page token {token[:80]!r}: pass back a next_page_token as it was given",
+    )
 
 
 def history_token(seq: int) -> str:
     """The token for the page that starts at event `seq` (8 big-endian bytes, base64url)."""
-    return base64.urlsafe_b64encode(struct.pack(">Q", seq)).decode().rstrip("=")
+    return _pack(struct.pack(">Q", seq))
 
 
 def parse_history_token(token: str | None) -> int:
@@ -42,31 +76,30 @@ def parse_history_token(token: str | None) -> int:
     if not token:
         return 1
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        raw = _unpack(token)
         if len(raw) != 8:
-            raise ValueError
+            raise ValueError(token)
         (seq,) = struct.unpack(">Q", raw)
-    except (ValueError, binascii.Error, struct.error):
-        raise InvalidArgument("INVALID_ARGUMENT", f"malformed page token {token!r}") from None
+    except (ValueError, struct.error):  # binascii.Error is a ValueError
+        raise _malformed(token) from None
     if seq < 1:
         raise InvalidArgument("INVALID_ARGUMENT", "page token names event 0; events start at 1")
     return int(seq)
 
 
 def list_token(admitted_at: float, execution_id: str) -> str:
-    raw = json.dumps([admitted_at, execution_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return _pack(json.dumps([admitted_at, execution_id], separators=(",", ":")).encode())
 
 
 def parse_list_token(token: str) -> tuple[float, str]:
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        at, execution_id = json.loads(raw)
-        if not isinstance(at, int | float) or not isinstance(execution_id, str):
-            raise ValueError
+        at, execution_id = json.loads(_unpack(token))
+        if (isinstance(at, bool) or not isinstance(at, int | float)
+                or not MIN_TIME <= at <= MAX_TIME or not isinstance(execution_id, str)):
+            raise ValueError(token)
         return float(at), execution_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise InvalidArgument("INVALID_ARGUMENT", f"malformed page token {token!r}") from None
+    except (ValueError, TypeError, RecursionError):  # not JSON, not a pair, nested too deep
+        raise _malformed(token) from None
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -88,7 +121,9 @@ def history(c: sqlite3.Connection, execution_id: str, limit: int, token: str | N
     ).fetchone()
     if length is None:
         raise _not_found(execution_id)
-    evs = events(c, execution_id, start, limit)
+    # A token past the end (it may name any 64-bit number, more than SQLite's INTEGER
+    # holds) is an empty last page, read without asking SQLite.
+    evs = events(c, execution_id, start, limit) if start <= length[0] else []
     items = [
         {"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(evs)
     ]

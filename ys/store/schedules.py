@@ -13,7 +13,13 @@ from typing import Any
 
 from ys import codec, cron
 from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import check_workflow_name
+from ys.store.base import (
+    MAX_ID_BYTES,
+    check_object,
+    check_seconds,
+    check_time,
+    check_workflow_name,
+)
 from ys.store.db import MethodGroup
 from ys.store.executions import admit_tx
 from ys.store.records import TERMINAL
@@ -36,12 +42,35 @@ def _row(row: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
+MAX_NAME = 128
+_SLOT_SUFFIX = len(slot_id("", 0.0))  # "@2026-11-29T03:00:00Z"
+
+
+def check_name(name: str) -> None:
+    """Printable text without '@', at most MAX_NAME characters, each refusal with its reason;
+    its fires' IDs (NAME@<slot>) must be valid execution IDs."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("INVALID_ARGUMENT", "a schedule needs a name: printable text "
+                              "without '@'")
+    if len(name) > MAX_NAME:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {len(name)} "
+                              f"characters long; use at most {MAX_NAME}")
+    if "@" in name:
+        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds '@', which "
+                              "separates the name from the slot in its fires' IDs; leave it out")
+    if not name.isprintable():
+        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds control "
+                              "characters; use printable text")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size + _SLOT_SUFFIX > MAX_ID_BYTES:
+        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {size} bytes in UTF-8; "
+                              f"its fires' IDs (NAME@<slot>) must fit in {MAX_ID_BYTES} bytes, "
+                              f"so use at most {MAX_ID_BYTES - _SLOT_SUFFIX}")
+
+
 def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: str,
           max_late: float | None, jitter: float) -> None:
-    if not isinstance(name, str) or not name or "@" in name or not name.isprintable() or len(
-            name) > 128:
-        raise InvalidArgument("INVALID_ARGUMENT",
-                              f"schedule name {name!r} must be printable text without '@'")
+    check_name(name)
     check_workflow_name(workflow)
     try:
         cron.validate(expr, tz)
@@ -51,8 +80,9 @@ def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: 
         raise InvalidArgument("INVALID_ARGUMENT", f"catch-up must be one of {cron.CATCH_UP}")
     if overlap not in cron.OVERLAP:
         raise InvalidArgument("INVALID_ARGUMENT", f"overlap must be one of {cron.OVERLAP}")
-    if max_late is not None and max_late < 0 or jitter < 0:
-        raise InvalidArgument("INVALID_ARGUMENT", "max-late and jitter must be >= 0")
+    if max_late is not None:
+        check_seconds(max_late, "max_late")
+    check_seconds(jitter, "jitter")
 
 
 def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz: str,
@@ -66,6 +96,8 @@ def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz:
             "(ys schedule rm)")
     cursor = existing[1] if existing is not None else now
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
+    if nxt is not None:
+        check_time(nxt, "the next fire time (the next slot plus jitter)")
     c.execute(
         f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * len(_NAMES))}) "
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
@@ -107,7 +139,11 @@ def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict
         return s
     # Resuming does not fire what passed while paused: the cursor moves to now.
     cursor = s["cursor"] if paused else max(s["cursor"], now)
-    nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    try:
+        nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    except ValueError as exc:  # stored before the check refused it
+        raise InvalidArgument("INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it "
+                              "again") from None
     c.execute("UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
               (int(paused), cursor, nxt, name))
     return get(c, name)
@@ -150,8 +186,14 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
         actions.append({"action": "fired", "slot": queued, "execution_id": last_id,
                         "queued": True})
         queued = None
-    fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-                              max_late=s["max_late"], jitter=s["jitter"], name=name)
+    refused = None
+    try:
+        fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
+                                  max_late=s["max_late"], jitter=s["jitter"], name=name)
+    except ValueError as exc:
+        # Stored before the check refused it (a six-field expression): it stops being due
+        # (no next fire), so the scheduler says so once instead of failing at every tick.
+        fires, cursor, refused = [], s["cursor"], str(exc)
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -165,7 +207,7 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
         last_id = _fire(c, s, f.slot, f.catch_up, now)
         actions.append({"action": "fired", "slot": f.slot, "execution_id": last_id,
                         "catch_up": f.catch_up})
-    nxt = cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+    nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     fired = [a for a in actions if a["action"] == "fired"]
     c.execute(
         "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, queued_slot=?, "
@@ -175,6 +217,8 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
     )
     if missed_total:
         actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
+    if refused:
+        actions.append({"action": "refused", "why": refused})
     return actions
 
 
@@ -186,6 +230,7 @@ class ScheduleMethods(MethodGroup):
                      max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
                      replace: bool = False, now: float | None = None) -> dict[str, Any]:
         check(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        check_object(params, "params")  # every fire admits them as an execution's params
         t = self._now(now)
         return self.write(lambda c: upsert_tx(
             c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,

@@ -34,6 +34,7 @@ from ys.store.base import (
     Page,
     StepRecord,
     check_execution_id,
+    check_object,
     check_time,
     check_workflow_name,
 )
@@ -118,7 +119,9 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             self._readers.clear()
 
     def _now(self, now: float | None) -> float:
-        return self.clock() if now is None else now
+        """The time of a write: the clock's, or the caller's `now` (checked like every time
+        the store is given)."""
+        return self.clock() if now is None else check_time(now, "now")
 
     # -- admission --------------------------------------------------------------------------
 
@@ -169,6 +172,8 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             raise InvalidArgument(
                 "INVALID_ARGUMENT", f"if_exists must be 'fail' or 'use-existing', not {if_exists!r}"
             )
+        check_object(params, "params")
+        check_object(context, "context")
         params_json = encode_event_value({} if params is None else params, "params")
         if len(params_json.encode("utf-8")) > MAX_PARAMS_BYTES:
             raise InvalidArgument(
@@ -176,7 +181,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
         context_json = encode_event_value(context, "context") if context else "{}"
-        at = check_time(self._now(now), "the admission time")
+        at = check_time(self._now(now), "the admission time")  # the clock's reading too
 
         def tx(c: sqlite3.Connection) -> Admission:
             return admit_tx(
@@ -197,7 +202,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         reason: str = "requested",
     ) -> str:
         t = self._now(now)
-        due = t if at is None else check_time(at, "the wake time")
+        due = t if at is None else check_time(at, "at (the wake time)")
         return self.write(lambda c: request_wake_tx(c, execution_id, due, t, reason))
 
     def claim_due(
@@ -247,12 +252,13 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     ) -> None:
         """An infrastructure failure: no outcome; the covered wakes become due at retry_at."""
         t = self._now(now)
+        retry = check_time(retry_at, "retry_at") if retry_at else t
 
         def tx(c: sqlite3.Connection) -> None:
             check_lease(c, execution_id, token, t)
             record = load(c, execution_id, payload=False)
             assert record is not None
-            data: dict[str, Any] = {"reason": reason, "retry_at": retry_at or t}
+            data: dict[str, Any] = {"reason": reason, "retry_at": retry}
             if detail:
                 data["detail"] = detail[-2000:]
             append(c, record, [Event(RELEASED, t, data)])
@@ -331,7 +337,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
         t = self._now(now)
         if wake_at is not None:
-            check_time(wake_at, "the step's wake time")
+            wake_at = check_time(wake_at, "wake_at")
 
         def tx(c: sqlite3.Connection) -> bool:
             return save_step_tx(

@@ -27,6 +27,8 @@ async def on_execution(api: Any, action: str, execution_id: str) -> str:
     if action == "cancel":
         changed = await api.call(d.store.cancel, execution_id)
         d.hub.notify(execution_id, may_end=True)
+        if changed:
+            d.dispatcher.cancels_requested()  # running workers get a grace period
         d.dispatcher.poke()
         return "cancel-requested" if changed else "cancel-unchanged"
     if action == "wake":

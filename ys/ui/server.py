@@ -175,7 +175,7 @@ class Dashboard:
                 etag = hashlib.sha256(inner.encode()).hexdigest()[:16]
                 left = deadline - time.monotonic()
                 closing = request.transport is None or request.transport.is_closing()
-                if since is None or etag != since or left <= 0 or closing:
+                if since is None or etag != since or left <= 0 or closing or self.d.hub.stopping:
                     break
                 await self.d.hub.wait(ev, min(RECHECK, left))
             live_url = str(request.rel_url.update_query(live=etag))

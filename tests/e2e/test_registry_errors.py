@@ -1,0 +1,119 @@
+"""Whatever is wrong with one script is that script's load error, listed by `ys workflows`
+and `ys doctor`: nothing in one script stops the registry or the daemon. Triggering a script
+that cannot run admits the execution and says on stderr that it waits, and why."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from e2e_support import fixture_dir, wait_until, write_workflow
+
+pytestmark = pytest.mark.e2e
+
+BAD_HEADER = '#!/bin/sh\n# ys: schedule="0 3 * * *\necho never\n'  # the quote is not closed
+HELLO = """
+@ys.workflow
+def main(step, params):
+    return step.run("hi", lambda: "hello")
+"""
+
+
+def _listed(client, name: str) -> dict | None:
+    return {w["name"]: w for w in client.workflows()["workflows"]}.get(name)
+
+
+def _error(client, name: str) -> str:
+    return (_listed(client, name) or {}).get("error") or ""
+
+
+def test_a_bad_shell_header_at_start_is_that_scripts_error_and_the_daemon_serves(ys_home):
+    write_workflow(ys_home, "hello", HELLO)
+    ys_home.write("nightly", BAD_HEADER, mode=0o700)
+    daemon = ys_home.start()  # before the fix: it held the lock and never answered
+    c = daemon.client()
+    assert "No closing quotation" in _error(c, "nightly")
+    assert _listed(c, "hello")["error"] is None
+    assert c.wait(c.trigger("hello")["execution_id"], timeout=30)["outcome"]["result"] == "hello"
+    people = daemon.ys("workflows")
+    assert people.returncode == 0 and "nightly" in people.stdout
+    assert "No closing quotation" in people.stdout
+
+
+def test_a_bad_shell_header_while_running_leaves_the_watcher_alive(daemon):
+    c = daemon.client()
+    daemon.write("nightly", BAD_HEADER, mode=0o700)
+    wait_until(lambda: "No closing quotation" in _error(c, "nightly"), message="its error")
+    write_workflow(daemon, "latecomer", HELLO)  # the watcher still picks up what comes next
+    wait_until(lambda: _listed(c, "latecomer"), message="the next script")
+    daemon.write("nightly", BAD_HEADER.replace('* * *\n', '* * *"\n'), mode=0o700)
+    wait_until(lambda: _listed(c, "nightly")["error"] is None, message="the fix")
+    assert _listed(c, "nightly")["schedule"] == {"schedule": "0 3 * * *"}
+
+
+BAD_SCHEDULES = {
+    "short.py": '''
+        import ys
+
+        @ys.workflow(schedule="0 3 * *")
+        def main(step, params):
+            return 1
+    ''',
+    "martian.py": '''
+        import ys
+
+        @ys.workflow(schedule="0 3 * * *", tz="Mars/Olympus_Mons")
+        def main(step, params):
+            return 1
+    ''',
+    "zoned": '#!/bin/sh\n# ys: schedule="0 3 * * *" tz=Mars/Olympus_Mons\necho hi\n',
+}
+
+
+def test_a_bad_declared_schedule_is_the_scripts_error_in_workflows_and_doctor(daemon):
+    for name, source in BAD_SCHEDULES.items():
+        daemon.write(name, source, mode=0o600 if name.endswith(".py") else 0o700)
+    c = daemon.client()
+    names = ("short", "martian", "zoned")
+    wait_until(lambda: all(_error(c, n) for n in names), message="every error listed")
+    assert "0 3 * *" in _error(c, "short") and "bad schedule" in _error(c, "short")
+    assert "Mars/Olympus_Mons" in _error(c, "martian")
+    assert "Mars/Olympus_Mons" in _error(c, "zoned")
+    assert daemon.ys("schedule", "list", "--json").stdout.count('"source":"script"') == 0
+
+    doctor = daemon.ys("doctor", "--json")
+    assert doctor.returncode == 1
+    checks = {ch["name"]: ch for ch in json.loads(doctor.stdout)["checks"]}
+    assert [n for n, ch in checks.items() if not ch["ok"]] == ["workflows folder"]
+    detail = checks["workflows folder"]["detail"]
+    assert all(f"{n}: bad schedule" in detail for n in names), detail
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "typer"])
+def test_triggering_a_script_that_cannot_run_admits_it_and_warns_why(daemon, tmp_path, fast):
+    outside = fixture_dir(tmp_path) / "outside.py"
+    outside.write_text(HELLO)
+    os.symlink(outside, daemon.workflows / "escape.py")
+    daemon.write("fragile.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    daemon.write("open.py", "import ys\n" + HELLO, mode=0o666)
+    write_workflow(daemon, "hello", HELLO)
+    c = daemon.client()
+    expect = {"fragile": "SyntaxError", "open": "writable by others",
+              "escape": "symlink that leads out of the workflows folder"}
+    wait_until(lambda: all(_error(c, n) for n in expect) and _listed(c, "hello"),
+               message="every script listed")
+    env = {} if fast else {"YS_NO_FAST_PATH": "1"}
+    for name, why in expect.items():
+        result = daemon.ys("trigger", name, "--id", f"{name}-1", env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"{name}-1\n"  # only the ID
+        warning = result.stderr.strip().splitlines()
+        assert len(warning) == 1 and warning[0].startswith("warning: "), result.stderr
+        assert "cannot run until its script is fixed" in warning[0] and why in warning[0]
+        assert c.get(f"{name}-1")["status"] == "admitted"  # admitted: it waits
+        as_json = daemon.ys("trigger", name, "--json", env=env)
+        assert as_json.returncode == 0
+        assert why in json.loads(as_json.stdout)["warning"]
+    healthy = daemon.ys("trigger", "hello", env=env)
+    assert (healthy.returncode, healthy.stderr) == (0, "")  # a script that runs: no warning

@@ -1,0 +1,255 @@
+"""The typed request of every route that reads a body or query parameters.
+
+Each route that reads a body or a query reads it here, first (`await X.read(request)`),
+before it looks at the delivery token, the registry or the store: a field of the wrong type
+or out of range is 400 INVALID_ARGUMENT naming the field, and nothing else runs (api_base.Body
+and Query do the field checks). What the spec gives its own code keeps it: start params are checked by the
+start client (INVALID_START_PARAMETERS), effect requests by the effect client
+(INVALID_EFFECT_REQUEST), durable values by the codec. Unknown fields are ignored, so an older
+daemon still serves a newer client. Routes documented without a body (shutdown, wake,
+cancel, lease, pause, resume) do not read one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from ys.cron import CATCH_UP, OVERLAP
+from ys.daemon.api_base import Body, Query, invalid
+from ys.store.base import check_workflow_name
+from ys.store.records import STATUSES
+
+MAX_WAIT = 60.0  # a long poll answers at least this often
+STEP_STATUSES = ("completed", "failed", "waiting")
+EFFECT_STATUSES = ("pending", "settled", "conflict")
+
+
+# -- executions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trigger:
+    workflow: str
+    params: dict[str, Any] | None
+    context: dict[str, Any] | None
+    execution_id: str | None
+    if_exists: str
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Trigger:
+        b = await Body.read(request)
+        return cls(
+            workflow=check_workflow_name(b.required_text("workflow")),
+            params=b.opt_object("params"), context=b.opt_object("context"),
+            execution_id=b.opt_text("execution_id"),
+            if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
+        )
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    statuses: list[str]
+    workflow: str | None
+    parent: str | None
+    limit: int
+    page_token: str | None
+
+    @classmethod
+    def read(cls, request: web.Request) -> ListQuery:
+        q = Query(request)
+        statuses = q.texts("status")
+        bad = [s for s in statuses if s not in STATUSES]
+        if bad:
+            raise invalid(f"status {bad[0]!r} is not one of {', '.join(STATUSES)}")
+        return cls(statuses, q.text("workflow"), q.text("parent"), q.whole("limit", 100),
+                   q.text("page_token"))
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    limit: int
+    page_token: str | None
+
+    @classmethod
+    def read(cls, request: web.Request) -> HistoryQuery:
+        q = Query(request)
+        return cls(q.whole("limit", 100), q.text("page_token"))
+
+
+@dataclass(frozen=True)
+class WaitQuery:
+    timeout: float  # seconds, at most MAX_WAIT
+    after: int | None  # answer once the history is longer than this
+
+    @classmethod
+    def read(cls, request: web.Request) -> WaitQuery:
+        q = Query(request)
+        return cls(min(MAX_WAIT, q.seconds("timeout", 30.0)), q.opt_whole("after"))
+
+
+# -- the worker's calls -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaveStep:
+    kind: str
+    status: str
+    value: str | None  # canonical JSON text (the worker encodes it)
+    attempts: int
+    wake_at: float | None
+
+    @classmethod
+    async def read(cls, request: web.Request) -> SaveStep:
+        b = await Body.read(request)
+        return cls(b.text("kind", "run"), b.choice("status", STEP_STATUSES, "completed"),
+                   b.opt_text("value"), b.whole("attempts", 1, least=1), b.opt_time("wake_at"))
+
+
+@dataclass(frozen=True)
+class Start:
+    workflow: str
+    params: Any  # the start client checks them (INVALID_START_PARAMETERS)
+    detached: bool
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Start:
+        b = await Body.read(request)
+        return cls(b.required_text("workflow"), b.any("params"), b.flag("detached"))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, checked by the store
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Outcome:
+        # Its type before the token; a missing outcome after it (`{}` asks which token).
+        return cls((await Body.read(request)).opt_object("outcome"))
+
+
+# -- durable values ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StorePut:
+    value: Any  # a durable value, checked by the store
+    expected_version: int | None
+
+    @classmethod
+    async def read(cls, request: web.Request) -> StorePut:
+        b = await Body.read(request)
+        if not b.has("value"):
+            raise invalid("value is required (a durable value; null is one)")
+        return cls(b.any("value"), b.opt_whole("expected_version"))
+
+
+@dataclass(frozen=True)
+class StoreWait:
+    execution_id: str
+    step_key: str
+    seen: int  # the version the waiter has seen: a newer one ends the wait
+    timeout_at: float | None
+
+    @classmethod
+    async def read(cls, request: web.Request) -> StoreWait:
+        b = await Body.read(request)
+        return cls(b.required_text("execution_id"), b.required_text("step_key"),
+                   b.whole("seen", 0), b.opt_time("timeout_at"))
+
+
+# -- schedules and housekeeping ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScheduleAdd:
+    name: str
+    workflow: str
+    cron: str
+    tz: str
+    params: dict[str, Any] | None
+    catch_up: str
+    overlap: str
+    max_late: float | None
+    jitter: float
+
+    @classmethod
+    async def read(cls, request: web.Request) -> ScheduleAdd:
+        b = await Body.read(request)
+        return cls(
+            name=b.required_text("name"),
+            workflow=check_workflow_name(b.required_text("workflow")),
+            cron=b.required_text("cron"), tz=b.text("tz", "local"),
+            params=b.opt_object("params"),
+            catch_up=b.choice("catch_up", CATCH_UP, "once"),
+            overlap=b.choice("overlap", OVERLAP, "skip"),
+            max_late=b.opt_seconds("max_late"), jitter=b.seconds("jitter", 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class Gc:
+    older_than: float | None  # seconds; None: the configured retention
+    dry_run: bool
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Gc:
+        b = await Body.read(request)
+        return cls(b.opt_seconds("older_than"), b.flag("dry_run"))
+
+
+# -- effects ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EffectsQuery:
+    status: str | None
+    execution_id: str | None
+
+    @classmethod
+    def read(cls, request: web.Request) -> EffectsQuery:
+        q = Query(request)
+        status = q.text("status")
+        if status not in (None, *EFFECT_STATUSES):
+            raise invalid(f"status must be {', '.join(EFFECT_STATUSES)}, not {status!r}")
+        return cls(status, q.text("execution"))
+
+
+@dataclass(frozen=True)
+class EffectBegin:
+    operation: Any  # the effect client checks operation and input (INVALID_EFFECT_REQUEST)
+    input: Any
+    execution_id: str
+    step_key: str
+
+    @classmethod
+    async def read(cls, request: web.Request) -> EffectBegin:
+        b = await Body.read(request)
+        return cls(b.any("operation"), b.any("input"), b.required_text("execution_id"),
+                   b.required_text("step_key"))
+
+
+@dataclass(frozen=True)
+class EffectSettle:
+    operation: str
+    result: str  # canonical JSON text
+
+    @classmethod
+    async def read(cls, request: web.Request) -> EffectSettle:
+        b = await Body.read(request)
+        return cls(b.required_text("operation"), b.required_text("result"))
+
+
+@dataclass(frozen=True)
+class EffectWait:
+    execution_id: str
+    step_key: str
+    wake_at: float
+
+    @classmethod
+    async def read(cls, request: web.Request) -> EffectWait:
+        b = await Body.read(request)
+        return cls(b.required_text("execution_id"), b.required_text("step_key"),
+                   b.time("wake_at"))

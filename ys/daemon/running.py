@@ -1,0 +1,31 @@
+"""What the dispatcher knows of one delivery while it runs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ys.daemon.capture import CappedLog, Pipe
+from ys.daemon.launcher import Proc
+from ys.store.base import Delivery
+
+
+@dataclass
+class Running:
+    delivery: Delivery
+    task: asyncio.Task[None] | None = None
+    proc: Proc | None = None
+    acknowledged: bool = False
+    lease_expires_at: float = 0.0
+    lost: bool = False
+    suspended: bool = False  # a shell workflow's `ys step` recorded a suspension
+    last_line: str = ""
+    log_path: str = ""
+    cancel_noticed: bool = False  # a cancellation was requested while this delivery ran
+    grace: asyncio.Task[None] | None = None  # kills the worker if it ignores the cancellation
+    cancel_killed: bool = False
+    start_error: str = ""
+    out: CappedLog | None = None  # the delivery's log, fed by its pipes
+    pipes: list[Pipe] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)

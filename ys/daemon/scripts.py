@@ -1,0 +1,177 @@
+"""What the registry reads from one script: its import check (Python), its `# ys:` header
+(shell), the schedule it declares, and a cheap signature of its file and folder.
+
+Nothing here lets a script's problem escape as an exception: each returns the problem as text,
+which becomes that script's load error (`ys workflows`). Nothing here opens anything but a
+regular file, and never on the event loop: a FIFO in the folder would block the read forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+HEADER = "# ys:"
+HEADER_LINES = 20  # the header must be near the top
+
+Signature = tuple[Any, ...]
+
+
+async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """Import the script in a subprocess; returns (error, schedule declared by the decorator)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ys.worker", "--check", str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=str(path.parent),
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return "importing the script took longer than 30 s", None
+    except asyncio.CancelledError:  # the daemon is stopping: leave no child behind
+        if proc.returncode is None:
+            proc.kill()
+        raise
+    try:
+        info = json.loads(out.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return f"the script could not be checked: {tail[0]}", None
+    if not isinstance(info, dict):
+        return "the script could not be checked: its check printed no JSON object", None
+    schedule = info.get("schedule")
+    return info.get("error"), schedule if isinstance(schedule, dict) else None
+
+
+def read_head(path: Path, lines: int = HEADER_LINES) -> list[str]:
+    """The first lines of a regular file. Opened without blocking and checked once open, so a
+    FIFO (or a device) put there in the meantime is refused instead of read. Blocking: call it
+    in a thread."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        with os.fdopen(fd, encoding="utf-8", errors="replace", closefd=False) as f:
+            return [f.readline() for _ in range(lines)]
+    finally:
+        os.close(fd)
+
+
+def parse_header(head: list[str]) -> dict[str, Any] | None:
+    """The options of a `# ys: schedule="..." tz=...` line (shell quoting), if there is one.
+    Raises ValueError for a line shlex cannot split (an unclosed quote)."""
+    import shlex
+
+    for line in head:
+        s = line.strip()
+        if s.startswith(HEADER):
+            try:
+                parts = shlex.split(s[len(HEADER):])
+            except ValueError as exc:
+                raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
+            fields: dict[str, Any] = {}
+            for part in parts:
+                if "=" in part:
+                    k, v = part.split("=", 1)
+                    fields[k.strip()] = v
+            return fields or None
+    return None
+
+
+async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """(error, options) of a shell script's `# ys:` header, read off the event loop."""
+    try:
+        head = await asyncio.to_thread(read_head, path)
+    except OSError as exc:
+        return f"the script could not be read: {exc.strerror or exc}", None
+    try:
+        return None, parse_header(head)
+    except ValueError as exc:
+        return str(exc), None
+
+
+def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
+    """The `schedule_add` arguments for the schedule a script declares, checked with the rules
+    `ys schedule add` follows. Raises YsError or ValueError with a readable message."""
+    from ys.store.schedules import check
+
+    args: dict[str, Any] = {
+        "cron_expr": str(sch["schedule"]), "tz": str(sch.get("tz") or "local"),
+        "catch_up": str(sch.get("catch_up", "once")), "overlap": str(sch.get("overlap", "skip")),
+        "max_late": _seconds(sch.get("max_late"), "max_late"),
+        "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
+    }
+    check(name, name, args["cron_expr"], args["tz"], args["catch_up"], args["overlap"],
+          args["max_late"], args["jitter"])
+    return args
+
+
+def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
+    """Why the schedule a script declares cannot be used, or None."""
+    from ys.errors import YsError
+
+    if not sch or not sch.get("schedule"):
+        if sch and sch.get("tz"):  # a zone without a schedule is still checked: a typo shows
+            from ys.cron import zone
+
+            try:
+                zone(str(sch["tz"]))
+            except ValueError as exc:
+                return f"bad schedule: {exc}"
+        return None
+    try:
+        schedule_args(name, sch)
+    except YsError as exc:
+        return f"bad schedule: {exc.message}"
+    except (ValueError, TypeError) as exc:
+        return f"bad schedule: {exc}"
+    return None
+
+
+def _seconds(v: Any, what: str) -> float | None:
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool):
+        raise ValueError(f"{what} must be a duration")
+    if isinstance(v, int | float):
+        return float(v)
+    from ys.durations import parse_duration
+
+    return parse_duration(str(v), what)
+
+
+def signature(folder: Path, path: Path) -> Signature | None:
+    """What changes when the file, its target or the folder changes (content, mode, owner):
+    compared on every rescan, so a chmod that the watcher does not report is still seen.
+    None when the name is gone."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    try:
+        f = folder.stat()
+        where: Signature = (f.st_ino, f.st_mode, f.st_uid)  # not its mtime: any new file has one
+    except OSError:
+        where = ("missing",)
+    parts: list[Any] = [where, _stat_key(st)]
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            parts += [os.readlink(path), _stat_key(path)]
+        except OSError:
+            parts.append("dangling")
+    return tuple(parts)
+
+
+def _stat_key(p: Path | os.stat_result) -> Signature:
+    try:
+        st = p if isinstance(p, os.stat_result) else p.stat()
+    except OSError:
+        return ("missing",)
+    return (st.st_ino, st.st_mode, st.st_uid, st.st_mtime_ns, st.st_size)
