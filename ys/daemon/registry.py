@@ -80,7 +80,18 @@ class Registry:
         self._tasks: list[asyncio.Task[None]] = []
 
     def get(self, name: str) -> Workflow | None:
-        return self.workflows.get(name)
+        return self._named(name)
+
+    def _named(self, name: str) -> Workflow | None:
+        """The workflow `name`; also by its file name (`backup.sh`), which is how ys named a
+        shell workflow before names lost their extension: executions and schedules stored
+        then still find their script."""
+        wf = self.workflows.get(name)
+        if wf is None and "." in name:
+            wf = self.workflows.get(name.rsplit(".", 1)[0])
+            if wf is not None and Path(wf.path).name != name:
+                wf = None
+        return wf
 
     def listing(self) -> list[Workflow]:
         """Every script in the folder, by name then path (both of two files with one name)."""
@@ -110,12 +121,12 @@ class Registry:
     async def current(self, name: str) -> Workflow | None:
         """The workflow as it is now: a broken or unknown one is re-checked first (its file
         may have been fixed, or its folder chmod-ed, without the watcher saying so)."""
-        wf = self.workflows.get(name)
+        wf = self._named(name)
         if wf is not None and wf.error is None:
             return wf
         if name and "/" not in name and name not in (".", ".."):
             await self.rescan(name)
-        return self.workflows.get(name)
+        return self._named(name)
 
     def set_error(self, name: str, error: str) -> None:
         """Mark a workflow broken after the fact (its schedule was refused by the store)."""
@@ -164,7 +175,7 @@ class Registry:
         now = await asyncio.to_thread(self._candidates)
         names = set(now) | set(self._seen)
         if name is not None:
-            names = {n for n in names if workflow_name(n) == name}
+            names = {n for n in names if workflow_name(n) == name or n == name}
         for n in sorted(names):
             if now.get(n) != self._seen.get(n):
                 await self.refresh(self.folder / n, only_if_changed=True)

@@ -1,5 +1,5 @@
 """What the metrics read from the database (the figures every daemon on it shares), without a
-scan: counts come from the tables that schema migration 7's triggers keep, due executions from
+scan: counts come from the tables that schema migration 8's triggers keep, due executions from
 the partial index on due_at. `GET /v1/metrics` (ys/daemon/metrics.py) turns them into
 Prometheus families."""
 

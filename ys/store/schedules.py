@@ -276,7 +276,10 @@ class ScheduleMethods(MethodGroup):
                       on_failure: str | None = None) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions and the cursor in one transaction);
         a skipped slot admits `on_failure` in that transaction too."""
+        from ys.store.slots import tick_and_record
+
         t = self._now(now)
         if on_failure is not None:
             check_workflow_name(on_failure)
-        return self.write(lambda c: tick_tx(c, name, t, on_failure))
+        # with each slot's account (ys.store.slots)
+        return self.write(lambda c: tick_and_record(c, name, t, on_failure))

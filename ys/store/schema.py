@@ -160,7 +160,24 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions(status, admitted_at);
     """,
-    # 7: counts that metrics read without a scan (ys/store/metrics.py), kept by triggers in
+    # 7: the dashboard's reads. Recent failures by when they failed (a partial index: only a
+    # failure writes to it, and a failed record never changes again); what each schedule slot
+    # came to (fired, late, skipped, queued, missed), the newest of each schedule kept.
+    """
+    CREATE INDEX executions_failed ON executions(updated_at) WHERE status = 'failed';
+    CREATE TABLE schedule_slots (
+        name         TEXT NOT NULL,
+        slot         REAL NOT NULL,
+        outcome      TEXT NOT NULL,
+        why          TEXT,
+        execution_id TEXT,
+        at           REAL NOT NULL,
+        count        INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (name, slot, outcome)
+    ) WITHOUT ROWID;
+    CREATE INDEX schedule_slots_at ON schedule_slots(at);
+    """,
+    # 8: counts that metrics read without a scan (ys/store/metrics.py), kept by triggers in
     # the transaction of every write, whichever path writes (an admission batch, an event,
     # gc): executions by workflow and status, effects by status.
     """
@@ -203,7 +220,7 @@ MIGRATIONS: list[str] = [
         UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
     END;
     """,
-    # 8: every event of every execution in commit order (`ys history --follow --all`): a
+    # 9: every event of every execution in commit order (`ys history --follow --all`): a
     # position per event, given by a trigger in the event's own transaction (one writer, so
     # positions grow in commit order), never reused (AUTOINCREMENT), so a cursor resumes
     # without gaps after a restart. Events already stored get positions in time order.

@@ -1,5 +1,5 @@
 """Every event of every execution, in commit order (`GET /v1/events`, `ys history --follow
---all`). Schema migration 8 gives each event a position in `event_log` in the event's own
+--all`). Schema migration 9 gives each event a position in `event_log` in the event's own
 transaction; a cursor is the position of the last event a reader has, so it resumes after
 it, without gaps or repeats, whatever happened to the daemon meanwhile."""
 
