@@ -105,8 +105,8 @@ def test_the_folder_wide_default_from_config_toml_handles_a_workflow_without_one
 def test_a_shell_header_names_the_handler(shared):
     h, out = shared
     with h.client() as c:
-        assert {w["name"]: w for w in c.workflows()["workflows"]}["shboom"]["on_failure"] == (
-            "notify")
+        listed = {w["name"]: w for w in c.workflows()["workflows"]}["shboom"]
+        assert listed["on_failure"] == "notify" and listed["pin"] is True
         c.trigger("shboom", execution_id="sh-1")
         assert wait_done(c, "sh-1")["status"] == "failed"
         handler = wait_done(c, "sh-1.on-failure")

@@ -140,7 +140,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
+        stale = await self.call(self.d.store.stale_scripts)
+        return _json({"workflows": [w.to_json() | {"older_live": stale.get(w.name, 0)}
+                                    for w in self.d.registry.listing()]})
 
     async def metrics(self, request: web.Request) -> web.Response:
         """This daemon's figures and the database's (read off the loop, then rendered)."""
@@ -196,6 +198,12 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         execution_id = request.match_info["id"]
         d = await self.call(self.d.store.describe, execution_id)
         out = views.describe(d)
+        # the script's version now, and whether it changed since this execution's admission
+        wf = self.d.registry.get(d.record.workflow)
+        now = wf.sha256 if wf is not None else None
+        out["script_sha256_now"] = now
+        out["script_changed"] = bool(d.record.script_sha256 and now
+                                     and now != d.record.script_sha256)
         out["effects"] = [views.effect(e) for e in
                           await self.call(self.d.store.effects, None, execution_id)]
         out["waiting_on"] = [

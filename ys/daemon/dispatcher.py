@@ -17,6 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
@@ -133,6 +134,7 @@ class Dispatcher(Cancelling):
             if wf is None or wf.error:
                 await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
                 return
+            wf = self._version(d, wf)
             code = await self._run(r, wf)
             if wf.kind == "shell" and not (r.lost or r.acknowledged or r.cancel_killed
                                            or r.start_error):
@@ -158,6 +160,23 @@ class Dispatcher(Cancelling):
                 self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
+
+    def _version(self, d: Delivery, wf: Any) -> Any:
+        """The script this delivery runs: the workflow's file, or, when the claim chose
+        another version (a pinned execution whose script was edited since its admission),
+        that version's copy, run from the workflows folder."""
+        if d.script_sha256 is None or d.script_sha256 == wf.sha256:
+            return wf
+        from dataclasses import replace
+
+        from ys.daemon.versions import copy_path
+
+        copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
+        if not copy.exists():
+            log.warning("%s: version %s of %s is gone; running the current script",
+                        d.execution_id, d.script_sha256[:12], wf.name)
+            return wf
+        return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Any) -> int | None:
         """Start the worker, copy its output into its log, and wait for its exit: its exit

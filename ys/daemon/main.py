@@ -119,6 +119,7 @@ class Daemon:
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
         await self.registry.load()
+        await self._keep_versions(self.registry.workflows.values())
         await self.scheduler.sync_declared(self.registry.workflows)
 
         http = HttpSettings.from_env()
@@ -172,9 +173,25 @@ class Daemon:
         handler = (wf.on_failure if wf is not None else None) or self.on_failure
         return None if handler == workflow else handler
 
+    async def _keep_versions(self, workflows: Any) -> None:
+        """Each runnable script's version: copied under <data>/scripts/ and recorded as its
+        workflow's current one (what admissions record and unpinned deliveries run)."""
+        from ys.daemon.versions import keep
+
+        for wf in list(workflows):
+            if wf.error is not None or wf.sha256 is None:
+                continue
+            if await asyncio.to_thread(keep, self.paths.data / "scripts", wf.path, wf.sha256,
+                                       wf.kind) is None:
+                continue  # edited again meanwhile: the registry reports that version next
+            await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
+
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
+        now = self.registry.get(wf.name)
+        if now is not None:
+            await self._keep_versions([now])
         await self.scheduler.sync_declared(self.registry.workflows)
         now = self.registry.get(wf.name)
         if now is not None and now.error is None:

@@ -48,11 +48,14 @@ class Workflow:
     schedule: dict[str, Any] | None = None
     on_failure: str | None = None  # the workflow its failures admit (DESIGN.md §7)
     pin: bool = False  # deliveries run the version recorded at admission
+    sha256: str | None = None  # the script's content now (None: not readable, or broken)
+    folder: str | None = None  # where a delivery runs (a pinned copy runs from the folder)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "kind": self.kind, "path": self.path, "error": self.error,
             "schedule": self.schedule, "on_failure": self.on_failure, "pin": self.pin,
+            "sha256": self.sha256,
         }
 
 
@@ -290,8 +293,16 @@ class Registry:
         schedule, options = split_options(declared)
         if error is None:
             error = schedule_error(name, schedule) or options_error(options)
+        sha = None
+        if error is None:
+            from ys.daemon.versions import file_sha256
+
+            try:
+                sha = await asyncio.to_thread(file_sha256, real)
+            except OSError as exc:
+                error = f"the script could not be read: {exc}"
         return Workflow(name, kind, str(path), error, mtime, schedule,
-                        on_failure=options.get("on_failure"), pin=is_pinned(options))
+                        on_failure=options.get("on_failure"), pin=is_pinned(options), sha256=sha)
 
     def _unsafe(self, path: Path) -> str | None:
         """Why a script may not run, or None. Checked for the folder and the file itself."""

@@ -135,7 +135,17 @@ class Scheduler:
             if ids:
                 log.info("pruned %d terminal executions older than %.0f days and their logs",
                          len(ids), older_than / DAY)
+            await self.prune_versions()
         return ids
+
+    async def prune_versions(self) -> None:
+        """Remove the script copies no live execution needs (each current version stays)."""
+        from ys.daemon.versions import prune
+
+        needed = await self.d.hub.call(self.d.store.scripts_needed)
+        removed = await asyncio.to_thread(prune, self.d.paths.data / "scripts", needed)
+        if removed:
+            log.info("pruned %d script versions no live execution needs", len(removed))
 
     async def sync_declared(self, workflows: dict[str, Any]) -> None:
         """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""

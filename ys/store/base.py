@@ -39,6 +39,7 @@ class Delivery:
     # A delivery since the request ended without an outcome (killed, crashed, its daemon
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
+    script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
 
 
 @dataclass(frozen=True)

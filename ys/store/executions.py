@@ -39,7 +39,7 @@ from ys.store.records import (
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length"
+    "cancel_requested, history_length, script_sha256"
 )
 _FULL = _RECORD_COLUMNS.format(params="params", context="context")
 _LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
@@ -65,6 +65,7 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         parent=parent,
         cancel_requested=bool(row[15]),
         history_length=row[16],
+        script_sha256=row[17],
     )
 
 
@@ -98,8 +99,8 @@ def event_text(data: dict[str, Any]) -> str:
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
     "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
-    "parent_step, parent_detached, cancel_requested, history_length, history_bytes) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
+    "script_sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
 
@@ -137,6 +138,7 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         p.get("execution_id"), p.get("step_key"),
         int(bool(p.get("detached"))) if p else None,
         int(record.cancel_requested), record.history_length, history_bytes,
+        record.script_sha256,
     )
 
 
@@ -234,9 +236,16 @@ def admit_tx(
     return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
 
 
+def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bool]:
+    """(SHA-256, pinned) of the workflow's script as the daemon last saw it; (None, False)
+    for a workflow it has not seen (its executions wait for it)."""
+    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=?", (workflow,)).fetchone()
+    return (row[0], bool(row[1])) if row else (None, False)
+
+
 def admission_event(
     execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float,
+    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
 ) -> Event:
     data: dict[str, Any] = {
         "execution_id": execution_id,
@@ -246,16 +255,19 @@ def admission_event(
     }
     if parent is not None:
         data["parent"] = parent
+    if script_sha256 is not None:
+        data["script_sha256"] = script_sha256
     return Event(ADMITTED, at, data)
 
 
 def admission_inserts(
     execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float,
+    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `_admit_new` writes
     when `execution_id` is unused. The group writer inserts many of these per commit."""
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at)
+    event = admission_event(execution_id, workflow, params_json, context_json, parent, at,
+                            script_sha256)
     record, rows, nbytes = project(None, [event])
     return [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
 
@@ -264,7 +276,8 @@ def _admit_new(
     c: sqlite3.Connection, execution_id: str, workflow: str, params_json: str,
     context_json: str, parent: dict[str, Any] | None, at: float,
 ) -> Admission:
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at)
+    sha, _ = current_script(c, workflow)
+    event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
     append(c, None, [event])
     return Admission(execution_id, started=True)
 
@@ -319,15 +332,32 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
         assert record is not None and not record.terminal
         token = secrets.token_hex(16)
         expires = now + lease
-        record = append(c, record, [Event(CLAIMED, now, {"attempt": record.attempts + 1})])
+        claim: dict[str, Any] = {"attempt": record.attempts + 1}
+        script = delivery_script(c, execution_id, record.workflow)
+        if script is not None:
+            claim["script_sha256"] = script
+        record = append(c, record, [Event(CLAIMED, now, claim)])
         c.execute(
             "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
             (token, expires, execution_id),
         )
         seen = record.cancel_requested and cancel_seen(c, execution_id)
         out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow,
-                            cancel_requested=record.cancel_requested, cancel_seen=seen))
+                            cancel_requested=record.cancel_requested, cancel_seen=seen,
+                            script_sha256=script))
     return out
+
+
+def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
+    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
+    its admission (if it has one), any other the current one."""
+    current, pin = current_script(c, workflow)
+    if pin:
+        row = c.execute("SELECT script_sha256 FROM executions WHERE execution_id=?",
+                        (execution_id,)).fetchone()
+        if row is not None and row[0] is not None:
+            return str(row[0])
+    return current
 
 
 def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:

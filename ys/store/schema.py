@@ -237,6 +237,18 @@ MIGRATIONS: list[str] = [
         INSERT INTO event_log (execution_id, seq, at) VALUES (NEW.execution_id, NEW.seq, NEW.at);
     END;
     """,
+    # 10: script versions. Each admission records the SHA-256 of its workflow's script as the
+    # daemon last saw it (`scripts`, which the daemon keeps, with whether it is pinned), and
+    # each claim the version its delivery runs (in the claimed event).
+    """
+    ALTER TABLE executions ADD COLUMN script_sha256 TEXT;
+    CREATE TABLE scripts (
+        workflow   TEXT PRIMARY KEY,
+        sha256     TEXT NOT NULL,
+        pin        INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

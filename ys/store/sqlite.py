@@ -91,6 +91,10 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self.lease_seconds = lease_seconds
         conn = connect(self.path)
         migrate(conn)
+        # workflow -> its current script version (`scripts`, which only set_script writes):
+        # an admission's rows are computed before its transaction, without a look-up
+        self._scripts: dict[str, str] = dict(
+            conn.execute("SELECT workflow, sha256 FROM scripts").fetchall())
         self._writer = Writer(conn, group=group_commit)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -189,7 +193,9 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             )
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
-        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at)
+        sha = self._scripts.get(workflow)
+        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at,
+                                    sha)
         return tx, inserts, Admission(new_id, started=True)
 
     def get(self, execution_id: str) -> Record | None:
@@ -432,6 +438,30 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             return [], str(stream.last_position(c))
         items, pos = stream.events_after(c, after, limit)
         return items, str(pos)
+
+    # -- script versions --------------------------------------------------------------------
+
+    def set_script(self, workflow: str, sha256: str, *, pin: bool = False,
+                   now: float | None = None) -> None:
+        """The version of `workflow`'s script the daemon sees now: what admissions record,
+        and what unpinned deliveries run."""
+        from ys.store.versions import set_script_tx
+
+        t = self._now(now)
+        self.write(lambda c: set_script_tx(c, workflow, sha256, pin, t))
+        self._scripts[workflow] = sha256
+
+    def scripts_needed(self) -> set[str]:
+        """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""
+        from ys.store.versions import needed
+
+        return needed(self.reader())
+
+    def stale_scripts(self) -> dict[str, int]:
+        """Per workflow: live executions admitted under an older version than the current."""
+        from ys.store.versions import stale
+
+        return stale(self.reader())
 
     def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
         """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
