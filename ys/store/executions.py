@@ -35,6 +35,7 @@ from ys.store.records import (
     Record,
     apply,
 )
+from ys.store.versions import current_script, delivery_script
 
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
@@ -236,13 +237,6 @@ def admit_tx(
     return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
 
 
-def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bool]:
-    """(SHA-256, pinned) of the workflow's script as the daemon last saw it; (None, False)
-    for a workflow it has not seen (its executions wait for it)."""
-    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=?", (workflow,)).fetchone()
-    return (row[0], bool(row[1])) if row else (None, False)
-
-
 def admission_event(
     execution_id: str, workflow: str, params_json: str, context_json: str,
     parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
@@ -346,18 +340,6 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
                             cancel_requested=record.cancel_requested, cancel_seen=seen,
                             script_sha256=script))
     return out
-
-
-def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
-    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
-    its admission (if it has one), any other the current one."""
-    current, pin = current_script(c, workflow)
-    if pin:
-        row = c.execute("SELECT script_sha256 FROM executions WHERE execution_id=?",
-                        (execution_id,)).fetchone()
-        if row is not None and row[0] is not None:
-            return str(row[0])
-    return current
 
 
 def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:

@@ -64,6 +64,7 @@ from ys.store.executions import (  # noqa: F401 - re-exported: other clients and
 )
 from ys.store.gc import HousekeepingMethods
 from ys.store.kv import KvMethods
+from ys.store.observing import ObservingMethods
 from ys.store.overview import OverviewMethods
 from ys.store.records import RELEASED, TERMINAL, Event, Record
 from ys.store.schedules import ScheduleMethods
@@ -74,7 +75,7 @@ DEFAULT_LEASE_SECONDS = 30.0
 
 
 class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods,
-                  OverviewMethods):
+                  OverviewMethods, ObservingMethods):
     """One SQLite file. Thread-safe: writes go through one Writer, reads use per-thread
     connections (WAL lets them run beside the writer)."""
 
@@ -416,56 +417,6 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
 
     def verify(self) -> builtins.list[str]:
         return reads.verify(self.reader())
-
-    def shared_counts(self, now: float | None = None) -> Any:
-        """What every daemon on this database reports alike (ys.store.metrics.SharedCounts)."""
-        from ys.store.metrics import shared_counts
-
-        return shared_counts(self.reader(), self._now(now))
-
-    def event_stream(self, cursor: str | None = None, *, since: float | None = None,
-                     limit: int = 1000) -> tuple[builtins.list[dict[str, Any]], str]:
-        """Events of every execution after `cursor`, in commit order, and the cursor after
-        them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
-        from ys.store import stream
-
-        c = self.reader()
-        if cursor is not None:
-            after = stream.check_cursor(cursor)
-        elif since is not None:
-            after = stream.position_before(c, check_time(since, "since"))
-        else:
-            return [], str(stream.last_position(c))
-        items, pos = stream.events_after(c, after, limit)
-        return items, str(pos)
-
-    # -- script versions --------------------------------------------------------------------
-
-    def set_script(self, workflow: str, sha256: str, *, pin: bool = False,
-                   now: float | None = None) -> None:
-        """The version of `workflow`'s script the daemon sees now: what admissions record,
-        and what unpinned deliveries run."""
-        from ys.store.versions import set_script_tx
-
-        t = self._now(now)
-        self.write(lambda c: set_script_tx(c, workflow, sha256, pin, t))
-        self._scripts[workflow] = sha256
-
-    def scripts_needed(self) -> set[str]:
-        """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""
-        from ys.store.versions import needed
-
-        return needed(self.reader())
-
-    def stale_scripts(self) -> dict[str, int]:
-        """Per workflow: live executions admitted under an older version than the current."""
-        from ys.store.versions import stale
-
-        return stale(self.reader())
-
-    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
-        """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
-        self._writer.observe = observer
 
     def next_due_at(self) -> float | None:
         """The earliest time anything becomes claimable (a due wake or a lease expiry)."""

@@ -11,6 +11,25 @@ import sqlite3
 LIVE = "('admitted', 'running', 'suspended')"
 
 
+def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bool]:
+    """(SHA-256, pinned) of the workflow's script as the daemon last saw it; (None, False)
+    for a workflow it has not seen (its executions wait for it)."""
+    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=?", (workflow,)).fetchone()
+    return (row[0], bool(row[1])) if row else (None, False)
+
+
+def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
+    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
+    its admission (if it has one), any other the current one."""
+    current, pin = current_script(c, workflow)
+    if pin:
+        row = c.execute("SELECT script_sha256 FROM executions WHERE execution_id=?",
+                        (execution_id,)).fetchone()
+        if row is not None and row[0] is not None:
+            return str(row[0])
+    return current
+
+
 def set_script_tx(c: sqlite3.Connection, workflow: str, sha256: str, pin: bool,
                   now: float) -> None:
     c.execute(
