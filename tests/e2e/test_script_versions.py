@@ -52,7 +52,7 @@ def test_an_edit_applies_to_new_executions_only_when_pinned(tmp_path, pin):
             h.write("job.py", source("B", pin))
             b = sha(h, "job.py")
             wait_until(lambda: workflow(c, "job")["sha256"] == b, message="the edit seen")
-            listed = workflow(c, "job")
+            listed = workflow(c, "job")  # the store has B as current once the listing does
             assert listed["older_live"] == 1 and listed["pin"] is pin
             c.store_put("go/1", True)
             done = c.wait("one", timeout=60)
@@ -60,8 +60,10 @@ def test_an_edit_applies_to_new_executions_only_when_pinned(tmp_path, pin):
             described = c.describe("one")
             assert described["script_sha256"] == a and described["script_sha256_now"] == b
             assert described["script_changed"] is True
-            assert [d["script_sha256"] for d in described["deliveries"]] == (
-                [a, a] if pin else [a, b])
+            # the first delivery ran A; the edit may wake it once more before the put does
+            ran = [d["script_sha256"] for d in described["deliveries"]]
+            assert ran[0] == a and len(ran) >= 2
+            assert set(ran[1:]) == ({a} if pin else {b})
             # a new execution is admitted, and runs, under B
             c.trigger("job", {"key": "go/2"}, execution_id="two")
             c.store_put("go/2", True)

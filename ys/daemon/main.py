@@ -118,6 +118,7 @@ class Daemon:
         self.store.observe_commits(self.metrics.observe_commit)
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
+        self.registry.on_version = lambda wf: self._keep_versions([wf])
         await self.registry.load()
         await self._keep_versions(self.registry.workflows.values())
         await self.scheduler.sync_declared(self.registry.workflows)
@@ -189,9 +190,6 @@ class Daemon:
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
-        now = self.registry.get(wf.name)
-        if now is not None:
-            await self._keep_versions([now])
         await self.scheduler.sync_declared(self.registry.workflows)
         now = self.registry.get(wf.name)
         if now is not None and now.error is None:

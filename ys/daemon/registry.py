@@ -81,6 +81,9 @@ class Registry:
         self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected
         self._lock = asyncio.Lock()  # one refresh at a time: changes apply in order
         self._tasks: list[asyncio.Task[None]] = []
+        # Told of a runnable script's version before the registry lists it, so that the store
+        # records it first: a delivery claimed once the new version shows runs that version.
+        self.on_version: Callable[[Workflow], Awaitable[None]] | None = None
 
     def get(self, name: str) -> Workflow | None:
         return self._named(name)
@@ -207,6 +210,8 @@ class Registry:
             if only_if_changed and sig == self._seen.get(path.name):
                 return
             wf = await self._inspect(path) if sig is not None else None
+            if wf is not None and wf.error is None and self.on_version is not None:
+                await self.on_version(wf)
             name = workflow_name(path.name)
             old = self.workflows.get(name)
             if sig is None:
