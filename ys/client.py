@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 import time
 from typing import Any
@@ -34,6 +35,18 @@ class _UnixConnection(http.client.HTTPConnection):
             raise
         self.sock = sock
         self._transport.reached = True
+
+    def dropped(self) -> bool:
+        """Whether the daemon closed this idle connection (it closes idle ones after a while):
+        readable with nothing asked means end of stream. Checked before each reuse, so a
+        request that is not safe to resend (a POST) is never sent on a dead connection."""
+        if self.sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
@@ -99,13 +112,17 @@ class Transport:
             self._conn = None
 
     def request(self, method: str, path: str, body: Any = None,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, raw: bool = False) -> Any:
+        """The answer's JSON (None for no body); with `raw`, its text as it came."""
         payload = None if body is None else _json_body(body)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         if self.token:
             headers["X-Ys-Token"] = self.token
         for attempt in (1, 2):
             conn = self._conn
+            if conn is not None and conn.dropped():
+                conn.close()
+                conn = self._conn = None
             if conn is None or timeout is not None:
                 conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
             try:
@@ -152,6 +169,8 @@ class Transport:
                 raise from_code(err["code"], err.get("message", ""), status=resp.status)
             except (ValueError, KeyError, TypeError):
                 raise YsError("INTERNAL", f"HTTP {resp.status}: {data[:200]!r}") from None
+        if raw:
+            return data.decode("utf-8", "replace")
         if resp.status == 204 or not data:
             return None
         return json.loads(data)
@@ -183,13 +202,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None,
+              raw: bool = False) -> Any:
         """One request. With `autostart`, a daemon is started when nothing listens, but only
         if no daemon was reached before: a command that follows or waits must not start again
         a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
         twice."""
         try:
-            return self.transport.request(method, path, body, timeout=timeout)
+            return self.transport.request(method, path, body, timeout=timeout, raw=raw)
         except DaemonUnavailable as exc:
             if exc.context.get("reason") != ABSENT:
                 raise
@@ -206,7 +226,7 @@ class Client:
 
         ensure_daemon()
         self.autostart = False
-        return self.transport.request(method, path, body, timeout=timeout)
+        return self.transport.request(method, path, body, timeout=timeout, raw=raw)
 
     # -- executions -------------------------------------------------------------------------
 
@@ -302,6 +322,17 @@ class Client:
         result: dict[str, Any] = self._call("GET", path)
         return result
 
+    def events(self, cursor: str | None = None, *, since: float | None = None,
+               limit: int | None = None, wait: float = 0.0) -> dict[str, Any]:
+        """Every execution's events after `cursor`, in commit order: {"events": [...],
+        "cursor"}; without a cursor from `since` seconds ago, else from now. With `wait`,
+        a long poll: it answers once there is an event, or after `wait` seconds."""
+        q = {k: str(v) for k, v in (("cursor", cursor), ("since", since), ("limit", limit),
+                                    ("wait", wait or None)) if v is not None}
+        path = "/v1/events" + (f"?{urlencode(q)}" if q else "")
+        result: dict[str, Any] = self._call("GET", path, timeout=wait + 30 if wait else None)
+        return result
+
     def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
@@ -391,6 +422,23 @@ class Client:
         result: dict[str, Any] = self._call("GET", "/v1/version")
         return result
 
+    def metrics(self) -> str:
+        """The daemon's Prometheus metrics, in the text exposition format."""
+        text: str = self._call("GET", "/v1/metrics", raw=True)
+        return text
+
     def shutdown(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})
+        return result
+
+    # -- the dashboard ----------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        """What runs, is due, waits and failed lately; the daemon's health (`ys top`)."""
+        result: dict[str, Any] = self._call("GET", "/v1/overview")
+        return result
+
+    def ui_token(self) -> dict[str, Any]:
+        """A one-time token for the dashboard's URL (`ys ui`)."""
+        result: dict[str, Any] = self._call("POST", "/v1/ui/tokens", {})
         return result

@@ -27,6 +27,7 @@ MODULES = [
     "history",
     "logs",
     "workflows",
+    "metrics",
     "completions",
     "effects",
     "store",
@@ -35,6 +36,8 @@ MODULES = [
     "gc",
     "doctor",
     "service",
+    "ui",
+    "top",
 ]
 
 COMPLETE_VAR = "_YS_COMPLETE"

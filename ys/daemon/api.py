@@ -5,8 +5,9 @@ to. Worker routes take the delivery token in the X-Ys-Token header and are fence
 
 Here: the middleware, and `Api` with the daemon and execution routes and `routes()`, the one
 list of every route. The other route groups are mixins of `Api`: the worker's calls
-(api_worker), durable values (api_store), schedules and gc (api_schedules) and effects
-(api_effects); the helpers they share are in api_base.
+(api_worker), durable values (api_store), schedules and gc (api_schedules), effects
+(api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
+api_base. The dashboard's pages (/ui/) are added to the app by ys.ui.server.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from ys import __version__
 from ys.daemon import views
 from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
+from ys.daemon.api_ui import UiRoutes
 from ys.daemon.api_worker import WorkerRoutes
 from ys.daemon.http import (
     SETTINGS,
@@ -74,7 +77,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
+class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
     """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
@@ -83,6 +86,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.get("/v1/version", self.version),
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
+            web.get("/v1/metrics", self.metrics),
+            web.get("/v1/events", self.events),
             web.post("/v1/executions", self.trigger),
             web.get("/v1/executions", self.list),
             web.get(e, self.get),
@@ -114,6 +119,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
             web.post("/v1/effects/{effect_id}/settle", self.effect_settle),
             web.post("/v1/effects/{effect_id}/wait", self.effect_wait),
+            web.get("/v1/overview", self.overview),
+            web.post("/v1/ui/tokens", self.ui_token),
         ]
 
     # -- daemon -----------------------------------------------------------------------------
@@ -136,7 +143,15 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
+        stale = await self.call(self.d.store.stale_scripts)
+        return _json({"workflows": [w.to_json() | {"older_live": stale.get(w.name, 0)}
+                                    for w in self.d.registry.listing()]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """This daemon's figures and the database's (read off the loop, then rendered)."""
+        shared = await self.call(self.d.store.shared_counts)
+        body = self.d.metrics.render(shared)
+        return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
 
     # -- executions -------------------------------------------------------------------------
 
@@ -149,6 +164,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
+            self.d.metrics.admissions.labels("trigger").inc()
             self.d.dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix
@@ -211,6 +227,12 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
         holder = self._holder(d.record, await self._holders([d.record]))
         if holder is not None:
             out["lease_holder"] = holder
+        # the script's version now, and whether it changed since this execution's admission
+        wf = self.d.registry.get(d.record.workflow)
+        now = wf.sha256 if wf is not None else None
+        out["script_sha256_now"] = now
+        out["script_changed"] = bool(d.record.script_sha256 and now
+                                     and now != d.record.script_sha256)
         out["effects"] = [views.effect(e) for e in
                           await self.call(self.d.store.effects, None, execution_id)]
         out["waiting_on"] = [
@@ -276,4 +298,7 @@ def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
         web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
         for r in api.routes()
     ])
+    from ys.ui.server import install
+
+    install(app, api)  # the dashboard's pages under /ui/ (Jinja2 loads at the first page)
     return app

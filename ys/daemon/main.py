@@ -67,6 +67,8 @@ class Daemon:
         self.scheduler: Any = None
         self.runner: Any = None
         self.bound = False  # the socket file is ours to remove
+        self.on_failure: str | None = None  # config.toml's folder-wide failure handler
+        self.metrics: Any = None
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -100,9 +102,13 @@ class Daemon:
         from ys.daemon.dispatcher import Dispatcher
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
+        from ys.daemon.metrics import Metrics
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
 
+        # config.toml's folder-wide failure handler (the settings were checked before start-up)
+        self.on_failure = self.settings.on_failure
+        self.metrics = Metrics()
         self.store = open_daemon_store(self.paths, self.settings, self.daemon_id,
                                        self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
@@ -117,9 +123,14 @@ class Daemon:
         # the cap config.toml or YS_LOG_MAX_BYTES sets (checked at start), at least the least
         # the log capture keeps
         self.dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
+        self.dispatcher.handler_for = self.handler_for
+        self.dispatcher.metrics = self.metrics
+        self.store.observe_commits(self.metrics.observe_commit)
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
+        self.registry.on_version = lambda wf: self._keep_versions([wf])
         await self.registry.load()
+        await self._keep_versions(self.registry.workflows.values())
         await self.scheduler.sync_declared(self.registry.workflows)
 
         http = HttpSettings.from_env()
@@ -175,6 +186,26 @@ class Daemon:
         """Another daemon changed an execution: long polls on it (`ys wait`) read it again."""
         self.hub.notify(execution_id, may_end=True)
 
+    def handler_for(self, workflow: str) -> str | None:
+        """The workflow a failure of `workflow` admits: its own `on_failure`, else the
+        folder-wide one; never itself (a handler that fails would only call itself again)."""
+        wf = self.registry.get(workflow) if self.registry is not None else None
+        handler = (wf.on_failure if wf is not None else None) or self.on_failure
+        return None if handler == workflow else handler
+
+    async def _keep_versions(self, workflows: Any) -> None:
+        """Each runnable script's version: copied under <data>/scripts/ and recorded as its
+        workflow's current one (what admissions record and unpinned deliveries run)."""
+        from ys.daemon.versions import keep
+
+        for wf in list(workflows):
+            if wf.error is not None or wf.sha256 is None:
+                continue
+            if await asyncio.to_thread(keep, self.paths.data / "scripts", wf.path, wf.sha256,
+                                       wf.kind) is None:
+                continue  # edited again meanwhile: the registry reports that version next
+            await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
+
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
@@ -217,10 +248,21 @@ def wake_waiting(store: Any, workflow: str) -> int:
     return n
 
 
+class LockUnusable(Exception):
+    """The lock file cannot be opened as one (a symlink, a folder): why, said to the user."""
+
+
 def _lock(path: Path) -> tuple[Any, str | None]:
     """(the open file, None) with an exclusive lock on `path` and our pid in it, or (None,
     the pid that holds it, as written there)."""
-    f = open(path, "a+")  # noqa: SIM115 - held open until exit
+    # Never through a symlink (a lock file planted beside a shared database must not make the
+    # daemon truncate another file of the user's), private from its first byte.
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise LockUnusable(f"the daemon could not start: its lock file {path} cannot be used "
+                           f"({exc.strerror}); remove it if no daemon runs") from exc
+    f = open(fd, "r+")  # noqa: SIM115 - held open until exit
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -243,7 +285,11 @@ def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
     if db_lock is None:
         return [], (f"a daemon is already running for the database {paths.db} (pid {holder}); "
                     f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})")
-    sock_lock, holder = _lock(paths.socket_lock)
+    try:
+        sock_lock, holder = _lock(paths.socket_lock)
+    except LockUnusable:
+        release([db_lock])
+        raise
     if sock_lock is None:
         release([db_lock])
         return [], (f"a daemon is already running for {paths.runtime} (pid {holder}), on "
@@ -291,7 +337,10 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
     for d in (paths.data, paths.logs):
         private_dir(d)
     paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    locks, why = acquire_lock(paths)
+    try:
+        locks, why = acquire_lock(paths)
+    except LockUnusable as exc:
+        locks, why = [], str(exc)
     if why is not None:
         sys.stderr.write(f"ys: {why}\n")
         return 1
