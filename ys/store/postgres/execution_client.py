@@ -136,23 +136,29 @@ class PgExecutions:
 
     def acknowledge(
         self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
-        return self._writer.write(self._acknowledge(execution_id, token, outcome, now))
+        """Record the outcome; a failure admits the `on_failure` workflow in the same
+        transaction (`<ID>.on-failure`, ys.store.postgres.handlers)."""
+        return self._writer.write(self._acknowledge(execution_id, token, outcome, now,
+                                                    on_failure))
 
     async def acknowledge_async(
         self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
         return await self._writer.write_async(
-            self._acknowledge(execution_id, token, outcome, now))
+            self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     def _acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None
+        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None,
+        on_failure: str | None,
     ) -> Callable[[Any], dict[str, Any]]:
         t = self._now(now)
         event = outcome_event(outcome, t)
-        return lambda c: ex.acknowledge_tx(c, execution_id, token, event, t)
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return lambda c: ex.acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
     def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
         t = self._now(now)

@@ -24,7 +24,9 @@ from typing import Any
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFound
 from ys.store.base import Admission, Delivery
 from ys.store.postgres.shared import admission_event, new_execution_id, project
+from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
+    CANCEL_REQUESTED,
     CLAIMED,
     RELEASED,
     STEP,
@@ -37,7 +39,7 @@ from ys.store.records import (
 RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length"
+    "cancel_requested, history_length, script_sha256"
 )
 FULL = RECORD_COLUMNS.format(params="params", context="context")
 LIGHT = RECORD_COLUMNS.format(params="''", context="''")
@@ -46,8 +48,8 @@ _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=Fal
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
     "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
-    "parent_step, parent_detached, cancel_requested, history_length, history_bytes) "
-    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+    "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
+    "script_sha256) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
     "ON CONFLICT (execution_id) DO NOTHING"
 )
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (%s,%s,%s,%s,%s)"
@@ -62,7 +64,7 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         status=row[4], outcome=json.loads(row[5]) if row[5] is not None else None,
         admitted_at=row[6], updated_at=row[7], due_at=row[8], covered_due_at=row[9],
         prior_status=row[10], attempts=row[11], parent=parent,
-        cancel_requested=bool(row[15]), history_length=row[16],
+        cancel_requested=bool(row[15]), history_length=row[16], script_sha256=row[17],
     )
 
 
@@ -114,7 +116,7 @@ def record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         record.status, _outcome_text(record), record.admitted_at, record.updated_at,
         record.due_at, record.covered_due_at, record.prior_status, record.attempts,
         p.get("execution_id"), p.get("step_key"), bool(p.get("detached")) if p else None,
-        record.cancel_requested, record.history_length, history_bytes,
+        record.cancel_requested, record.history_length, history_bytes, record.script_sha256,
     )
 
 
@@ -146,8 +148,10 @@ def append(c: Any, prior: Record, events: list[Event], token: str | None = None,
 def admit_new(c: Any, execution_id: str, workflow: str, params_json: str, context_json: str,
               parent: dict[str, Any] | None, at: float) -> bool:
     """Insert a new execution and its `admitted` event; False (nothing written) when the ID
-    is taken, also by an admission that commits while this one waits for it."""
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at)
+    is taken, also by an admission that commits while this one waits for it. The record
+    names the workflow's current script version (ys.store.postgres.versions)."""
+    sha, _ = current_script(c, workflow)
+    event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
     record, rows, nbytes = project(None, [event])
     if c.execute(INSERT_EXECUTION, record_row(record, nbytes)).rowcount != 1:
         return False
@@ -245,15 +249,32 @@ def claim_due_tx(c: Any, now: float, limit: int, lease: float, holder: str,
         assert not record.terminal
         token = secrets.token_hex(16)
         expires = now + lease
-        record = append(c, record, [Event(CLAIMED, now, {"attempt": record.attempts + 1})])
+        claim: dict[str, Any] = {"attempt": record.attempts + 1}
+        script = delivery_script(c, record)
+        if script is not None:
+            claim["script_sha256"] = script
+        record = append(c, record, [Event(CLAIMED, now, claim)])
         c.execute(
             "UPDATE executions SET lease_token=%s, lease_expires_at=%s, lease_holder=%s, "
             "lease_pid=%s WHERE execution_id=%s",
             (token, expires, holder, pid, record.execution_id),
         )
+        seen = record.cancel_requested and cancel_seen(c, record.execution_id)
         out.append(Delivery(record.execution_id, token, record.attempts, expires,
-                            record.workflow))
+                            record.workflow, cancel_requested=record.cancel_requested,
+                            cancel_seen=seen, script_sha256=script))
     return out
+
+
+def cancel_seen(c: Any, execution_id: str) -> bool:
+    """Whether a delivery ended without an outcome after the cancellation was requested (a
+    release follows the request): that delivery was told, or was running when it came."""
+    row = c.execute(
+        "SELECT kind FROM events WHERE execution_id=%s AND kind IN (%s, %s) "
+        "ORDER BY seq DESC LIMIT 1",
+        (execution_id, CANCEL_REQUESTED, RELEASED),
+    ).fetchone()
+    return row is not None and row[0] == RELEASED
 
 
 def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) -> float:
@@ -275,8 +296,10 @@ def release_tx(c: Any, execution_id: str, token: str, now: float, data: dict[str
     append(c, record, [Event(RELEASED, now, data)], token=token, clear_lease=True)
 
 
-def acknowledge_tx(c: Any, execution_id: str, token: str, event: Event,
-                   now: float) -> dict[str, Any]:
+def acknowledge_tx(c: Any, execution_id: str, token: str, event: Event, now: float,
+                   on_failure: str | None = None) -> dict[str, Any]:
+    """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
+    this same transaction (ys.store.postgres.handlers)."""
     record = load(c, execution_id, payload=False, lock=True)
     if record is None:
         raise not_found(execution_id)
@@ -287,6 +310,10 @@ def acknowledge_tx(c: Any, execution_id: str, token: str, event: Event,
     record = append(c, record, [event], token=token, clear_lease=True)
     if record.terminal and record.parent is not None:
         wake_waiting_parent(c, record, now)
+    if on_failure is not None:
+        from ys.store.postgres.handlers import failure_handler_tx
+
+        failure_handler_tx(c, record, on_failure, now)
     return record.outcome if record.outcome is not None else {"status": "suspended"}
 
 

@@ -45,6 +45,14 @@ def prune_tx(c: Any, ids: list[str]) -> int:
     return n
 
 
+def prune_event_log_tx(c: Any) -> int:
+    """Drop the event log's positions of events gc pruned (one pass after the batches, each
+    row checked by the events' primary key). Positions are never drawn again (a sequence)."""
+    return int(c.execute(
+        "DELETE FROM event_log l WHERE NOT EXISTS (SELECT 1 FROM events e WHERE "
+        "e.execution_id = l.execution_id AND e.seq = l.seq)").rowcount)
+
+
 class PgHousekeeping:
     """Housekeeping of one PostgresStore."""
 
@@ -60,6 +68,8 @@ class PgHousekeeping:
         for i in range(0, len(ids), BATCH):
             batch = ids[i:i + BATCH]
             self._core.write(lambda c, b=batch: prune_tx(c, b))  # type: ignore[misc]
+        if ids:
+            self._core.write(prune_event_log_tx)
         return ids
 
     def setting(self, key: str) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ys import codec, cron
 from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import check_time
+from ys.store.base import check_time, check_workflow_name
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
@@ -103,8 +103,14 @@ def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) ->
     return execution_id
 
 
-def tick_tx(c: Any, name: str, now: float) -> list[dict[str, Any]]:
-    """Fire what is due for one schedule at `now`; returns what was done (for the log)."""
+# At most this many handlers per tick for skipped slots (the newest), as in SQLite
+MAX_SLOT_HANDLERS = 16
+
+
+def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> list[dict[str, Any]]:
+    """Fire what is due for one schedule at `now`; returns what was done (for the log). A slot
+    skipped for being late, or missed under catch_up=skip, admits `on_failure` in this same
+    transaction (ys.store.postgres.handlers)."""
     s = get(c, name, lock=True)
     if s["paused"]:
         return []
@@ -118,10 +124,18 @@ def tick_tx(c: Any, name: str, now: float) -> list[dict[str, Any]]:
         queued = None
     refused = None
     try:
-        fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-                                  max_late=s["max_late"], jitter=s["jitter"], name=name)
+        fires, cursor, skipped = cron.plan_with_skips(
+            s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
+            max_late=s["max_late"], jitter=s["jitter"], name=name)
     except ValueError as exc:  # stored before the check refused it: it stops being due
-        fires, cursor, refused = [], s["cursor"], str(exc)
+        fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
+    for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
+        from ys.store.postgres.handlers import slot_handler_tx
+
+        handler = slot_handler_tx(c, on_failure, s["name"], slot_id(s["name"], slot),
+                                  slot_id("", slot)[1:], reason, now)
+        actions.append({"action": "missed", "slot": slot, "reason": reason,
+                        "handler": handler})
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -183,6 +197,22 @@ class PgSchedules:
         t = self._now(now)
         return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
-    def schedule_tick(self, name: str, *, now: float | None = None) -> list[dict[str, Any]]:
+    def schedule_tick(self, name: str, *, now: float | None = None,
+                      on_failure: str | None = None) -> list[dict[str, Any]]:
+        """Fire what is due for one schedule (admissions, the cursor and each slot's account
+        in one transaction); a skipped slot admits `on_failure` in that transaction too."""
+        from ys.store.postgres.slots import tick_and_record
+
         t = self._now(now)
-        return self._core.write(lambda c: tick_tx(c, name, t))
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return self._core.write(lambda c: tick_and_record(c, name, t, on_failure))
+
+    def schedule_slots(self, name: str | None = None, *, since: float | None = None,
+                       outcomes: tuple[str, ...] | None = None,
+                       limit: int = 20) -> list[dict[str, Any]]:
+        """What recent schedule slots came to, newest first."""
+        from ys.store.postgres.slots import recent
+
+        return self._core.read(lambda c: recent(c, name, since=since, outcomes=outcomes,
+                                                limit=limit))

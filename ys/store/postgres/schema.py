@@ -198,10 +198,120 @@ MIGRATIONS: list[str] = [
         FOR EACH ROW WHEN (NEW.history_length IS DISTINCT FROM OLD.history_length)
         EXECUTE FUNCTION ys_notify_changed();
     """,
+    # 7: what main's SQLite migrations 7 to 11 added, in one step.
+    # - The dashboard's reads: recent failures by when they failed (partial index), what each
+    #   schedule slot came to (ys/store/postgres/slots.py), executions of one workflow newest
+    #   first.
+    # - Counts the metrics read without a scan, kept by triggers in the transaction of every
+    #   write whichever path writes (admissions, events, gc): executions by workflow and
+    #   status, effects by status. ON CONFLICT DO UPDATE is atomic at READ COMMITTED.
+    # - The event log: every event's position in commit order (`ys history --follow --all`).
+    #   A sequence value is drawn before commit, so two transactions could commit in the
+    #   other order than their positions and a reader past the later one would skip the
+    #   earlier for good. The trigger therefore takes one advisory lock (EVENT_LOG_LOCK),
+    #   held to commit, before drawing a position: appends are serialised, and a position is
+    #   visible before the next one is drawn (a transaction is visible before its locks go).
+    #   The writer takes the same lock first in each transaction (writer.py), so a
+    #   transaction never waits for it while holding row locks another writer needs.
+    # - Script versions: each admission records its workflow's current version (`scripts`),
+    #   each claim the version its delivery runs.
+    """
+    CREATE INDEX executions_failed ON executions (updated_at) WHERE status = 'failed';
+    CREATE INDEX executions_workflow_admitted ON executions (workflow, admitted_at, execution_id);
+    CREATE TABLE schedule_slots (
+        name         text COLLATE "C" NOT NULL,
+        slot         double precision NOT NULL,
+        outcome      text NOT NULL,
+        why          text,
+        execution_id text COLLATE "C",
+        at           double precision NOT NULL,
+        count        bigint NOT NULL DEFAULT 1,
+        PRIMARY KEY (name, slot, outcome)
+    );
+    CREATE INDEX schedule_slots_at ON schedule_slots (at);
+
+    CREATE TABLE execution_counts (
+        workflow text COLLATE "C" NOT NULL,
+        status   text NOT NULL,
+        n        bigint NOT NULL,
+        PRIMARY KEY (workflow, status)
+    );
+    INSERT INTO execution_counts (workflow, status, n)
+        SELECT workflow, status, COUNT(*) FROM executions GROUP BY workflow, status;
+    CREATE FUNCTION ys_execution_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE execution_counts SET n = n - 1
+                WHERE workflow = OLD.workflow AND status = OLD.status;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO execution_counts AS x (workflow, status, n)
+                VALUES (NEW.workflow, NEW.status, 1)
+                ON CONFLICT (workflow, status) DO UPDATE SET n = x.n + 1;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER execution_counts_insert AFTER INSERT OR DELETE ON executions
+        FOR EACH ROW EXECUTE FUNCTION ys_execution_counts();
+    CREATE TRIGGER execution_counts_update AFTER UPDATE OF status ON executions
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION ys_execution_counts();
+    CREATE TABLE effect_counts (status text PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO effect_counts (status, n) SELECT status, COUNT(*) FROM effects GROUP BY status;
+    CREATE FUNCTION ys_effect_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO effect_counts AS x (status, n) VALUES (NEW.status, 1)
+                ON CONFLICT (status) DO UPDATE SET n = x.n + 1;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER effect_counts_insert AFTER INSERT OR DELETE ON effects
+        FOR EACH ROW EXECUTE FUNCTION ys_effect_counts();
+    CREATE TRIGGER effect_counts_update AFTER UPDATE OF status ON effects
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION ys_effect_counts();
+
+    CREATE TABLE event_log (
+        pos          bigserial PRIMARY KEY,
+        execution_id text COLLATE "C" NOT NULL,
+        seq          bigint NOT NULL,
+        at           double precision NOT NULL
+    );
+    INSERT INTO event_log (execution_id, seq, at)
+        SELECT execution_id, seq, at FROM events ORDER BY at, execution_id, seq;
+    CREATE FUNCTION ys_event_log() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_advisory_xact_lock(8751450060210792295);
+        INSERT INTO event_log (execution_id, seq, at) VALUES (NEW.execution_id, NEW.seq, NEW.at);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER event_log_insert AFTER INSERT ON events
+        FOR EACH ROW EXECUTE FUNCTION ys_event_log();
+
+    ALTER TABLE executions ADD COLUMN script_sha256 text;
+    CREATE TABLE scripts (
+        workflow   text COLLATE "C" PRIMARY KEY,
+        sha256     text NOT NULL,
+        pin        boolean NOT NULL DEFAULT false,
+        updated_at double precision NOT NULL
+    );
+    """,
 ]
 
+# The advisory lock that orders the event log (migration 7's trigger names it as a literal:
+# 'ys' 'evlog' in ASCII).
+EVENT_LOG_LOCK = 0x7973_6576_6C6F_6767
+
 TABLES = ("executions", "events", "steps", "start_requests", "effects", "effect_begins",
-          "effect_waiters", "effect_conflicts", "kv", "kv_waiters", "schedules", "settings")
+          "effect_waiters", "effect_conflicts", "kv", "kv_waiters", "schedules", "settings",
+          "schedule_slots", "execution_counts", "effect_counts", "event_log", "scripts")
 
 
 def migrate(conn: Any) -> int:

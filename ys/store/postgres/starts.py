@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ys.errors import NotFound, WorkflowStartError
-from ys.store.base import validate_start
+from ys.store.base import request_params, validate_start
 from ys.store.postgres.executions import admit_tx, append, load, not_found
-from ys.store.postgres.shared import check_params_json
 from ys.store.records import CANCEL_REQUESTED, Event
 
 
@@ -82,11 +81,13 @@ class PgStarts:
         self._clock = core.clock
 
     def start(
-        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
+        self, caller_id: str, step_key: str, workflow: str, params: Any = None, *,
         detached: bool = False, now: float | None = None,
     ) -> str:
+        """Start a child once per (caller, step key); returns the target's execution ID.
+        `params` as SqliteStore.start takes them (an object, or None), checked the same way."""
         validate_start(step_key, workflow)
-        params_json = check_params_json(params_json)
+        params_json = request_params(params)
         t = self._clock() if now is None else now
         return self._writer.write(
             lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t))

@@ -14,6 +14,8 @@ from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.postgres.effects import PgEffects
 from ys.store.postgres.execution_client import PgExecutions
 from ys.store.postgres.housekeeping import PgHousekeeping
+from ys.store.postgres.observing import PgObserving
+from ys.store.postgres.overview import PgOverview
 from ys.store.postgres.reads import PgReads
 from ys.store.postgres.schedules import PgSchedules
 from ys.store.postgres.starts import PgStarts
@@ -80,6 +82,7 @@ class PostgresStore:
         self.schedule_remove = sc.schedule_remove
         self.schedule_pause = sc.schedule_pause
         self.schedule_tick = sc.schedule_tick
+        self.schedule_slots = sc.schedule_slots
 
         rd = self.read_client = PgReads(core)
         self.get = rd.get
@@ -101,6 +104,23 @@ class PostgresStore:
         self.due_counts = hk.due_counts
         self.verify = hk.verify
         self.health = hk.health
+
+        ob = self.observing = PgObserving(core)
+        self.shared_counts = ob.shared_counts
+        self.event_stream = ob.event_stream
+        self.set_script = ob.set_script
+        self.scripts_needed = ob.scripts_needed
+        self.stale_scripts = ob.stale_scripts
+        self.observe_commits = ob.observe_commits
+
+        ov = self.overview = PgOverview(core)
+        self.running = ov.running
+        self.due = ov.due
+        self.failed_since = ov.failed_since
+        self.count_status = ov.count_status
+        self.find = ov.find
+        self.value_waiters = ov.value_waiters
+        self.database = ov.database
 
     def close(self) -> None:
         self.core.close()

@@ -15,10 +15,12 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.store.postgres.schema import EVENT_LOG_LOCK
 from ys.store.postgres.shared import UNSET, Request, answer
 
 T = TypeVar("T")
@@ -62,6 +64,8 @@ class Writer:
         self._closed = False
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # told (seconds, requests) after each group commit, for the metrics; off by default
+        self.observe: Callable[[float, int], None] | None = None
         if group:
             self._thread = threading.Thread(target=self._run, name="ys-pg-writer", daemon=True)
             self._thread.start()
@@ -130,7 +134,10 @@ class Writer:
                     self._queue.put(None)
                     break
                 reqs.append(nxt)
+            started = time.perf_counter()
             self._commit(reqs)
+            if self.observe is not None:
+                self.observe(time.perf_counter() - started, len(reqs))
             answer(reqs)
 
     def _commit(self, reqs: list[Request]) -> None:
@@ -165,6 +172,11 @@ class Writer:
             values: list[Any] = []
             failed: tuple[int, BaseException] | None = None
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            # The event log's lock first (schema migration 7): a transaction that appends
+            # events holds it to commit, so positions follow commit order. Taken before any
+            # row lock, a writer never holds rows while it waits for it (no deadlock between
+            # daemons); writes across daemons commit one at a time, as SQLite's do.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENT_LOG_LOCK,))
             for i, req in enumerate(pending):
                 try:
                     values.append(req.fn(conn))
