@@ -181,3 +181,49 @@ def test_gc_on_one_daemon_while_another_writes_keeps_everything_consistent(daemo
     assert sorted(results[0]) == sorted(f"old{i}" for i in range(20))
     assert sorted(r.execution_id for r in a.list().items) == [f"new{i}" for i in range(1, 6)]
     assert a.verify() == []
+
+
+def _advisory_waits(url: str) -> int:
+    from ys.store.postgres import connect
+
+    with connect(url) as conn:
+        return int(conn.execute(
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()[0])
+
+
+def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
+    """A daemon's transaction that appended an event and has not committed yet, while another
+    daemon commits one: a reader between the two commits must still get both, once each, in
+    the order they committed (a position drawn before commit must not be skipped)."""
+    from ys.store.postgres.executions import request_wake_tx
+
+    a, b = daemons(2)
+    a.admit("wf", {}, execution_id="x", now=T0)
+    _, start = a.event_stream()
+    appended, hold = threading.Event(), threading.Event()
+
+    def slow(c: Any) -> None:  # b's transaction: an event appended, the commit held back
+        request_wake_tx(c, "x", T0 - 5, T0 + 1)  # earlier than its due time: a new wake
+        appended.set()
+        hold.wait(timeout=30)
+
+    slow_write = threading.Thread(target=b.core.write, args=(slow,))
+    slow_write.start()
+    try:
+        wait_until(appended.is_set, timeout=10, message="b's event appended")
+        fast_write = threading.Thread(
+            target=lambda: a.admit("wf", {}, execution_id="y", now=T0 + 2))
+        fast_write.start()
+        # a's admission either waits behind b's transaction (appends in commit order) or
+        # commits first; either way a reader looks now, before b commits
+        wait_until(lambda: not fast_write.is_alive() or _advisory_waits(pg_url) > 0,
+                   timeout=10, message="a's admission committed or waiting")
+        seen, cursor = a.event_stream(start)
+    finally:
+        hold.set()
+        slow_write.join(timeout=30)
+    fast_write.join(timeout=30)
+    more, _ = a.event_stream(cursor)
+    got = [(e["execution_id"], e["kind"]) for e in seen + more]
+    assert got == [("x", "wake_requested"), ("y", "admitted")]
