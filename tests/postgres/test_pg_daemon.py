@@ -116,3 +116,70 @@ def test_doctor_checks_the_postgresql_database_it_is_pointed_at(tmp_path, pg_url
     checks = {c["name"]: c for c in json.loads(damaged.stdout)["checks"]}
     assert damaged.returncode == 1
     assert checks["histories"]["level"] == "error" and "h1" in checks["histories"]["detail"]
+
+
+RECORDER = """
+    import json, os
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        def record():
+            with open(os.environ["FX_HANDLED"], "a") as f:
+                f.write(json.dumps(params, sort_keys=True) + "\\n")
+            return True
+        return step.run("record", record)
+"""
+BOOM = """
+    import ys
+
+    @ys.workflow(on_failure="notify")
+    def main(step, params):
+        step.run("one", lambda: 1)
+        raise ValueError("kaput")
+"""
+
+
+def test_failure_handlers_versions_metrics_and_the_event_stream_across_two_daemons(
+        tmp_path, pg_url):
+    """main's store rules on a shared database: a failure on one box admits its handler once
+    (whichever box runs it), the record names the script version, the other box's metrics
+    count it and its event stream carries every event once, in order."""
+    from tests.e2e.test_metrics import value
+
+    out = tmp_path / "handled.jsonl"
+    a = home_on(tmp_path, pg_url, "a")
+    b = home_on(tmp_path, pg_url, "b")
+    with a, b:
+        for h in (a, b):
+            h.env["FX_HANDLED"] = str(out)
+            h.write("notify.py", RECORDER)
+            h.write("boom.py", BOOM)
+            h.start()
+        with a.client() as ca, b.client() as cb:
+            cursor = cb.events()["cursor"]
+            ca.trigger("boom", {"n": 1}, execution_id="boom-1")
+            assert cb.wait("boom-1", timeout=60)["status"] == "failed"
+            handler = cb.wait("boom-1.on-failure", timeout=60)
+            assert handler["status"] == "completed" and handler["workflow"] == "notify"
+            assert handler["params"]["error"] == {"name": "ValueError", "message": "kaput"}
+            assert [json.loads(x)["execution_id"] for x in out.read_text().splitlines()] == [
+                "boom-1"]
+            described = cb.describe("boom-1")
+            assert described["script_sha256"] and not described["script_changed"]
+            assert all(d["script_sha256"] == described["script_sha256"]
+                       for d in described["deliveries"])
+            text = cb.metrics()
+            assert value(text, "ys_executions", workflow="boom", status="failed") == 1
+            assert value(text, "ys_executions", workflow="notify", status="completed") == 1
+            events: list[dict] = []
+            while True:
+                page = cb.events(cursor)
+                if not page["events"]:
+                    break
+                events += page["events"]
+                cursor = page["cursor"]
+            mine = [(e["seq"], e["kind"]) for e in events if e["execution_id"] == "boom-1"]
+            assert [s for s, _ in mine] == list(range(1, len(mine) + 1))
+            assert mine[0][1] == "admitted" and mine[-1][1] == "failed"
+            assert any(e["execution_id"] == "boom-1.on-failure" for e in events)
