@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 # Preload what every worker needs; this is what makes the launcher warm.
+import ys.channel  # noqa: F401 - wsproto and h11 take ~25 ms to import
 import ys.client  # noqa: F401
 import ys.codec  # noqa: F401
 import ys.sdk  # noqa: F401

@@ -59,10 +59,14 @@ def check(path: str) -> int:
 class ApiBackend:
     """Step's backend in a worker: the daemon's API with this delivery's token."""
 
-    def __init__(self, transport: Any, execution_id: str) -> None:
+    def __init__(self, transport: Any, execution_id: str, *, channel: bool = False) -> None:
         self.transport = transport
         self.execution_id = execution_id
         self.base = f"/v1/executions/{quote(execution_id, safe='')}"
+        self._channel: Any = None  # ys.channel.Channel, opened at the first step
+        # A delivery's worker saves over its channel; `ys step` saves one step per process,
+        # where opening a channel would only add a round trip.
+        self._http_only = not channel
 
     def now(self) -> float:
         return time.time()
@@ -71,8 +75,39 @@ class ApiBackend:
                   wake_at: float | None) -> bool | None:
         body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
                 "wake_at": wake_at}
+        channel = self._open_channel()
+        if channel is not None:
+            from ys.channel import ChannelClosed
+
+            try:
+                out = channel.call({"op": "step", "key": key, **body})
+                return bool(out and out.get("cancel_requested"))
+            except (ChannelClosed, OSError):
+                # No answer: the save may or may not be committed. Saving it again over HTTP
+                # is what a dropped keep-alive connection does too: a save is idempotent for
+                # its delivery, and a daemon that is gone fails the HTTP request as well.
+                self.close()
+                self._http_only = True
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
         return bool(out and out.get("cancel_requested"))
+
+    def _open_channel(self) -> Any:
+        if self._channel is None and not self._http_only:
+            from ys.channel import Channel
+            from ys.errors import YsError
+
+            t = self.transport
+            try:
+                self._channel = Channel(t.socket_path, f"{self.base}/channel", t.token or "",
+                                        t.timeout or 120.0)
+            except (YsError, OSError):  # an older daemon, say: the HTTP route serves as well
+                self._http_only = True
+        return self._channel
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.store.base import request_params, validate_start
@@ -162,7 +197,7 @@ def deliver() -> int:
     socket_path = os.environ["YS_SOCKET"]
     script = os.environ["YS_WORKFLOW_FILE"]
     transport = Transport(socket_path, timeout=120.0, token=token)
-    backend = ApiBackend(transport, execution_id)
+    backend = ApiBackend(transport, execution_id, channel=True)
     try:
         state = transport.request("GET", f"{backend.base}/run")
     except YsError as exc:
@@ -191,6 +226,7 @@ def deliver() -> int:
     finally:
         sys.stdout.flush()
         stop.set()
+    backend.close()
     try:
         transport.request("POST", f"{backend.base}/outcome", {"outcome": outcome})
     except YsError as exc:

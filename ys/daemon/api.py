@@ -93,6 +93,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.post(e + "/cancel", self.cancel),
             web.get(e + "/run", self.run_state),
             web.put(e + "/steps/{key}", self.save_step),
+            web.get(e + "/channel", self.channel),
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
