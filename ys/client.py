@@ -1,40 +1,20 @@
 """ys.Client: trigger and read executions over the daemon's Unix socket.
 
-Standard library only (http.client over AF_UNIX), so the CLI's fast paths stay fast. Refusals
+HTTP/1.1 over AF_UNIX with httptools' parser (ys._http), not http.client: importing that costs
+more than the rest of the CLI's fast paths. Refusals
 raise the error class of their code (`ys.ExecutionAdmissionError` for a 409 on trigger, ...).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ys._http import NoAnswer, UnixHttp
 from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None, transport: Transport) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-        self._transport = transport
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not None:
-            sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-        self._transport.reached = True
-
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
 
@@ -91,7 +71,7 @@ class Transport:
         self.timeout = timeout
         self.token = token
         self.reached = False  # a connection was made once: a daemon was there
-        self._conn: _UnixConnection | None = None
+        self._conn: UnixHttp | None = None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -107,11 +87,13 @@ class Transport:
         for attempt in (1, 2):
             conn = self._conn
             if conn is None or timeout is not None:
-                conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
+                conn = UnixHttp(self.socket_path, timeout or self.timeout)
             try:
-                conn.request(method, path, body=payload, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                if conn.sock is None:
+                    conn.connect()
+                    self.reached = True
+                resp = conn.exchange(method, path, payload, headers)
+                data = resp.body
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 conn.close()
                 self._conn = None
@@ -131,8 +113,7 @@ class Transport:
                     f"the daemon did not answer within {waited:g} s (it may be busy)",
                     reason=NO_ANSWER,
                 ) from exc
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
-                    http.client.CannotSendRequest) as exc:
+            except (ConnectionResetError, BrokenPipeError, NoAnswer) as exc:
                 conn.close()
                 self._conn = None
                 if attempt == 2 or method not in ("GET",):
@@ -141,10 +122,11 @@ class Transport:
                         reason=NO_ANSWER,
                     ) from exc
                 continue
-            if timeout is None:
+            if timeout is None and resp.keep_alive:
                 self._conn = conn
             else:
                 conn.close()
+                self._conn = None
             break
         if resp.status >= 400:
             try:
