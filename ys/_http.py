@@ -8,6 +8,7 @@ Only what the daemon's API needs: a JSON body each way, keep-alive, the answer r
 
 from __future__ import annotations
 
+import select
 import socket
 
 from httptools import HttpParserError, HttpResponseParser
@@ -60,6 +61,18 @@ class UnixHttp:
             sock.close()
             raise
         self.sock = sock
+
+    def dropped(self) -> bool:
+        """Whether the daemon closed this idle connection (it closes idle ones after a while):
+        readable with nothing asked means end of stream. Checked before each reuse, so a
+        request that is not safe to resend (a POST) is never sent on a dead connection."""
+        if self.sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def close(self) -> None:
         if self.sock is not None:

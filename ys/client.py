@@ -86,6 +86,9 @@ class Transport:
             headers["X-Ys-Token"] = self.token
         for attempt in (1, 2):
             conn = self._conn
+            if conn is not None and conn.dropped():
+                conn.close()
+                conn = self._conn = None
             if conn is None or timeout is not None:
                 conn = UnixHttp(self.socket_path, timeout or self.timeout)
             try:
@@ -375,4 +378,16 @@ class Client:
 
     def shutdown(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})
+        return result
+
+    # -- the dashboard ----------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        """What runs, is due, waits and failed lately; the daemon's health (`ys top`)."""
+        result: dict[str, Any] = self._call("GET", "/v1/overview")
+        return result
+
+    def ui_token(self) -> dict[str, Any]:
+        """A one-time token for the dashboard's URL (`ys ui`)."""
+        result: dict[str, Any] = self._call("POST", "/v1/ui/tokens", {})
         return result

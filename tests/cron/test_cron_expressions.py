@@ -82,3 +82,18 @@ def test_a_six_field_schedule_is_refused_in_a_decorator_and_a_shell_header(share
     assert schedules["daily"]["next_fire_at"].endswith("T00:00:00.000Z")
     assert schedules["hourly"]["next_fire_at"].endswith(":00:00.000Z")
     assert (schedules["daily"]["cron"], schedules["hourly"]["cron"]) == ("@daily", "@hourly")
+
+
+def test_next_of_a_schedule_stored_with_six_fields_says_why_it_cannot_fire(shared):
+    """A six-field schedule stored before ys refused them (the row is set as an older ys
+    left it): `ys schedule next` exits 3 FAILED_PRECONDITION saying what to do, not INTERNAL."""
+    import sqlite3
+
+    assert shared.ys("schedule", "add", "old-six", "hello", "--cron", "0 3 * * *").returncode == 0
+    with sqlite3.connect(shared.db) as conn:
+        conn.execute("UPDATE schedules SET cron='0 3 * * * *' WHERE name='old-six'")
+    out = shared.ys("schedule", "next", "old-six")
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.startswith("FAILED_PRECONDITION:") and "6 fields" in out.stderr
+    assert "ys schedule rm" in out.stderr
+    assert shared.ys("schedule", "rm", "old-six").returncode == 0

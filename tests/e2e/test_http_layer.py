@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DaemonHandle, make_home
+from tests.support import EXAMPLES, DaemonHandle, make_home, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -120,6 +120,38 @@ def test_a_partial_request_head_is_closed_after_the_read_timeout(daemon: DaemonH
         s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: ys\r\n")  # no blank line: never ends
         assert closed_without_answer(s)
     still_answers(daemon)
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_read_timeout(daemon: DaemonHandle):
+    # A flood of connect-and-wait connections must not hold the daemon's descriptors.
+    with connect(daemon) as s:
+        assert closed_without_answer(s)
+    still_answers(daemon)
+
+
+def test_an_idle_connection_the_daemon_closed_is_not_reused_for_a_post(
+        tmp_path_factory: pytest.TempPathFactory):
+    """After the keep-alive time the daemon closes an idle connection; the client's next
+    request, a POST that is never resent, goes on a new connection and is admitted once."""
+    from ys.client import Transport
+
+    home = Path(tmp_path_factory.mktemp("keepalive"))
+    with make_home(home, YS_KEEPALIVE_SECONDS="1") as h:
+        h.start()
+        h.write("hello.py", (EXAMPLES / "hello.py").read_text())
+        t = Transport(str(h.socket))
+        try:
+            assert t.request("GET", "/v1/version")["pid"] > 0
+            first = t._conn
+            assert first is not None
+            wait_until(first.dropped, timeout=DEADLINE, message="the idle connection closed")
+            out = t.request("POST", "/v1/executions", {"workflow": "hello", "execution_id": "ka-1"})
+            assert out["execution_id"] == "ka-1" and out["started"] is True
+            assert t._conn is not first
+        finally:
+            t.close()
+        listed = h.client().list()["executions"]
+        assert [r["execution_id"] for r in listed] == ["ka-1"]
 
 
 def test_a_partial_body_is_answered_408_after_the_read_timeout(daemon: DaemonHandle):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from e2e_support import events, fixture_dir, lines, wait_until, write_workflow
 
+from tests.support import make_home
+
 pytestmark = pytest.mark.e2e
 
 NOTE = """
@@ -73,6 +75,40 @@ def test_two_files_with_one_name_are_both_listed_with_an_error_and_neither_runs(
     done = c.wait("backup-1", timeout=30)
     assert done["outcome"] == {"status": "completed", "result": "python"}
     assert _listed(c, "backup")["error"] is None and lines(fx) == ["python"]
+
+
+def test_a_group_writable_notes_file_does_not_shadow_a_workflow_of_its_name(daemon, tmp_path):
+    """backup.md, 0664 (umask 002), is no script at all: backup.py keeps running."""
+    fx = fixture_dir(tmp_path)
+    daemon.write("notes-shadow.md", "what this workflow does\n", mode=0o664)  # first
+    write_workflow(daemon, "notes-shadow", NOTE.format(what="python"))
+    c = daemon.client()
+    wait_until(lambda: _listed(c, "notes-shadow"), message="notes-shadow.py listed")
+    c.trigger("notes-shadow", {"d": str(fx)}, execution_id="shadow-1")
+    done = c.wait("shadow-1", timeout=30)
+    assert done["outcome"] == {"status": "completed", "result": "python"}
+    assert [w["path"] for w in _all(c) if w["name"] == "notes-shadow"] == [
+        str(daemon.workflows / "notes-shadow.py")]
+    assert _listed(c, "notes-shadow")["error"] is None
+
+
+def test_an_execution_stored_under_a_shell_scripts_file_name_still_runs(tmp_path):
+    """ys named shell workflows by their file name before (backup.sh): an execution stored
+    then (admitted here through the store, as the older daemon did) still finds its script."""
+    from ys.store.sqlite import SqliteStore
+
+    fx = fixture_dir(tmp_path)
+    with make_home(tmp_path) as h:
+        h.write("old-name.sh", f"#!/bin/sh\necho ran >> {fx}/old-name\n", mode=0o700)
+        store = SqliteStore(str(h.db))
+        try:
+            store.admit("old-name.sh", {}, execution_id="old-name-1")
+        finally:
+            store.close()
+        h.start()
+        done = h.client().wait("old-name-1", timeout=30)
+        assert done["outcome"]["status"] == "completed", done
+        assert (fx / "old-name").read_text() == "ran\n"
 
 
 def _fifo(path: Path) -> None:

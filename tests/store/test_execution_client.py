@@ -605,3 +605,20 @@ def test_concurrent_claimers_get_each_due_execution_once(store_factory):
     assert len(claimed) == 16
     assert delivered == sorted(ids)  # every due execution once, none twice
     assert all(r.status == "running" for r in stores[1].list(limit=100).items)
+
+
+@pytest.mark.parametrize("error", [
+    {"name": "E", "message": "m", "code": 5},
+    {"name": "E", "message": "m", "traceback": ["not", "text"]},
+    {"name": "E", "message": "m", "cause": float("nan")},
+    {"name": "E", "message": "m", "cause": {"deep": [float("inf")]}},
+])
+def test_a_failed_outcome_whose_error_fields_are_not_durable_is_refused_and_changes_nothing(
+        store, error):
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    before = snapshot(store, "order-42")
+    with refused("INVALID_ARGUMENT"):
+        store.acknowledge("order-42", d.token, {"status": "failed", "error": error}, now=T0 + 1)
+    assert snapshot(store, "order-42") == before
+    assert store.verify() == []

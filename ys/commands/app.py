@@ -35,6 +35,8 @@ MODULES = [
     "gc",
     "doctor",
     "service",
+    "ui",
+    "top",
 ]
 
 COMPLETE_VAR = "_YS_COMPLETE"

@@ -5,8 +5,9 @@ to. Worker routes take the delivery token in the X-Ys-Token header and are fence
 
 Here: the middleware, and `Api` with the daemon and execution routes and `routes()`, the one
 list of every route. The other route groups are mixins of `Api`: the worker's calls
-(api_worker), durable values (api_store), schedules and gc (api_schedules) and effects
-(api_effects); the helpers they share are in api_base.
+(api_worker), durable values (api_store), schedules and gc (api_schedules), effects
+(api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
+api_base. The dashboard's pages (/ui/) are added to the app by ys.ui.server.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
+from ys.daemon.api_ui import UiRoutes
 from ys.daemon.api_worker import WorkerRoutes
 from ys.daemon.http import (
     SETTINGS,
@@ -74,7 +76,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
+class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
     """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
@@ -115,6 +117,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes):
             web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
             web.post("/v1/effects/{effect_id}/settle", self.effect_settle),
             web.post("/v1/effects/{effect_id}/wait", self.effect_wait),
+            web.get("/v1/overview", self.overview),
+            web.post("/v1/ui/tokens", self.ui_token),
         ]
 
     # -- daemon -----------------------------------------------------------------------------
@@ -248,4 +252,7 @@ def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
         web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
         for r in api.routes()
     ])
+    from ys.ui.server import install
+
+    install(app, api)  # the dashboard's pages under /ui/ (Jinja2 loads at the first page)
     return app

@@ -239,9 +239,10 @@ class ApiBase:
     async def known_workflow(self, name: str) -> None:
         """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
         reg = self.d.registry
-        if reg.get(name) is None and isinstance(name, str):
+        # Exactly the name: `backup.sh` finds a script only for what older ys versions stored.
+        if reg.workflows.get(name) is None and isinstance(name, str):
             await reg.current(name)  # any file of that name the watcher has not reported yet
-        if reg.get(name) is None:
+        if reg.workflows.get(name) is None:
             close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else (
                 f"; scripts go in {reg.folder}")

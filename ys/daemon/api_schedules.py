@@ -9,6 +9,7 @@ from aiohttp import web
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, Query, _json
 from ys.daemon.api_requests import Gc, ScheduleAdd
+from ys.errors import YsError
 
 
 class ScheduleRoutes(ApiBase):
@@ -54,7 +55,14 @@ class ScheduleRoutes(ApiBase):
         s = await self.call(self.d.store.schedule, request.match_info["name"])
         after = max(time.time(), s["cursor"])
         off = cron.jitter_offset(s["name"], s["jitter"])
-        times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+        try:
+            times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+        except ValueError as exc:  # stored before ys refused it (six fields, say)
+            raise YsError(
+                "FAILED_PRECONDITION",
+                f"schedule {s['name']!r} cannot fire: {exc}; remove it (ys schedule rm) and add "
+                "it again",
+            ) from None
         return _json({"fire_times": [views.iso(t) for t in times]})
 
     async def gc(self, request: web.Request) -> web.Response:

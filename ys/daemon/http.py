@@ -39,6 +39,7 @@ log = logging.getLogger("ys.api")
 
 MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
 READ_TIMEOUT_ENV = "YS_READ_TIMEOUT_SECONDS"
+KEEPALIVE_ENV = "YS_KEEPALIVE_SECONDS"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -52,15 +53,25 @@ class HttpSettings:
     max_field_size: int = 8190
     max_headers: int = 128
     read_timeout: float = 30.0
+    # An idle keep-alive connection is closed after this long (aiohttp's own default is an
+    # hour, which lets a flood of idle connections hold the daemon's descriptors). Clients
+    # notice a closed connection before they reuse it (ys.client.Transport).
+    keepalive_timeout: float = 75.0
 
     @classmethod
     def from_env(cls) -> HttpSettings:
-        """The defaults, with the read timeout from YS_READ_TIMEOUT_SECONDS (tests set 1 s)."""
-        try:
-            timeout = float(os.environ.get(READ_TIMEOUT_ENV, cls.read_timeout))
-        except ValueError:
-            timeout = cls.read_timeout
-        return cls(read_timeout=timeout if timeout > 0 else cls.read_timeout)
+        """The defaults, with the read timeout from YS_READ_TIMEOUT_SECONDS and the idle
+        keep-alive from YS_KEEPALIVE_SECONDS (tests set 1 s)."""
+        return cls(read_timeout=_seconds(READ_TIMEOUT_ENV, cls.read_timeout),
+                   keepalive_timeout=_seconds(KEEPALIVE_ENV, cls.keepalive_timeout))
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if 0 < value < 1e9 else default
 
 
 SETTINGS = web.AppKey("ys_http_settings", HttpSettings)
@@ -182,6 +193,12 @@ class Protocol(RequestHandler):
             log.info("refused a request that is not HTTP/1.1 the daemon can read: %s", text)
         return error_response(status, text, code, close=True)
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # A connection that never sends a byte is a request head that never completes.
+        self._head_timer = self._loop.call_later(
+            self._read_timeout, self._head_timed_out, self._request_count)
+
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self._request_count != self._idle_heads:
@@ -236,6 +253,7 @@ class UnixSite(web.BaseSite):
 
         def protocol() -> Protocol:
             return Protocol(server, loop=loop, access_log=None, read_timeout=s.read_timeout,
+                            keepalive_timeout=s.keepalive_timeout,
                             max_line_size=s.max_line_size, max_field_size=s.max_field_size,
                             max_headers=s.max_headers)
 

@@ -15,6 +15,7 @@ class Hub:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ys-store")
         self._changed: dict[str, asyncio.Event] = {}  # woken by any change
         self._ended: dict[str, asyncio.Event] = {}  # woken only where it may have ended
+        self._any = asyncio.Event()  # woken by a change to any execution (the dashboard)
         self.stopping = False  # the daemon is stopping: long polls answer now
 
     def stop_waits(self) -> None:
@@ -25,6 +26,7 @@ class Hub:
             for ev in table.values():
                 ev.set()
             table.clear()
+        self._any.set()
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -37,6 +39,12 @@ class Hub:
             ev = table.pop(execution_id, None)
             if ev is not None:
                 ev.set()
+        self._any.set()
+        self._any = asyncio.Event()
+
+    def watch_any(self) -> asyncio.Event:
+        """An event set at the next change to any execution (take it before reading)."""
+        return self._any
 
     def watch(self, execution_id: str, *, ends_only: bool = False) -> asyncio.Event:
         """An event set at the execution's next change (or, with ends_only, at the next one

@@ -70,7 +70,18 @@ class Registry:
         self._tasks: list[asyncio.Task[None]] = []
 
     def get(self, name: str) -> Workflow | None:
-        return self.workflows.get(name)
+        return self._named(name)
+
+    def _named(self, name: str) -> Workflow | None:
+        """The workflow `name`; also by its file name (`backup.sh`), which is how ys named a
+        shell workflow before names lost their extension: executions and schedules stored
+        then still find their script."""
+        wf = self.workflows.get(name)
+        if wf is None and "." in name:
+            wf = self.workflows.get(name.rsplit(".", 1)[0])
+            if wf is not None and Path(wf.path).name != name:
+                wf = None
+        return wf
 
     def listing(self) -> list[Workflow]:
         """Every script in the folder, by name then path (both of two files with one name)."""
@@ -100,12 +111,12 @@ class Registry:
     async def current(self, name: str) -> Workflow | None:
         """The workflow as it is now: a broken or unknown one is re-checked first (its file
         may have been fixed, or its folder chmod-ed, without the watcher saying so)."""
-        wf = self.workflows.get(name)
+        wf = self._named(name)
         if wf is not None and wf.error is None:
             return wf
         if name and "/" not in name and name not in (".", ".."):
             await self.rescan(name)
-        return self.workflows.get(name)
+        return self._named(name)
 
     def set_error(self, name: str, error: str) -> None:
         """Mark a workflow broken after the fact (its schedule was refused by the store)."""
@@ -162,7 +173,7 @@ class Registry:
         now = self._candidates()
         names = set(now) | set(self._seen)
         if name is not None:
-            names = {n for n in names if workflow_name(n) == name}
+            names = {n for n in names if workflow_name(n) == name or n == name}
         for n in sorted(names):
             if now.get(n) != self._seen.get(n):
                 await self.refresh(self.folder / n, only_if_changed=True)
@@ -259,8 +270,10 @@ class Registry:
         if target is not None and not stat.S_ISREG(target.st_mode):
             return None  # FIFOs, sockets, devices: never scripts, never opened
         mtime = target.st_mtime if target is not None else 0.0
-        if error is None and kind == "shell" and not os.access(real, os.X_OK):
-            return None  # not executable and not Python: not a workflow (README, data files)
+        if kind == "shell" and target is not None and not os.access(real, os.X_OK):
+            # Not executable and not Python: not a workflow (README, notes, data files), even
+            # when it is unsafe (a group-writable backup.md must not shadow backup.py).
+            return None
         from ys.errors import YsError
         from ys.store.base import check_workflow_name
 

@@ -358,10 +358,15 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
         error = outcome.get("error") or {}
         if not isinstance(error, dict) or not isinstance(error.get("name"), str):
             raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
-        clean = {"name": error["name"], "message": str(error.get("message", ""))}
-        for extra in ("code", "traceback", "cause"):
+        clean: dict[str, Any] = {"name": error["name"], "message": str(error.get("message", ""))}
+        for extra in ("code", "traceback"):
             if error.get(extra) is not None:
+                if not isinstance(error[extra], str):
+                    raise InvalidArgument("INVALID_ARGUMENT", f"outcome.error.{extra} must be text")
                 clean[extra] = error[extra]
+        if error.get("cause") is not None:  # any durable value (no NaN in a stored history)
+            codec.dumps(error["cause"], path="outcome.error.cause")
+            clean["cause"] = error["cause"]
         return Event(FAILED, at, {"error": clean})
     if status == "cancelled":
         return Event(CANCELLED, at, {})

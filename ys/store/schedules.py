@@ -253,5 +253,7 @@ class ScheduleMethods(MethodGroup):
 
     def schedule_tick(self, name: str, *, now: float | None = None) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions and the cursor in one transaction)."""
+        from ys.store.slots import tick_and_record
+
         t = self._now(now)
-        return self.write(lambda c: tick_tx(c, name, t))
+        return self.write(lambda c: tick_and_record(c, name, t))  # with each slot's account

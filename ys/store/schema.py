@@ -160,6 +160,23 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions(status, admitted_at);
     """,
+    # 7: the dashboard's reads. Recent failures by when they failed (a partial index: only a
+    # failure writes to it, and a failed record never changes again); what each schedule slot
+    # came to (fired, late, skipped, queued, missed), the newest of each schedule kept.
+    """
+    CREATE INDEX executions_failed ON executions(updated_at) WHERE status = 'failed';
+    CREATE TABLE schedule_slots (
+        name         TEXT NOT NULL,
+        slot         REAL NOT NULL,
+        outcome      TEXT NOT NULL,
+        why          TEXT,
+        execution_id TEXT,
+        at           REAL NOT NULL,
+        count        INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (name, slot, outcome)
+    ) WITHOUT ROWID;
+    CREATE INDEX schedule_slots_at ON schedule_slots(at);
+    """,
 ]
 
 

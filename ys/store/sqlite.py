@@ -64,6 +64,7 @@ from ys.store.executions import (  # noqa: F401 - re-exported: other clients and
 )
 from ys.store.gc import HousekeepingMethods
 from ys.store.kv import KvMethods
+from ys.store.overview import OverviewMethods
 from ys.store.records import RELEASED, TERMINAL, Event, Record
 from ys.store.schedules import ScheduleMethods
 from ys.store.schema import migrate
@@ -72,7 +73,8 @@ T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
 
 
-class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods):
+class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods,
+                  OverviewMethods):
     """One SQLite file. Thread-safe: writes go through one Writer, reads use per-thread
     connections (WAL lets them run beside the writer)."""
 

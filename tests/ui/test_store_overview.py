@@ -1,0 +1,124 @@
+"""The store's reads for the dashboard (ys.store.overview) and its account of schedule slots
+(ys.store.slots), against a file with an explicit clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import T0
+from ys.store.overview import PREFIX_SORT_MAX
+from ys.store.sqlite import SqliteStore
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    s = SqliteStore(tmp_path / "ys.db", clock=lambda: T0)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _ids(page: object) -> list[str]:
+    return [r.execution_id for r in page.items]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_find_by_id_prefix_pages_newest_first(store: SqliteStore, many: bool):
+    n = PREFIX_SORT_MAX + 10 if many else 30
+    for i in range(n):
+        store.admit("wf", execution_id=f"a/{i:05d}", now=T0 + i)
+    store.admit("wf", execution_id="b/1", now=T0 + n)
+    first = store.find(id_prefix="a/", limit=5)
+    assert _ids(first) == [f"a/{i:05d}" for i in range(n - 1, n - 6, -1)]
+    second = store.find(id_prefix="a/", limit=5, page_token=first.next_page_token)
+    assert _ids(second) == [f"a/{i:05d}" for i in range(n - 6, n - 11, -1)]
+    assert _ids(store.find(id_prefix="a/0000", limit=20)) == [f"a/{i:05d}"
+                                                              for i in range(9, -1, -1)]
+    assert _ids(store.find(id_prefix="b/")) == ["b/1"]
+    assert _ids(store.find(id_prefix="c")) == []
+
+
+def test_find_since_and_status(store: SqliteStore):
+    for i in range(5):
+        store.admit("wf", execution_id=f"x{i}", now=T0 + i * HOUR)
+    assert _ids(store.find(since=T0 + 3 * HOUR)) == ["x4", "x3"]
+    (d,) = store.claim_due(now=T0 + 5 * HOUR, limit=1)
+    assert _ids(store.find(statuses=["running"])) == [d.execution_id]
+
+
+def test_running_due_and_recent_failures(store: SqliteStore):
+    for i in range(3):
+        store.admit("wf", execution_id=f"r{i}", now=T0 + i)
+    first, second = store.claim_due(now=T0 + 10, limit=2, lease_seconds=30)
+    running = {r.record.execution_id: r for r in store.running()}
+    assert set(running) == {first.execution_id, second.execution_id}
+    assert running[first.execution_id].claimed_at == T0 + 10
+    assert running[first.execution_id].lease_expires_at == T0 + 40
+    assert [r.execution_id for r in store.due()] == ["r2"]
+    store.acknowledge(first.execution_id, first.token,
+                      {"status": "failed", "error": {"name": "E", "message": "m"}}, now=T0 + 20)
+    assert [r.execution_id for r in store.failed_since(T0)] == [first.execution_id]
+    assert store.failed_since(T0 + 21) == []
+    assert store.count_status("running") == 1 and store.count_status("admitted") == 1
+
+
+def test_slots_fired_on_time_are_recorded_without_a_reason(store: SqliteStore):
+    store.schedule_add("hourly", "wf", "0 * * * *", tz="UTC", now=T0)
+    slot = store.schedule("hourly")["next_fire_at"]
+    store.schedule_tick("hourly", now=slot + 1)
+    (s,) = store.schedule_slots("hourly")
+    assert (s["outcome"], s["why"], s["execution_id"]) == ("fired", None, f"hourly@{_utc(slot)}")
+
+
+def test_slots_missed_while_asleep_say_why(store: SqliteStore):
+    store.schedule_add("once", "wf", "0 * * * *", tz="UTC", catch_up="once", now=T0)
+    store.schedule_add("none", "wf", "0 * * * *", tz="UTC", catch_up="skip", now=T0)
+    first = store.schedule("once")["next_fire_at"]
+    later = first + 4 * HOUR + 600  # five slots passed, the last one ten minutes ago
+    store.schedule_tick("once", now=later)
+    store.schedule_tick("none", now=later)
+    late, missed = store.schedule_slots("once")
+    assert late["outcome"] == "late" and late["slot"] == first + 4 * HOUR
+    assert "10m late" in late["why"] and "catch-up once" in late["why"]
+    assert missed["outcome"] == "missed" and missed["count"] == 4
+    assert "fires only the latest" in missed["why"]
+    (skipped,) = store.schedule_slots("none")
+    assert skipped["outcome"] == "missed" and skipped["count"] == 5
+    assert "catch-up skip fires none" in skipped["why"]
+    recent = store.schedule_slots(since=later, outcomes=("late", "skipped", "missed"))
+    assert len(recent) == 3
+
+
+def test_a_slot_skipped_behind_a_running_execution_says_which(store: SqliteStore):
+    store.schedule_add("often", "wf", "*/5 * * * *", tz="UTC", overlap="skip", now=T0)
+    slot = store.schedule("often")["next_fire_at"]
+    store.schedule_tick("often", now=slot + 1)
+    store.claim_due(now=slot + 2, limit=1)
+    store.schedule_tick("often", now=slot + 301)
+    skipped, fired = store.schedule_slots("often")
+    assert fired["outcome"] == "fired"
+    assert skipped["outcome"] == "skipped" and fired["execution_id"] in skipped["why"]
+    assert "overlap skip" in skipped["why"]
+
+
+def test_each_schedule_keeps_its_newest_slots(store: SqliteStore):
+    from ys.store.slots import KEEP
+
+    store.schedule_add("minutely", "wf", "* * * * *", tz="UTC", overlap="allow", now=T0)
+    slot = store.schedule("minutely")["next_fire_at"]
+    for i in range(KEEP + 5):
+        store.schedule_tick("minutely", now=slot + 60 * i + 1)
+    kept = store.schedule_slots("minutely", limit=1000)
+    assert len(kept) == KEEP and kept[0]["slot"] == slot + 60 * (KEEP + 4)
+
+
+def _utc(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

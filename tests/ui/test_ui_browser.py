@@ -1,0 +1,228 @@
+"""The dashboard in a real browser: headless Chromium (Debian's chromium and chromedriver,
+which .ci/run installs; nothing is downloaded here) driven by Selenium against `ys ui` on a
+temporary home. Each page's screenshot goes to the folder the test run names at its end."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import GATE, DaemonHandle, make_home, wait_until
+from tests.ui.conftest import SCREENSHOTS
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                       reason="Debian's chromium and chromium-driver are not installed "
+                              "(.ci/run installs them)"),
+]
+
+NAPPING = """
+import ys
+
+@ys.workflow
+def main(step, params):
+    print("napping for an hour", flush=True)
+    step.run("prepare", lambda: {"ready": True})
+    step.sleep("nap", 3600)
+"""
+
+FAILING = """
+import ys
+
+@ys.workflow
+def main(step, params):
+    print("charging order", params.get("order"), flush=True)
+    step.run("charge", lambda: 1 / 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
+    with make_home(tmp_path_factory.mktemp("browser")) as h:
+        h.write("gate.py", GATE)
+        h.write("nap.py", NAPPING)
+        h.write("charge.py", FAILING)
+        h.start()
+        yield h
+
+
+@pytest.fixture(scope="module")
+def url(home: DaemonHandle) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
+                            env=home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        yield json.loads(proc.stdout.readline())["url"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+                 "--window-size=1280,900"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        driver.get(url)  # the one-time token becomes the session cookie
+        wait_until(lambda: driver.find_element("css selector", "h1").text == "Now",
+                   message="the Now page")
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def screenshots() -> Path:
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    return SCREENSHOTS
+
+
+def shoot(driver: Any, name: str, *, dark: bool = False, width: int = 1280) -> Path:
+    """A screenshot of the whole page (not only the window), light or dark."""
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 6000), "scale": 1}})
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    path = SCREENSHOTS / f"{name}.png"
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def text_of(driver: Any, css: str) -> str:
+    return str(driver.find_element("css selector", css).text)
+
+
+def section(driver: Any, title: str) -> str:
+    """The text of the card titled `title`. Live regions are swapped as their data changes,
+    so an element may go stale between finding and reading it: then look again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            for s in driver.find_elements("css selector", "section.card"):
+                h2 = s.find_elements("css selector", "h2")
+                if h2 and h2[0].text.startswith(title):
+                    return str(s.text)
+            return ""
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the {title} section kept changing")
+
+
+def test_now_lists_a_running_execution_and_updates_when_it_completes(
+        home: DaemonHandle, browser: Any, tmp_path: Path):
+    gate = tmp_path / "gate.go"
+    c = home.client()
+    c.trigger("gate", {"gate": str(gate)}, execution_id="report/nightly")
+    c.trigger("charge", {"order": 41}, execution_id="charge/41")
+    c.trigger("nap", execution_id="nap/1")
+    c.store_put("approve/7", {"by": "ana"})
+    c.schedule_add("nightly", "gate", "0 3 * * *", tz="UTC")
+    c.wait("charge/41", timeout=30)
+    wait_until(lambda: c.get("nap/1")["status"] == "suspended", message="nap/1 suspended")
+    browser.get(browser.current_url.split("/ui/")[0] + "/ui/")
+    wait_until(lambda: "report/nightly" in section(browser, "Running"),
+               message="the running execution on the Now page")
+    wait_until(lambda: "left" in section(browser, "Running"), message="relative times")
+    assert "charge/41" in section(browser, "Failed in the last 24 hours")
+    shoot(browser, "now")
+    shoot(browser, "now-dark", dark=True)
+    shoot(browser, "now-phone", width=390)
+    browser.execute_script("window.ysNotReloaded = true")
+    gate.touch()
+    wait_until(lambda: "Nothing is running." in section(browser, "Running"), timeout=30,
+               message="the Now page to show the execution ended")
+    assert browser.execute_script("return window.ysNotReloaded") is True
+
+
+def test_filter_executions_by_status(home: DaemonHandle, browser: Any):
+    c = home.client()
+    c.trigger("charge", {"order": 42}, execution_id="charge/42")
+    c.wait("charge/42", timeout=30)
+    base = browser.current_url.split("/ui/")[0]
+    browser.get(base + "/ui/executions")
+    shoot(browser, "executions")
+    browser.find_element("css selector", "input[name=status][value=failed]").click()
+    browser.find_element("css selector", "form.filters button[type=submit]").click()
+    wait_until(lambda: "status=failed" in browser.current_url, message="the filtered URL")
+    statuses = {e.text for e in browser.find_elements("css selector", "table.list .st")}
+    ids = {e.text for e in browser.find_elements("css selector", "table.list a.id")}
+    assert statuses == {"failed"} and {"charge/41", "charge/42"} <= ids
+    shoot(browser, "executions-failed")
+
+
+def test_an_execution_shows_its_steps_and_logs(home: DaemonHandle, browser: Any):
+    base = browser.current_url.split("/ui/")[0]
+    browser.get(base + "/ui/executions/charge%2F41")
+    steps = section(browser, "Steps")
+    assert "charge" in steps and "ZeroDivisionError" in steps
+    assert "charging order 41" in section(browser, "Logs")
+    shoot(browser, "execution-failed")
+    browser.get(base + "/ui/executions/nap%2F1")
+    assert "prepare" in section(browser, "Steps") and "nap" in section(browser, "Steps")
+    assert "a timer" in section(browser, "Waits on")
+    shoot(browser, "execution-suspended")
+    shoot(browser, "execution-suspended-dark", dark=True)
+
+
+def test_cancel_from_the_page(home: DaemonHandle, browser: Any):
+    c = home.client()
+    c.trigger("nap", execution_id="nap/cancel-me")
+    wait_until(lambda: c.get("nap/cancel-me")["status"] == "suspended", message="suspended")
+    base = browser.current_url.split("/ui/")[0]
+    browser.get(base + "/ui/executions/nap%2Fcancel-me")
+    browser.find_element("css selector", ".actions button.danger").click()
+    alert = browser.switch_to.alert
+    assert "Cancel nap/cancel-me?" in alert.text
+    alert.accept()
+    wait_until(lambda: "Cancellation requested" in browser.page_source, message="the notice")
+    assert c.wait("nap/cancel-me", timeout=30)["status"] == "cancelled"
+    wait_until(lambda: text_of(browser, "#status") == "cancelled", timeout=30,
+               message="the page to show it cancelled")
+    shoot(browser, "execution-cancelled")
+
+
+def test_a_screenshot_of_every_page(home: DaemonHandle, browser: Any):
+    base = browser.current_url.split("/ui/")[0]
+    for name, path in [("schedules", "/ui/schedules"), ("effects", "/ui/effects"),
+                       ("values", "/ui/values"), ("workflows", "/ui/workflows"),
+                       ("value", "/ui/values/approve%2F7")]:
+        browser.get(base + path)
+        assert browser.find_element("css selector", "h1").text
+        shoot(browser, name)
+    browser.get(base + "/ui/schedules")
+    assert "nightly" in browser.page_source
+    shoot(browser, "schedules-dark", dark=True)
+    expected = {"now", "executions", "execution-failed", "schedules", "effects", "values",
+                "workflows"}
+    assert expected <= {p.stem for p in SCREENSHOTS.glob("*.png")}

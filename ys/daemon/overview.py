@@ -1,0 +1,70 @@
+"""What runs, what is due, what waits, what failed lately, which schedule slots were late or
+skipped, and the daemon's health: the dashboard's Now page and `ys top`, as JSON
+(`GET /v1/overview`). Every read is bounded (ys.store.overview)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ys import __version__
+from ys.daemon import views
+
+FAILURE_WINDOW = 86400.0
+LIST = 10  # items per section
+
+
+def _running(d: Any, items: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for it in items:
+        rec = views.record(it.record)
+        r = d.dispatcher.running.get(it.record.execution_id)
+        rec.update(claimed_at=views.iso(it.claimed_at),
+                   lease_expires_at=views.iso(it.lease_expires_at),
+                   pid=r.proc.pid if r is not None and r.proc is not None else None)
+        out.append(rec)
+    return out
+
+
+def _waiting(d: Any, items: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in items:
+        rec = views.record(r)
+        rec["waiting_on"] = [
+            {**w, **({"since": views.iso(w["since"])} if "since" in w else {}),
+             **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {})}
+            for w in d.store.waits(r.execution_id)
+        ]
+        out.append(rec)
+    return out
+
+
+def _slot(s: dict[str, Any]) -> dict[str, Any]:
+    return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
+
+
+def read(d: Any, now: float | None = None) -> dict[str, Any]:
+    """The overview, read in the calling thread (the hub's pool)."""
+    t = time.time() if now is None else now
+    store = d.store
+    last_gc = store.setting("last_gc_at")
+    workflows = list(d.registry.workflows.values())
+    return {
+        "now": views.iso(t),
+        "daemon": {
+            "version": __version__, "pid": os.getpid(), "started_at": views.iso(d.started_at),
+            "uptime_seconds": round(t - d.started_at, 3),
+            "concurrency": d.dispatcher.concurrency, "database": store.database(),
+            "last_gc_at": views.iso(float(last_gc)) if last_gc else None,
+            "workflows": len(workflows),
+            "workflow_errors": sum(1 for w in workflows if w.error),
+        },
+        "counts": {s: store.count_status(s) for s in ("running", "admitted", "suspended")},
+        "running": _running(d, store.running(100)),
+        "due": [views.record(r) for r in store.due(LIST)],
+        "waiting": _waiting(d, store.list(statuses=["suspended"], limit=LIST).items),
+        "failures": [views.record(r) for r in store.failed_since(t - FAILURE_WINDOW, LIST)],
+        "slots": [_slot(s) for s in store.schedule_slots(
+            since=t - FAILURE_WINDOW, outcomes=("late", "skipped", "missed"), limit=LIST)],
+    }
