@@ -35,6 +35,13 @@ class _Reader:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.done = False
+        self.keep_alive = False
+        self.parser: HttpResponseParser | None = None
+
+    def on_headers_complete(self) -> None:
+        # asked here: once the message is complete, llhttp has reset for the next one
+        assert self.parser is not None
+        self.keep_alive = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.parts.append(body)
@@ -95,7 +102,7 @@ class UnixHttp:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
         self.sock.sendall(head + body if body else head)
         reader = _Reader()
-        parser = HttpResponseParser(reader)
+        parser = reader.parser = HttpResponseParser(reader)
         while not reader.done:
             data = self.sock.recv(65536)
             if not data:
@@ -104,5 +111,4 @@ class UnixHttp:
                 parser.feed_data(data)
             except HttpParserError as exc:
                 raise NoAnswer(f"the answer is not HTTP/1.1 ({exc})") from exc
-        return Response(parser.get_status_code(), b"".join(reader.parts),
-                        parser.should_keep_alive())
+        return Response(parser.get_status_code(), b"".join(reader.parts), reader.keep_alive)
