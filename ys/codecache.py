@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from types import CodeType
 
+from ys.paths import resolve  # preloaded by the fork server, with this module
+
 
 def folder() -> Path:
-    from ys.paths import resolve
-
     return resolve().data / "code"
 
 

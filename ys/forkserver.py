@@ -15,6 +15,7 @@ workers are left to the next daemon's recovery.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -26,6 +27,7 @@ from typing import Any
 import ys.channel  # noqa: F401 - wsproto and h11 take ~25 ms to import
 import ys.client  # noqa: F401
 import ys.codec  # noqa: F401
+import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
 import ys.sdk  # noqa: F401
 import ys.worker
 
@@ -113,6 +115,10 @@ def _serve() -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when we stop
     buf = b""
+    # Everything preloaded goes to the permanent generation: a worker's collections then never
+    # walk (and so never copy-on-write) the pages of the objects it shares with this server.
+    gc.collect()
+    gc.freeze()
     _send({"ready": os.getpid()})
     while True:
         try:

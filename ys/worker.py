@@ -11,6 +11,7 @@ infrastructure failure: no outcome, the daemon redelivers.
 
 from __future__ import annotations
 
+import _thread
 import importlib.util
 import json
 import os
@@ -209,11 +210,12 @@ def deliver() -> int:
     if record["status"] in ("completed", "failed", "cancelled"):
         return 0  # a terminal execution keeps its outcome: no workflow code runs
     stop = threading.Event()
-    beat = threading.Thread(
-        target=_heartbeat, daemon=True,
-        args=(socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop),
-    )
-    beat.start()
+    # Not threading.Thread.start(): that waits until the new thread has been scheduled and
+    # has run, milliseconds on a busy machine before the workflow's first line; the
+    # heartbeat's first beat is a third of a lease away, so it can start whenever it gets
+    # the CPU. (A low-level thread, like a daemon thread: it does not hold up the exit.)
+    _thread.start_new_thread(
+        _heartbeat, (socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop))
     step = make_step(backend, state)
     params = codec.decode(state["params"])
     try:
