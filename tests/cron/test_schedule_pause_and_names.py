@@ -49,3 +49,16 @@ def test_a_name_of_128_characters_is_accepted(shared):
     name = "n" * 128
     assert shared.ys("schedule", "add", name, "hello", "--cron", "0 3 * * *").returncode == 0
     assert shared.ys("schedule", "rm", name).returncode == 0
+
+
+def test_the_daemon_answers_no_fire_times_for_a_paused_schedule(shared):
+    """GET /v1/schedules/{name}/next itself, not only the CLI, says a paused schedule fires
+    at no time."""
+    assert shared.ys("schedule", "add", "api-paused", "hello", "--cron", "0 3 * * *").returncode == 0
+    assert shared.ys("schedule", "pause", "api-paused").returncode == 0
+    with shared.client() as c:
+        assert c.schedule_next("api-paused", 3) == {"fire_times": [], "paused": True}
+    assert shared.ys("schedule", "resume", "api-paused").returncode == 0
+    with shared.client() as c:
+        out = c.schedule_next("api-paused", 3)
+    assert out["paused"] is False and len(out["fire_times"]) == 3

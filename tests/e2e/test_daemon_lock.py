@@ -101,3 +101,18 @@ def test_a_daemon_that_cannot_start_exits_1_frees_its_lock_and_ys_prints_why(ys_
     info = json.loads(ys_home.start().ys("daemon", "status", "--json").stdout)
     assert info["pid"] == ys_home.proc.pid
     assert os.path.exists(ys_home.db)
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(ys_home, tmp_path):
+    """The lock is opened without following a symlink: one planted beside a shared database
+    must not make the daemon truncate (or write its pid into) another file."""
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    lock = Path(str(ys_home.db) + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.symlink_to(target)
+    run = subprocess.run([sys.executable, "-m", "ys.daemon", "run"], capture_output=True,
+                         text=True, env=ys_home.env, timeout=90, stdin=subprocess.DEVNULL)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith("ys: the daemon could not start: ")
+    assert target.read_text() == "keep me\n"

@@ -183,9 +183,9 @@ def next_(
     With --json: {"fire_times": [...], "paused": false}. A paused schedule fires at no time:
     it prints none (and says on stderr that it is paused), and "paused": true with --json.
     """
-    s, result = _known(name, lambda c: (c.schedule(name), c.schedule_next(name, n)))
-    paused = bool(s.get("paused"))
-    times = [] if paused else list(result["fire_times"])
+    result = _known(name, lambda c: c.schedule_next(name, n))
+    paused = bool(result.get("paused"))
+    times = list(result["fire_times"])
     if json_:
         emit_json({"fire_times": times, "paused": paused})
         return

@@ -53,6 +53,8 @@ class ScheduleRoutes(ApiBase):
 
         n = max(1, min(1000, Query(request).whole("n", 5)))
         s = await self.call(self.d.store.schedule, request.match_info["name"])
+        if s["paused"]:  # a paused schedule fires at no time
+            return _json({"fire_times": [], "paused": True})
         after = max(time.time(), s["cursor"])
         off = cron.jitter_offset(s["name"], s["jitter"])
         try:
@@ -63,7 +65,7 @@ class ScheduleRoutes(ApiBase):
                 f"schedule {s['name']!r} cannot fire: {exc}; remove it (ys schedule rm) and add "
                 "it again",
             ) from None
-        return _json({"fire_times": [views.iso(t) for t in times]})
+        return _json({"fire_times": [views.iso(t) for t in times], "paused": False})
 
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)

@@ -13,6 +13,7 @@ is pending; a later delivery of such an execution runs no workflow code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -165,16 +166,29 @@ class Dispatcher(Cancelling):
             out.close()
             raise
         r.proc = worker.proc
-        record_worker(self.paths, r.proc.pid, d.execution_id)
-        r.out = out
-        r.pipes = [Pipe(worker.output, out.write)]
         last = LastLine()
-        if worker.stdout is not None:
-            def both(data: bytes) -> None:
-                out.write(data)
-                last.feed(data)
+        try:
+            record_worker(self.paths, r.proc.pid, d.execution_id)
+            r.out = out
+            r.pipes = [Pipe(worker.output, out.write)]
+            if worker.stdout is not None:
+                def both(data: bytes) -> None:
+                    out.write(data)
+                    last.feed(data)
 
-            r.pipes.append(Pipe(worker.stdout, both))
+                r.pipes.append(Pipe(worker.stdout, both))
+        except BaseException:
+            # Not supervised yet (a full disk for its pid file, say): it must not run on
+            # unwatched; it is delivered again.
+            kill_group(r.proc)
+            for p in r.pipes:
+                p.close()
+            for fd in [worker.output, worker.stdout][len(r.pipes):]:  # not yet a Pipe's
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            out.close()
+            raise
         watch = asyncio.create_task(self._watch_lease(r))
         renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
         if d.cancel_requested or r.cancel_noticed:
@@ -209,11 +223,14 @@ class Dispatcher(Cancelling):
             await self._end_cancelled(r, f"workflow {d.workflow} is {why}")
             return
         log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
-        await self.call(
-            self.store.release, d.execution_id, d.token,
-            retry_at=time.time() + 3600, reason="workflow_unavailable",
-            detail=f"workflow {d.workflow} is {why}",
-        )
+        try:
+            await self.call(
+                self.store.release, d.execution_id, d.token,
+                retry_at=time.time() + 3600, reason="workflow_unavailable",
+                detail=f"workflow {d.workflow} is {why}",
+            )
+        except LeaseLost:
+            return  # the re-check outlived the lease (a long import): claim_due releases it
         fixed = self.registry.get(d.workflow)
         if fixed is not None and fixed.error is None:
             # fixed while this delivery gave up: the registry's wake skipped it (leased)

@@ -81,9 +81,16 @@ class SpawnLauncher:
 
 
 def kill_group(proc: Proc, sig: int = signal.SIGKILL) -> None:
+    """Signal the worker's process group (its session: a worker calls setsid first)."""
     try:
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
+    except ProcessLookupError:
+        if proc.returncode is None:  # just forked: not yet the leader of a group of its own
+            try:
+                os.kill(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    except PermissionError:
         pass
 
 

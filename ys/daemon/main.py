@@ -181,10 +181,21 @@ def wake_waiting(store: Any, workflow: str) -> int:
     return n
 
 
+class LockUnusable(Exception):
+    """The lock file cannot be opened as one (a symlink, a folder): why, said to the user."""
+
+
 def _lock(path: Path) -> tuple[Any, str | None]:
     """(the open file, None) with an exclusive lock on `path` and our pid in it, or (None,
     the pid that holds it, as written there)."""
-    f = open(path, "a+")  # noqa: SIM115 - held open until exit
+    # Never through a symlink (a lock file planted beside a shared database must not make the
+    # daemon truncate another file of the user's), private from its first byte.
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise LockUnusable(f"the daemon could not start: its lock file {path} cannot be used "
+                           f"({exc.strerror}); remove it if no daemon runs") from exc
+    f = open(fd, "r+")  # noqa: SIM115 - held open until exit
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -207,7 +218,11 @@ def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
     if db_lock is None:
         return [], (f"a daemon is already running for the database {paths.db} (pid {holder}); "
                     f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})")
-    sock_lock, holder = _lock(paths.socket_lock)
+    try:
+        sock_lock, holder = _lock(paths.socket_lock)
+    except LockUnusable:
+        release([db_lock])
+        raise
     if sock_lock is None:
         release([db_lock])
         return [], (f"a daemon is already running for {paths.runtime} (pid {holder}), on "
@@ -237,7 +252,10 @@ def run(paths: Paths, concurrency: int = 4) -> int:
     for d in (paths.data, paths.logs):
         private_dir(d)
     paths.db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    locks, why = acquire_lock(paths)
+    try:
+        locks, why = acquire_lock(paths)
+    except LockUnusable as exc:
+        locks, why = [], str(exc)
     if why is not None:
         sys.stderr.write(f"ys: {why}\n")
         return 1
