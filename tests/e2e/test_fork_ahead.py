@@ -27,6 +27,15 @@ def children(pid: int) -> list[int]:
     return [p for p in out if alive(p)]
 
 
+def the_spare(server: int) -> int:
+    """The one child the server has once the deliveries before have ended: its spare."""
+    def one() -> int | None:
+        kids = children(server)
+        return kids[0] if len(kids) == 1 else None
+
+    return wait_until(one, message="one spare child waits")
+
+
 def fork_server(daemon) -> int:
     def found() -> int | None:
         for pid in children(daemon.proc.pid):
@@ -50,11 +59,10 @@ def test_a_delivery_runs_in_the_child_forked_ahead_and_the_next_one_is_forked(da
     daemon.write("pid.py", PID)
     run_pid(daemon)  # starts the fork server
     server = fork_server(daemon)
-    spare = wait_until(lambda: children(server), message="a spare child waits")
-    assert len(spare) == 1
+    spare = the_spare(server)
     record = run_pid(daemon)
-    assert record["outcome"]["result"] == spare[0]  # the delivery went to the live spare
-    wait_until(lambda: [p for p in children(server) if p != spare[0]],
+    assert record["outcome"]["result"] == spare  # the delivery went to the live spare
+    wait_until(lambda: [p for p in children(server) if p != spare],
                message="the next spare is forked")
 
 
@@ -62,7 +70,7 @@ def test_a_spare_with_no_delivery_ends_with_the_daemon(daemon):
     daemon.write("pid.py", PID)
     run_pid(daemon)
     server = fork_server(daemon)
-    [spare] = wait_until(lambda: children(server), message="a spare child waits")
+    spare = the_spare(server)
     daemon.stop()
     wait_until(lambda: not alive(spare), message="the spare is gone")
     assert not alive(server)
