@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import parallel_steps
 from common import (
     BENCH_DIR,
     REPO_ROOT,
@@ -58,6 +59,7 @@ STEPS_TARGET = 3.0  # x DBOS WAL+FULL, steps/s inside one execution
 ZERO_TARGET = 1.0  # x DBOS WAL+FULL, zero-step workflows/s
 FIRST_P50_MS = 3.0
 FIRST_P99_MS = 10.0
+PAR_EXECUTIONS, PAR_K = 16, 50  # the "many executions at once" row
 PEER = "dbos-wal-full"  # the durability-matched peer: WAL + synchronous=FULL, as ys
 
 
@@ -655,6 +657,9 @@ def main() -> int:
             progress(f"warning: {scratch} is on {fs.describe()}: fsync is free there")
         load_before = machine_load()
         res = measure(scratch, concurrencies, n, m, k, repeats)
+        progress(f"steps of {PAR_EXECUTIONS} executions x {PAR_K} at once, {repeats} rounds")
+        par = parallel_steps.measure(Daemon, workflow_sources, scratch, PAR_EXECUTIONS, PAR_K,
+                                     repeats)
         startup = interpreter_startup(5 if args.quick else 10)
         load_after = machine_load()
     rows = summarize(res, concurrencies)
@@ -679,6 +684,7 @@ def main() -> int:
         "ys_interpreter_startup_seconds": startup,
         "rows": rows,
         "targets": goals,
+        "parallel_steps": par,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -736,9 +742,16 @@ def main() -> int:
     print(f"zero-step workflows/s, per round: ys {runs(ys, 'zero', 'per_second')} | DBOS default "
           f"{runs(dd, 'zero', 'per_second')} | DBOS WAL+NORMAL {runs(dw, 'zero', 'per_second')}"
           f" | DBOS WAL+FULL {runs(df, 'zero', 'per_second')}")
+    print(f"steps/s, {par['executions']} executions x {par['k']} steps (daemon concurrency "
+          f"{par['executions']}): {par['steps_per_second']:,.0f}; raw single-commit ceiling "
+          f"{par['raw_commits_per_second']:,.0f} commits/s, same rounds; per round "
+          + " ".join(f"{x['ratio']:.2f}x" for x in par["runs"]))
     print()
     for g in goals:
         print(f"{g['target']} {g['need']}: {'PASS' if g['pass'] else 'FAIL'} ({g['shown']})")
+    print(f"steps/s, {par['executions']} executions vs the raw ceiling >= "
+          f"{parallel_steps.TARGET:g}x: {'PASS' if par['pass'] else 'FAIL'} "
+          f"({fmt_ratio(par['ratio'])})")
     return 0
 
 
