@@ -79,7 +79,8 @@ class Transport:
             self._conn = None
 
     def request(self, method: str, path: str, body: Any = None,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, raw: bool = False) -> Any:
+        """The answer's JSON (None for no body); with `raw`, its text as it came."""
         payload = None if body is None else _json_body(body)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         if self.token:
@@ -137,6 +138,8 @@ class Transport:
                 raise from_code(err["code"], err.get("message", ""), status=resp.status)
             except (ValueError, KeyError, TypeError):
                 raise YsError("INTERNAL", f"HTTP {resp.status}: {data[:200]!r}") from None
+        if raw:
+            return data.decode("utf-8", "replace")
         if resp.status == 204 or not data:
             return None
         return json.loads(data)
@@ -168,13 +171,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None,
+              raw: bool = False) -> Any:
         """One request. With `autostart`, a daemon is started when nothing listens, but only
         if no daemon was reached before: a command that follows or waits must not start again
         a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
         twice."""
         try:
-            return self.transport.request(method, path, body, timeout=timeout)
+            return self.transport.request(method, path, body, timeout=timeout, raw=raw)
         except DaemonUnavailable as exc:
             if exc.context.get("reason") != ABSENT:
                 raise
@@ -191,7 +195,7 @@ class Client:
 
         ensure_daemon()
         self.autostart = False
-        return self.transport.request(method, path, body, timeout=timeout)
+        return self.transport.request(method, path, body, timeout=timeout, raw=raw)
 
     # -- executions -------------------------------------------------------------------------
 
@@ -287,6 +291,17 @@ class Client:
         result: dict[str, Any] = self._call("GET", path)
         return result
 
+    def events(self, cursor: str | None = None, *, since: float | None = None,
+               limit: int | None = None, wait: float = 0.0) -> dict[str, Any]:
+        """Every execution's events after `cursor`, in commit order: {"events": [...],
+        "cursor"}; without a cursor from `since` seconds ago, else from now. With `wait`,
+        a long poll: it answers once there is an event, or after `wait` seconds."""
+        q = {k: str(v) for k, v in (("cursor", cursor), ("since", since), ("limit", limit),
+                                    ("wait", wait or None)) if v is not None}
+        path = "/v1/events" + (f"?{urlencode(q)}" if q else "")
+        result: dict[str, Any] = self._call("GET", path, timeout=wait + 30 if wait else None)
+        return result
+
     def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
@@ -375,6 +390,11 @@ class Client:
     def version(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/v1/version")
         return result
+
+    def metrics(self) -> str:
+        """The daemon's Prometheus metrics, in the text exposition format."""
+        text: str = self._call("GET", "/v1/metrics", raw=True)
+        return text
 
     def shutdown(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})

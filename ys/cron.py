@@ -160,14 +160,29 @@ def plan(expr: str, tz: str | None, cursor: float, now: float, *, catch_up: str 
     Slots become due at slot + jitter. On-time slots fire; missed ones follow `catch_up` and
     `max_late`. The returned cursor is the last slot considered, so nothing is planned twice.
     """
+    fires, cursor, _ = plan_with_skips(expr, tz, cursor, now, catch_up=catch_up,
+                                       max_late=max_late, jitter=jitter, name=name)
+    return fires, cursor
+
+
+def plan_with_skips(expr: str, tz: str | None, cursor: float, now: float, *,
+                    catch_up: str = "once", max_late: float | None = None, jitter: float = 0.0,
+                    name: str = "") -> tuple[list[Fire], float, list[tuple[float, str]]]:
+    """`plan`, and the slots that will never fire with why: `late` (missed by more than
+    `max_late`) or `catch_up_skip` (missed under catch_up=skip). Slots that catch_up=once
+    folds into one run are not skipped: their run happens."""
     offset = jitter_offset(name, jitter)
     due = slots_between(expr, tz, cursor, now - offset)
     if not due:
-        return [], cursor
+        return [], cursor, []
     on_time = [s for s in due if now - (s + offset) <= GRACE]
     missed = [s for s in due if now - (s + offset) > GRACE]
+    skipped: list[tuple[float, str]] = []
     if max_late is not None:
+        skipped = [(s, "late") for s in missed if now - (s + offset) > max_late]
         missed = [s for s in missed if now - (s + offset) <= max_late]
+    if catch_up == "skip":
+        skipped += [(s, "catch_up_skip") for s in missed]
     if catch_up == "skip" or not missed:
         fires = [Fire(s, False) for s in on_time]
     elif catch_up == "once":
@@ -177,7 +192,7 @@ def plan(expr: str, tz: str | None, cursor: float, now: float, *, catch_up: str 
         fires = [Fire(max(missed + on_time), True)]
     else:
         fires = [Fire(s, True) for s in missed] + [Fire(s, False) for s in on_time]
-    return fires, due[-1]
+    return fires, due[-1], sorted(skipped)
 
 
 def next_fire(expr: str, tz: str | None, cursor: float, jitter: float = 0.0,

@@ -1,7 +1,7 @@
 """The worker: one delivery of one execution, in its own process.
 
     python -m ys.worker               run the delivery named by YS_EXECUTION_ID / YS_DELIVERY_TOKEN
-    python -m ys.worker --check FILE  import a script and print {"error", "schedule"} as JSON
+    python -m ys.worker --check FILE  import a script and print {"error", "schedule", "options"}
 
 The worker reads workflow, params and context from the record through the API (never from the
 environment or the command line), renews its lease while it runs, saves steps with its token,
@@ -48,14 +48,18 @@ def check(path: str) -> int:
     """Print whether a script imports; never lets a failure escape as a traceback."""
     error = None
     schedule = None
+    options: dict[str, Any] = {}
     try:
         fn = load_script(path)
         opts = getattr(fn, "__ys_workflow__", {}) or {}
+        simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
-            schedule = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
+            schedule = simple
+        options = {k: simple[k] for k in ("on_failure", "pin") if k in simple}
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
-    sys.stdout.write(json.dumps({"error": error, "schedule": schedule}) + "\n")
+    sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options})
+                     + "\n")
     return 0
 
 

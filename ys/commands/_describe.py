@@ -48,16 +48,29 @@ def _failed_attempts(d: dict[str, Any]) -> Any:
 def _deliveries(d: dict[str, Any]) -> Any:
     if not d.get("deliveries"):
         return None
-    t = r.table("ATTEMPT", "STARTED", "ENDED", "TOOK", "OUTCOME")
+    t = r.table("ATTEMPT", "SCRIPT", "STARTED", "ENDED", "TOOK", "OUTCOME")
     for dl in d["deliveries"]:
         outcome = dl.get("outcome") or ("running" if dl.get("ended_at") is None else r.DASH)
         if dl.get("detail"):
             outcome += f": {dl['detail']}"
-        r.add_row(t, str(dl.get("attempt")), r.local(dl.get("started_at")),
+        r.add_row(t, str(dl.get("attempt")), _short(dl.get("script_sha256")),
+                  r.local(dl.get("started_at")),
                   r.local(dl.get("ended_at")),
                   _span(dl.get("started_at"), dl.get("ended_at")),
                   r.status(outcome) if outcome in r.STATUS_STYLE else r.cut(outcome, 80))
     return r.fit(t, "OUTCOME")
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else r.DASH
+
+
+def _script(d: dict[str, Any]) -> str:
+    """The version admitted, and whether the script changed since."""
+    text = _short(d.get("script_sha256"))
+    if d.get("script_changed"):
+        text += f" (changed since admission: now {_short(d.get('script_sha256_now'))})"
+    return text
 
 
 def _children(d: dict[str, Any]) -> Any:
@@ -101,6 +114,8 @@ def show(d: dict[str, Any]) -> None:
                          f"{_size(int(d.get('history_bytes') or 0))}")
     if d.get("lease_expires_at"):
         r.add_row(g, "lease ends", r.local_and_relative(d["lease_expires_at"]))
+    if d.get("script_sha256"):
+        r.add_row(g, "script", _script(d))
     r.panel(d["execution_id"], g)
     if d.get("waiting_on"):
         r.section("Waiting on", _waiting_on(d), "")

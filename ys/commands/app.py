@@ -27,6 +27,7 @@ MODULES = [
     "history",
     "logs",
     "workflows",
+    "metrics",
     "completions",
     "effects",
     "store",

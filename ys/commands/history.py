@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import ExecutionId, Json, add
-from ys.commands._output import TERMINAL, client, emit_json, emit_json_line
+from ys.commands._opts import Json, add, complete_executions, non_empty
+from ys.commands._output import TERMINAL, client, emit_json, emit_json_line, fail
 
 FOLLOW_PAGE = 1000
 POLL_SECONDS = 30.0
@@ -48,7 +48,9 @@ def follow(c: Any, execution_id: str, token: str | None, limit: int, json_: bool
 
 
 def history(
-    execution_id: ExecutionId,
+    execution_id: Annotated[str | None, typer.Argument(
+        metavar="[ID]", help="The execution's ID (or --all).", show_default=False,
+        autocompletion=complete_executions, callback=non_empty)] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", min=1, max=1000, help="At most this many events per page (default 100).",
         show_default=False)] = None,
@@ -58,12 +60,31 @@ def history(
     follow_: Annotated[bool, typer.Option(
         "--follow", "-f", help="Keep printing events as they happen, until the execution "
                                "finishes. With --json: one JSON event per line.")] = False,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Every execution's events, in commit order, as JSON lines with --json "
+                      "(each with execution_id, workflow and its cursor); with --follow, "
+                      "for as long as it runs, across daemon restarts.")] = False,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DURATION", help="With --all: start with the events of this long "
+                                            "ago (90, 10m, 2h, 1d) instead of now.",
+        show_default=False)] = None,
+    cursor: Annotated[str | None, typer.Option(
+        "--cursor", help="With --all: start after the event that carried this cursor.",
+        show_default=False)] = None,
     json_: Json = False,
 ) -> None:
-    """Show an execution's event history (seq, time, kind, data), a page at a time.
+    """Show an execution's event history (seq, time, kind, data), a page at a time; or, with
+    --all, every execution's events in the order they were committed.
 
     For people the next page's token is printed on stderr; with --json it is next_page_token.
+    `ys history --all --follow --json` streams every event as a JSON line (pipe it to jq or a
+    log shipper); to resume, pass the last line's cursor to --cursor.
     """
+    if all_ or since is not None or cursor is not None:
+        _all(execution_id, all_, since, cursor, follow_, json_)
+        return
+    if execution_id is None:
+        fail("INVALID_ARGUMENT", "give an execution ID, or --all for every execution's events")
     with client() as c:
         if follow_:
             follow(c, execution_id, page_token, limit or FOLLOW_PAGE, json_)
@@ -80,6 +101,22 @@ def history(
         size = f" --limit {limit}" if limit else ""
         _render.note(f"more: ys history {shlex.quote(execution_id)}{size} "
                      f"--page-token {page['next_page_token']}")
+
+
+def _all(execution_id: str | None, all_: bool, since: str | None, cursor: str | None,
+         follow_: bool, json_: bool) -> None:
+    if not all_:
+        fail("INVALID_ARGUMENT", "--since and --cursor go with --all")
+    if execution_id is not None:
+        fail("INVALID_ARGUMENT", "--all streams every execution: give no ID with it")
+    if since is not None and cursor is not None:
+        fail("INVALID_ARGUMENT", "give --since or --cursor, not both")
+    from ys.commands._events import stream
+    from ys.durations import parse_duration
+
+    seconds = None if since is None else parse_duration(since, "--since")
+    with client() as c:
+        stream(c, cursor, seconds, follow_, json_)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,10 +9,12 @@ from ys.commands._output import client, emit_json
 
 
 def workflows(json_: Json = False) -> None:
-    """List the workflows: name, kind (python or shell), schedule, path and load error.
+    """List the workflows: name, kind (python or shell), script version, schedule, path and
+    load error.
 
     A script that fails to load is listed with its error; its executions wait until it is
-    fixed.
+    fixed. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
+    finished that were admitted under an older version (pinned ones keep running it).
     """
     with client() as c:
         result = c.workflows()
@@ -27,10 +29,12 @@ def workflows(json_: Json = False) -> None:
             folder = c.version().get("paths", {}).get("workflows", "the workflows folder")
         _render.note(f"no workflows yet; put scripts in {folder}")
         return
-    t = _render.table("NAME", "KIND", "SCHEDULE", "PATH", "ERROR")
+    t = _render.table("NAME", "KIND", "VERSION", "OLDER", "SCHEDULE", "PATH", "ERROR")
     for w in items:
         error = _render.Text(_render.cut(w.get("error") or "", 100), style="red")
-        _render.add_row(t, w["name"], w.get("kind") or "",
+        version = (w.get("sha256") or "-")[:12] + (" pin" if w.get("pin") else "")
+        _render.add_row(t, w["name"], w.get("kind") or "", version,
+                        str(w.get("older_live") or 0),
                         _render.compact(w.get("schedule") or "-", 40), w.get("path") or "", error)
     _render.show(_render.fit(t, "PATH", "ERROR", "SCHEDULE"))
 

@@ -26,6 +26,7 @@ from ys import __version__
 from ys.daemon import views
 from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
+from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_store import StoreRoutes
@@ -76,7 +77,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
+class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
     """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
@@ -85,6 +86,8 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
             web.get("/v1/version", self.version),
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
+            web.get("/v1/metrics", self.metrics),
+            web.get("/v1/events", self.events),
             web.post("/v1/executions", self.trigger),
             web.get("/v1/executions", self.list),
             web.get(e, self.get),
@@ -138,7 +141,15 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         return _json({"stopping": True, "pid": os.getpid()})
 
     async def workflows(self, request: web.Request) -> web.Response:
-        return _json({"workflows": [w.to_json() for w in self.d.registry.listing()]})
+        stale = await self.call(self.d.store.stale_scripts)
+        return _json({"workflows": [w.to_json() | {"older_live": stale.get(w.name, 0)}
+                                    for w in self.d.registry.listing()]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """This daemon's figures and the database's (read off the loop, then rendered)."""
+        shared = await self.call(self.d.store.shared_counts)
+        body = self.d.metrics.render(shared)
+        return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
 
     # -- executions -------------------------------------------------------------------------
 
@@ -151,6 +162,7 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
+            self.d.metrics.admissions.labels("trigger").inc()
             self.d.dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix
@@ -187,6 +199,12 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, UiRoutes):
         execution_id = request.match_info["id"]
         d = await self.call(self.d.store.describe, execution_id)
         out = views.describe(d)
+        # the script's version now, and whether it changed since this execution's admission
+        wf = self.d.registry.get(d.record.workflow)
+        now = wf.sha256 if wf is not None else None
+        out["script_sha256_now"] = now
+        out["script_changed"] = bool(d.record.script_sha256 and now
+                                     and now != d.record.script_sha256)
         out["effects"] = [views.effect(e) for e in
                           await self.call(self.d.store.effects, None, execution_id)]
         out["waiting_on"] = [

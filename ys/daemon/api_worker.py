@@ -55,6 +55,7 @@ class WorkerRoutes(ApiBase):
         if req.status == "waiting":
             self.d.dispatcher.mark_suspended(execution_id, token)
         self.d.dispatcher.stepped(execution_id, token)  # a cancel's grace restarts
+        self.d.dispatcher.step_saved(execution_id, token, req.kind)
         self.d.hub.notify(execution_id)
         return bool(cancel)
 
@@ -125,8 +126,20 @@ class WorkerRoutes(ApiBase):
         if req.outcome is None:
             raise invalid("outcome is required (an object: {\"status\": ...})")
         self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
-        result = await self.write(request, "acknowledge", execution_id, token, req.outcome)
-        self.d.dispatcher.acknowledged(execution_id, token)
+        on_failure = None
+        status = str(req.outcome.get("status"))
+        first = self.d.dispatcher.delivering(execution_id, token)
+        if status == "failed":
+            record = await self.call(self.d.store.get, execution_id)
+            on_failure = self.d.handler_for(record.workflow) if record is not None else None
+        result = await self.write(request, "acknowledge", execution_id, token, req.outcome,
+                                  on_failure=on_failure)
+        from ys.sdk import crash_point
+
+        crash_point("outcome.after_commit")  # a failure and its handler are committed together
+        if on_failure is not None and first and result.get("status") == "failed":
+            self.d.metrics.admissions.labels("on_failure").inc()
+        self.d.dispatcher.acknowledged(execution_id, token, str(result.get("status", status)))
         self.d.hub.notify(execution_id, may_end=True)
         self.d.dispatcher.poke()
         return _json(result)

@@ -57,6 +57,7 @@ class Cancelling:
         except LeaseLost:
             return  # a newer delivery owns it, and ends it as cancelled in turn
         r.acknowledged = True
+        r.result = "cancelled"
         log.info("%s cancelled: %s", d.execution_id, why)
 
     def cancels_requested(self) -> None:

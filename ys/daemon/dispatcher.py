@@ -17,7 +17,9 @@ import contextlib
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
@@ -29,6 +31,9 @@ from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
 from ys.store.base import Delivery
+
+if TYPE_CHECKING:
+    from ys.daemon.metrics import Metrics
 
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
@@ -51,6 +56,9 @@ class Dispatcher(Cancelling):
         self.cancel_grace = cancel_grace_seconds()
         self.log_max_bytes = log_max_bytes()
         self.running: dict[str, Running] = {}
+        # The workflow a failure of a workflow admits (the daemon's handler_for)
+        self.handler_for: Callable[[str], str | None] = lambda _workflow: None
+        self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
         self._background: set[asyncio.Task[None]] = set()
         self._poke = asyncio.Event()
         self._stopping = False
@@ -79,10 +87,15 @@ class Dispatcher(Cancelling):
                     log.error("claim failed: %s", exc)
             for d in claimed:
                 self.hub.notify(d.execution_id)
+                if self.metrics is not None:
+                    self.metrics.deliveries_started.labels(d.workflow).inc()
+                    if d.attempt > 1:
+                        self.metrics.redeliveries.labels(d.workflow).inc()
                 # A delivery whose lease expired may still be here, being killed: claim_due
                 # released and re-claimed its execution. The new one waits until it is gone.
                 prev = self.running.get(d.execution_id)
-                r = Running(d, lease_expires_at=d.lease_expires_at)
+                r = Running(d, lease_expires_at=d.lease_expires_at,
+                            started_at=time.monotonic())
                 self.running[d.execution_id] = r
                 r.task = asyncio.create_task(self._deliver(r, prev),
                                              name=f"deliver {d.execution_id}")
@@ -122,6 +135,7 @@ class Dispatcher(Cancelling):
             if wf is None or wf.error:
                 await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
                 return
+            wf = self._version(d, wf)
             code = await self._run(r, wf)
             if wf.kind == "shell" and not (r.lost or r.acknowledged or r.cancel_killed
                                            or r.start_error):
@@ -142,8 +156,28 @@ class Dispatcher(Cancelling):
         finally:
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
+            if self.metrics is not None:
+                result = r.result or ("lease_lost" if r.lost else "released")
+                self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
+
+    def _version(self, d: Delivery, wf: Any) -> Any:
+        """The script this delivery runs: the workflow's file, or, when the claim chose
+        another version (a pinned execution whose script was edited since its admission),
+        that version's copy, run from the workflows folder."""
+        if d.script_sha256 is None or d.script_sha256 == wf.sha256:
+            return wf
+        from dataclasses import replace
+
+        from ys.daemon.versions import copy_path
+
+        copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
+        if not copy.exists():
+            log.warning("%s: version %s of %s is gone; running the current script",
+                        d.execution_id, d.script_sha256[:12], wf.name)
+            return wf
+        return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Any) -> int | None:
         """Start the worker, copy its output into its log, and wait for its exit: its exit
@@ -223,6 +257,7 @@ class Dispatcher(Cancelling):
             await self._end_cancelled(r, f"workflow {d.workflow} is {why}")
             return
         log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
+        r.result = "unavailable"
         try:
             await self.call(
                 self.store.release, d.execution_id, d.token,
@@ -285,8 +320,13 @@ class Dispatcher(Cancelling):
                 "name": "ExitStatus", "message": f"{status}: {_tail(log_path, 600)}",
                 "code": "EXIT_STATUS"}}
         try:
-            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome)
+            handler = self.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome,
+                            on_failure=handler)
             r.acknowledged = True
+            r.result = outcome["status"]
+            if handler is not None and self.metrics is not None:
+                self.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:
             pass
 
@@ -302,6 +342,8 @@ class Dispatcher(Cancelling):
             await asyncio.sleep(max(0.05, r.lease_expires_at - time.time()))
             if time.time() >= r.lease_expires_at:
                 r.lost = True
+                if self.metrics is not None:
+                    self.metrics.lease_expiries.inc()
                 log.warning("%s: lease expired; killing its worker", r.delivery.execution_id)
                 if r.proc is not None:
                     kill_group(r.proc)
@@ -336,10 +378,26 @@ class Dispatcher(Cancelling):
         if r is not None and r.delivery.token == token:
             r.lease_expires_at = max(r.lease_expires_at, expires)  # answers may come out of order
 
-    def acknowledged(self, execution_id: str, token: str) -> None:
+    def acknowledged(self, execution_id: str, token: str, status: str = "") -> None:
         r = self.running.get(execution_id)
         if r is not None and r.delivery.token == token:
             r.acknowledged = True
+            r.result = r.result or status
+
+    def delivering(self, execution_id: str, token: str) -> bool:
+        """Whether this daemon runs that delivery and it has recorded no outcome yet."""
+        r = self.running.get(execution_id)
+        return r is not None and r.delivery.token == token and not r.acknowledged
+
+    def step_saved(self, execution_id: str, token: str, kind: str) -> None:
+        """A step of a running delivery was saved: the time since its start or its previous
+        step is that step's duration (what the daemon can see of it)."""
+        r = self.running.get(execution_id)
+        if r is None or r.delivery.token != token or self.metrics is None:
+            return
+        now = time.monotonic()
+        self.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
+        r.last_step_at = now
 
     # -- shutdown ---------------------------------------------------------------------------
 

@@ -69,7 +69,8 @@ class SpawnLauncher:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout[1], stderr=output[1],
-                env=env, cwd=str(Path(workflow.path).parent), start_new_session=True,
+                env=env, cwd=workflow.folder or str(Path(workflow.path).parent),
+                start_new_session=True,
             )
         except BaseException:
             for fd in {*output, *stdout}:
@@ -224,7 +225,7 @@ class WarmLauncher:
         rid = self._next
         fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        req = {"id": rid, "env": env, "cwd": str(Path(workflow.path).parent),
+        req = {"id": rid, "env": env, "cwd": workflow.folder or str(Path(workflow.path).parent),
                "output": str(fifo)}
         try:
             server.stdin.write((json.dumps(req) + "\n").encode())

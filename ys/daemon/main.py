@@ -62,6 +62,8 @@ class Daemon:
         self.scheduler: Any = None
         self.runner: Any = None
         self.bound = False  # the socket file is ours to remove
+        self.on_failure: str | None = None  # config.toml's folder-wide failure handler
+        self.metrics: Any = None
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -94,10 +96,15 @@ class Daemon:
         from ys.daemon.dispatcher import Dispatcher
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
+        from ys.daemon.metrics import Metrics
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
+        from ys.settings import load as load_settings
         from ys.store.sqlite import SqliteStore
 
+        # A bad config.toml stops the start-up here, saying which key and why (DESIGN.md §7).
+        self.on_failure = load_settings(self.paths.config).on_failure
+        self.metrics = Metrics()
         self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         self.launcher = make_launcher()
@@ -106,9 +113,14 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
+        self.dispatcher.handler_for = self.handler_for
+        self.dispatcher.metrics = self.metrics
+        self.store.observe_commits(self.metrics.observe_commit)
         self.scheduler = Scheduler(self)
         await self.hub.call(recover, self.store, self.paths)
+        self.registry.on_version = lambda wf: self._keep_versions([wf])
         await self.registry.load()
+        await self._keep_versions(self.registry.workflows.values())
         await self.scheduler.sync_declared(self.registry.workflows)
 
         http = HttpSettings.from_env()
@@ -154,6 +166,26 @@ class Daemon:
         if self.store is not None:
             self.store.close()
         log.info("stopped")
+
+    def handler_for(self, workflow: str) -> str | None:
+        """The workflow a failure of `workflow` admits: its own `on_failure`, else the
+        folder-wide one; never itself (a handler that fails would only call itself again)."""
+        wf = self.registry.get(workflow) if self.registry is not None else None
+        handler = (wf.on_failure if wf is not None else None) or self.on_failure
+        return None if handler == workflow else handler
+
+    async def _keep_versions(self, workflows: Any) -> None:
+        """Each runnable script's version: copied under <data>/scripts/ and recorded as its
+        workflow's current one (what admissions record and unpinned deliveries run)."""
+        from ys.daemon.versions import keep
+
+        for wf in list(workflows):
+            if wf.error is not None or wf.sha256 is None:
+                continue
+            if await asyncio.to_thread(keep, self.paths.data / "scripts", wf.path, wf.sha256,
+                                       wf.kind) is None:
+                continue  # edited again meanwhile: the registry reports that version next
+            await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
 
     async def _workflow_changed(self, wf: Any) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it

@@ -23,7 +23,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ys.daemon.scripts import Signature, check_python, schedule_error, shell_header, signature
+from ys.daemon.scripts import (
+    Signature,
+    check_python,
+    is_pinned,
+    options_error,
+    schedule_error,
+    shell_header,
+    signature,
+    split_options,
+)
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
@@ -38,11 +47,16 @@ class Workflow:
     error: str | None = None
     mtime: float = 0.0
     schedule: dict[str, Any] | None = None
+    on_failure: str | None = None  # the workflow its failures admit (DESIGN.md §7)
+    pin: bool = False  # deliveries run the version recorded at admission
+    sha256: str | None = None  # the script's content now (None: not readable, or broken)
+    folder: str | None = None  # where a delivery runs (a pinned copy runs from the folder)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "kind": self.kind, "path": self.path, "error": self.error,
-            "schedule": self.schedule,
+            "schedule": self.schedule, "on_failure": self.on_failure, "pin": self.pin,
+            "sha256": self.sha256,
         }
 
 
@@ -68,6 +82,9 @@ class Registry:
         self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected
         self._lock = asyncio.Lock()  # one refresh at a time: changes apply in order
         self._tasks: list[asyncio.Task[None]] = []
+        # Told of a runnable script's version before the registry lists it, so that the store
+        # records it first: a delivery claimed once the new version shows runs that version.
+        self.on_version: Callable[[Workflow], Awaitable[None]] | None = None
 
     def get(self, name: str) -> Workflow | None:
         return self._named(name)
@@ -202,6 +219,8 @@ class Registry:
             if only_if_changed and sig == self._seen.get(path.name):
                 return
             wf = await self._inspect(path) if sig is not None else None
+            if wf is not None and wf.error is None and self.on_version is not None:
+                await self.on_version(wf)
             name = workflow_name(path.name)
             old = self.workflows.get(name)
             if sig is None:
@@ -281,13 +300,23 @@ class Registry:
             check_workflow_name(name)
         except YsError as exc:
             error = exc.message
-        schedule = None
+        declared = None
         if error is None:
-            error, schedule = await (check_python(real) if kind == "python"
+            error, declared = await (check_python(real) if kind == "python"
                                      else shell_header(real))
+        schedule, options = split_options(declared)
         if error is None:
-            error = schedule_error(name, schedule)
-        return Workflow(name, kind, str(path), error, mtime, schedule)
+            error = schedule_error(name, schedule) or options_error(options)
+        sha = None
+        if error is None:
+            from ys.daemon.versions import file_sha256
+
+            try:
+                sha = await asyncio.to_thread(file_sha256, real)
+            except OSError as exc:
+                error = f"the script could not be read: {exc}"
+        return Workflow(name, kind, str(path), error, mtime, schedule,
+                        on_failure=options.get("on_failure"), pin=is_pinned(options), sha256=sha)
 
     def _unsafe(self, path: Path) -> str | None:
         """Why a script may not run, or None. Checked for the folder and the file itself."""

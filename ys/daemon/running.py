@@ -29,3 +29,6 @@ class Running:
     out: CappedLog | None = None  # the delivery's log, fed by its pipes
     pipes: list[Pipe] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0  # time.monotonic() when the dispatcher took it (metrics)
+    last_step_at: float = 0.0  # ... and when it last saved a step
+    result: str = ""  # the outcome it recorded, for the metrics ("" until then)

@@ -74,15 +74,18 @@ class Scheduler:
             due = s["next_fire_at"] is not None and s["next_fire_at"] <= now
             if due or s["queued_slot"] is not None:
                 try:
-                    actions = await self.d.hub.call(store.schedule_tick, s["name"], now=now)
+                    actions = await self.d.hub.call(
+                        store.schedule_tick, s["name"], now=now,
+                        on_failure=self.d.handler_for(s["workflow"]))
                 except YsError as exc:
                     log.error("schedule %s: %s", s["name"], exc)
                     continue
                 self._log(s, actions)
+                self.d.metrics.schedule_actions(s["name"], actions)
                 from ys.sdk import crash_point
 
                 crash_point("schedule.after_fire")
-                if any(a["action"] == "fired" for a in actions):
+                if any(a["action"] == "fired" or a.get("handler") for a in actions):
                     self.d.dispatcher.poke()
                 s = await self.d.hub.call(store.schedule, s["name"])
             if s["queued_slot"] is not None:
@@ -107,6 +110,9 @@ class Scheduler:
             elif a["action"] == "refused":
                 log.error("schedule %s no longer fires: %s; remove it and add it again",
                           s["name"], a["why"])
+            elif a["action"] == "missed":
+                log.info("schedule %s will not fire slot %s (%s)%s", s["name"], when,
+                         a["reason"], f"; its handler is {a['handler']}" if a["handler"] else "")
             elif a["action"] == "caught_up":
                 log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
                          s["name"], a["policy"], a["fired"])
@@ -129,7 +135,17 @@ class Scheduler:
             if ids:
                 log.info("pruned %d terminal executions older than %.0f days and their logs",
                          len(ids), older_than / DAY)
+            await self.prune_versions()
         return ids
+
+    async def prune_versions(self) -> None:
+        """Remove the script copies no live execution needs (each current version stays)."""
+        from ys.daemon.versions import prune
+
+        needed = await self.d.hub.call(self.d.store.scripts_needed)
+        removed = await asyncio.to_thread(prune, self.d.paths.data / "scripts", needed)
+        if removed:
+            log.info("pruned %d script versions no live execution needs", len(removed))
 
     async def sync_declared(self, workflows: dict[str, Any]) -> None:
         """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""

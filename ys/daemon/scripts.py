@@ -20,10 +20,47 @@ HEADER = "# ys:"
 HEADER_LINES = 20  # the header must be near the top
 
 Signature = tuple[Any, ...]
+FLAGS = ("pin",)  # header options written without a value
+
+
+OPTIONS = ("on_failure", "pin")  # what a script declares beside its schedule
+
+
+def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None,
+                                                            dict[str, Any]]:
+    """(schedule, options) of what a script declares: its decorator's options or its header.
+    The schedule part is what it was before options existed (None when nothing is left)."""
+    d = dict(declared or {})
+    options = dict(d.pop("options", None) or {})
+    for key in OPTIONS:
+        if key in d:
+            options[key] = d.pop(key)
+    return d or None, options
+
+
+def options_error(options: dict[str, Any]) -> str | None:
+    """Why the declared options cannot be used, or None."""
+    handler = options.get("on_failure")
+    if handler is None:
+        return None
+    from ys.errors import YsError
+    from ys.store.base import check_workflow_name
+
+    try:
+        check_workflow_name(handler)
+    except YsError as exc:
+        return f"bad on_failure: {exc.message}"
+    return None
+
+
+def is_pinned(options: dict[str, Any]) -> bool:
+    pin = options.get("pin")
+    return pin is True or str(pin).lower() in ("1", "true", "yes")
 
 
 async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
-    """Import the script in a subprocess; returns (error, schedule declared by the decorator)."""
+    """Import the script in a subprocess; returns (error, schedule declared by the decorator).
+    The decorator's other options (on_failure, pin) come back under the key `options`."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ys.worker", "--check", str(path),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -47,7 +84,11 @@ async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     if not isinstance(info, dict):
         return "the script could not be checked: its check printed no JSON object", None
     schedule = info.get("schedule")
-    return info.get("error"), schedule if isinstance(schedule, dict) else None
+    declared = dict(schedule) if isinstance(schedule, dict) else {}
+    options = info.get("options")
+    if isinstance(options, dict) and options:
+        declared["options"] = options
+    return info.get("error"), declared or None
 
 
 def read_head(path: Path, lines: int = HEADER_LINES) -> list[str]:
@@ -81,6 +122,8 @@ def parse_header(head: list[str]) -> dict[str, Any] | None:
                 if "=" in part:
                     k, v = part.split("=", 1)
                     fields[k.strip()] = v
+                elif part in FLAGS:
+                    fields[part] = True
             return fields or None
     return None
 

@@ -47,6 +47,7 @@ def record(r: Record) -> dict[str, Any]:
         "attempts": r.attempts,
         "parent": r.parent,
         "cancel_requested": r.cancel_requested,
+        "script_sha256": r.script_sha256,
     }
 
 

@@ -39,6 +39,7 @@ class Delivery:
     # A delivery since the request ended without an outcome (killed, crashed, its daemon
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
+    script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
 
 
 @dataclass(frozen=True)
@@ -251,10 +252,12 @@ class Store(Protocol):
                 reason: str = "retry", now: float | None = None) -> None: ...
 
     def acknowledge(self, execution_id: str, token: str, outcome: dict[str, Any], *,
-                    now: float | None = None) -> dict[str, Any]: ...
+                    now: float | None = None, on_failure: str | None = None) -> dict[str, Any]:
+        """A failed outcome admits `on_failure` (`<ID>.on-failure`) in the same transaction."""
 
     async def acknowledge_async(self, execution_id: str, token: str, outcome: dict[str, Any],
-                                *, now: float | None = None) -> dict[str, Any]: ...
+                                *, now: float | None = None,
+                                on_failure: str | None = None) -> dict[str, Any]: ...
 
     def save_step(self, execution_id: str, token: str, key: str, *, kind: str, status: str,
                   value: str | None, attempts: int = 1, wake_at: float | None = None,

@@ -12,6 +12,7 @@ import asyncio
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -155,6 +156,8 @@ class Writer:
         self._closed = False
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        # told (seconds, requests) after each group commit, for the metrics; off by default
+        self.observe: Callable[[float, int], None] | None = None
         if group:
             self._thread = threading.Thread(target=self._run, name="ys-writer", daemon=True)
             self._thread.start()
@@ -227,7 +230,10 @@ class Writer:
                     self._queue.put(None)
                     break
                 reqs.append(nxt)
+            started = time.perf_counter()
             self._commit(reqs)
+            if self.observe is not None:
+                self.observe(time.perf_counter() - started, len(reqs))
 
     def _commit(self, reqs: list[_Request]) -> None:
         """Run the batch (see `_run_batch`), then answer every request in it, each only

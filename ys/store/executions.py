@@ -35,11 +35,12 @@ from ys.store.records import (
     Record,
     apply,
 )
+from ys.store.versions import current_script, delivery_script
 
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length"
+    "cancel_requested, history_length, script_sha256"
 )
 _FULL = _RECORD_COLUMNS.format(params="params", context="context")
 _LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
@@ -65,6 +66,7 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         parent=parent,
         cancel_requested=bool(row[15]),
         history_length=row[16],
+        script_sha256=row[17],
     )
 
 
@@ -98,8 +100,8 @@ def event_text(data: dict[str, Any]) -> str:
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
     "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
-    "parent_step, parent_detached, cancel_requested, history_length, history_bytes) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
+    "script_sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
 
@@ -137,6 +139,7 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         p.get("execution_id"), p.get("step_key"),
         int(bool(p.get("detached"))) if p else None,
         int(record.cancel_requested), record.history_length, history_bytes,
+        record.script_sha256,
     )
 
 
@@ -236,7 +239,7 @@ def admit_tx(
 
 def admission_event(
     execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float,
+    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
 ) -> Event:
     data: dict[str, Any] = {
         "execution_id": execution_id,
@@ -246,16 +249,19 @@ def admission_event(
     }
     if parent is not None:
         data["parent"] = parent
+    if script_sha256 is not None:
+        data["script_sha256"] = script_sha256
     return Event(ADMITTED, at, data)
 
 
 def admission_inserts(
     execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float,
+    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `_admit_new` writes
     when `execution_id` is unused. The group writer inserts many of these per commit."""
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at)
+    event = admission_event(execution_id, workflow, params_json, context_json, parent, at,
+                            script_sha256)
     record, rows, nbytes = project(None, [event])
     return [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
 
@@ -264,7 +270,8 @@ def _admit_new(
     c: sqlite3.Connection, execution_id: str, workflow: str, params_json: str,
     context_json: str, parent: dict[str, Any] | None, at: float,
 ) -> Admission:
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at)
+    sha, _ = current_script(c, workflow)
+    event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
     append(c, None, [event])
     return Admission(execution_id, started=True)
 
@@ -319,14 +326,19 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
         assert record is not None and not record.terminal
         token = secrets.token_hex(16)
         expires = now + lease
-        record = append(c, record, [Event(CLAIMED, now, {"attempt": record.attempts + 1})])
+        claim: dict[str, Any] = {"attempt": record.attempts + 1}
+        script = delivery_script(c, execution_id, record.workflow)
+        if script is not None:
+            claim["script_sha256"] = script
+        record = append(c, record, [Event(CLAIMED, now, claim)])
         c.execute(
             "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
             (token, expires, execution_id),
         )
         seen = record.cancel_requested and cancel_seen(c, execution_id)
         out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow,
-                            cancel_requested=record.cancel_requested, cancel_seen=seen))
+                            cancel_requested=record.cancel_requested, cancel_seen=seen,
+                            script_sha256=script))
     return out
 
 
@@ -374,8 +386,11 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
 
 
 def acknowledge_tx(
-    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float
+    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float,
+    on_failure: str | None = None,
 ) -> dict[str, Any]:
+    """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
+    this same transaction (ys.store.handlers)."""
     record = load(c, execution_id, payload=False)
     if record is None:
         raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
@@ -387,6 +402,10 @@ def acknowledge_tx(
     clear_lease(c, execution_id)
     if record.terminal and record.parent is not None:
         wake_waiting_parent(c, record, now)
+    if record.status == FAILED and on_failure is not None:
+        from ys.store.handlers import failure_handler_tx
+
+        failure_handler_tx(c, record, on_failure, now)
     return record.outcome if record.outcome is not None else {"status": "suspended"}
 
 

@@ -41,6 +41,15 @@ def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
     return n
 
 
+def prune_event_log_tx(c: sqlite3.Connection) -> int:
+    """Drop the event log's positions of events gc pruned (after the batches: one pass, each
+    row checked by the events' primary key, instead of an index kept at every event)."""
+    return c.execute(
+        "DELETE FROM event_log WHERE NOT EXISTS (SELECT 1 FROM events e WHERE "
+        "e.execution_id = event_log.execution_id AND e.seq = event_log.seq)"
+    ).rowcount
+
+
 class HousekeepingMethods(MethodGroup):
     """SqliteStore's housekeeping: pruning, and the daemon's settings."""
 
@@ -55,6 +64,8 @@ class HousekeepingMethods(MethodGroup):
         for i in range(0, len(ids), BATCH):
             batch = ids[i:i + BATCH]
             self.write(lambda c, b=batch: prune_tx(c, b))  # type: ignore[misc]
+        if ids:
+            self.write(prune_event_log_tx)
         return ids
 
     def setting(self, key: str) -> str | None:

@@ -186,6 +186,7 @@ def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
             current = {
                 "attempt": e.data.get("attempt"), "started_at": e.at,
                 "ended_at": None, "outcome": None,
+                "script_sha256": e.data.get("script_sha256"),
             }
             out.append(current)
         elif current is not None and e.kind in (

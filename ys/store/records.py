@@ -56,6 +56,7 @@ class Record:
     parent: dict[str, Any] | None
     cancel_requested: bool
     history_length: int
+    script_sha256: str | None = None  # the workflow script's version at admission
 
     @property
     def terminal(self) -> bool:
@@ -105,6 +106,7 @@ def apply(record: Record | None, event: Event) -> Record:
             parent=d.get("parent"),
             cancel_requested=False,
             history_length=1,
+            script_sha256=d.get("script_sha256"),
         )
     r = dataclasses.replace(record, updated_at=event.at, history_length=record.history_length + 1)
     k = event.kind

@@ -172,8 +172,24 @@ def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
     return execution_id
 
 
-def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]]:
-    """Fire what is due for one schedule at `now`; returns what was done (for the log)."""
+# At most this many handlers per tick for skipped slots (the newest): a laptop that slept a
+# week under an hourly schedule gets a bounded transaction, not 168 notifications.
+MAX_SLOT_HANDLERS = 16
+
+
+def _skip_handler(c: sqlite3.Connection, s: dict[str, Any], slot: float, reason: str,
+                  on_failure: str | None, now: float) -> str | None:
+    from ys.store.handlers import slot_handler_tx
+
+    return slot_handler_tx(c, on_failure, s["name"], slot_id(s["name"], slot),
+                           slot_id("", slot)[1:], reason, now)
+
+
+def tick_tx(c: sqlite3.Connection, name: str, now: float,
+            on_failure: str | None = None) -> list[dict[str, Any]]:
+    """Fire what is due for one schedule at `now`; returns what was done (for the log). A slot
+    skipped for being late, or missed under catch_up=skip, admits `on_failure` in this same
+    transaction (ys.store.handlers)."""
     s = get(c, name)
     if s["paused"]:
         return []
@@ -188,12 +204,17 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]
         queued = None
     refused = None
     try:
-        fires, cursor = cron.plan(s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-                                  max_late=s["max_late"], jitter=s["jitter"], name=name)
+        fires, cursor, skipped = cron.plan_with_skips(
+            s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
+            max_late=s["max_late"], jitter=s["jitter"], name=name)
     except ValueError as exc:
         # Stored before the check refused it (a six-field expression): it stops being due
         # (no next fire), so the scheduler says so once instead of failing at every tick.
-        fires, cursor, refused = [], s["cursor"], str(exc)
+        fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
+    for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
+        handler = _skip_handler(c, s, slot, reason, on_failure, now)
+        actions.append({"action": "missed", "slot": slot, "reason": reason,
+                        "handler": handler})
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -251,9 +272,14 @@ class ScheduleMethods(MethodGroup):
         t = self._now(now)
         return self.write(lambda c: pause_tx(c, name, paused, t))
 
-    def schedule_tick(self, name: str, *, now: float | None = None) -> list[dict[str, Any]]:
-        """Fire what is due for one schedule (admissions and the cursor in one transaction)."""
+    def schedule_tick(self, name: str, *, now: float | None = None,
+                      on_failure: str | None = None) -> list[dict[str, Any]]:
+        """Fire what is due for one schedule (admissions and the cursor in one transaction);
+        a skipped slot admits `on_failure` in that transaction too."""
         from ys.store.slots import tick_and_record
 
         t = self._now(now)
-        return self.write(lambda c: tick_and_record(c, name, t))  # with each slot's account
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        # with each slot's account (ys.store.slots)
+        return self.write(lambda c: tick_and_record(c, name, t, on_failure))

@@ -177,6 +177,78 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX schedule_slots_at ON schedule_slots(at);
     """,
+    # 8: counts that metrics read without a scan (ys/store/metrics.py), kept by triggers in
+    # the transaction of every write, whichever path writes (an admission batch, an event,
+    # gc): executions by workflow and status, effects by status.
+    """
+    CREATE TABLE execution_counts (
+        workflow TEXT NOT NULL,
+        status   TEXT NOT NULL,
+        n        INTEGER NOT NULL,
+        PRIMARY KEY (workflow, status)
+    ) WITHOUT ROWID;
+    INSERT INTO execution_counts (workflow, status, n)
+        SELECT workflow, status, COUNT(*) FROM executions GROUP BY workflow, status;
+    CREATE TRIGGER execution_counts_insert AFTER INSERT ON executions BEGIN
+        INSERT INTO execution_counts (workflow, status, n) VALUES (NEW.workflow, NEW.status, 1)
+            ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER execution_counts_update AFTER UPDATE OF status ON executions
+    WHEN OLD.status IS NOT NEW.status BEGIN
+        UPDATE execution_counts SET n = n - 1
+            WHERE workflow = OLD.workflow AND status = OLD.status;
+        INSERT INTO execution_counts (workflow, status, n) VALUES (NEW.workflow, NEW.status, 1)
+            ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER execution_counts_delete AFTER DELETE ON executions BEGIN
+        UPDATE execution_counts SET n = n - 1
+            WHERE workflow = OLD.workflow AND status = OLD.status;
+    END;
+    CREATE TABLE effect_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO effect_counts (status, n) SELECT status, COUNT(*) FROM effects GROUP BY status;
+    CREATE TRIGGER effect_counts_insert AFTER INSERT ON effects BEGIN
+        INSERT INTO effect_counts (status, n) VALUES (NEW.status, 1)
+            ON CONFLICT (status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER effect_counts_update AFTER UPDATE OF status ON effects
+    WHEN OLD.status IS NOT NEW.status BEGIN
+        UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+        INSERT INTO effect_counts (status, n) VALUES (NEW.status, 1)
+            ON CONFLICT (status) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER effect_counts_delete AFTER DELETE ON effects BEGIN
+        UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+    END;
+    """,
+    # 9: every event of every execution in commit order (`ys history --follow --all`): a
+    # position per event, given by a trigger in the event's own transaction (one writer, so
+    # positions grow in commit order), never reused (AUTOINCREMENT), so a cursor resumes
+    # without gaps after a restart. Events already stored get positions in time order.
+    """
+    CREATE TABLE event_log (
+        pos          INTEGER PRIMARY KEY AUTOINCREMENT,
+        execution_id TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        at           REAL NOT NULL
+    );
+    INSERT INTO event_log (execution_id, seq, at)
+        SELECT execution_id, seq, at FROM events ORDER BY at, execution_id, seq;
+    CREATE TRIGGER event_log_insert AFTER INSERT ON events BEGIN
+        INSERT INTO event_log (execution_id, seq, at) VALUES (NEW.execution_id, NEW.seq, NEW.at);
+    END;
+    """,
+    # 10: script versions. Each admission records the SHA-256 of its workflow's script as the
+    # daemon last saw it (`scripts`, which the daemon keeps, with whether it is pinned), and
+    # each claim the version its delivery runs (in the claimed event).
+    """
+    ALTER TABLE executions ADD COLUMN script_sha256 TEXT;
+    CREATE TABLE scripts (
+        workflow   TEXT PRIMARY KEY,
+        sha256     TEXT NOT NULL,
+        pin        INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 
@@ -200,5 +272,16 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration into statements (executescript would COMMIT our transaction)."""
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """Split a migration into statements (executescript would COMMIT our transaction). A
+    trigger's body holds `;` too: pieces are joined until SQLite calls them complete."""
+    out: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip())
+    return out

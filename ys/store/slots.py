@@ -26,10 +26,11 @@ def _utc(t: float) -> str:
     return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def tick_and_record(c: sqlite3.Connection, name: str, now: float) -> list[dict[str, Any]]:
+def tick_and_record(c: sqlite3.Connection, name: str, now: float,
+                    on_failure: str | None = None) -> list[dict[str, Any]]:
     """`tick_tx`, and what each slot it considered came to, in the same transaction."""
     before = get(c, name)
-    actions = tick_tx(c, name, now)
+    actions = tick_tx(c, name, now, on_failure)
     after = c.execute("SELECT cursor FROM schedules WHERE name=?", (name,)).fetchone()[0]
     rows = _rows(before, actions, after, now)
     if rows:
@@ -49,7 +50,7 @@ def _rows(s: dict[str, Any], actions: list[dict[str, Any]], cursor: float,
     seen: set[float] = set()
     for a in actions:
         kind, slot = a["action"], a.get("slot")
-        if slot is None:
+        if slot is None or kind == "missed":  # a missed slot's handler: _missed accounts for it
             continue
         seen.add(slot)
         if kind == "fired" and a.get("catch_up"):

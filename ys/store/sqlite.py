@@ -64,6 +64,7 @@ from ys.store.executions import (  # noqa: F401 - re-exported: other clients and
 )
 from ys.store.gc import HousekeepingMethods
 from ys.store.kv import KvMethods
+from ys.store.observing import ObservingMethods
 from ys.store.overview import OverviewMethods
 from ys.store.records import RELEASED, TERMINAL, Event, Record
 from ys.store.schedules import ScheduleMethods
@@ -74,7 +75,7 @@ DEFAULT_LEASE_SECONDS = 30.0
 
 
 class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods,
-                  OverviewMethods):
+                  OverviewMethods, ObservingMethods):
     """One SQLite file. Thread-safe: writes go through one Writer, reads use per-thread
     connections (WAL lets them run beside the writer)."""
 
@@ -91,6 +92,10 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self.lease_seconds = lease_seconds
         conn = connect(self.path)
         migrate(conn)
+        # workflow -> its current script version (`scripts`, which only set_script writes):
+        # an admission's rows are computed before its transaction, without a look-up
+        self._scripts: dict[str, str] = dict(
+            conn.execute("SELECT workflow, sha256 FROM scripts").fetchall())
         self._writer = Writer(conn, group=group_commit)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -189,7 +194,9 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             )
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
-        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at)
+        sha = self._scripts.get(workflow)
+        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at,
+                                    sha)
         return tx, inserts, Admission(new_id, started=True)
 
     def get(self, execution_id: str) -> Record | None:
@@ -267,22 +274,29 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self.write(tx)
 
     def acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
-        return self.write(self._acknowledge(execution_id, token, outcome, now))
+        """Record the outcome; a failure admits the `on_failure` workflow in the same
+        transaction (`<ID>.on-failure`, ys.store.handlers)."""
+        return self.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *, now: float | None = None
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
     ) -> dict[str, Any]:
         return await self._writer.write_async(
-            self._acknowledge(execution_id, token, outcome, now))
+            self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     def _acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None
+        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None,
+        on_failure: str | None,
     ) -> Callable[[sqlite3.Connection], dict[str, Any]]:
         t = self._now(now)
         event = outcome_event(outcome, t)
-        return lambda c: acknowledge_tx(c, execution_id, token, event, t)
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return lambda c: acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
     def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
         """Request cancellation (attached children too); False when nothing changed."""

@@ -1,0 +1,104 @@
+"""GET /v1/metrics and `ys metrics` through a real daemon: after known work, the counters and
+histograms hold the expected counts (the text parsed with prometheus_client's parser), and no
+metric carries a per-execution label."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support import DaemonHandle, make_home, wait_until
+
+OK = """
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        return step.run("one", lambda: params["n"])
+"""
+BAD = """
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        step.run("one", lambda: 1)
+        raise RuntimeError("no")
+"""
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    return samples(text).get((name, tuple(sorted(labels.items()))))
+
+
+@pytest.fixture(scope="module")
+def worked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
+    """A daemon that completed three `ok` executions and failed two `bad` ones."""
+    with make_home(tmp_path_factory.mktemp("metrics")) as h:
+        h.write("ok.py", OK)
+        h.write("bad.py", BAD)
+        h.start()
+        with h.client() as c:
+            ids = [c.trigger("ok", {"n": i})["execution_id"] for i in range(3)]
+            ids += [c.trigger("bad")["execution_id"] for _ in range(2)]
+            for i in ids:
+                c.wait(i, timeout=60)
+            # the dispatcher ends a delivery just after its outcome is recorded
+            wait_until(lambda: value(c.metrics(), "ys_deliveries_ended_total",
+                                     workflow="bad", result="failed") == 2)
+        yield h
+
+
+def test_counters_and_histograms_hold_the_counts_of_the_work_done(worked):
+    with worked.client() as c:
+        text = c.metrics()
+    assert value(text, "ys_executions", workflow="ok", status="completed") == 3
+    assert value(text, "ys_executions", workflow="bad", status="failed") == 2
+    assert value(text, "ys_admissions_total", source="trigger") == 5
+    assert value(text, "ys_deliveries_started_total", workflow="ok") == 3
+    assert value(text, "ys_deliveries_started_total", workflow="bad") == 2
+    assert value(text, "ys_deliveries_ended_total", workflow="ok", result="completed") == 3
+    assert value(text, "ys_deliveries_ended_total", workflow="bad", result="failed") == 2
+    assert value(text, "ys_delivery_duration_seconds_count", workflow="ok") == 3
+    assert value(text, "ys_delivery_duration_seconds_bucket", workflow="ok", le="+Inf") == 3
+    assert value(text, "ys_step_duration_seconds_count", kind="run") == 5
+    assert value(text, "ys_redeliveries_total", workflow="ok") is None  # none happened
+    assert value(text, "ys_lease_expiries_total") == 0
+    assert value(text, "ys_due_executions") == 0
+    assert value(text, "ys_oldest_due_age_seconds") == 0
+    commits = value(text, "ys_store_commit_seconds_count")
+    assert commits is not None and commits >= 1
+    assert value(text, "ys_store_requests_per_commit_count") == commits
+    # 5 admissions, 5 claims, 5 steps and 5 outcomes at least, however they were batched
+    assert value(text, "ys_store_requests_per_commit_sum") >= 20
+    assert value(text, "process_resident_memory_bytes") > 0
+
+
+def test_no_metric_has_a_per_execution_label(worked):
+    with worked.client() as c:
+        text = c.metrics()
+        ids = {r["execution_id"] for r in c.list(limit=100)["executions"]}
+    labels = {k for _, pairs in samples(text) for k, _ in pairs}
+    assert not labels & {"execution_id", "id", "token"}
+    values = {v for _, pairs in samples(text) for _, v in pairs}
+    assert not values & ids
+
+
+def test_ys_metrics_prints_the_same_families(worked):
+    out = worked.ys("metrics")
+    assert out.returncode == 0, out.stderr
+    assert value(out.stdout, "ys_executions", workflow="ok", status="completed") == 3
+    parsed = worked.ys("metrics", "--json")
+    assert parsed.returncode == 0, parsed.stderr
+    families = {f["name"]: f for f in json.loads(parsed.stdout)["metrics"]}
+    assert families["ys_admissions"]["type"] == "counter"
+    assert families["ys_delivery_duration_seconds"]["type"] == "histogram"
+    assert {"workflow": "bad", "status": "failed"} in [
+        s["labels"] for s in families["ys_executions"]["samples"]]

@@ -1,0 +1,102 @@
+"""Script versions through a real daemon (DESIGN.md §7): an execution admitted under version
+A waits; its script is edited to B; unpinned it resumes under B and `describe` says the
+script changed, pinned it resumes under A (a step writes which version ran); `ys workflows`
+shows the short hash and the live executions admitted under an older one; `ys gc` keeps the
+versions live executions need and prunes the rest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.support import make_home, wait_until
+
+SCRIPT = """
+    import ys
+
+    VERSION = "{version}"
+
+    @ys.workflow({options})
+    def main(step, params):
+        first = step.run("first", lambda: VERSION)
+        step.wait_for("go", params["key"])
+        second = step.run("second", lambda: VERSION)
+        return {{"first": first, "second": second}}
+"""
+
+
+def source(version: str, pin: bool) -> str:
+    return SCRIPT.format(version=version, options="pin=True" if pin else "")
+
+
+def sha(h, name: str) -> str:
+    return hashlib.sha256((h.workflows / name).read_bytes()).hexdigest()
+
+
+def workflow(c, name: str) -> dict:
+    return {w["name"]: w for w in c.workflows()["workflows"]}[name]
+
+
+@pytest.mark.parametrize("pin", [False, True], ids=["unpinned", "pinned"])
+def test_an_edit_applies_to_new_executions_only_when_pinned(tmp_path, pin):
+    with make_home(tmp_path) as h:
+        h.write("job.py", source("A", pin))
+        a = sha(h, "job.py")
+        h.start()
+        with h.client() as c:
+            c.trigger("job", {"key": "go/1"}, execution_id="one")
+            wait_until(lambda: c.get("one")["status"] == "suspended", message="one waits")
+            assert c.get("one")["script_sha256"] == a
+            h.write("job.py", source("B", pin))
+            b = sha(h, "job.py")
+            wait_until(lambda: workflow(c, "job")["sha256"] == b, message="the edit seen")
+            listed = workflow(c, "job")  # the store has B as current once the listing does
+            assert listed["older_live"] == 1 and listed["pin"] is pin
+            c.store_put("go/1", True)
+            done = c.wait("one", timeout=60)
+            assert done["outcome"]["result"] == {"first": "A", "second": "A" if pin else "B"}
+            described = c.describe("one")
+            assert described["script_sha256"] == a and described["script_sha256_now"] == b
+            assert described["script_changed"] is True
+            # the first delivery ran A; the edit may wake it once more before the put does
+            ran = [d["script_sha256"] for d in described["deliveries"]]
+            assert ran[0] == a and len(ran) >= 2
+            assert set(ran[1:]) == ({a} if pin else {b})
+            # a new execution is admitted, and runs, under B
+            c.trigger("job", {"key": "go/2"}, execution_id="two")
+            c.store_put("go/2", True)
+            assert c.wait("two", timeout=60)["outcome"]["result"] == {"first": "B",
+                                                                        "second": "B"}
+            assert c.describe("two")["script_changed"] is False
+
+
+def test_gc_keeps_the_versions_live_executions_need_and_prunes_the_rest(tmp_path):
+    with make_home(tmp_path) as h:
+        h.write("job.py", source("A", True))
+        a = sha(h, "job.py")
+        h.start()
+        scripts = h.home / "scripts"
+        with h.client() as c:
+            c.trigger("job", {"key": "go/1"}, execution_id="waits-on-a")
+            wait_until(lambda: c.get("waits-on-a")["status"] == "suspended")
+            h.write("job.py", source("B", True))
+            b = sha(h, "job.py")
+            wait_until(lambda: workflow(c, "job")["sha256"] == b)
+            h.write("job.py", source("C", True))
+            cc = sha(h, "job.py")
+            wait_until(lambda: workflow(c, "job")["sha256"] == cc)
+        copies = {p.name for p in scripts.iterdir()}
+        assert {f"{a}.py", f"{b}.py", f"{cc}.py"} <= copies
+        assert oct(scripts.stat().st_mode & 0o777) == "0o700"
+        out = h.ys("gc", "--json")
+        assert out.returncode == 0, out.stderr
+        # A: a live execution needs it; C: the current one; B: nobody
+        assert {p.name for p in scripts.iterdir()} == {f"{a}.py", f"{cc}.py"}
+        with h.client() as c:
+            c.store_put("go/1", True)
+            assert c.wait("waits-on-a", timeout=60)["outcome"]["result"]["second"] == "A"
+        h.ys("gc", "--older-than", "0", "--json")
+        assert {p.name for p in scripts.iterdir()} == {f"{cc}.py"}
+        assert json.loads(h.ys("workflows", "--json").stdout)["workflows"][0]["older_live"] == 0

@@ -1,0 +1,57 @@
+"""`GET /v1/events`: every event of every execution in commit order, after a cursor; a long
+poll when there is nothing new yet (`ys history --follow --all`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ys.daemon import views
+from ys.daemon.api_base import ApiBase, Query, _json
+from ys.daemon.api_requests import MAX_WAIT
+from ys.errors import DaemonUnavailable
+
+RECHECK = 0.5  # a commit that notified nobody (a schedule's fire) is seen within this
+
+
+@dataclass(frozen=True)
+class EventsQuery:
+    cursor: str | None  # resume after this position
+    since: float | None  # else from this many seconds ago; neither: from now
+    limit: int
+    wait: float  # seconds to wait for an event when there is none yet
+
+    @classmethod
+    def read(cls, request: web.Request) -> EventsQuery:
+        q = Query(request)
+        since = q.seconds("since", -1.0)
+        return cls(q.text("cursor"), since if since >= 0 else None,
+                   min(1000, q.whole("limit", 1000, least=1)), min(MAX_WAIT, q.seconds("wait", 0)))
+
+
+class EventRoutes(ApiBase):
+    async def events(self, request: web.Request) -> web.Response:
+        q = EventsQuery.read(request)
+        since = None if q.since is None else max(0.0, time.time() - q.since)
+        store = self.d.store
+        items, cursor = await self.call(store.event_stream, q.cursor, since=since, limit=q.limit)
+        deadline = time.monotonic() + q.wait
+        while not items and q.wait > 0:
+            if self.d.hub.stopping:
+                raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
+                                        "it with `ys daemon start` and follow again")
+            ev = self.d.hub.watch_any()  # before the read: a change in between is not missed
+            items, cursor = await self.call(store.event_stream, cursor, limit=q.limit)
+            left = deadline - time.monotonic()
+            if items or left <= 0:
+                break
+            await self.d.hub.wait(ev, min(left, RECHECK))
+        return _json({"events": [event(e) for e in items], "cursor": cursor})
+
+
+def event(e: dict) -> dict:
+    """One event of the stream: the history's shape, with its execution and its cursor."""
+    return {"execution_id": e["execution_id"], "workflow": e["workflow"],
+            **views.event(e), "cursor": str(e["pos"])}

@@ -1,0 +1,136 @@
+"""The daemon's Prometheus metrics (`GET /v1/metrics`, `ys metrics`), made with prometheus_client.
+
+Two kinds of figure. This daemon's own (counters and histograms it keeps as it works, and its
+process metrics): on PostgreSQL each daemon reports its own. The database's (executions by
+workflow and status, effects by status, due executions): read at each scrape from counts the
+store keeps (ys/store/metrics.py), so every daemon on one database reports the same.
+
+No metric has a per-execution label: labels are workflow and schedule names, statuses, results
+and kinds, all bounded by what the user wrote, never by how much ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+DURATIONS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+COMMITS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class _Shared:
+    """The database's figures, as of the snapshot the route read before rendering."""
+
+    def __init__(self) -> None:
+        self.snapshot: Any = None
+        self.now = 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        if s is None:
+            return
+        executions = GaugeMetricFamily(
+            "ys_executions", "Executions in the database, by workflow and status.",
+            labels=["workflow", "status"])
+        for (workflow, status), n in sorted(s.executions.items()):
+            executions.add_metric([workflow, status], n)
+        yield executions
+        effects = GaugeMetricFamily("ys_effects", "Effect records, by status.", labels=["status"])
+        for status, n in sorted(s.effects.items()):
+            effects.add_metric([status], n)
+        yield effects
+        yield GaugeMetricFamily("ys_due_executions",
+                                "Executions due now and not being delivered.", value=s.due)
+        age = 0.0 if s.oldest_due_at is None else max(0.0, self.now - s.oldest_due_at)
+        yield GaugeMetricFamily("ys_oldest_due_age_seconds",
+                                "How long the oldest due execution has waited (0: none).",
+                                value=age)
+
+
+class Metrics:
+    """One daemon's registry; the dispatcher, the scheduler and the routes feed it."""
+
+    content_type = CONTENT_TYPE
+
+    def __init__(self) -> None:
+        disable_created_metrics()  # no `_created` series: they double the output for nothing
+        r = self.registry = CollectorRegistry()
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self._shared = _Shared()
+        r.register(self._shared)  # a custom collector: collect() only
+        self.admissions = Counter(
+            "ys_admissions", "Executions this daemon admitted, by how.", ["source"], registry=r)
+        self.deliveries_started = Counter(
+            "ys_deliveries_started", "Deliveries this daemon started.", ["workflow"], registry=r)
+        self.deliveries_ended = Counter(
+            "ys_deliveries_ended", "Deliveries this daemon ended, by result (completed, failed, "
+            "suspended, cancelled; released: no outcome; lease_lost; unavailable: no runnable "
+            "script).", ["workflow", "result"], registry=r)
+        self.delivery_seconds = Histogram(
+            "ys_delivery_duration_seconds", "How long deliveries ran.", ["workflow"],
+            buckets=DURATIONS, registry=r)
+        self.step_seconds = Histogram(
+            "ys_step_duration_seconds", "Time from a delivery's start or previous step to the "
+            "save of a step, by step kind.", ["kind"], buckets=DURATIONS, registry=r)
+        self.lease_expiries = Counter(
+            "ys_lease_expiries", "Leases that expired (the worker stopped renewing).",
+            registry=r)
+        self.redeliveries = Counter(
+            "ys_redeliveries", "Deliveries of an execution after its first.", ["workflow"],
+            registry=r)
+        self.commit_seconds = Histogram(
+            "ys_store_commit_seconds", "How long each store commit took.", buckets=COMMITS,
+            registry=r)
+        self.commit_requests = Histogram(
+            "ys_store_requests_per_commit", "Requests committed together (group commit).",
+            buckets=BATCHES, registry=r)
+        self.schedule_slots = Counter(
+            "ys_schedule_slots", "Schedule slots, by result (fired, late, skipped).",
+            ["schedule", "result"], registry=r)
+
+    def observe_commit(self, seconds: float, requests: int) -> None:
+        """The store writer's commit observer (called on its thread)."""
+        self.commit_seconds.observe(seconds)
+        self.commit_requests.observe(requests)
+
+    def delivery_ended(self, workflow: str, result: str, seconds: float) -> None:
+        self.deliveries_ended.labels(workflow, result).inc()
+        self.delivery_seconds.labels(workflow).observe(seconds)
+
+    def schedule_actions(self, schedule: str, actions: list[dict[str, Any]]) -> None:
+        for a in actions:
+            if a["action"] == "fired":
+                self.schedule_slots.labels(schedule, "fired").inc()
+                self.admissions.labels("schedule").inc()
+            elif a["action"] == "missed":
+                self.schedule_slots.labels(
+                    schedule, "late" if a["reason"] == "late" else "skipped").inc()
+                if a.get("handler"):
+                    self.admissions.labels("on_failure").inc()
+            elif a["action"] == "skipped":
+                self.schedule_slots.labels(schedule, "skipped").inc()
+
+    def render(self, shared: Any, now: float | None = None) -> bytes:
+        """The text format, with the database's figures as of `shared` (a SharedCounts)."""
+        self._shared.snapshot = shared
+        self._shared.now = time.time() if now is None else now
+        try:
+            return generate_latest(self.registry)
+        finally:
+            self._shared.snapshot = None
