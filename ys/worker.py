@@ -82,7 +82,7 @@ class ApiBackend:
                   wake_at: float | None) -> bool | None:
         body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
                 "wake_at": wake_at}
-        channel = self._open_channel()
+        channel = self.open_channel()
         if channel is not None:
             from ys.channel import ChannelClosed
 
@@ -98,7 +98,8 @@ class ApiBackend:
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
         return bool(out and out.get("cancel_requested"))
 
-    def _open_channel(self) -> Any:
+    def open_channel(self) -> Any:
+        """The channel, opened now if it is not yet (None: saves go over HTTP)."""
         if self._channel is None and not self._http_only:
             from ys.channel import Channel
             from ys.errors import YsError
@@ -224,6 +225,10 @@ def deliver() -> int:
     params = codec.decode(state["params"])
     try:
         fn = load_script(script)
+        # Opened before the workflow runs, not at its first save: a step's side effects come
+        # before its save, and the channel's opening (a connect and an upgrade) in between
+        # would widen the window in which a cancel or a crash finds the step run but unsaved.
+        backend.open_channel()
         outcome = run_workflow(fn, step, params)
     except InfrastructureFailure as exc:
         sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")
