@@ -82,7 +82,7 @@ class ApiBackend:
                   wake_at: float | None) -> bool | None:
         body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
                 "wake_at": wake_at}
-        channel = self.open_channel()
+        channel = self._channel
         if channel is not None:
             from ys.channel import ChannelClosed
 
@@ -96,6 +96,12 @@ class ApiBackend:
                 self.close()
                 self._http_only = True
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
+        # The first save goes over HTTP (the connection that read the run state is open) and
+        # the channel is opened once it is committed, before the step returns: a delivery that
+        # saves one step or none never pays the opening, and the opening (a connect and an
+        # upgrade) never sits between a step's side effects and its save, where it would widen
+        # the window in which a cancel or a crash finds the step run but not saved.
+        self.open_channel()
         return bool(out and out.get("cancel_requested"))
 
     def open_channel(self) -> Any:
@@ -225,10 +231,6 @@ def deliver() -> int:
     params = codec.decode(state["params"])
     try:
         fn = load_script(script)
-        # Opened before the workflow runs, not at its first save: a step's side effects come
-        # before its save, and the channel's opening (a connect and an upgrade) in between
-        # would widen the window in which a cancel or a crash finds the step run but unsaved.
-        backend.open_channel()
         outcome = run_workflow(fn, step, params)
     except InfrastructureFailure as exc:
         sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")
