@@ -1,7 +1,7 @@
 """The DBOS half of bench/delivery.py. Runs inside bench/.venv-dbos (dbos==3.4.0), never in
 the project venv; one configuration per process (DBOS is a process-wide singleton):
 
-    bench/.venv-dbos/bin/python bench/dbos_side.py --db PATH --mode default|wal-normal
+    bench/.venv-dbos/bin/python bench/dbos_side.py --db PATH --mode default|wal-normal|wal-full
 
 It launches DBOS with its SQLite system database at PATH, then answers one JSON command per
 line on stdin with one JSON line on stdout, so the driver can interleave DBOS rounds with ys
@@ -19,7 +19,9 @@ rounds (this machine is shared; interleaving spreads the noise over both engines
   {"cmd": "quit"}            DBOS.destroy() and exit
 
 Modes: `default` leaves DBOS's engine as DBOS builds it; `wal-normal` adds a SQLAlchemy
-"connect" listener that sets journal_mode=WAL and synchronous=NORMAL on every connection.
+"connect" listener that sets journal_mode=WAL and synchronous=NORMAL on every connection;
+`wal-full` sets journal_mode=WAL and synchronous=FULL the same way: the durability ys has
+(every commit fsynced in the WAL), so it is the peer every ys target is read against.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def pragmas(engine: Any) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", required=True)
-    ap.add_argument("--mode", choices=["default", "wal-normal"], required=True)
+    ap.add_argument("--mode", choices=["default", "wal-normal", "wal-full"], required=True)
     args = ap.parse_args()
 
     # Answers go to the real stdout; anything DBOS or a library prints goes to stderr.
@@ -58,11 +60,13 @@ def main() -> int:
     from dbos import DBOS
     from sqlalchemy import event
 
-    if args.mode == "wal-normal":
+    if args.mode in ("wal-normal", "wal-full"):
+        sync = "NORMAL" if args.mode == "wal-normal" else "FULL"
+
         @event.listens_for(sa.engine.Engine, "connect")
-        def _wal_normal(dbapi_conn: Any, _record: Any) -> None:
+        def _wal(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.execute("PRAGMA journal_mode=WAL")
-            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+            dbapi_conn.execute(f"PRAGMA synchronous={sync}")
 
     DBOS(config={
         "name": "ys-delivery-bench",

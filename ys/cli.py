@@ -2,8 +2,9 @@
 
 Start-up is most of what `ys get ID --json`, `ys trigger`, `ys step` and `ys --version` cost:
 `import typer` alone takes several times as long as the interpreter's own start. So `main()`
-first looks at argv for those shapes and answers them with the standard library
-(`ys.commands._output`, `ys.commands._admit`, `ys.commands._step` and `ys.client`);
+first looks at argv for those shapes and answers them without typer (`ys.commands._output`,
+`ys.commands._admit`, `ys.commands._step` and `ys.client`; `ys get ID` for people renders with
+`ys.commands._render`, rich's console, table and panel only);
 everything else, `--help`, `--wait` and any unknown or repeated flag included, goes to the
 typer app in `ys.commands.app`. Both paths run the same functions, print the same bytes and
 exit with the same code (tested; `YS_NO_FAST_PATH=1` turns the fast path off).
@@ -29,6 +30,14 @@ def _fast_path(argv: list[str]) -> int | None:
         from ys.commands._output import guarded
 
         return guarded(lambda: _get_json(execution_id))
+    if len(argv) == 2 and argv[0] == "get":
+        # For people: rich renders it, but typer (most of the typer path's cost) is not needed.
+        execution_id = argv[1]
+        if not execution_id or execution_id.startswith("-"):
+            return None
+        from ys.commands._output import guarded
+
+        return guarded(lambda: _get_shown(execution_id))
     if argv[:1] == ["trigger"]:
         from ys.commands._admit import fast_argv, trigger
 
@@ -53,6 +62,16 @@ def _get_json(execution_id: str) -> int:
 
     with client() as c:
         emit_json(c.get(execution_id))
+    return 0
+
+
+def _get_shown(execution_id: str) -> int:
+    from ys.commands import _render
+    from ys.commands._output import client
+
+    with client() as c:
+        record = c.get(execution_id)
+    _render.show_record(record)
     return 0
 
 

@@ -1,53 +1,20 @@
 """ys.Client: trigger and read executions over the daemon's Unix socket.
 
-Standard library only (http.client over AF_UNIX), so the CLI's fast paths stay fast. Refusals
+HTTP/1.1 over AF_UNIX with httptools' parser (ys._http), not http.client: importing that costs
+more than the rest of the CLI's fast paths. Refusals
 raise the error class of their code (`ys.ExecutionAdmissionError` for a 409 on trigger, ...).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import select
-import socket
 import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ys._http import NoAnswer, UnixHttp
 from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None, transport: Transport) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-        self._transport = transport
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not None:
-            sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-        self._transport.reached = True
-
-    def dropped(self) -> bool:
-        """Whether the daemon closed this idle connection (it closes idle ones after a while):
-        readable with nothing asked means end of stream. Checked before each reuse, so a
-        request that is not safe to resend (a POST) is never sent on a dead connection."""
-        if self.sock is None:
-            return False
-        try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
-
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
 
@@ -104,7 +71,7 @@ class Transport:
         self.timeout = timeout
         self.token = token
         self.reached = False  # a connection was made once: a daemon was there
-        self._conn: _UnixConnection | None = None
+        self._conn: UnixHttp | None = None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -124,11 +91,13 @@ class Transport:
                 conn.close()
                 conn = self._conn = None
             if conn is None or timeout is not None:
-                conn = _UnixConnection(self.socket_path, timeout or self.timeout, self)
+                conn = UnixHttp(self.socket_path, timeout or self.timeout)
             try:
-                conn.request(method, path, body=payload, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                if conn.sock is None:
+                    conn.connect()
+                    self.reached = True
+                resp = conn.exchange(method, path, payload, headers)
+                data = resp.body
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 conn.close()
                 self._conn = None
@@ -148,8 +117,7 @@ class Transport:
                     f"the daemon did not answer within {waited:g} s (it may be busy)",
                     reason=NO_ANSWER,
                 ) from exc
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
-                    http.client.CannotSendRequest) as exc:
+            except (ConnectionResetError, BrokenPipeError, NoAnswer) as exc:
                 conn.close()
                 self._conn = None
                 if attempt == 2 or method not in ("GET",):
@@ -158,10 +126,11 @@ class Transport:
                         reason=NO_ANSWER,
                     ) from exc
                 continue
-            if timeout is None:
+            if timeout is None and resp.keep_alive:
                 self._conn = conn
             else:
                 conn.close()
+                self._conn = None
             break
         if resp.status >= 400:
             try:

@@ -11,6 +11,7 @@ infrastructure failure: no outcome, the daemon redelivers.
 
 from __future__ import annotations
 
+import _thread
 import importlib.util
 import json
 import os
@@ -34,7 +35,9 @@ def load_script(path: str) -> Any:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    from ys.codecache import compiled
+
+    exec(compiled(path), vars(module))  # what exec_module does, minus compiling each time
     fn = find_workflow(vars(module))
     if fn is None:
         raise LookupError(f"{path} defines no @ys.workflow function and no function named main")
@@ -63,10 +66,14 @@ def check(path: str) -> int:
 class ApiBackend:
     """Step's backend in a worker: the daemon's API with this delivery's token."""
 
-    def __init__(self, transport: Any, execution_id: str) -> None:
+    def __init__(self, transport: Any, execution_id: str, *, channel: bool = False) -> None:
         self.transport = transport
         self.execution_id = execution_id
         self.base = f"/v1/executions/{quote(execution_id, safe='')}"
+        self._channel: Any = None  # ys.channel.Channel, opened at the first step
+        # A delivery's worker saves over its channel; `ys step` saves one step per process,
+        # where opening a channel would only add a round trip.
+        self._http_only = not channel
 
     def now(self) -> float:
         return time.time()
@@ -75,8 +82,46 @@ class ApiBackend:
                   wake_at: float | None) -> bool | None:
         body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
                 "wake_at": wake_at}
+        channel = self._channel
+        if channel is not None:
+            from ys.channel import ChannelClosed
+
+            try:
+                out = channel.call({"op": "step", "key": key, **body})
+                return bool(out and out.get("cancel_requested"))
+            except (ChannelClosed, OSError):
+                # No answer: the save may or may not be committed. Saving it again over HTTP
+                # is what a dropped keep-alive connection does too: a save is idempotent for
+                # its delivery, and a daemon that is gone fails the HTTP request as well.
+                self.close()
+                self._http_only = True
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
+        # The first save goes over HTTP (the connection that read the run state is open) and
+        # the channel is opened once it is committed, before the step returns: a delivery that
+        # saves one step or none never pays the opening, and the opening (a connect and an
+        # upgrade) never sits between a step's side effects and its save, where it would widen
+        # the window in which a cancel or a crash finds the step run but not saved.
+        self.open_channel()
         return bool(out and out.get("cancel_requested"))
+
+    def open_channel(self) -> Any:
+        """The channel, opened now if it is not yet (None: saves go over HTTP)."""
+        if self._channel is None and not self._http_only:
+            from ys.channel import Channel
+            from ys.errors import YsError
+
+            t = self.transport
+            try:
+                self._channel = Channel(t.socket_path, f"{self.base}/channel", t.token or "",
+                                        t.timeout or 120.0)
+            except (YsError, OSError):  # an older daemon, say: the HTTP route serves as well
+                self._http_only = True
+        return self._channel
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.store.base import request_params, validate_start
@@ -166,7 +211,7 @@ def deliver() -> int:
     socket_path = os.environ["YS_SOCKET"]
     script = os.environ["YS_WORKFLOW_FILE"]
     transport = Transport(socket_path, timeout=120.0, token=token)
-    backend = ApiBackend(transport, execution_id)
+    backend = ApiBackend(transport, execution_id, channel=True)
     try:
         state = transport.request("GET", f"{backend.base}/run")
     except YsError as exc:
@@ -176,11 +221,12 @@ def deliver() -> int:
     if record["status"] in ("completed", "failed", "cancelled"):
         return 0  # a terminal execution keeps its outcome: no workflow code runs
     stop = threading.Event()
-    beat = threading.Thread(
-        target=_heartbeat, daemon=True,
-        args=(socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop),
-    )
-    beat.start()
+    # Not threading.Thread.start(): that waits until the new thread has been scheduled and
+    # has run, milliseconds on a busy machine before the workflow's first line; the
+    # heartbeat's first beat is a third of a lease away, so it can start whenever it gets
+    # the CPU. (A low-level thread, like a daemon thread: it does not hold up the exit.)
+    _thread.start_new_thread(
+        _heartbeat, (socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop))
     step = make_step(backend, state)
     params = codec.decode(state["params"])
     try:
@@ -195,6 +241,7 @@ def deliver() -> int:
     finally:
         sys.stdout.flush()
         stop.set()
+    backend.close()
     try:
         transport.request("POST", f"{backend.base}/outcome", {"outcome": outcome})
     except YsError as exc:

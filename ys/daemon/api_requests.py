@@ -103,7 +103,11 @@ class SaveStep:
 
     @classmethod
     async def read(cls, request: web.Request) -> SaveStep:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> SaveStep:
+        """From a body already read (the route's, or a worker channel request)."""
         return cls(b.text("kind", "run"), b.choice("status", STEP_STATUSES, "completed"),
                    b.opt_text("value"), b.whole("attempts", 1, least=1), b.opt_time("wake_at"))
 

@@ -1,14 +1,23 @@
 """The worker's routes: a delivery reads its state, saves steps, starts children, renews its
 lease and reports its outcome. All but the start are fenced by the delivery token
-(X-Ys-Token)."""
+(X-Ys-Token). A worker saves its steps over its channel (a WebSocket, ys/channel.py): one
+text frame each way per step, where HTTP costs a request head, its parse and routing."""
 
 from __future__ import annotations
 
-from aiohttp import web
+import json
+import logging
+from typing import Any
+
+from aiohttp import WSMsgType, web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _json, invalid
+from ys.daemon.api_base import ApiBase, Body, _json, invalid
 from ys.daemon.api_requests import Outcome, SaveStep, Start
+from ys.daemon.http import SETTINGS
+from ys.errors import YsError
+
+log = logging.getLogger("ys.api")
 
 
 class WorkerRoutes(ApiBase):
@@ -32,20 +41,71 @@ class WorkerRoutes(ApiBase):
 
     async def save_step(self, request: web.Request) -> web.Response:
         req = await SaveStep.read(request)
-        execution_id = request.match_info["id"]
+        cancel = await self._save_step(request.match_info["id"], self._token(request),
+                                       request.match_info["key"], req)
+        return _json({"cancel_requested": cancel})
+
+    async def _save_step(self, execution_id: str, token: str, key: str, req: SaveStep) -> bool:
         # Awaited on the loop whatever its size: the value is already canonical text (the
         # worker encoded it), so there is nothing to encode here.
         cancel = await self.d.store.save_step_async(
-            execution_id, self._token(request), request.match_info["key"],
-            kind=req.kind, status=req.status, value=req.value, attempts=req.attempts,
-            wake_at=req.wake_at,
+            execution_id, token, key, kind=req.kind, status=req.status, value=req.value,
+            attempts=req.attempts, wake_at=req.wake_at,
         )
         if req.status == "waiting":
-            self.d.dispatcher.mark_suspended(execution_id, self._token(request))
-        self.d.dispatcher.stepped(execution_id, self._token(request))  # a cancel's grace restarts
-        self.d.dispatcher.step_saved(execution_id, self._token(request), req.kind)
+            self.d.dispatcher.mark_suspended(execution_id, token)
+        self.d.dispatcher.stepped(execution_id, token)  # a cancel's grace restarts
+        self.d.dispatcher.step_saved(execution_id, token, req.kind)
         self.d.hub.notify(execution_id)
-        return _json({"cancel_requested": bool(cancel)})
+        return bool(cancel)
+
+    async def channel(self, request: web.Request) -> web.WebSocketResponse:
+        """The worker channel (a WebSocket): `{"op": "step", "key", ...SaveStep's fields}` is
+        the step route's request, answered `{"ok": {"cancel_requested"}}` once committed, or
+        `{"error": {"code", "message}}` as that route would answer; the channel stays open.
+        Requests are taken one at a time, in order."""
+        execution_id = request.match_info["id"]
+        token = self._token(request)
+        ws = web.WebSocketResponse(max_msg_size=request.app[SETTINGS].max_body, autoping=True)
+        if not ws.can_prepare(request).ok:
+            raise invalid(f"GET {request.path} is the worker channel: a WebSocket upgrade "
+                          "(see docs/API.md); save steps over HTTP with PUT .../steps/{key}")
+        await ws.prepare(request)
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                break  # close, error, binary: the worker falls back to HTTP
+            try:
+                reply: dict[str, Any] = {"ok": await self._channel_op(execution_id, token,
+                                                                      msg.data)}
+            except YsError as exc:
+                reply = {"error": exc.to_json()}
+            except Exception as exc:
+                log.exception("internal error on the worker channel of %s", execution_id)
+                reply = {"error": {"code": "INTERNAL", "message": f"internal error: {exc}"}}
+            await ws.send_str(json.dumps(reply, separators=(",", ":"), ensure_ascii=False))
+        return ws
+
+    async def _channel_op(self, execution_id: str, token: str, text: str) -> Any:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            raise invalid("a worker channel request is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise invalid("a worker channel request must be a JSON object")
+        b = Body(data)
+        op = b.required_text("op")
+        if op != "step":
+            raise invalid(f"op must be step, not {op!r}")
+        key = b.required_text("key")
+        if not key:
+            raise invalid("key must be non-empty text")
+        req = SaveStep.of(b)
+        from ys.sdk import crash_point  # the crash tests kill the daemon on either side
+
+        crash_point("channel.before_save")
+        cancel = await self._save_step(execution_id, token, key, req)
+        crash_point("channel.after_save")  # committed, not answered
+        return {"cancel_requested": cancel}
 
     async def start(self, request: web.Request) -> web.Response:
         """RFC 003's start client: idempotent by (caller, step key), not fenced."""

@@ -36,6 +36,7 @@ from ys.daemon.scripts import (
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
+WATCH_STEP_MS = 1000  # how often the watcher's thread wakes to look for changes (ms)
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,14 @@ class Registry:
 
         while True:
             try:
+                # inotify tells the watcher's thread at once; `step` is how often that thread
+                # wakes to look (watchfiles' default, 50 ms, is 20 wake-ups a second of an idle
+                # daemon). A change is still seen within about a second, and a trigger of a
+                # name not seen yet rescans the folder first (`current`). No rust timeout:
+                # each one would be one more wake-up and thread hand-off for nothing.
                 async for changes in watchfiles.awatch(self.folder, recursive=False,
-                                                       debounce=200):
+                                                       debounce=200, step=WATCH_STEP_MS,
+                                                       rust_timeout=0):
                     await self._changed({Path(p) for _, p in changes})
             except asyncio.CancelledError:
                 raise
@@ -178,7 +185,9 @@ class Registry:
     async def rescan(self, name: str | None = None) -> None:
         """Re-inspect every file (or every file of workflow `name`) whose signature changed
         since it was inspected; new and removed files included."""
-        now = await asyncio.to_thread(self._candidates)
+        # On the loop, not in a thread: a few stat calls of a small local folder take less
+        # than the two thread hand-offs (three wake-ups) each periodic rescan would cost.
+        now = self._candidates()
         names = set(now) | set(self._seen)
         if name is not None:
             names = {n for n in names if workflow_name(n) == name or n == name}

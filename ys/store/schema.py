@@ -249,6 +249,11 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 11: executions of one workflow, newest first (`ys list --workflow`, the dashboard's
+    # filter): a page is read through this index however rare the workflow is among a million.
+    """
+    CREATE INDEX executions_workflow ON executions(workflow, admitted_at, execution_id);
+    """,
 ]
 
 

@@ -1,0 +1,131 @@
+"""Before/after in one run: ys daemons from two (or more) source trees, interleaved round by
+round, on the same disk at the same moment.
+
+    .venv/bin/python bench/ab.py BEFORE_TREE [AFTER_TREE] [--rounds 3] [--k 500] [--n 30]
+
+A tree is a folder holding a `ys` package (a checkout, or `cp -r` of one); AFTER_TREE defaults
+to this repository. Each daemon runs `python -m ys.daemon` with that tree as its working
+directory and first on PYTHONPATH, so the daemon, its fork server and its workers are all
+that tree's code; the driver (ys.Client) is this repository's for all of them. Per tree:
+
+  steps/s       one execution of K step.run calls, timed inside the workflow
+  CPU/step      CPU of the daemon (every thread) and of the worker, per step, from /proc and
+                time.process_time(): what the step path costs, whatever the load
+  first line    trigger -> first statement of the workflow, N samples, p50 and p99
+  zero/s        20 zero-step workflows triggered then awaited, per round
+
+The machine is shared and noisy: read the figures of one run against each other, never
+across runs, and look at the load printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import delivery as D
+from common import REPO_ROOT, progress, scratch_dir
+
+CPU_STEPS = """
+    import time
+    import ys
+
+    def _one(i):
+        return i + 1
+
+    @ys.workflow
+    def main(step, params):
+        c0 = time.process_time()
+        t0 = time.time()
+        for i in range(params["k"]):
+            step.run(f"s{i}", _one, i)
+        return {"cpu": time.process_time() - c0, "wall": time.time() - t0}
+"""
+
+
+def cpu_of(pid: int) -> float:
+    """User + system seconds of every thread of `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start(tree: Path, home: Path) -> tuple[D.Daemon, D.YsSide]:
+    d = D.Daemon(home, 4)
+    d.env["PYTHONPATH"] = str(tree)
+    sources = D.workflow_sources(home / "marks")
+    sources["cpu-steps.py"] = textwrap.dedent(CPU_STEPS)
+    d.write_workflows(sources)
+    D.REPO_ROOT = tree  # Daemon.start runs `python -m ys.daemon` from there
+    try:
+        d.start(["first-line", "zero", "cpu-steps"])
+    finally:
+        D.REPO_ROOT = REPO_ROOT
+    return d, D.YsSide(d, home / "marks")
+
+
+def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
+    assert d.proc is not None
+    c0 = cpu_of(d.proc.pid)
+    eid = y.c.trigger("cpu-steps", params={"k": k})["execution_id"]
+    out = D._outcome(y.c.wait(eid, timeout=600))
+    daemon_cpu = cpu_of(d.proc.pid) - c0
+    return {"per_second": k / out["wall"], "daemon_us": daemon_cpu / k * 1e6,
+            "worker_us": out["cpu"] / k * 1e6}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("trees", nargs="+", help="BEFORE [AFTER]: folders holding a ys package")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--k", type=int, default=500, help="steps per execution")
+    ap.add_argument("--n", type=int, default=30, help="first-line samples per tree")
+    args = ap.parse_args()
+    trees = [Path(t).resolve() for t in args.trees]
+    if len(trees) == 1:
+        trees.append(REPO_ROOT)
+    D.compile_project()
+    load_before = os.getloadavg()
+    res: dict[str, dict[str, Any]] = {}
+    with scratch_dir("ab") as scratch:
+        sides = []
+        try:
+            for i, tree in enumerate(trees):
+                progress(f"starting a daemon from {tree}")
+                sides.append((str(tree), *start(tree, scratch / f"h{i}")))
+            for _, _, y in sides:
+                y.warm_up()
+            res = {t: {"steps": [], "first": [], "zero": []} for t, _, _ in sides}
+            for r in range(args.rounds):
+                progress(f"round {r + 1} of {args.rounds}")
+                for t, d, y in D.rotate(sides, r):
+                    res[t]["steps"].append(steps_round(d, y, args.k))
+                    res[t]["first"] += y.first(max(1, args.n // args.rounds))["samples"]
+                    res[t]["zero"].append(y.zero(20)["per_second"])
+        finally:
+            for _, d, y in sides:
+                y.close()
+                d.stop()
+    load_after = os.getloadavg()
+    print(f"ys A/B, interleaved; load average before {', '.join(f'{x:.2f}' for x in load_before)}"
+          f", after {', '.join(f'{x:.2f}' for x in load_after)} (2 cores: above 2 is noisy)")
+    for t, r in res.items():
+        st = r["steps"]
+        rounds = " ".join(f"{s['per_second']:,.0f}" for s in st)
+        zeros = " ".join(f"{z:,.0f}" for z in r["zero"])
+        print(f"{t}\n  steps/s {D.median([s['per_second'] for s in st]):,.0f} "
+              f"(rounds {rounds}); CPU/step: daemon "
+              f"{D.median([s['daemon_us'] for s in st]):.0f} us, worker "
+              f"{D.median([s['worker_us'] for s in st]):.0f} us\n"
+              f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
+              f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
+              f"zero-step/s {D.median(r['zero']):,.0f} "
+              f"(rounds {zeros})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
