@@ -183,3 +183,6 @@ def test_failure_handlers_versions_metrics_and_the_event_stream_across_two_daemo
             assert [s for s, _ in mine] == list(range(1, len(mine) + 1))
             assert mine[0][1] == "admitted" and mine[-1][1] == "failed"
             assert any(e["execution_id"] == "boom-1.on-failure" for e in events)
+            overview = ca.overview()  # the dashboard's reads, on the shared database
+            assert [r["execution_id"] for r in overview["failures"]] == ["boom-1"]
+            assert overview["daemon"]["database"]["schema_version"] >= 7
