@@ -110,10 +110,11 @@ class DaemonHandle:
         self.home = home
         self.workflows = workflows
         self.env = dict(os.environ)
+        for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_DATABASE",
+                  "YS_CONCURRENCY", "YS_ON_FAILURE", "YS_LOG_MAX_BYTES"):
+            self.env.pop(k, None)  # the caller's settings; `extra_env` may set them again
         self.env.update(YS_HOME=str(home), YS_WORKFLOWS=str(workflows), YS_AUTOSTART="0",
                         YS_LOG_LEVEL="DEBUG", **extra_env)
-        for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN"):
-            self.env.pop(k, None)
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []
 

@@ -44,8 +44,11 @@ def ensure_daemon(paths: Paths | None = None) -> None:
     start_daemon(paths)
 
 
-def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 30.0) -> int:
-    """Spawn `ys daemon run` detached; returns its PID (or the running daemon's)."""
+def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 30.0,
+                 database: str | None = None) -> int:
+    """Spawn `ys daemon run` detached; returns its PID (or the running daemon's). A database
+    URL goes in the child's environment (YS_DATABASE), never on its command line: `ps` would
+    show any password in it to every user of the box."""
     paths.runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(paths.runtime / "start.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -59,6 +62,8 @@ def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 
         env = dict(os.environ)
         env["YS_SOCKET"] = str(paths.socket)
         env["YS_DB"] = str(paths.db)
+        if database is not None:
+            env["YS_DATABASE"] = database
         # 0600 from the first byte, whatever the caller's umask: the daemon's log is private
         fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with open(fd, "ab") as logf:

@@ -71,10 +71,11 @@ def test_execution_id_with_slashes_works_end_to_end_and_its_logs_stay_inside_log
         assert _files_under(folder) == ["1.log", "2.log"]
         assert f"of {execution_id}" in (folder / "2.log").read_text()
     # nothing was written anywhere else in the home (scripts/ holds script versions, named
-    # by their hash: no execution ID reaches it; code/ their compiled code, likewise)
+    # by their hash: no execution ID reaches it; code/ their compiled code, likewise;
+    # daemon-id the daemon's ID)
     outside = [f for f in _files_under(daemon.home)
                if not f.startswith(("logs/", "workflows/", "run/", "ys.db", "daemon-test.log",
-                                    "scripts/", "code/"))]
+                                    "scripts/", "code/", "daemon-id"))]
     assert outside == []
     assert not (tmp_path / "outside").exists()
     assert lines(fx) == ["work"] * len(ids)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from tests.pg_support import PostgresAdapter
 from tests.support import wait_until
 from ys.store.sqlite import SqliteStore
 
@@ -107,7 +108,7 @@ class SqliteAdapter:
             blocker.join(30)
 
 
-ADAPTERS: list[Adapter] = [SqliteAdapter()]
+ADAPTERS: list[Adapter] = [SqliteAdapter(), PostgresAdapter()]
 
 
 class StoreFactory:
@@ -154,6 +155,9 @@ class StoreFactory:
 
 @pytest.fixture(params=ADAPTERS, ids=lambda adapter: adapter.name)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    bind = getattr(request.param, "bind", None)
+    if bind is not None:  # an adapter whose databases live on a server (PostgreSQL)
+        bind(request)
     factory = StoreFactory(request.param, tmp_path)
     yield factory
     factory.close_all()

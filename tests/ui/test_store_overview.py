@@ -1,10 +1,11 @@
 """The store's reads for the dashboard (ys.store.overview) and its account of schedule slots
-(ys.store.slots), against a file with an explicit clock."""
+(ys.store.slots), against a file with an explicit clock, and the PostgreSQL adapter's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,15 @@ from ys.store.sqlite import SqliteStore
 HOUR = 3600.0
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path / "ys.db", clock=lambda: T0)
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqliteStore]:
+    """The same reads on either adapter (a fresh PostgreSQL database from tests/pg_support)."""
+    if request.param == "postgres":
+        from ys.store.postgres import PostgresStore
+
+        s: Any = PostgresStore(request.getfixturevalue("pg_url"), clock=lambda: T0)
+    else:
+        s = SqliteStore(tmp_path / "ys.db", clock=lambda: T0)
     try:
         yield s
     finally:

@@ -24,8 +24,15 @@ daemon_app = typer.Typer(
 Workflows = Annotated[str | None, typer.Option(
     "--workflows", metavar="DIR", help="The workflows folder (default: YS_WORKFLOWS, or "
                                        "workflows/ in the config folder).", show_default=False)]
-Concurrency = Annotated[int, typer.Option(
-    "--concurrency", min=1, help="How many deliveries may run at once.")]
+Concurrency = Annotated[int | None, typer.Option(
+    "--concurrency", min=1, help="How many deliveries may run at once (default: "
+                                 "YS_CONCURRENCY, concurrency in config.toml, or 4).",
+    show_default=False)]
+Database = Annotated[str | None, typer.Option(
+    "--database", metavar="URL", help="A PostgreSQL URL (postgresql://user@host:port/db) to "
+                                      "share with other daemons (default: YS_DATABASE, "
+                                      "database in config.toml, or the SQLite file).",
+    show_default=False)]
 
 
 def _alive(pid: int) -> bool:
@@ -42,28 +49,36 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def run(workflows: Workflows = None, concurrency: Concurrency = 4) -> None:
+def run(workflows: Workflows = None, concurrency: Concurrency = None,
+        database: Database = None) -> None:
     """Run the daemon in the foreground until SIGTERM or Ctrl-C.
 
-    This is what systemd or launchd runs. Its log goes to stderr.
+    This is what systemd or launchd runs. Its log goes to stderr. Settings that are wrong
+    (config.toml, YS_DATABASE, ...) stop it at once with exit 2.
     """
     from ys.daemon.main import run as run_daemon
     from ys.paths import resolve
 
-    raise typer.Exit(run_daemon(resolve(workflows), concurrency=concurrency))
+    raise typer.Exit(run_daemon(resolve(workflows), concurrency=concurrency, database=database))
 
 
-def start(workflows: Workflows = None, concurrency: Concurrency = 4, json_: Json = False) -> None:
+def start(workflows: Workflows = None, concurrency: Concurrency = None,
+          database: Database = None, json_: Json = False) -> None:
     """Start the daemon in the background and print its pid once it answers.
 
-    If one already answers, print its pid and leave it as it is.
+    If one already answers, print its pid and leave it as it is. The database URL reaches
+    the daemon through its environment, never its command line (where `ps` shows it).
     """
+    from ys import settings
     from ys.autostart import ping, start_daemon
     from ys.paths import resolve
 
     paths = resolve(workflows)
+    # refuse bad settings here, with their own message, rather than as a daemon that died
+    settings.load(paths.config, concurrency=concurrency, database=database)
     running = ping(paths.socket)
-    pid = int(running["pid"]) if running else start_daemon(paths, concurrency=concurrency)
+    pid = int(running["pid"]) if running else start_daemon(
+        paths, concurrency=concurrency, database=database)
     if json_:
         emit_json({"pid": pid, "started": running is None, "socket": str(paths.socket)})
         return
@@ -123,6 +138,9 @@ def _status_rows(info: dict[str, Any]) -> Any:
     g = _render.grid()
     _render.add_row(g, "version", str(info.get("version")))
     _render.add_row(g, "pid", str(info.get("pid")))
+    _render.add_row(g, "daemon id", str(info.get("daemon_id")))
+    database = info.get("database") or {}
+    _render.add_row(g, "database", f"{database.get('location')} ({database.get('kind')})")
     _render.add_row(g, "uptime", format_duration(float(info.get("uptime_seconds") or 0)))
     _render.add_row(g, "started", _render.local(info.get("started_at")))
     _render.add_row(g, "running",

@@ -29,7 +29,7 @@ KNOWN_ENV = {
     "YS_KEEPALIVE_SECONDS",
     "YS_NO_FAST_PATH", "YS_DEBUG", "YS_CRASH_POINTS", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN",
     "YS_WORKFLOW_FILE", "YS_ATTEMPT", "YS_CANCEL_GRACE_SECONDS", "YS_LOG_MAX_BYTES",
-    "YS_DAEMON_LOG_MAX_BYTES",
+    "YS_DAEMON_LOG_MAX_BYTES", "YS_DATABASE", "YS_CONCURRENCY", "YS_ON_FAILURE",
 }
 PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
 MAX_LISTED = 5
@@ -152,7 +152,7 @@ def script_errors(paths: Paths) -> list[tuple[str, str]]:
 # -- the daemon ------------------------------------------------------------------------------
 
 
-def check_daemon(paths: Paths) -> Check:
+def check_daemon(paths: Paths, database: str | None = None) -> Check:
     from ys import __version__
     from ys.client import Client
     from ys.errors import YsError
@@ -177,8 +177,12 @@ def check_daemon(paths: Paths) -> Check:
         return failed("daemon", f"the daemon (pid {info.get('pid')}) runs ys {version}, this "
                                 f"command is ys {__version__}; restart it: ys daemon stop && "
                                 "ys daemon start")
+    shown = (info.get("database") or {}).get("location")
+    if database is not None and shown is not None and shown != database:
+        return failed("daemon", f"the daemon on {paths.socket} uses the database {shown}, not "
+                                f"{database}; check YS_DATABASE, config.toml and YS_SOCKET")
     served = (info.get("paths") or {}).get("db")
-    if served and Path(served) != paths.db:
+    if database is None and served and Path(served) != paths.db:
         return failed("daemon", f"the daemon on {paths.socket} serves {served}, not {paths.db}; "
                                 "check YS_HOME, YS_DB and YS_SOCKET")
     return passed("daemon", f"ys {version}, pid {info.get('pid')}, up "
@@ -317,7 +321,10 @@ def check_environment() -> Check:
     if stray:
         return warning("environment", f"{', '.join(stray)} set outside a workflow; the daemon "
                                       "sets these for each delivery")
-    shown = ", ".join(f"{k}={os.environ[k]}" for k in names) or "no YS_ variables set"
+    from ys.settings import redact
+
+    shown = ", ".join(f"{k}={redact(os.environ[k]) if k == 'YS_DATABASE' else os.environ[k]}"
+                      for k in names) or "no YS_ variables set"
     return passed("environment", shown)
 
 
@@ -340,21 +347,31 @@ def check_path() -> Check:
 
 
 def checks() -> list[Check]:
+    from ys.commands._doctor_db import check_postgres, check_settings
     from ys.paths import resolve
 
     paths = resolve()
-    return [*check_folders(paths), check_socket(paths), check_workflows(paths),
-            check_daemon(paths), *check_database(paths), check_timezone(),
+    settings_check, settings = check_settings(paths)
+    if settings is not None and settings.database:
+        database = settings.database_shown(paths.db)
+        stored = check_postgres(settings.database)
+    else:
+        database, stored = None, check_database(paths)
+    return [settings_check, *check_folders(paths), check_socket(paths), check_workflows(paths),
+            check_daemon(paths, database), *stored, check_timezone(),
             check_environment(), check_path()]
 
 
 def doctor(json_: Json = False) -> None:
-    """Check that ys is healthy: paths, permissions, daemon, database, time zone, environment.
+    """Check that ys is healthy: settings, paths, permissions, daemon, database, time zone,
+    environment.
 
-    Folders must be private (0700), the socket 0600, the workflows folder yours and not
-    writable by others, and every script in it must load (as `ys workflows` lists them: a
-    syntax error, a bad declared schedule, ...); the daemon (if one runs) the same version as this command; the
-    database intact, every record equal to its re-folded history. Never starts a daemon.
+    config.toml and the YS_ settings must be valid; folders private (0700), the socket
+    0600, the workflows folder yours and not writable by others, and every script in it
+    must load (as `ys workflows` lists them: a syntax error, a bad declared schedule, ...);
+    the daemon (if one runs) the same version as this command, on the same database; the
+    database (the SQLite file, or PostgreSQL) intact, every record equal to its re-folded
+    history. Never starts a daemon.
     Exits 0 when every check passes (warnings included), 1 when any fails. With --json:
     {"checks": [{"name", "ok", "detail", "level"}, ...]}.
     """

@@ -17,7 +17,7 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -132,6 +132,9 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             "version": __version__, "pid": os.getpid(), "started_at": views.iso(self.d.started_at),
             "uptime_seconds": round(time.time() - self.d.started_at, 3),
             "concurrency": self.d.dispatcher.concurrency, "running": len(self.d.dispatcher.running),
+            "daemon_id": self.d.daemon_id,
+            "database": {"kind": "postgresql" if self.d.settings.postgres else "sqlite",
+                         "location": self.d.settings.database_shown(p.db)},
             "paths": {"db": str(p.db), "workflows": str(p.workflows), "socket": str(p.socket),
                       "logs": str(p.logs)},
         })
@@ -176,15 +179,37 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             self.d.store.list, statuses=q.statuses or None, workflow=q.workflow,
             parent=q.parent, limit=q.limit, page_token=q.page_token,
         )
-        return _json({"executions": [self._record(r) for r in page.items],
+        holders = await self._holders(page.items)
+        return _json({"executions": [self._record(r, holders) for r in page.items],
                       "next_page_token": page.next_page_token})
 
-    def _record(self, r: Any) -> dict[str, Any]:
+    def _record(self, r: Any, holders: dict[str, str] | None = None) -> dict[str, Any]:
         out = views.record(r)
-        running = self.d.dispatcher.running.get(r.execution_id)
-        if running is not None and r.status == "running":
-            out["lease_holder"] = f"pid {running.proc.pid}" if running.proc else "starting"
+        holder = self._holder(r, holders)
+        if holder is not None:
+            out["lease_holder"] = holder
         return out
+
+    def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
+        """Who runs a running execution: this daemon's worker ("pid N"; on a shared database
+        "daemon ID, worker pid N"), or another daemon (`holders`, from the store)."""
+        if r.status != "running":
+            return None
+        running = self.d.dispatcher.running.get(r.execution_id)
+        if running is not None:
+            pid = f"pid {running.proc.pid}" if running.proc else "starting"
+            return f"daemon {self.d.daemon_id}, worker {pid}" if self.d.settings.postgres else pid
+        return (holders or {}).get(r.execution_id)
+
+    async def _holders(self, records: Sequence[Any]) -> dict[str, str]:
+        """On a shared database, the daemons that hold the leases of running executions this
+        daemon does not run, by execution ID ("daemon ID, daemon pid N")."""
+        find = getattr(self.d.store, "lease_holders", None)
+        ids = [r.execution_id for r in records
+               if r.status == "running" and r.execution_id not in self.d.dispatcher.running]
+        if find is None or not ids:
+            return {}
+        return dict(await self.call(find, ids))
 
     async def _load(self, execution_id: str) -> Any:
         record = await self.call(self.d.store.get, execution_id)
@@ -193,12 +218,16 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return record
 
     async def get(self, request: web.Request) -> web.Response:
-        return _json(self._record(await self._load(request.match_info["id"])))
+        record = await self._load(request.match_info["id"])
+        return _json(self._record(record, await self._holders([record])))
 
     async def describe(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
         d = await self.call(self.d.store.describe, execution_id)
         out = views.describe(d)
+        holder = self._holder(d.record, await self._holders([d.record]))
+        if holder is not None:
+            out["lease_holder"] = holder
         # the script's version now, and whether it changed since this execution's admission
         wf = self.d.registry.get(d.record.workflow)
         now = wf.sha256 if wf is not None else None

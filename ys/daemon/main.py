@@ -19,7 +19,9 @@ from typing import Any
 
 from ys.daemon.hub import Hub
 from ys.daemon.recovery import kill_orphans, recover
+from ys.errors import YsError
 from ys.paths import Paths
+from ys.settings import Settings
 
 log = logging.getLogger("ys.daemon")
 
@@ -42,9 +44,12 @@ def private_dir(path: Path) -> None:
 
 
 class Daemon:
-    def __init__(self, paths: Paths, concurrency: int = 4) -> None:
+    def __init__(self, paths: Paths, settings: Settings | None = None,
+                 daemon_id: str = "") -> None:
         self.paths = paths
-        self.concurrency = concurrency
+        self.settings = settings or Settings()
+        self.concurrency = self.settings.concurrency
+        self.daemon_id = daemon_id
         self.lease_seconds = _env_float("YS_LEASE_SECONDS", 30.0)
         self.grace = _env_float("YS_GRACE_SECONDS", 10.0)
         self.started_at = time.time()
@@ -82,8 +87,9 @@ class Daemon:
         try:
             await self._start()
             self.serving = True
-            log.info("ys daemon %d listening on %s (db %s, workflows %s)",
-                     os.getpid(), self.paths.socket, self.paths.db, self.paths.workflows)
+            log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
+                     self.daemon_id, os.getpid(), self.paths.socket,
+                     self.settings.database_shown(self.paths.db), self.paths.workflows)
             await self._stop.wait()
         finally:
             self.stopping = True  # no more cancelling: stopping runs to its end
@@ -99,13 +105,12 @@ class Daemon:
         from ys.daemon.metrics import Metrics
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
-        from ys.settings import load as load_settings
-        from ys.store.sqlite import SqliteStore
 
-        # A bad config.toml stops the start-up here, saying which key and why (DESIGN.md §7).
-        self.on_failure = load_settings(self.paths.config).on_failure
+        # config.toml's folder-wide failure handler (the settings were checked before start-up)
+        self.on_failure = self.settings.on_failure
         self.metrics = Metrics()
-        self.store = SqliteStore(self.paths.db, group_commit=True, lease_seconds=self.lease_seconds)
+        self.store = open_daemon_store(self.paths, self.settings, self.daemon_id,
+                                       self.lease_seconds)
         self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         self.launcher = make_launcher()
         self.dispatcher = Dispatcher(
@@ -113,6 +118,11 @@ class Daemon:
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
+        from ys.daemon.capture import MIN_LOG_MAX_BYTES
+
+        # the cap config.toml or YS_LOG_MAX_BYTES sets (checked at start), at least the least
+        # the log capture keeps
+        self.dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
         self.dispatcher.handler_for = self.handler_for
         self.dispatcher.metrics = self.metrics
         self.store.observe_commits(self.metrics.observe_commit)
@@ -138,6 +148,11 @@ class Daemon:
             os.umask(old)
         self.registry.start_watching()
         self.dispatcher.start()
+        watch = getattr(self.store, "watch", None)
+        if watch is not None:  # a shared database: other daemons' commits concern us too
+            loop = asyncio.get_running_loop()
+            watch(lambda: loop.call_soon_threadsafe(self.dispatcher.poke),
+                  lambda execution_id: loop.call_soon_threadsafe(self._changed, execution_id))
         self.scheduler.start()
 
     async def _shutdown(self) -> None:
@@ -166,6 +181,10 @@ class Daemon:
         if self.store is not None:
             self.store.close()
         log.info("stopped")
+
+    def _changed(self, execution_id: str) -> None:
+        """Another daemon changed an execution: long polls on it (`ys wait`) read it again."""
+        self.hub.notify(execution_id, may_end=True)
 
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits: its own `on_failure`, else the
@@ -199,8 +218,24 @@ class Daemon:
                 self.dispatcher.poke()
 
 
+def open_daemon_store(paths: Paths, settings: Settings, daemon_id: str,
+                      lease_seconds: float) -> Any:
+    """The store the settings choose: PostgreSQL when a database URL is set, else the SQLite
+    file. Both commit requests arriving together in one transaction."""
+    if settings.database:
+        from ys.store.postgres import PostgresStore
+
+        return PostgresStore(settings.database, group_commit=True, lease_seconds=lease_seconds,
+                             daemon_id=daemon_id)
+    from ys.store.sqlite import SqliteStore
+
+    return SqliteStore(paths.db, group_commit=True, lease_seconds=lease_seconds)
+
+
 def wake_waiting(store: Any, workflow: str) -> int:
     """Wake every non-terminal, unleased execution of `workflow` (they waited for the script)."""
+    if hasattr(store, "wake_workflow"):  # the PostgreSQL store: one transaction of its own
+        return int(store.wake_workflow(workflow))
     rows = store.reader().execute(
         "SELECT execution_id FROM executions WHERE workflow=? AND status IN ('admitted','suspended')"
         " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",
@@ -273,12 +308,30 @@ def release(locks: list[Any]) -> None:
         f.close()
 
 
-def run(paths: Paths, concurrency: int = 4) -> int:
+def refuse(exc: YsError) -> int:
+    """The daemon does not start: one line on stderr (its code, what to do), its exit code."""
+    message = exc.message.replace("\n", " ")
+    sys.stderr.write(f"{exc.code}: {message}\n")
+    return exc.exit_code
+
+
+def run(paths: Paths, concurrency: int | None = None, database: str | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status: 1 when
     it could not start or stopped on an error, whose one-line reason is the last line on
-    stderr (what `ys daemon start` and autostart print)."""
+    stderr (what `ys daemon start` and autostart print); bad settings are their error's exit
+    code (2). `concurrency` and `database` are the command's options (None: the settings)."""
+    from ys import settings as ys_settings
+    from ys.daemon.identity import daemon_id
     from ys.daemon.logsetup import setup_logging
 
+    try:
+        settings = ys_settings.load(paths.config, concurrency=concurrency, database=database)
+        if settings.database:
+            from ys.store.postgres import driver
+
+            driver()  # refuse at once, saying what to install, rather than fail after the lock
+    except YsError as exc:
+        return refuse(exc)
     setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited
     os.umask(0o077)  # the database, logs and everything else the daemon writes are private
     for d in (paths.data, paths.logs):
@@ -291,10 +344,18 @@ def run(paths: Paths, concurrency: int = 4) -> int:
     if why is not None:
         sys.stderr.write(f"ys: {why}\n")
         return 1
-    daemon = Daemon(paths, concurrency)
+    try:
+        ident = daemon_id(paths)
+    except YsError as exc:
+        release(locks)
+        return refuse(exc)
+    daemon = Daemon(paths, settings, ident)
     try:
         kill_orphans(paths)
         asyncio.run(daemon.serve())
+    except YsError as exc:  # the database could not be opened (unreachable, say)
+        log.error("the daemon could not start: %s", exc.message)
+        return refuse(exc)
     except asyncio.CancelledError:
         log.info("stopped before it had started")  # SIGTERM during start-up
     except Exception as exc:

@@ -2,8 +2,9 @@
 
 1. kill_orphans: workers of a previous daemon that still run are killed, so no execution ever
    runs in two workers at once (the new daemon holds the lock, so the old one is gone).
-2. recover: every lease still held is released, each with an event that says why; the due
-   executions are then claimed by the dispatcher as usual.
+2. recover: every lease still held is released, each with an event that says why (on a
+   shared PostgreSQL database, only this daemon's); the due executions are then claimed by
+   the dispatcher as usual.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def kill_orphans(paths: Paths) -> int:
 def recover(store: Any, paths: Paths) -> dict[str, int]:
     """Release every lease a previous daemon held; report what is due."""
     now = time.time()
+    release_held = getattr(store, "release_held", None)
+    if release_held is not None:
+        # A shared database (PostgreSQL): only the leases this daemon held are released;
+        # other daemons' expired ones are swept by claims, never by a start.
+        released = len(release_held(now))
+        return _report(store, now, released)
     released = 0
     for execution_id, token in store.held_leases():
         try:
@@ -83,6 +90,15 @@ def recover(store: Any, paths: Paths) -> dict[str, int]:
         except Exception as exc:  # a lease that already expired is released by claim_due
             log.debug("%s: %s", execution_id, exc)
     released += len(store.release_expired(now))
+    return _report(store, now, released)
+
+
+def _report(store: Any, now: float, released: int) -> dict[str, int]:
+    if hasattr(store, "due_counts"):
+        due, waiting = store.due_counts(now)
+        log.info("recovery: %d leases released, %d executions due now, %d waiting for a timer",
+                 released, due, waiting)
+        return {"released": released, "due": due, "waiting": waiting}
     due = store.reader().execute(
         "SELECT COUNT(*) FROM executions WHERE due_at IS NOT NULL AND due_at <= ?", (now,)
     ).fetchone()[0]

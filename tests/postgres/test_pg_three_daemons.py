@@ -1,0 +1,253 @@
+"""Three daemons (three homes, one PostgreSQL database), end to end: executions triggered on
+any box complete once each, every finished step body ran once (the bodies count themselves in
+a file), and 64 identical triggers spread over the three boxes make one execution."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+
+from tests.support import (
+    DaemonHandle,
+    Threads,
+    lines,
+    make_home,
+    prelude,
+    wait_until,
+    write_script,
+)
+
+THREE_STEPS = """
+    @ys.workflow
+    def main(step, params):
+        for name in ("one", "two", "three"):
+            step.run(name, note, params["dir"], params["id"] + ":" + name)
+        return params["id"]
+"""
+
+
+def boxes(root: Path, url: str, n: int = 3) -> list[DaemonHandle]:
+    out = []
+    for i in range(n):
+        (root / f"box{i}").mkdir()
+        out.append(make_home(root / f"box{i}", YS_DATABASE=url))
+    return out
+
+
+def deploy(hs: list[DaemonHandle]) -> None:
+    for h in hs:  # the same workflows folder on each box
+        write_script(h, "three", THREE_STEPS, prelude(start_pid=False))
+
+
+def test_300_executions_on_three_daemons_each_complete_once(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    hs = boxes(tmp_path, pg_url)
+    try:
+        deploy(hs)
+        for h in hs:
+            h.start(concurrency=4)
+        ids = [f"x{i:03}" for i in range(300)]
+
+        def trigger(i: int) -> str:
+            with hs[i % 3].client() as c:
+                return str(c.trigger("three", {"dir": str(fx), "id": ids[i]},
+                                     execution_id=ids[i])["execution_id"])
+
+        assert Threads(len(ids), trigger).results() == ids
+        with hs[0].client() as c:
+            for execution_id in ids:
+                assert c.wait(execution_id, timeout=300)["status"] == "completed"
+            ends = Counter(e["kind"] for i in ids for e in c.history(i, limit=100)["events"]
+                           if e["kind"] in ("completed", "failed", "cancelled"))
+        assert ends == {"completed": 300}
+        counts = Counter(lines(fx))
+        assert set(counts) == {f"{i}:{s}" for i in ids for s in ("one", "two", "three")}
+        assert set(counts.values()) == {1}, [k for k, v in counts.items() if v > 1][:10]
+        holders = {json.loads(h.ys("daemon", "status", "--json").stdout)["daemon_id"]
+                   for h in hs}
+        assert len(holders) == 3
+    finally:
+        for h in hs:
+            h.stop()
+
+
+def test_64_identical_triggers_over_three_daemons_make_one_execution(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    hs = boxes(tmp_path, pg_url)
+    try:
+        deploy(hs)
+        for h in hs:
+            h.start(concurrency=2)
+
+        def trigger(i: int) -> dict:
+            with hs[i % 3].client() as c:
+                return dict(c.trigger("three", {"dir": str(fx), "id": "once"},
+                                      execution_id="once", if_exists="use-existing"))
+
+        results = Threads(64, trigger).results()
+        assert all(isinstance(r, dict) for r in results), results
+        assert sum(r["started"] for r in results) == 1
+        with hs[1].client() as c:
+            assert c.wait("once", timeout=60)["status"] == "completed"
+            assert [r["execution_id"] for r in c.list()["executions"]] == ["once"]
+        assert sorted(lines(fx)) == ["once:one", "once:three", "once:two"]
+    finally:
+        for h in hs:
+            h.stop()
+
+
+GATED = """
+    @ys.workflow
+    def main(step, params):
+        step.run("gate", block, params["dir"], "gate")
+        step.run("after", note, params["dir"], "after")
+        return "done"
+"""
+
+
+def test_cancel_on_one_box_reaches_the_worker_on_another(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "gated", GATED, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
+        wait_until(lambda: "gate:start" in lines(fx), message="the gate step to start on a")
+        b.start()
+        cancelled = b.ys("cancel", "g", "--json")
+        assert cancelled.returncode == 0, cancelled.stderr
+        (fx / "gate.go").touch()
+        with b.client() as c:
+            assert c.wait("g", timeout=60)["status"] == "cancelled"
+        assert "after" not in lines(fx)  # the next step raised WorkflowCancelledError
+    finally:
+        for h in (a, b):
+            h.stop()
+
+
+def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "gated", GATED, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
+        wait_until(lambda: lines(fx).count("gate:start") == 1, message="a's delivery")
+        assert a.proc is not None
+        os.kill(a.proc.pid, signal.SIGSTOP)  # a and its renewals stop; its lease runs out
+        try:
+            b.start()
+            wait_until(lambda: lines(fx).count("gate:start") == 2, timeout=60,
+                       message="b to claim the expired lease and deliver again")
+            (fx / "gate.go").touch()
+            with b.client() as c:
+                assert c.wait("g", timeout=60)["status"] == "completed"
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        with a.client(timeout=30) as c:  # a wakes: its worker's writes are refused
+            wait_until(lambda: c.get("g")["status"] == "completed", message="a to answer")
+            kinds = [e["kind"] for e in c.history("g", limit=100)["events"]]
+        assert kinds.count("completed") == 1 and kinds.count("claimed") == 2
+        assert lines(fx).count("after") == 1
+        wait_until(lambda: a.worker_pids() == [], message="a's stale worker to stop")
+    finally:
+        for h in (a, b):
+            h.stop()
+
+
+SLOW_STEPS = """
+    def slow_note(d, line):
+        time.sleep(0.05)  # work that takes a while, so that kills land in the middle of it
+        return note(d, line)
+
+    @ys.workflow
+    def main(step, params):
+        for name in ("one", "two", "three"):
+            step.run(name, slow_note, params["dir"], params["id"] + ":" + name)
+        return params["id"]
+"""
+
+
+def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    hs = boxes(tmp_path, pg_url)
+    ids = [f"k{i:03}" for i in range(300)]
+    try:
+        for h in hs:
+            write_script(h, "three", SLOW_STEPS, prelude(start_pid=False))
+        for h in hs:
+            h.start(concurrency=4)
+        for i, execution_id in enumerate(ids):
+            with hs[i % 3].client() as c:
+                c.trigger("three", {"dir": str(fx), "id": execution_id},
+                          execution_id=execution_id)
+
+        def completed() -> int:
+            with hs[1].client() as c:
+                return sum(1 for r in c.list(status=["completed"], limit=1000)["executions"])
+
+        kills = 0
+        while (done := completed()) < len(ids):
+            # kill -9 box 0 each time 15 more have completed (a condition, not a clock)
+            wait_until(lambda d=done: completed() >= min(len(ids), d + 15), timeout=120,
+                       message="more executions to complete")
+            if completed() < len(ids):
+                hs[0].kill9()  # its workers live on, as after a real crash
+                kills += 1
+                hs[0].start(concurrency=4)  # kills those orphans, releases its own leases
+        assert kills >= 2, kills
+        with hs[2].client() as c:
+            for execution_id in ids:
+                events = c.history(execution_id, limit=1000)["events"]
+                assert [e["kind"] for e in events].count("completed") == 1
+                saved = Counter(e["data"]["key"] for e in events if e["kind"] == "step"
+                                and e["data"]["status"] == "completed")
+                assert saved == {"one": 1, "two": 1, "three": 1}, (execution_id, saved)
+        counts = Counter(lines(fx))
+        assert set(counts) == {f"{i}:{s}" for i in ids for s in ("one", "two", "three")}
+        # a step body runs again only when its daemon died before saving its result: at most
+        # once per running delivery per kill
+        assert sum(counts.values()) - len(counts) <= kills * 4
+    finally:
+        for h in hs:
+            h.stop()
+
+
+def test_ps_and_describe_on_any_box_name_the_daemon_that_holds_the_lease(tmp_path, pg_url):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "gated", GATED, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
+        wait_until(lambda: "gate:start" in lines(fx), message="the gate step to start on a")
+        b.start()
+        ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
+        (seen,) = json.loads(b.ys("ps", "--json").stdout)["executions"]
+        assert seen["lease_holder"] == f"daemon {ida}, daemon pid {a.proc.pid}"
+        described = json.loads(b.ys("describe", "g", "--json").stdout)
+        assert described["lease_holder"] == seen["lease_holder"]
+        (own,) = json.loads(a.ys("ps", "--json").stdout)["executions"]
+        assert own["lease_holder"] == f"daemon {ida}, worker pid {a.worker_pids()[0]}"
+        assert f"daemon {ida}" in b.ys("describe", "g").stdout
+        (fx / "gate.go").touch()
+        with b.client() as c:
+            assert c.wait("g", timeout=60)["status"] == "completed"
+    finally:
+        for h in (a, b):
+            h.stop()

@@ -1,0 +1,91 @@
+"""The PostgreSQL adapter: the store's clients over one database that many daemons share.
+
+psycopg is an optional extra (`pip install 'ys[postgres]'`): nothing here imports it until a
+PostgreSQL store is opened, so ys imports without it. `connect` is the one place a
+connection is made (its settings, and a missing driver or an unreachable server turned into
+one error that says what to do).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ys.errors import YsError
+
+if TYPE_CHECKING:
+    from ys.store.postgres.store import PostgresStore
+
+MIN_SERVER = 120000  # PostgreSQL 12: FOR UPDATE SKIP LOCKED, generated columns, pg_notify
+
+
+def driver() -> Any:
+    """psycopg, or an error saying how to install it."""
+    try:
+        import psycopg
+    except ImportError:
+        raise YsError(
+            "FAILED_PRECONDITION",
+            "the database is PostgreSQL, but psycopg is not installed; run "
+            "pip install 'ys[postgres]'",
+        ) from None
+    return psycopg
+
+
+def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
+    """A connection to `url` in autocommit mode (transactions are explicit), or a YsError
+    whose message carries no password."""
+    from ys.settings import redact
+
+    psycopg = driver()
+    try:
+        conn = psycopg.connect(url, autocommit=autocommit, **kwargs)
+    except psycopg.Error as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise YsError(
+            "FAILED_PRECONDITION",
+            f"cannot connect to PostgreSQL at {redact(url)} ({detail}); check the URL and "
+            "that the server runs",
+        ) from None
+    if conn.info.server_version < MIN_SERVER:
+        conn.close()
+        raise YsError("FAILED_PRECONDITION",
+                      f"PostgreSQL at {redact(url)} is version {conn.info.server_version}; "
+                      "ys needs 12 or newer")
+    return conn
+
+
+def inspect(url: str) -> dict[str, Any]:
+    """What `ys doctor` reports, read without writing: server and schema versions, row
+    counts, and (on a migrated database) the records that differ from their history."""
+    from ys.store.postgres import schema
+
+    with connect(url) as conn:
+        version = schema.version(conn)
+        report: dict[str, Any] = {
+            "server_version": conn.info.parameter_status("server_version"),
+            "schema_version": version, "latest_version": len(schema.MIGRATIONS),
+            "rows": {}, "mismatches": None,
+        }
+        if version != len(schema.MIGRATIONS):
+            return report
+        # one snapshot for every count and every re-fold, while daemons go on writing
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            for table in ("executions", "events", "steps", "effects", "kv", "schedules"):
+                report["rows"][table] = conn.execute(
+                    f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            from ys.store.postgres.reads import verify
+
+            report["mismatches"] = verify(conn)
+    return report
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from ys.store.postgres.store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(name)
+
+
+__all__ = ["PostgresStore", "connect", "driver", "inspect"]

@@ -1,0 +1,105 @@
+"""What the PostgreSQL store offers for observing and versions (ys/store/observing.py's
+methods): the counts metrics read, the all-executions event stream, script versions, and a
+commit observer.
+
+The event stream reads `event_log`, whose positions follow commit order across daemons (an
+advisory lock held to commit orders the appends: schema migration 7), so a cursor resumes
+after the last event a reader has, with no gap and no repeat, whichever daemon it asks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ys.store.base import check_time
+from ys.store.metrics import SharedCounts
+from ys.store.postgres import versions
+from ys.store.postgres.core import Core
+from ys.store.stream import MAX_BATCH, check_cursor
+
+
+def shared_counts(c: Any, now: float) -> SharedCounts:
+    """The count tables the triggers keep, and the due executions (c: one snapshot)."""
+    executions = {(w, s): int(n) for w, s, n in c.execute(
+        "SELECT workflow, status, n FROM execution_counts WHERE n > 0").fetchall()}
+    effects = {s: int(n) for s, n in c.execute(
+        "SELECT status, n FROM effect_counts WHERE n > 0").fetchall()}
+    due, oldest = c.execute(
+        "SELECT COUNT(*), MIN(due_at) FROM executions "
+        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL", (now,)
+    ).fetchone()
+    return SharedCounts(executions, effects, int(due), oldest)
+
+
+def last_position(c: Any) -> int:
+    """The position of the newest event (0: none yet): a cursor that starts at now."""
+    row = c.execute("SELECT MAX(pos) FROM event_log").fetchone()
+    return int(row[0] or 0)
+
+
+def position_before(c: Any, since: float) -> int:
+    """A cursor just before the first event at or after `since` (asked once per reader)."""
+    row = c.execute("SELECT MIN(pos) FROM event_log WHERE at >= %s", (since,)).fetchone()
+    return int(row[0]) - 1 if row[0] is not None else last_position(c)
+
+
+def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Up to `limit` events past position `after`, oldest first, and the cursor after them."""
+    rows = c.execute(
+        "SELECT l.pos, l.execution_id, x.workflow, e.seq, e.at, e.kind, e.data "
+        "FROM event_log l JOIN events e ON e.execution_id = l.execution_id AND e.seq = l.seq "
+        "JOIN executions x ON x.execution_id = l.execution_id "
+        "WHERE l.pos > %s ORDER BY l.pos LIMIT %s",
+        (after, max(1, min(limit, MAX_BATCH))),
+    ).fetchall()
+    items = [{"pos": int(pos), "execution_id": eid, "workflow": wf, "seq": int(seq), "at": at,
+              "kind": kind, "data": json.loads(data)}
+             for pos, eid, wf, seq, at, kind, data in rows]
+    return items, (int(rows[-1][0]) if rows else after)
+
+
+class PgObserving:
+    """Metrics' counts, the event stream and script versions of one PostgresStore."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def shared_counts(self, now: float | None = None) -> SharedCounts:
+        """What every daemon on this database reports alike, from one snapshot."""
+        t = self._core.now(now)
+        return self._core.snapshot(lambda c: shared_counts(c, t))
+
+    def event_stream(self, cursor: str | None = None, *, since: float | None = None,
+                     limit: int = 1000) -> tuple[list[dict[str, Any]], str]:
+        """Events of every execution after `cursor`, in commit order, and the cursor after
+        them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
+        if cursor is not None:
+            after = check_cursor(cursor)
+        elif since is not None:
+            at = check_time(since, "since")
+            after = self._core.read(lambda c: position_before(c, at))
+        else:
+            return [], str(self._core.read(last_position))
+        items, pos = self._core.read(lambda c: events_after(c, after, limit))
+        return items, str(pos)
+
+    def set_script(self, workflow: str, sha256: str, *, pin: bool = False,
+                   now: float | None = None) -> None:
+        """The version of `workflow`'s script the daemon sees now: what admissions record,
+        and what unpinned deliveries run."""
+        t = self._core.now(now)
+        self._core.write(lambda c: versions.set_script_tx(c, workflow, sha256, pin, t))
+
+    def scripts_needed(self) -> set[str]:
+        """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""
+        return self._core.snapshot(versions.needed)
+
+    def stale_scripts(self) -> dict[str, int]:
+        """Per workflow: live executions admitted under an older version than the current."""
+        return self._core.read(versions.stale)
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
+        self._core.writer.observe = observer

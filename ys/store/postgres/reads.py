@@ -1,0 +1,208 @@
+"""Reads of the PostgreSQL store (`ReadClient`, and Housekeeping's verify). No writes here.
+The page tokens, deliveries and failed attempts are the SQLite reads' (`shared`): the pages
+of both adapters read alike."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from typing import Any
+
+from ys.errors import InvalidArgument
+from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
+from ys.store.postgres.core import Core
+from ys.store.postgres.executions import FULL, load, not_found, row_to_record
+from ys.store.postgres.shared import (
+    check_limit,
+    deliveries,
+    failed_attempts,
+    history_token,
+    list_token,
+    parse_history_token,
+    parse_list_token,
+)
+from ys.store.records import STATUSES, Event, Record, fold
+
+_STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
+MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
+
+
+def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) -> list[Event]:
+    rows = c.execute(
+        "SELECT at, kind, data FROM events WHERE execution_id=%s AND seq >= %s ORDER BY seq "
+        "LIMIT %s", (execution_id, start, limit),
+    ).fetchall()
+    return [Event(kind, at, json.loads(data)) for at, kind, data in rows]
+
+
+def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
+    limit = check_limit(limit)
+    start = parse_history_token(token)
+    length = c.execute("SELECT history_length FROM executions WHERE execution_id=%s",
+                       (execution_id,)).fetchone()
+    if length is None:
+        raise not_found(execution_id)
+    evs = events(c, execution_id, start, limit) if start <= min(length[0], MAX_SEQ) else []
+    items = [{"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data}
+             for i, e in enumerate(evs)]
+    nxt = start + len(evs)
+    return Page(items, history_token(nxt) if nxt <= length[0] else None)
+
+
+def list_executions(
+    c: Any, *, statuses: list[str] | None, workflow: str | None, parent: str | None,
+    limit: int, page_token: str | None,
+) -> Page:
+    limit = check_limit(limit)
+    where: list[str] = []
+    args: list[object] = []
+    if statuses:
+        bad = [s for s in statuses if s not in STATUSES]
+        if bad:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
+            )
+        where.append("status = ANY(%s)")
+        args.append(list(statuses))
+    if workflow:
+        where.append("workflow = %s")
+        args.append(workflow)
+    if parent:
+        where.append("parent_id = %s")
+        args.append(parent)
+    if page_token:
+        at, last_id = parse_list_token(page_token)
+        where.append("(admitted_at < %s OR (admitted_at = %s AND execution_id > %s))")
+        args.extend([at, at, last_id])
+    sql = f"SELECT {FULL} FROM executions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    #: IDs order by their bytes, as SQLite orders them, whatever the database's
+    # collation
+    sql += ' ORDER BY admitted_at DESC, execution_id ASC LIMIT %s'
+    rows = c.execute(sql, (*args, limit + 1)).fetchall()
+    records = [row_to_record(r) for r in rows[:limit]]
+    nxt = None
+    if len(rows) > limit:
+        last = records[-1]
+        nxt = list_token(last.admitted_at, last.execution_id)
+    return Page(records, nxt)
+
+
+def steps(c: Any, execution_id: str) -> list[StepRecord]:
+    rows = c.execute(
+        f"SELECT {_STEP_COLUMNS} FROM steps WHERE execution_id=%s ORDER BY first_seq",
+        (execution_id,),
+    ).fetchall()
+    return [StepRecord(*r) for r in rows]
+
+
+def describe(c: Any, execution_id: str) -> Description:
+    """In one snapshot (the caller's transaction)."""
+    record = load(c, execution_id)
+    if record is None:
+        raise not_found(execution_id)
+    hb, lease = c.execute(
+        "SELECT history_bytes, lease_expires_at FROM executions WHERE execution_id=%s",
+        (execution_id,),
+    ).fetchone()
+    children = [row_to_record(r) for r in c.execute(
+        f'SELECT {FULL} FROM executions WHERE parent_id=%s ORDER BY admitted_at, '
+        'execution_id', (execution_id,),
+    ).fetchall()]
+    evs = events(c, execution_id)
+    return Description(
+        record=record, history_bytes=hb, steps=steps(c, execution_id),
+        deliveries=deliveries(evs), children=children, lease_expires_at=lease,
+        failed_attempts=failed_attempts(evs),
+    )
+
+
+def verify(c: Any) -> list[str]:
+    """Re-fold every history and compare it with the stored record; returns the mismatches.
+    Run it in one snapshot (`Core.snapshot`)."""
+    problems = []
+    ids = [r[0] for r in c.execute(
+        'SELECT execution_id FROM executions ORDER BY execution_id')]
+    for execution_id in ids:
+        stored = load(c, execution_id)
+        evs = events(c, execution_id)
+        try:
+            folded: Record | None = fold(evs)
+        except (ValueError, KeyError) as exc:
+            problems.append(f"{execution_id}: history does not fold: {exc}")
+            continue
+        if folded != stored:
+            problems.append(f"{execution_id}: stored record differs from its folded history")
+        seqs = [r[0] for r in c.execute(
+            "SELECT seq FROM events WHERE execution_id=%s ORDER BY seq", (execution_id,))]
+        if seqs != list(range(1, len(seqs) + 1)):
+            problems.append(f"{execution_id}: event numbers have gaps")
+    return problems
+
+
+def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
+    """What an execution waits on: store keys (oldest registration first), then effects."""
+    out = [
+        {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
+        for r in c.execute(
+            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=%s "
+            "ORDER BY registered_at", (execution_id,),
+        ).fetchall()
+    ]
+    out += [
+        {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
+        for r in c.execute(
+            "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=%s",
+            (execution_id,),
+        ).fetchall()
+    ]
+    return out
+
+
+def next_due_at(c: Any) -> float | None:
+    row = c.execute(
+        "SELECT LEAST((SELECT MIN(due_at) FROM executions WHERE due_at IS NOT NULL "
+        "AND lease_token IS NULL), (SELECT MIN(lease_expires_at) FROM executions "
+        "WHERE lease_token IS NOT NULL))"
+    ).fetchone()
+    return row[0] if row else None
+
+
+class PgReads:
+    """The read client of one PostgresStore: each call on a pooled connection; the reads of
+    several statements in one snapshot."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def get(self, execution_id: str) -> Record | None:
+        return self._core.read(lambda c: load(c, execution_id))
+
+    def list(
+        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
+        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+    ) -> Page:
+        return self._core.read(lambda c: list_executions(
+            c, statuses=statuses, workflow=workflow, parent=parent, limit=limit,
+            page_token=page_token))
+
+    def history(
+        self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
+    ) -> Page:
+        return self._core.snapshot(lambda c: history(c, execution_id, limit, page_token))
+
+    def describe(self, execution_id: str) -> Description:
+        return self._core.snapshot(lambda c: describe(c, execution_id))
+
+    def steps(self, execution_id: str) -> builtins.list[StepRecord]:
+        return self._core.read(lambda c: steps(c, execution_id))
+
+    def events(self, execution_id: str) -> builtins.list[Event]:
+        return self._core.read(lambda c: events(c, execution_id))
+
+    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
+        return self._core.snapshot(lambda c: waits(c, execution_id))
+
+    def next_due_at(self) -> float | None:
+        return self._core.read(next_due_at)

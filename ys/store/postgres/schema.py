@@ -1,0 +1,345 @@
+"""The PostgreSQL schema, versioned: each migration runs in the transaction that records it,
+under a transaction-scoped advisory lock, so two daemons starting at once on a new database
+migrate it once (the second waits for the lock, then finds the version already there).
+
+The tables mirror the SQLite schema (ys/store/schema.py) with PostgreSQL types: times are
+epoch seconds in double precision (as the SQLite store keeps them, so both adapters compute
+the same due times), counters bigint, flags boolean. Canonical JSON (params, context, event
+data, step values, results) stays text: its exact bytes are the value's identity (a start
+request or an admission with the same params is the same one), and jsonb would reorder keys
+and drop duplicates. IDs, keys and names compare and sort by their bytes (COLLATE "C"), as
+in SQLite, whatever the database's collation: pages list in the same order. The lease holder (`lease_holder`, `lease_pid`) says which daemon and
+process leased an execution: recovery at start releases only its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# The key of the advisory lock migrations take (any constant: 'ys' 'schema' in ASCII).
+MIGRATION_LOCK = 0x7973_7363_6865_6D61
+
+MIGRATIONS: list[str] = [
+    # 1: execution records (a projection of their events), events, steps
+    """
+    CREATE TABLE executions (
+        execution_id     text COLLATE "C" PRIMARY KEY,
+        workflow         text COLLATE "C" NOT NULL,
+        params           text NOT NULL,
+        context          text NOT NULL,
+        status           text NOT NULL,
+        outcome          text,
+        admitted_at      double precision NOT NULL,
+        updated_at       double precision NOT NULL,
+        due_at           double precision,
+        covered_due_at   double precision,
+        prior_status     text,
+        attempts         bigint NOT NULL,
+        parent_id        text COLLATE "C",
+        parent_step      text,
+        parent_detached  boolean,
+        cancel_requested boolean NOT NULL DEFAULT false,
+        history_length   bigint NOT NULL,
+        history_bytes    bigint NOT NULL,
+        lease_token      text,
+        lease_expires_at double precision,
+        lease_holder     text,
+        lease_pid        bigint
+    );
+    CREATE INDEX executions_due ON executions (due_at, execution_id) WHERE due_at IS NOT NULL;
+    CREATE INDEX executions_lease ON executions (lease_expires_at)
+        WHERE lease_token IS NOT NULL;
+    CREATE INDEX executions_holder ON executions (lease_holder) WHERE lease_token IS NOT NULL;
+    CREATE INDEX executions_admitted ON executions (admitted_at, execution_id);
+    CREATE INDEX executions_status ON executions (status, admitted_at);
+    CREATE INDEX executions_parent ON executions (parent_id) WHERE parent_id IS NOT NULL;
+    CREATE INDEX executions_workflow ON executions (workflow, status);
+    CREATE TABLE events (
+        execution_id text COLLATE "C" NOT NULL,
+        seq          bigint NOT NULL,
+        at           double precision NOT NULL,
+        kind         text NOT NULL,
+        data         text NOT NULL,
+        PRIMARY KEY (execution_id, seq)
+    );
+    CREATE TABLE steps (
+        execution_id text COLLATE "C" NOT NULL,
+        key          text COLLATE "C" NOT NULL,
+        kind         text NOT NULL,
+        status       text NOT NULL,
+        value        text,
+        attempts     bigint NOT NULL DEFAULT 1,
+        wake_at      double precision,
+        updated_at   double precision NOT NULL,
+        first_seq    bigint NOT NULL,
+        PRIMARY KEY (execution_id, key)
+    );
+    """,
+    # 2: start requests (RFC 003): one target per (caller execution, step key)
+    """
+    CREATE TABLE start_requests (
+        caller_id  text COLLATE "C" NOT NULL,
+        step_key   text COLLATE "C" NOT NULL,
+        workflow   text COLLATE "C" NOT NULL,
+        params     text NOT NULL,
+        detached   boolean NOT NULL,
+        target_id  text COLLATE "C" NOT NULL,
+        created_at double precision NOT NULL,
+        PRIMARY KEY (caller_id, step_key)
+    );
+    """,
+    # 3: the effect ledger (RFC 004): never pruned with an execution
+    """
+    CREATE TABLE effects (
+        effect_id  text COLLATE "C" PRIMARY KEY,
+        operation  text NOT NULL,
+        input      text NOT NULL,
+        status     text NOT NULL,
+        result     text,
+        created_at double precision NOT NULL,
+        settled_at double precision
+    );
+    CREATE INDEX effects_status ON effects (status);
+    CREATE TABLE effect_begins (
+        effect_id    text COLLATE "C" NOT NULL,
+        execution_id text COLLATE "C" NOT NULL,
+        step_key     text COLLATE "C" NOT NULL,
+        at           double precision NOT NULL,
+        PRIMARY KEY (effect_id, execution_id, step_key)
+    );
+    CREATE TABLE effect_waiters (
+        effect_id     text COLLATE "C" NOT NULL,
+        execution_id  text COLLATE "C" NOT NULL,
+        step_key      text COLLATE "C" NOT NULL,
+        wake_at       double precision NOT NULL,
+        registered_at double precision NOT NULL,
+        PRIMARY KEY (effect_id, execution_id, step_key)
+    );
+    CREATE INDEX effect_waiters_execution ON effect_waiters (execution_id);
+    CREATE TABLE effect_conflicts (
+        id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        effect_id          text COLLATE "C" NOT NULL,
+        result             text NOT NULL,
+        conflicting_result text NOT NULL,
+        at                 double precision NOT NULL
+    );
+    CREATE INDEX effect_conflicts_effect ON effect_conflicts (effect_id);
+    """,
+    # 4: durable values that workflows wait for (approvals, signals), and their waiters
+    """
+    CREATE TABLE kv (
+        key        text COLLATE "C" PRIMARY KEY,
+        value      text,
+        version    bigint NOT NULL,
+        deleted    boolean NOT NULL DEFAULT false,
+        updated_at double precision NOT NULL
+    );
+    CREATE TABLE kv_waiters (
+        key           text COLLATE "C" NOT NULL,
+        execution_id  text COLLATE "C" NOT NULL,
+        step_key      text COLLATE "C" NOT NULL,
+        seen_version  bigint NOT NULL,
+        registered_at double precision NOT NULL,
+        PRIMARY KEY (key, execution_id, step_key)
+    );
+    CREATE INDEX kv_waiters_execution ON kv_waiters (execution_id);
+    """,
+    # 5: cron schedules (each fire's execution ID derives from the schedule and the slot, so
+    # daemons firing one slot at once collapse into one execution), and the daemon settings
+    """
+    CREATE TABLE schedules (
+        name              text COLLATE "C" PRIMARY KEY,
+        workflow          text COLLATE "C" NOT NULL,
+        cron              text NOT NULL,
+        tz                text NOT NULL,
+        params            text NOT NULL,
+        catch_up          text NOT NULL,
+        max_late          double precision,
+        overlap           text NOT NULL,
+        jitter            double precision NOT NULL DEFAULT 0,
+        paused            boolean NOT NULL DEFAULT false,
+        source            text NOT NULL,
+        cursor            double precision NOT NULL,
+        next_fire_at      double precision,
+        last_fire_at      double precision,
+        last_slot         double precision,
+        last_execution_id text COLLATE "C",
+        queued_slot       double precision,
+        created_at        double precision NOT NULL
+    );
+    CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL);
+    """,
+    # 6: tell other daemons at once. A row that becomes due (or gets a new wake time) sends
+    # one notification on channel ys_due (their dispatchers claim); a row whose history
+    # grows sends its execution ID on ys_changed (their `ys wait` and `--follow` long polls
+    # answer). PostgreSQL sends notifications at COMMIT, never for a write that rolls back,
+    # and folds a transaction's identical ones into one: a group commit of many admissions
+    # wakes each dispatcher once.
+    """
+    CREATE FUNCTION ys_notify_due() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('ys_due', '');
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER executions_due_notify
+        AFTER INSERT OR UPDATE OF due_at ON executions
+        FOR EACH ROW WHEN (NEW.due_at IS NOT NULL)
+        EXECUTE FUNCTION ys_notify_due();
+    CREATE FUNCTION ys_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('ys_changed', NEW.execution_id);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER executions_changed_notify
+        AFTER UPDATE OF history_length ON executions
+        FOR EACH ROW WHEN (NEW.history_length IS DISTINCT FROM OLD.history_length)
+        EXECUTE FUNCTION ys_notify_changed();
+    """,
+    # 7: what main's SQLite migrations 7 to 11 added, in one step.
+    # - The dashboard's reads: recent failures by when they failed (partial index), what each
+    #   schedule slot came to (ys/store/postgres/slots.py), executions of one workflow newest
+    #   first.
+    # - Counts the metrics read without a scan, kept by triggers in the transaction of every
+    #   write whichever path writes (admissions, events, gc): executions by workflow and
+    #   status, effects by status. ON CONFLICT DO UPDATE is atomic at READ COMMITTED.
+    # - The event log: every event's position in commit order (`ys history --follow --all`).
+    #   A sequence value is drawn before commit, so two transactions could commit in the
+    #   other order than their positions and a reader past the later one would skip the
+    #   earlier for good. The trigger therefore takes one advisory lock (EVENT_LOG_LOCK),
+    #   held to commit, before drawing a position: appends are serialised, and a position is
+    #   visible before the next one is drawn (a transaction is visible before its locks go).
+    #   The writer takes the same lock first in each transaction (writer.py), so a
+    #   transaction never waits for it while holding row locks another writer needs.
+    # - Script versions: each admission records its workflow's current version (`scripts`),
+    #   each claim the version its delivery runs.
+    """
+    CREATE INDEX executions_failed ON executions (updated_at) WHERE status = 'failed';
+    CREATE INDEX executions_workflow_admitted ON executions (workflow, admitted_at, execution_id);
+    CREATE TABLE schedule_slots (
+        name         text COLLATE "C" NOT NULL,
+        slot         double precision NOT NULL,
+        outcome      text NOT NULL,
+        why          text,
+        execution_id text COLLATE "C",
+        at           double precision NOT NULL,
+        count        bigint NOT NULL DEFAULT 1,
+        PRIMARY KEY (name, slot, outcome)
+    );
+    CREATE INDEX schedule_slots_at ON schedule_slots (at);
+
+    CREATE TABLE execution_counts (
+        workflow text COLLATE "C" NOT NULL,
+        status   text NOT NULL,
+        n        bigint NOT NULL,
+        PRIMARY KEY (workflow, status)
+    );
+    INSERT INTO execution_counts (workflow, status, n)
+        SELECT workflow, status, COUNT(*) FROM executions GROUP BY workflow, status;
+    CREATE FUNCTION ys_execution_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE execution_counts SET n = n - 1
+                WHERE workflow = OLD.workflow AND status = OLD.status;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO execution_counts AS x (workflow, status, n)
+                VALUES (NEW.workflow, NEW.status, 1)
+                ON CONFLICT (workflow, status) DO UPDATE SET n = x.n + 1;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER execution_counts_insert AFTER INSERT OR DELETE ON executions
+        FOR EACH ROW EXECUTE FUNCTION ys_execution_counts();
+    CREATE TRIGGER execution_counts_update AFTER UPDATE OF status ON executions
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION ys_execution_counts();
+    CREATE TABLE effect_counts (status text PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO effect_counts (status, n) SELECT status, COUNT(*) FROM effects GROUP BY status;
+    CREATE FUNCTION ys_effect_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE effect_counts SET n = n - 1 WHERE status = OLD.status;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO effect_counts AS x (status, n) VALUES (NEW.status, 1)
+                ON CONFLICT (status) DO UPDATE SET n = x.n + 1;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER effect_counts_insert AFTER INSERT OR DELETE ON effects
+        FOR EACH ROW EXECUTE FUNCTION ys_effect_counts();
+    CREATE TRIGGER effect_counts_update AFTER UPDATE OF status ON effects
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION ys_effect_counts();
+
+    CREATE TABLE event_log (
+        pos          bigserial PRIMARY KEY,
+        execution_id text COLLATE "C" NOT NULL,
+        seq          bigint NOT NULL,
+        at           double precision NOT NULL
+    );
+    INSERT INTO event_log (execution_id, seq, at)
+        SELECT execution_id, seq, at FROM events ORDER BY at, execution_id, seq;
+    CREATE FUNCTION ys_event_log() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_advisory_xact_lock(8751450060210792295);
+        INSERT INTO event_log (execution_id, seq, at) VALUES (NEW.execution_id, NEW.seq, NEW.at);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER event_log_insert AFTER INSERT ON events
+        FOR EACH ROW EXECUTE FUNCTION ys_event_log();
+
+    ALTER TABLE executions ADD COLUMN script_sha256 text;
+    CREATE TABLE scripts (
+        workflow   text COLLATE "C" PRIMARY KEY,
+        sha256     text NOT NULL,
+        pin        boolean NOT NULL DEFAULT false,
+        updated_at double precision NOT NULL
+    );
+    """,
+]
+
+# The advisory lock that orders the event log (migration 7's trigger names it as a literal:
+# 'ys' 'evlog' in ASCII).
+EVENT_LOG_LOCK = 0x7973_6576_6C6F_6767
+
+TABLES = ("executions", "events", "steps", "start_requests", "effects", "effect_begins",
+          "effect_waiters", "effect_conflicts", "kv", "kv_waiters", "schedules", "settings",
+          "schedule_slots", "execution_counts", "effect_counts", "event_log", "scripts")
+
+
+def migrate(conn: Any) -> int:
+    """Bring the database to the newest schema; returns the version it is at. `conn` is a
+    psycopg connection in autocommit mode; each migration is one transaction."""
+    while True:
+        with conn.transaction():
+            # Held until this transaction ends: a second daemon waits here, then sees the
+            # version the first one recorded (READ COMMITTED: each statement sees the
+            # commits made before it started, the lock's holder's included).
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version bigint PRIMARY KEY, applied_at double precision NOT NULL)"
+            )
+            version = int(conn.execute(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+            if version >= len(MIGRATIONS):
+                return version
+            conn.execute(MIGRATIONS[version])  # no parameters: several statements at once
+            conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
+                         (version + 1, time.time()))
+
+
+def version(conn: Any) -> int:
+    """The schema version recorded in the database (0 when it was never migrated)."""
+    row = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
+    if row[0] is None:
+        return 0
+    return int(conn.execute(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])

@@ -1,0 +1,93 @@
+"""The start client on PostgreSQL (RFC 003): a child start happens once per (caller, step key).
+
+The caller's row is locked first, so two starts of one step (a stale delivery and its
+successor, on two daemons) are taken one after the other: the second finds the first's
+request and gets the same target. `cancel_tx` follows the parent links a start makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.errors import NotFound, WorkflowStartError
+from ys.store.base import request_params, validate_start
+from ys.store.postgres.executions import admit_tx, append, load, not_found
+from ys.store.records import CANCEL_REQUESTED, Event
+
+
+def start_tx(c: Any, caller_id: str, step_key: str, workflow: str, params_json: str,
+             detached: bool, now: float) -> str:
+    caller = c.execute(
+        "SELECT cancel_requested FROM executions WHERE execution_id=%s FOR UPDATE",
+        (caller_id,),
+    ).fetchone()
+    if caller is None:
+        raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
+    row = c.execute(
+        "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=%s "
+        "AND step_key=%s", (caller_id, step_key),
+    ).fetchone()
+    if row is not None:
+        if row[0] != workflow or row[1] != params_json:
+            other = ("the same workflow but other params" if row[0] == workflow
+                     else "another workflow")
+            raise WorkflowStartError(
+                "START_REQUEST_MISMATCH",
+                f"step {step_key!r} of {caller_id} already started {row[0]} ({row[2]}) with "
+                f"{other}", target=row[2],
+            )
+        return str(row[2])
+    parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
+    admission = admit_tx(c, workflow, "{}" if params_json == "null" else params_json, "{}",
+                         None, "fail", parent, now)
+    c.execute(
+        "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "
+        "target_id, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s)",
+        (caller_id, step_key, workflow, params_json, bool(detached), admission.execution_id,
+         now),
+    )
+    if caller[0] and not detached:
+        # A caller already being cancelled passes that on to an attached child it starts now.
+        cancel_tx(c, admission.execution_id, now, depth=1)
+    return admission.execution_id
+
+
+def cancel_tx(c: Any, execution_id: str, now: float, depth: int = 0) -> bool:
+    """Record a cancellation request (the execution becomes due now) and pass it on to every
+    attached child that is not terminal. Returns whether anything changed. Rows are locked
+    parent first, then children, the order the links run."""
+    record = load(c, execution_id, payload=False, lock=True)
+    if record is None:
+        raise not_found(execution_id)
+    if record.terminal or record.cancel_requested:
+        return False
+    append(c, record, [Event(CANCEL_REQUESTED, now, {"by": "parent"} if depth else {})])
+    if depth < 64:
+        children = c.execute(
+            "SELECT execution_id FROM executions WHERE parent_id=%s AND parent_detached = false "
+            "AND status NOT IN ('completed','failed','cancelled') ORDER BY execution_id",
+            (execution_id,),
+        ).fetchall()
+        for (child,) in children:
+            cancel_tx(c, child, now, depth + 1)
+    return True
+
+
+class PgStarts:
+    """The start client of one PostgresStore."""
+
+    def __init__(self, core: Any) -> None:
+        self._writer = core.writer
+        self._clock = core.clock
+
+    def start(
+        self, caller_id: str, step_key: str, workflow: str, params: Any = None, *,
+        detached: bool = False, now: float | None = None,
+    ) -> str:
+        """Start a child once per (caller, step key); returns the target's execution ID.
+        `params` as SqliteStore.start takes them (an object, or None), checked the same way."""
+        validate_start(step_key, workflow)
+        params_json = request_params(params)
+        t = self._clock() if now is None else now
+        return self._writer.write(
+            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t))

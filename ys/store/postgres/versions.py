@@ -1,0 +1,63 @@
+"""Script versions on PostgreSQL (ys/store/versions.py's rules): which version of each
+workflow's script the daemons see now (`scripts`, with whether it is pinned), read by
+admissions and claims inside their transactions; which versions live executions still need
+(what `ys gc` keeps under <data>/scripts/); live executions admitted under an older version.
+
+Every daemon on the database records the version it loaded; the same scripts are deployed on
+each box, so they agree, and the last one written is the current one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ys.store.records import Record
+
+LIVE = "('admitted', 'running', 'suspended')"
+
+
+def current_script(c: Any, workflow: str) -> tuple[str | None, bool]:
+    """(SHA-256, pinned) of the workflow's script as last recorded; (None, False) for a
+    workflow no daemon has seen (its executions wait for it)."""
+    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=%s",
+                    (workflow,)).fetchone()
+    return (row[0], bool(row[1])) if row else (None, False)
+
+
+def delivery_script(c: Any, record: Record) -> str | None:
+    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
+    its admission (if it has one), any other the current one."""
+    current, pin = current_script(c, record.workflow)
+    if pin and record.script_sha256 is not None:
+        return record.script_sha256
+    return current
+
+
+def set_script_tx(c: Any, workflow: str, sha256: str, pin: bool, now: float) -> None:
+    c.execute(
+        "INSERT INTO scripts (workflow, sha256, pin, updated_at) VALUES (%s,%s,%s,%s) "
+        "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
+        "updated_at=excluded.updated_at",
+        (workflow, sha256, pin, now))
+
+
+def needed(c: Any) -> set[str]:
+    """Every version a live execution was admitted under or runs now, and each current one."""
+    rows = c.execute(
+        f"SELECT script_sha256 FROM executions WHERE status IN {LIVE} "
+        "AND script_sha256 IS NOT NULL UNION SELECT sha256 FROM scripts").fetchall()
+    running = c.execute(
+        "SELECT e.data FROM executions x JOIN events e ON e.execution_id = x.execution_id "
+        "AND e.seq = (SELECT MAX(seq) FROM events WHERE execution_id = x.execution_id "
+        "AND kind = 'claimed') WHERE x.status = 'running'").fetchall()
+    out = {r[0] for r in rows}
+    out |= {s for (data,) in running if (s := json.loads(data).get("script_sha256"))}
+    return out
+
+
+def stale(c: Any) -> dict[str, int]:
+    """Live executions admitted under another version than their workflow's current one."""
+    return {w: int(n) for w, n in c.execute(
+        f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
+        f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
+        "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow").fetchall()}

@@ -1,0 +1,219 @@
+"""The PostgreSQL group writer: requests that arrive together share one transaction.
+
+As the SQLite writer (ys/store/db.py), one thread drains a queue, runs up to `batch` write
+functions in one READ COMMITTED transaction, commits, and only then answers each; a request
+that raises fails alone (the transaction is rolled back and the rest of the batch runs again
+without it). What PostgreSQL adds: a transaction that loses a deadlock to another daemon's
+(rows locked in another order) or a serialization failure is rolled back and the whole batch
+runs again, and a connection that broke is made again for the next batch. Durability is the
+server's: COMMIT returns once the WAL is flushed (synchronous_commit is never turned off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.store.postgres.schema import EVENT_LOG_LOCK
+from ys.store.postgres.shared import UNSET, Request, answer
+
+T = TypeVar("T")
+log = logging.getLogger("ys.store.postgres")
+TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
+
+
+def translate(exc: BaseException) -> BaseException:
+    """A full disk becomes RESOURCE_EXHAUSTED, a lost server DAEMON_UNAVAILABLE (retry);
+    everything else passes through unchanged."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.DiskFull | psycopg.errors.OutOfMemory):
+        return ResourceExhausted("RESOURCE_EXHAUSTED",
+                                 "the PostgreSQL server is out of space; free space and retry")
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.Diagnostic):
+        return DaemonUnavailable("DAEMON_UNAVAILABLE",
+                                 f"the connection to PostgreSQL broke ({exc}); retry")
+    return exc
+
+
+def transient(exc: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+
+
+class Writer:
+    """Runs write functions, each given the connection inside its transaction.
+
+    Direct mode (group=False) runs each function in its own transaction under a lock; group
+    mode runs a thread that commits many at once (see the module docstring)."""
+
+    def __init__(self, connect: Callable[[], Any], *, group: bool = False,
+                 batch: int = 256) -> None:
+        self._connect = connect
+        self.conn: Any = connect()
+        self.group = group
+        self.batch = batch
+        self._lock = threading.Lock()
+        self._closed = False
+        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        # told (seconds, requests) after each group commit, for the metrics; off by default
+        self.observe: Callable[[float, int], None] | None = None
+        if group:
+            self._thread = threading.Thread(target=self._run, name="ys-pg-writer", daemon=True)
+            self._thread.start()
+
+    # -- entry points -----------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        if not self.group:
+            with self._lock:
+                if self._closed:
+                    raise _closed_error()
+                req = Request(fn, None, None)
+                self._commit([req])
+                req.done = None  # answered in place: nobody waits on the lock
+                if req.error is not None:
+                    raise req.error
+                return req.result
+        req = Request(fn, None, None)
+        self._enqueue(req)
+        return req.wait()
+
+    async def write_async(self, fn: Callable[[Any], T]) -> T:
+        if not self.group:
+            return await asyncio.to_thread(self.write, fn)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._enqueue(Request(fn, None, None, future))
+        return await future
+
+    def _enqueue(self, req: Request) -> None:
+        with self._lock:
+            if self._closed:
+                raise _closed_error()
+            self._queue.put(req)
+
+    def close(self) -> bool:
+        """Answer what is queued, refuse what comes later, close the connection. False if
+        the writer is still busy after 10 s."""
+        with self._lock:
+            if self._closed:
+                return self._thread is None
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            if self._thread.is_alive():
+                return False
+            self._thread = None
+        self.conn.close()
+        return True
+
+    # -- the group thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            reqs = [first]
+            while len(reqs) < self.batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._queue.put(None)
+                    break
+                reqs.append(nxt)
+            started = time.perf_counter()
+            self._commit(reqs)
+            if self.observe is not None:
+                self.observe(time.perf_counter() - started, len(reqs))
+            answer(reqs)
+
+    def _commit(self, reqs: list[Request]) -> None:
+        """Run the batch, retrying it whole after a deadlock or a serialization failure;
+        whatever still has no answer at the end gets the error that stopped it."""
+        try:
+            for attempt in range(TRANSIENT_RETRIES):
+                try:
+                    self._run_batch(reqs)
+                    return
+                except Exception as exc:
+                    self._rollback()
+                    if not transient(exc) or attempt == TRANSIENT_RETRIES - 1:
+                        raise
+                    log.debug("batch of %d retried after %s", len(reqs), type(exc).__name__)
+        except BaseException as exc:
+            err = translate(exc)
+            for req in reqs:
+                if req.result is UNSET and req.error is None:
+                    req.error = err
+            if self.conn.closed or self.conn.broken:
+                self._reconnect()
+
+    def _run_batch(self, reqs: list[Request]) -> None:
+        """One transaction for the requests not yet answered. A request that raises is
+        answered with its error (it never runs again), the transaction is rolled back, and
+        the others run again from the start. A failed statement aborts a PostgreSQL
+        transaction, so this is also how a request's SQL error fails it alone."""
+        conn = self.conn
+        pending = [r for r in reqs if r.result is UNSET and r.error is None]
+        while pending:
+            values: list[Any] = []
+            failed: tuple[int, BaseException] | None = None
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            # The event log's lock first (schema migration 7): a transaction that appends
+            # events holds it to commit, so positions follow commit order. Taken before any
+            # row lock, a writer never holds rows while it waits for it (no deadlock between
+            # daemons); writes across daemons commit one at a time, as SQLite's do.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENT_LOG_LOCK,))
+            for i, req in enumerate(pending):
+                try:
+                    values.append(req.fn(conn))
+                except Exception as exc:
+                    if transient(exc) or conn.broken or conn.closed:
+                        raise  # the batch's fault, not this request's: retried or failed whole
+                    failed = (i, exc)
+                    break
+            if failed is None:
+                conn.execute("COMMIT")
+                for req, value in zip(pending, values, strict=True):
+                    req.result = value
+                return
+            self._rollback()
+            i, error = failed
+            pending[i].error = translate(error)
+            pending = pending[:i] + pending[i + 1:]
+
+    def _rollback(self) -> None:
+        try:
+            if not self.conn.closed and not self.conn.broken:
+                self.conn.execute("ROLLBACK")
+        except Exception:  # the connection is gone: made again for the next batch
+            pass
+
+    def _reconnect(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+        try:
+            self.conn = self._connect()
+        except Exception as exc:  # tried again at the next batch
+            log.warning("cannot reconnect to PostgreSQL: %s", exc)
+
+
+def _closed_error() -> BaseException:
+    return DaemonUnavailable(
+        "DAEMON_UNAVAILABLE", "the store is closed (the daemon is stopping); retry when it runs"
+    )
