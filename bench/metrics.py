@@ -31,6 +31,7 @@ TARGET_MS = 10.0
 
 def fill(db: Path, n: int) -> None:
     from ys.store.executions import admission_inserts
+
     from ys.store.sqlite import SqliteStore
 
     store = SqliteStore(db)
@@ -55,7 +56,7 @@ def fill(db: Path, n: int) -> None:
 
 
 def time_reads(db: Path, runs: int) -> dict[str, float]:
-    from ys.store.metrics import shared_counts
+    from ys.store.sqlite.metrics import shared_counts
 
     conn = sqlite3.connect(db, isolation_level=None)
     counts, scan = [], []

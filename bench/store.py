@@ -58,7 +58,8 @@ from common import (
     table,
 )
 
-from ys.store.sqlite import SqliteStore, admit_tx, encode_event_value
+from ys.store.sqlite import SqliteStore
+from ys.store.sqlite.executions import admit_tx, encode_event_value
 
 TARGET = 0.7
 RAW_SHARE = 0.5  # the paired raw run gets this fraction of --seconds
@@ -125,7 +126,7 @@ def admit_pool(store: SqliteStore, count: int, start: int = 0) -> None:
                 )
 
         try:
-            store.write(tx)
+            store.core.write(tx)
         except TypeError:  # admit_tx changed shape: fall back to the public API (slower)
             for i in range(first, first + n):
                 store.admit("bench", {"n": i}, now=base + i * 1e-6)
@@ -135,7 +136,7 @@ def admit_pool(store: SqliteStore, count: int, start: int = 0) -> None:
 def commit_counter(store: SqliteStore) -> dict[str, int] | None:
     """Counts group-writer transactions (wraps Writer._commit on this instance); None if the
     writer is not in group mode or its internals changed."""
-    writer = getattr(store, "_writer", None)
+    writer = getattr(getattr(store, "core", None), "writer", None)
     inner = getattr(writer, "_commit", None)
     if writer is None or inner is None or not getattr(writer, "group", False):
         return None

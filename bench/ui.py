@@ -37,7 +37,6 @@ from common import REPO_ROOT, load_average, machine_info
 
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests.ui.ui_support import UiSession  # noqa: E402
 from ys.store.executions import (  # noqa: E402
     INSERT_EVENT,
     INSERT_EXECUTION,
@@ -45,8 +44,10 @@ from ys.store.executions import (  # noqa: E402
     new_record_row,
     project,
 )
-from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
 from ys.store.schema import MIGRATIONS  # noqa: E402
+
+from tests.ui.ui_support import UiSession  # noqa: E402
+from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
 
 DAY = 86400.0
 TARGET_MS = 50.0

@@ -1,12 +1,12 @@
 """Fixtures shared by every test folder: a real daemon in a temporary YS_HOME (always stopped by
-PID) and SqliteStores on a temp file with an explicit clock. The plain helpers they use live in
-tests/support.py; the names older modules import from here (`from tests.conftest import
-DaemonHandle, wait_until, ...`) are re-exported."""
+PID). Stores for the contract suite come from tests/store/conftest.py, one per adapter. The
+plain helpers they use live in tests/support.py; the names older modules import from here
+(`from tests.conftest import DaemonHandle, wait_until, ...`) are re-exported."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +20,18 @@ from tests.pg_support import pg_databases, pg_server, pg_url  # noqa: E402, F401
 from tests.support import (
     EXAMPLES,
     REPO,
-    T0,
     DaemonHandle,
     alive,
     make_home,
     wait_until,
 )
-from ys.store.sqlite import SqliteStore  # noqa: E402
 
 _alive = alive  # the name tests/cron/cron_support.py imports
+
+# pytest-xdist's workers run with a terminal's size in COLUMNS and LINES (80x24); every ys
+# the tests start would cut its tables to it. The suite runs as on a pipe, wherever it runs.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 __all__ = ["EXAMPLES", "REPO", "DaemonHandle", "_alive", "wait_until"]
 
@@ -49,41 +52,27 @@ def daemon(ys_home: DaemonHandle) -> DaemonHandle:
     return ys_home.start()
 
 
-# -- stores on a temp file (explicit clock) ------------------------------------------------------
+# -- no socket left open -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "ys.db"
+@pytest.fixture(autouse=True)
+def _close_transports(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ys.client.Transport a test opens (a `Client`, `daemon.client()`, a raw one) is
+    closed when the test ends: an unclosed socket is a ResourceWarning, which this suite
+    treats as an error (pyproject's filterwarnings), and tests should not each close theirs."""
+    from ys import client
 
+    made: list[Any] = []
+    init = client.Transport.__init__
 
-@pytest.fixture
-def store_t0() -> float:
-    """The clock of the stores `open_store` opens (a folder may override it)."""
-    return T0
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
 
-
-@pytest.fixture
-def open_store(db_path: Path, store_t0: float) -> Iterator[Callable[..., SqliteStore]]:
-    """`open_store(group_commit=False, path=None, **kw)`: a store on this test's database file
-    (or another one) whose clock stands at `store_t0` unless `clock=` is given; every store
-    opened is closed at the end, even when the test fails."""
-    opened: list[SqliteStore] = []
-
-    def _open(group_commit: bool = False, path: Path | None = None, **kw: Any) -> SqliteStore:
-        kw.setdefault("clock", lambda: store_t0)
-        s = SqliteStore(path or db_path, group_commit=group_commit, **kw)
-        opened.append(s)
-        return s
-
-    yield _open
-    for s in reversed(opened):
-        s.close()
-
-
-@pytest.fixture
-def store(open_store: Callable[..., SqliteStore]) -> SqliteStore:
-    return open_store()
+    monkeypatch.setattr(client.Transport, "__init__", tracked)
+    yield
+    for transport in made:
+        transport.close()
 
 
 # -- CI runs every test ----------------------------------------------------------------------

@@ -190,6 +190,12 @@ def pg_url(pg_databases: Databases) -> str:
 # -- the store contract suite's PostgreSQL entry (tests/store/conftest.py) ---------------------
 
 
+def _shown(sql: str, params: object) -> str:
+    """A statement as a trace shows it: with its parameters, as SQLite's trace callback shows
+    a statement with its values bound."""
+    return sql if params is None else f"{sql} -- {params!r}"
+
+
 class _Traced:
     """A psycopg connection whose statements are shown to a callback first."""
 
@@ -198,7 +204,7 @@ class _Traced:
         self._callback = callback
 
     def execute(self, sql: str, *args: object, **kwargs: object) -> object:
-        self._callback(sql)
+        self._callback(_shown(sql, args[0] if args else kwargs.get("params")))
         return self._conn.execute(sql, *args, **kwargs)  # type: ignore[attr-defined]
 
     def cursor(self) -> object:
@@ -214,8 +220,9 @@ class _TracedCursor:
         self._callback = callback
 
     def executemany(self, sql: str, rows: object) -> object:
-        for _ in rows:  # type: ignore[attr-defined]
-            self._callback(sql)
+        rows = list(rows)  # type: ignore[call-overload]
+        for row in rows:
+            self._callback(_shown(sql, row))
         return self._cur.executemany(sql, rows)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
@@ -228,6 +235,7 @@ class PostgresAdapter:
 
     name = "postgres"
     group_commit = True
+    many_ids = 60  # `find` has one way through matches on PostgreSQL: enough to page it
 
     def __init__(self) -> None:
         self.databases: Databases | None = None
@@ -326,12 +334,17 @@ class PostgresAdapter:
         monkeypatch.setattr(module, "id_bits", lambda: next(offered))
 
     def tamper(self, location: str, execution_id: str, **columns: object) -> None:
+        self.update_rows(location, "executions", {"execution_id": execution_id}, **columns)
+
+    def update_rows(self, location: str, table: str, where: dict[str, object],
+                    **columns: object) -> None:
         import psycopg
 
         sets = ", ".join(f"{name} = %s" for name in columns)
+        match = " AND ".join(f"{name} = %s" for name in where)
         with psycopg.connect(location, autocommit=True) as conn:
-            conn.execute(f"UPDATE executions SET {sets} WHERE execution_id = %s",
-                         (*columns.values(), execution_id))
+            conn.execute(f"UPDATE {table} SET {sets} WHERE {match}",  # type: ignore[arg-type]
+                         (*columns.values(), *where.values()))
 
     def limit_space(self, store: object, extra_bytes: int | None) -> None:
         """A database cannot be given a size limit; a trigger stands in for a full disk:

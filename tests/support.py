@@ -111,12 +111,16 @@ class DaemonHandle:
         self.workflows = workflows
         self.env = dict(os.environ)
         for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_DATABASE",
-                  "YS_CONCURRENCY", "YS_ON_FAILURE", "YS_LOG_MAX_BYTES"):
+                  "YS_CONCURRENCY", "YS_ON_FAILURE", "YS_LOG_MAX_BYTES",
+                  # a terminal's size, which pytest-xdist's workers set (80x24): ys tables
+                  # written into a pipe are not cut to a terminal's width
+                  "COLUMNS", "LINES"):
             self.env.pop(k, None)  # the caller's settings; `extra_env` may set them again
         self.env.update(YS_HOME=str(home), YS_WORKFLOWS=str(workflows), YS_AUTOSTART="0",
                         YS_LOG_LEVEL="DEBUG", **extra_env)
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []
+        self._clients: list[Any] = []  # closed on the way out, none left to the GC
 
     def __enter__(self) -> DaemonHandle:
         return self
@@ -124,6 +128,14 @@ class DaemonHandle:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+        self.close_clients()
+
+    def close_clients(self) -> None:
+        """Close every client `client()` made (an unclosed socket is a ResourceWarning, an
+        error in this suite)."""
+        for c in self._clients:
+            c.close()
+        self._clients.clear()
 
     @property
     def socket(self) -> Path:
@@ -134,9 +146,12 @@ class DaemonHandle:
         return self.home / "ys.db"
 
     def client(self, **kw: Any) -> Any:
+        """A client of this daemon, closed when the home is (tests need not close it)."""
         from ys.client import Client
 
-        return Client(str(self.socket), **kw)
+        c = Client(str(self.socket), **kw)
+        self._clients.append(c)
+        return c
 
     def start(self, concurrency: int = 4) -> DaemonHandle:
         log = open(self.home / "daemon-test.log", "ab")  # noqa: SIM115
@@ -152,8 +167,11 @@ class DaemonHandle:
         def up() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {proc.returncode}: {self.log()[-2000:]}")
+            from ys.client import Client
+
             try:
-                self.client(timeout=2).version()
+                with Client(str(self.socket), timeout=2) as c:
+                    c.version()
                 return True
             except Exception:
                 return False
@@ -178,7 +196,9 @@ class DaemonHandle:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after a deadline; then kill any worker left behind."""
+        """SIGTERM, then SIGKILL after a deadline; then kill any worker left behind. The
+        clients stay usable (each connects again when next asked)."""
+        self.close_clients()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

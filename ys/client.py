@@ -78,6 +78,13 @@ class Transport:
             self._conn.close()
             self._conn = None
 
+    def _drop(self, conn: UnixHttp) -> None:
+        """Close `conn`; forget the kept connection only if it is that one (a request with
+        its own timeout uses a connection of its own and leaves the kept one as it was)."""
+        conn.close()
+        if self._conn is conn:
+            self._conn = None
+
     def request(self, method: str, path: str, body: Any = None,
                 timeout: float | None = None, raw: bool = False) -> Any:
         """The answer's JSON (None for no body); with `raw`, its text as it came."""
@@ -99,8 +106,7 @@ class Transport:
                 resp = conn.exchange(method, path, payload, headers)
                 data = resp.body
             except (FileNotFoundError, ConnectionRefusedError) as exc:
-                conn.close()
-                self._conn = None
+                self._drop(conn)
                 raise DaemonUnavailable(
                     "DAEMON_UNAVAILABLE",
                     f"no daemon answers on {self.socket_path}; start it with `ys daemon start`",
@@ -109,8 +115,7 @@ class Transport:
             except TimeoutError as exc:
                 # Sent (or being sent) and not answered: a busy daemon may still do it, so it
                 # is never retried here, and never a reason to start another daemon.
-                conn.close()
-                self._conn = None
+                self._drop(conn)
                 waited = conn.timeout if conn.timeout is not None else 0.0
                 raise DaemonUnavailable(
                     "DAEMON_UNAVAILABLE",
@@ -118,8 +123,7 @@ class Transport:
                     reason=NO_ANSWER,
                 ) from exc
             except (ConnectionResetError, BrokenPipeError, NoAnswer) as exc:
-                conn.close()
-                self._conn = None
+                self._drop(conn)
                 if attempt == 2 or method not in ("GET",):
                     raise DaemonUnavailable(
                         "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})",
@@ -129,8 +133,7 @@ class Transport:
             if timeout is None and resp.keep_alive:
                 self._conn = conn
             else:
-                conn.close()
-                self._conn = None
+                self._drop(conn)
             break
         if resp.status >= 400:
             try:

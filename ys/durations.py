@@ -12,7 +12,7 @@ import time
 
 from ys.errors import InvalidArgument
 
-# Every time ys stores is epoch seconds within the years 1970..9999 (ys.store.base.check_time):
+# Every time ys stores is epoch seconds within the years 1970..9999 (ys.contract.check_time):
 # what an ISO 8601 time in JSON can say, and what Python's datetime can render.
 MIN_TIME = 0.0
 MAX_TIME = 253402300799.999  # 9999-12-31T23:59:59.999Z

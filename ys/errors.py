@@ -9,6 +9,7 @@
     ├── WaitTimeout                        step.wait_for timed out
     ├── InvalidArgument                    INVALID_ARGUMENT
     │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
+    ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
     ├── LeaseLost                          a stale delivery token tried to write
     └── DaemonUnavailable                  nothing answers on the socket
 
@@ -123,8 +124,14 @@ class DaemonUnavailable(YsError):
     default_code = "DAEMON_UNAVAILABLE"
 
 
-class NotFound(YsError):
+class NotFoundError(YsError):
+    """EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND: what was asked for does not exist (a
+    404). Not `ys.NotFound`, the effect lookup's answer that nothing happened (ys.sdk)."""
+
     default_code = "EXECUTION_NOT_FOUND"
+
+
+NotFound = NotFoundError  # its name before the rename, for applications that catch it
 
 
 class InvalidArgument(YsError):
@@ -150,9 +157,9 @@ _BY_CODE: dict[str, type[YsError]] = {
     "LEASE_LOST": LeaseLost,
     "VERSION_CONFLICT": VersionConflict,
     "EFFECT_RUNTIME_INVARIANT": EffectInvariantError,
-    "EXECUTION_NOT_FOUND": NotFound,
-    "WORKFLOW_NOT_FOUND": NotFound,
-    "NOT_FOUND": NotFound,
+    "EXECUTION_NOT_FOUND": NotFoundError,
+    "WORKFLOW_NOT_FOUND": NotFoundError,
+    "NOT_FOUND": NotFoundError,
     "INVALID_ARGUMENT": InvalidArgument,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DAEMON_UNAVAILABLE": DaemonUnavailable,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
-import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
 from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
+from ys.crashpoints import crash_point as crash_point  # the steps call sdk.crash_point
 from ys.errors import (
     ValueTooLarge,
     WaitTimeout,
@@ -30,25 +29,6 @@ from ys.errors import (
     YsError,
     from_code,
 )
-
-
-def crash_point(name: str) -> None:
-    """Fault injection for crash tests: YS_CRASH_POINTS="start.after_client@/tmp/marker,..."
-    SIGKILLs this process at the named point (once per marker file, when one is given)."""
-    spec = os.environ.get("YS_CRASH_POINTS")
-    if not spec:
-        return
-    for item in spec.split(","):
-        point, _, marker = item.partition("@")
-        if point.strip() != name:
-            continue
-        if marker:
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-            except FileExistsError:
-                return
-        sys.stdout.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Suspend(BaseException):
@@ -95,6 +75,10 @@ class Retry:
         return min(d, self.max_interval) if self.max_interval is not None else d
 
 
+# What an effect's `lookup` answers (RFC 004): the operation happened (with its result), it
+# did not, or nobody can tell yet.
+
+
 @dataclass(frozen=True)
 class Settled:
     result: Any
@@ -102,7 +86,8 @@ class Settled:
 
 @dataclass(frozen=True)
 class NotFound:
-    pass
+    """The operation did not happen: `perform` runs. (A missing record is another thing:
+    ys.errors.NotFoundError, a 404.)"""
 
 
 @dataclass(frozen=True)
@@ -156,7 +141,7 @@ class Backend(Protocol):
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         """RFC 004 wait: register as a waiter and request the wake; returns the wake time."""
 
-    def store_wait(self, store_key: str, key: str, seen: int,
+    def value_wait(self, store_key: str, key: str, seen: int,
                    timeout_at: float | None) -> dict[str, Any] | None:
         """The store key's {"value": canonical, "version"} if above `seen`, else register this
         step as a waiter (and its timeout wake) and return None, in one transaction."""
@@ -169,7 +154,8 @@ def revive(error: codec.ErrorValue) -> BaseException:
     """An exception of the saved class when it is a builtin or a ys error, else a look-alike
     class with the same name (so a failed outcome names the original error)."""
     if error.code and error.name in ("ExecutionAdmissionError", "WorkflowStartError",
-                                     "WorkflowEffectError", "YsError", "LeaseLost", "NotFound"):
+                                     "WorkflowEffectError", "YsError", "LeaseLost",
+                                     "NotFoundError", "NotFound"):  # NotFound: its old name
         return from_code(error.code, error.message)
     if error.name == "WaitTimeout":
         return WaitTimeout("WAIT_TIMEOUT", error.message)

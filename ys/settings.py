@@ -171,7 +171,7 @@ def _log_max_bytes(value: Any, where: str) -> int:
 
 
 def _on_failure(value: Any, where: str) -> str:
-    from ys.store.base import check_workflow_name
+    from ys.contract import check_workflow_name
 
     try:
         return check_workflow_name(value)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ys import codec
 from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+from ys.store.protocols import Delivery, Store
 
 
 class Clock:
@@ -42,13 +43,14 @@ class Clock:
 
 
 class _StoreBackend:
-    def __init__(self, store: Any, execution_id: str, token: str) -> None:
+    def __init__(self, store: Store, clock: Clock, execution_id: str, token: str) -> None:
         self.store = store
+        self.clock = clock
         self.execution_id = execution_id
         self.token = token
 
     def now(self) -> float:
-        return float(self.store.clock())
+        return self.clock.now
 
     def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
                   wake_at: float | None) -> bool | None:
@@ -57,33 +59,31 @@ class _StoreBackend:
                                          wake_at=wake_at))
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        return str(self.store.start(self.execution_id, key, workflow, params, detached=detached))
+        from ys.contract import request_params
+
+        return self.store.start(self.execution_id, key, workflow, request_params(params),
+                                detached=detached)
 
     def get(self, execution_id: str) -> dict[str, Any]:
         from ys.daemon.views import record
 
         r = self.store.get(execution_id)
         if r is None:
-            from ys.errors import NotFound
+            from ys.errors import NotFoundError
 
-            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record(r)
 
     def effect_begin(self, operation: str, effect_id: str, input: Any,
                      key: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.store.effect_begin(operation, effect_id, input,
-                                                      self.execution_id, key)
-        return out
+        return self.store.effect_begin(operation, effect_id, input, self.execution_id, key)
 
     def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.store.effect_settle(operation, effect_id, result)
-        return out
+        return self.store.effect_settle(operation, effect_id, result)
 
-    def store_wait(self, store_key: str, key: str, seen: int,
+    def value_wait(self, store_key: str, key: str, seen: int,
                    timeout_at: float | None) -> dict[str, Any] | None:
-        out: dict[str, Any] | None = self.store.store_wait(store_key, self.execution_id, key,
-                                                           seen, timeout_at)
-        return out
+        return self.store.value_wait(store_key, self.execution_id, key, seen, timeout_at)
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         return float(self.store.effect_wait(effect_id, self.execution_id, key, wake_at))
@@ -94,12 +94,12 @@ class WorkflowTest:
 
     def __init__(self, workflows: dict[str, Callable[..., Any]] | str | Path,
                  *, start: float | None = None, lease_seconds: float = 30.0) -> None:
-        from ys.store.sqlite import SqliteStore
+        from ys.store import open_store
 
         self.clock = Clock(start)
         self._dir = tempfile.mkdtemp(prefix="ys-test-")
-        self.store = SqliteStore(Path(self._dir) / "ys.db", clock=self.clock,
-                                 lease_seconds=lease_seconds)
+        self.store: Store = open_store(Path(self._dir) / "ys.db", clock=self.clock,
+                                       lease_seconds=lease_seconds)
         if isinstance(workflows, dict):
             self.workflows = dict(workflows)
         else:
@@ -120,12 +120,12 @@ class WorkflowTest:
 
     def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
                 if_exists: str = "fail") -> str:
-        return str(self.store.admit(workflow, params, execution_id=execution_id,
-                                    if_exists=if_exists).execution_id)
+        return self.store.admit(workflow, params, execution_id=execution_id,
+                                if_exists=if_exists).execution_id
 
     def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
         """`ys store put`: commit a value and wake its waiters; returns the new version."""
-        return int(self.store.store_put(key, value, expected_version)["version"])
+        return int(self.store.value_put(key, value, expected_version)["version"])
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -135,9 +135,9 @@ class WorkflowTest:
 
         r = self.store.get(execution_id)
         if r is None:
-            from ys.errors import NotFound
+            from ys.errors import NotFoundError
 
-            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record(r)
 
     def run(self, max_deliveries: int = 1000) -> int:
@@ -168,7 +168,7 @@ class WorkflowTest:
 
     # -- one delivery, as a worker would run it ---------------------------------------------
 
-    def _deliver(self, d: Any) -> None:
+    def _deliver(self, d: Delivery) -> None:
         self.deliveries += 1
         fn = self.workflows.get(d.workflow)
         if fn is None:
@@ -178,7 +178,7 @@ class WorkflowTest:
             return
         record, steps = self.store.delivery_state(d.execution_id, d.token)
         step = Step(
-            _StoreBackend(self.store, d.execution_id, d.token),
+            _StoreBackend(self.store, self.clock, d.execution_id, d.token),
             execution_id=d.execution_id, workflow=d.workflow,
             context=codec.decode(record.context_json), attempt=record.attempts,
             steps={s.key: SavedStep(s.kind, s.status, s.value, s.attempts, s.wake_at)

@@ -124,11 +124,12 @@ class ApiBackend:
             self._channel = None
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        from ys.store.base import request_params, validate_start
+        from ys.contract import check_start, request_params
 
-        validate_start(key, workflow)  # the client refuses what it cannot send
-        request_params(params)
-        body = {"workflow": workflow, "params": params, "detached": detached}
+        check_start(key, workflow)  # the client refuses what it cannot send
+        # Encoded once, here: the store checks the canonical text, it does not encode again.
+        body = {"workflow": workflow, "params_json": request_params(params),
+                "detached": detached}
         out = self.transport.request("POST", f"{self.base}/starts/{quote(key, safe='')}", body)
         return str(out["execution_id"])
 
@@ -154,7 +155,7 @@ class ApiBackend:
                                            {"operation": operation, "result": result})
         return out
 
-    def store_wait(self, store_key: str, key: str, seen: int,
+    def value_wait(self, store_key: str, key: str, seen: int,
                    timeout_at: float | None) -> dict[str, Any] | None:
         body = {"execution_id": self.execution_id, "step_key": key, "seen": seen,
                 "timeout_at": timeout_at}

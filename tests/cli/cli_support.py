@@ -117,9 +117,14 @@ class Streaming:
         return code
 
     def kill(self) -> None:
+        """Stop it if it still runs, and close its pipes (what a test's `finally` calls)."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def daemons_for(home: Path) -> list[int]:

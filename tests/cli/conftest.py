@@ -18,7 +18,7 @@ def autostart_home(tmp_path) -> Iterator[DaemonHandle]:
         yield h
     finally:
         stop_pids(daemons_for(h.home))
-        h.kill_workers()
+        h.stop()  # and reap the one the test started itself, if it did
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import time
 import pytest
 from cron_support import executions_of, put_schedule, wait_status, wait_until
 
-from ys.store.schedules import slot_id
+from ys.contract import slot_id
 
 
 @pytest.mark.parametrize("overlap", ["skip", "allow"])

@@ -14,7 +14,7 @@ import time
 import pytest
 from cron_support import executions_of, minute_slots, put_schedule, spawn, wait_status
 
-from ys.store.schedules import slot_id
+from ys.contract import slot_id
 
 
 def committed(db) -> list[str]:

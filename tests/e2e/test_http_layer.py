@@ -185,3 +185,26 @@ def test_an_idle_keep_alive_connection_outlives_the_read_timeout(daemon: DaemonH
         status, _, stored = answer(idle)
         assert status == 200 and stored["version"] == 2
 
+
+
+def test_a_request_with_its_own_timeout_leaves_the_kept_connection_open_and_closable(
+        daemon: DaemonHandle):
+    """A request given its own timeout goes on a connection of its own: when it times out,
+    the kept connection is neither closed under the client nor forgotten unclosed (which
+    leaked a socket: a ResourceWarning, an error in this suite)."""
+    from ys.client import Transport
+    from ys.errors import DaemonUnavailable
+
+    t = Transport(str(daemon.socket))
+    try:
+        assert t.request("GET", "/v1/version")["pid"] > 0
+        kept = t._conn
+        assert kept is not None and kept.sock is not None
+        with pytest.raises(DaemonUnavailable, match="did not answer within 0.2 s"):
+            t.request("GET", "/v1/events?wait=10", timeout=0.2)  # a long poll: nothing comes
+        assert t._conn is kept and kept.sock is not None and not kept.dropped()
+        assert t.request("GET", "/v1/version")["pid"] > 0
+        assert t._conn is kept  # reused, not replaced
+    finally:
+        t.close()
+    assert kept.sock is None and t._conn is None

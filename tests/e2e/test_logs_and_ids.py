@@ -126,8 +126,8 @@ def test_ids_whose_encoded_name_is_over_255_bytes_run_and_show_their_logs(daemon
 
 
 def test_short_ids_keep_their_log_folder_name_and_long_ones_never_collide(tmp_path):
+    from ys.contract import slot_id
     from ys.paths import Paths
-    from ys.store.schedules import slot_id
 
     paths = Paths(tmp_path, tmp_path, tmp_path, tmp_path / "ys.db", tmp_path, tmp_path / "s")
     short = "x" * 255

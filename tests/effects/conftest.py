@@ -1,7 +1,6 @@
 """Fixtures for RFC 004's conformance tables (durable external effect).
 
-`open_store` and `store` (tests/conftest.py) open SqliteStores on one temp file (explicit
-`now=` everywhere, so no test depends on the wall clock) and close them at the end.
+The effect client itself is tested per adapter in tests/store/test_effect_client.py.
 `shared_daemon` is a real daemon in a temp home shared by one module's end-to-end tests that
 need no environment of their own (starting daemons is the slow part); tests with crash points
 use `ys_home` (tests/conftest.py). Plain helpers are in effects_support.py and

@@ -1,7 +1,8 @@
 """Helpers for RFC 004's conformance tests (fixtures live in conftest.py): the explicit clock
-T0, raw readers of the database file, FakeClient (the fake EffectClient + step store of the
-workflow-driver table) with FakeProvider (its perform/lookup callbacks), and helpers for
-writing workflow scripts that use the file-ledger provider of fake_provider.py."""
+T0, FakeClient (the fake EffectClient + step store of the workflow-driver table) with
+FakeProvider (its perform/lookup callbacks), and helpers for writing workflow scripts that use
+the file-ledger provider of fake_provider.py. The effect client itself is tested per adapter
+in tests/store/test_effect_client.py."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import T0, DaemonHandle, events, kinds, rows, wait_until, write_script
+from tests.support import T0, DaemonHandle, events, kinds, wait_until, write_script
 from ys import codec
 from ys.errors import WorkflowEffectError
 from ys.sdk import NotFound, SavedStep, Settled, Step, Unknown, run_workflow
 
 __all__ = [
     "EFFECTS_DIR", "T0", "Crash", "DaemonHandle", "FakeClient", "FakeProvider", "NotFound",
-    "Settled", "Unknown", "effect_row", "events", "kinds", "rows", "script", "wait_until",
+    "Settled", "Unknown", "events", "kinds", "script", "wait_until",
 ]
 
 EFFECTS_DIR = Path(__file__).resolve().parent
@@ -24,15 +25,6 @@ EFFECTS_DIR = Path(__file__).resolve().parent
 
 class Crash(BaseException):
     """Stands for a worker killed at some point: nothing after it runs, nothing catches it."""
-
-
-# -- raw reads of the database file, as another process would read it -------------------------
-
-
-def effect_row(path: Path, effect_id: str) -> tuple[Any, ...] | None:
-    found = rows(path, "SELECT operation, input, status, result FROM effects WHERE effect_id=?",
-                 (effect_id,))
-    return found[0] if found else None
 
 
 # -- the fake effect client (workflow driver) -------------------------------------------------

@@ -1,7 +1,7 @@
 """RFC 004's serialization tests: every valid durable value round-trips through an effect's
-input and result (the store, the driver and the recorded step) without changing its type or
-value, an error-shaped plain dict included; every invalid value is refused; a suspended
-effect step stays unfinished after serialization and deserialization."""
+input and result (the store of every adapter, the driver and the recorded step) without
+changing its type or value, an error-shaped plain dict included; every invalid value is
+refused; a suspended effect step stays unfinished after serialization and deserialization."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, example, given, settings
 
 import ys.sdk
 from tests.durable_values import assert_same, durable_values, normalized
+from tests.store.adapters import ADAPTERS, Adapter
 from ys import codec
 from ys.codec import ErrorValue
 from ys.errors import WorkflowEffectError
 from ys.sdk import InfrastructureFailure, SavedStep
-from ys.store.sqlite import SqliteStore
+from ys.store.protocols import Store
 from ys.testing import WorkflowTest
 
 OP = "charge.v1"
@@ -39,11 +40,13 @@ ERROR_SHAPED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def shared_store() -> Iterator[SqliteStore]:
-    """One store for every example of a property (opening a file per example is slow)."""
+@pytest.fixture(scope="module", params=ADAPTERS, ids=lambda adapter: adapter.name)
+def shared_store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """One store of each adapter (tests/store/adapters.py) for every example of a property
+    (opening a database per example is slow)."""
+    adapter: Adapter = request.param
     with tempfile.TemporaryDirectory(prefix="ys-effects-") as d:
-        s = SqliteStore(Path(d) / "ys.db", clock=lambda: T0)
+        s = adapter.open(adapter.create(Path(d)), clock=lambda: T0)
         try:
             yield s
         finally:
@@ -69,7 +72,7 @@ _ids = itertools.count()
 @example(value=2**70)
 @example(value=1e308)
 def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_store(
-    shared_store: SqliteStore, value: Any
+    shared_store: Store, value: Any
 ) -> None:
     effect_id = f"effect-{next(_ids)}"
     expected = normalized(value)
@@ -176,7 +179,7 @@ INVALID = {
 
 @pytest.mark.parametrize("value", list(INVALID.values()), ids=list(INVALID))
 def test_invalid_values_are_refused_as_input_by_the_store_and_the_driver(
-    shared_store: SqliteStore, value: Any
+    shared_store: Store, value: Any
 ) -> None:
     effect_id = f"invalid-{next(_ids)}"
     with pytest.raises(WorkflowEffectError) as info:

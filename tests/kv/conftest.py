@@ -1,33 +1,17 @@
-"""Fixtures for the durable key-value store tests.
-
-`open_store` (tests/conftest.py) opens SqliteStores on this test's temp file, with the clock
-at this folder's T0 (every store test passes `now=`, so nothing depends on the wall clock),
-and closes them at the end. The real daemon fixtures (`ys_home`, `daemon`) come from
-tests/conftest.py too. Plain helpers are in kv_support.py.
+"""Fixtures for the durable-value tests of the SDK (ys.testing) and of a real daemon. The
+value client itself is tested per adapter in tests/store/test_value_client.py. Plain helpers are in
+kv_support.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kv_support import T0, DaemonHandle, approval, make_home, patient
 
-from ys.store.sqlite import SqliteStore
 from ys.testing import WorkflowTest
-
-
-@pytest.fixture
-def store_t0() -> float:
-    return T0
-
-
-@pytest.fixture(params=[False, True], ids=["direct", "group-commit"])
-def store(request: pytest.FixtureRequest, open_store: Callable[..., SqliteStore]) -> SqliteStore:
-    """A store on a fresh file, once with one transaction per write and once with the group
-    writer (each write in a savepoint of a shared transaction), as the daemon runs it."""
-    return open_store(group_commit=request.param)
 
 
 @pytest.fixture

@@ -1,19 +1,19 @@
-"""Helpers for the durable key-value store tests: executions suspended on a key, a snapshot of
-everything a store commit can touch, and the child process that a test kills mid-commit.
+"""Helpers for the durable-value tests: executions suspended on a key (through the store's
+protocol, for the contract suite too), the workflows and the daemon homes of the end-to-end
+tests, and the crash hook a daemon that must die inside a value commit loads.
 
 Plain functions (no fixtures); the fixtures that use them are in conftest.py.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from tests.support import DaemonHandle, wait_until
 
-__all__ = ["T0", "DaemonHandle", "KEY", "snapshot", "suspend_waiters", "wait_until",
-           "PUT_CHILD", "APPROVAL_WORKFLOW", "CRASH_SITECUSTOMIZE", "approval", "patient",
+__all__ = ["T0", "DaemonHandle", "KEY", "suspend_waiters", "wait_until",
+           "APPROVAL_WORKFLOW", "CRASH_SITECUSTOMIZE", "approval", "patient",
            "make_home", "store_path", "api_put", "api_get", "claimed", "waiting_on",
            "suspended_on"]
 
@@ -31,81 +31,12 @@ def suspend_waiters(store: Any, key: str, n: int, *, now: float = T0, seen: int 
     deliveries = {d.execution_id: d for d in store.claim_due(now=now, limit=n + 100)}
     for eid in ids:
         d = deliveries[eid]
-        assert store.store_wait(key, eid, step_key, seen, None, now=now) is None
+        assert store.value_wait(key, eid, step_key, seen, None, now=now) is None
         store.acknowledge(eid, d.token, {"status": "suspended"}, now=now)
         record = store.get(eid)
         assert record.status == "suspended" and record.due_at is None
     return ids
 
-
-def snapshot(path: str | Path) -> dict[str, Any]:
-    """Every row a store commit can touch: values (deleted ones too), waiters, records (with
-    their due times) and histories, read with a separate plain connection."""
-    conn = sqlite3.connect(str(path))
-    try:
-        return {
-            "kv": conn.execute("SELECT * FROM kv ORDER BY key").fetchall(),
-            "kv_waiters": conn.execute(
-                "SELECT * FROM kv_waiters ORDER BY key, execution_id, step_key").fetchall(),
-            "executions": conn.execute(
-                "SELECT execution_id, status, due_at, covered_due_at, history_length, "
-                "updated_at FROM executions ORDER BY execution_id").fetchall(),
-            "events": conn.execute(
-                "SELECT execution_id, seq, kind, data FROM events ORDER BY execution_id, seq"
-            ).fetchall(),
-        }
-    finally:
-        conn.close()
-
-
-# A child process that opens the store and puts one value, and SIGKILLs itself part-way:
-#   argv: DB KEY NOW GROUP MODE
-#   MODE "stmt:N"    -- at the start of the Nth SQL statement of the put (BEGIN .. COMMIT)
-#   MODE "waiter:N"  -- when the put requests the wake of its Nth waiter
-#   MODE "after"     -- right after the put returned (it has committed)
-#   MODE "count"     -- no kill: print how many statements the put ran and exit 0
-PUT_CHILD = r"""
-import os, signal, sys
-
-import ys.store.kv as kv
-from ys.store.sqlite import SqliteStore
-
-db, key, now, group, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
-store = SqliteStore(db, group_commit=group == "1")
-what, _, n = mode.partition(":")
-statements = []
-
-
-def kill():
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def trace(sql):
-    statements.append(sql)
-    if what == "stmt" and len(statements) == int(n):
-        sys.stdout.write(sql.split()[0] + "\n")  # the statement that never ran
-        kill()
-
-
-if what == "waiter":
-    real, woken = kv.request_wake_tx, []
-
-    def request_wake_tx(*args, **kwargs):
-        woken.append(args[1])
-        if len(woken) == int(n):
-            kill()
-        return real(*args, **kwargs)
-
-    kv.request_wake_tx = request_wake_tx
-store._writer.conn.set_trace_callback(trace)
-out = store.store_put(key, {"approved": True}, now=now)
-store._writer.conn.set_trace_callback(None)
-if what == "after":
-    kill()
-print(len(statements))
-store.close()
-"""
 
 APPROVAL_WORKFLOW = """
 import ys
@@ -126,8 +57,7 @@ import signal
 
 _spec = os.environ.get("YS_TEST_KV_CRASH", "")
 if _spec and not os.environ.get("YS_EXECUTION_ID"):  # the daemon, not its workers
-    import ys.store.kv as _kv
-    from ys.store.sqlite import SqliteStore as _Store
+    import ys.store.sqlite.values as _kv
 
     _what, _, _n = _spec.partition(":")
 
@@ -147,14 +77,14 @@ if _spec and not os.environ.get("YS_EXECUTION_ID"):  # the daemon, not its worke
 
         _kv.request_wake_tx = _request_wake_tx
     elif _what == "after":
-        _put = _Store.store_put
+        _put = _kv.SqliteValues.value_put  # bound to each store when it opens: patch first
 
-        def _store_put(self, *args, **kwargs):
+        def _value_put(self, *args, **kwargs):
             out = _put(self, *args, **kwargs)
             _kill()
             return out
 
-        _Store.store_put = _store_put
+        _kv.SqliteValues.value_put = _value_put
 """
 
 

@@ -4,18 +4,12 @@ and the rule that no put is missed between the check and the registration."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kv_support import KEY, T0, snapshot
+from kv_support import KEY, T0
 
-import ys.store.kv
 from ys import codec
-from ys.store.sqlite import SqliteStore
 from ys.testing import WorkflowTest
 
 
@@ -30,13 +24,13 @@ def step_of(t: WorkflowTest, eid: str, key: str = "approval") -> Any:
 def count_checks(t: WorkflowTest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every store_wait (a check, and a registration when nothing is there)."""
     calls: list[str] = []
-    real = t.store.store_wait
+    real = t.store.value_wait
 
     def store_wait(key: str, *args: Any, **kwargs: Any) -> Any:
         calls.append(key)
         return real(key, *args, **kwargs)
 
-    monkeypatch.setattr(t.store, "store_wait", store_wait)
+    monkeypatch.setattr(t.store, "value_wait", store_wait)
     return calls
 
 
@@ -101,7 +95,7 @@ def test_a_put_to_another_key_or_a_delete_does_not_wake_the_waiter(wt: WorkflowT
     assert wt.run() == 1
     wt.put("approve/order-420", True)
     wt.put("Approve/order-42", True)
-    assert wt.store.store_delete(KEY) is False
+    assert wt.store.value_delete(KEY) is False
     assert wt.run() == 0 and wt.get(eid)["status"] == "suspended"
 
 
@@ -217,7 +211,7 @@ def test_newer_than_waits_for_a_version_above_it(wt: WorkflowTest) -> None:
 
 def test_a_deleted_key_counts_as_absent_and_the_next_put_is_newer(wt: WorkflowTest) -> None:
     wt.put(KEY, "old")
-    assert wt.store.store_delete(KEY) is True  # version 2, deleted
+    assert wt.store.value_delete(KEY) is True  # version 2, deleted
     eid = wt.trigger("approval")
     assert wt.run() == 1
     assert wt.get(eid)["status"] == "suspended"
@@ -242,90 +236,21 @@ def test_the_registration_and_its_timeout_wake_are_recorded_together(wt: Workflo
     assert described.record.due_at == T0 + 90
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["direct", "group-commit"])
-def test_a_registration_whose_timeout_wake_fails_leaves_no_waiter(
-        open_store: Callable[..., SqliteStore], db_path: Path,
-        monkeypatch: pytest.MonkeyPatch, group: bool) -> None:
-    store = open_store(group_commit=group)
-    eid = store.admit("approval", execution_id="order-42", now=T0).execution_id
-    assert [d.execution_id for d in store.claim_due(now=T0)] == [eid]
-    before = snapshot(db_path)
-
-    def failing_wake(*args: Any, **kwargs: Any) -> str:
-        raise OSError("the disk went away")
-
-    monkeypatch.setattr(ys.store.kv, "request_wake_tx", failing_wake)
-    with pytest.raises(OSError):
-        store.store_wait(KEY, eid, "approval", 0, T0 + 60, now=T0)
-    assert snapshot(db_path) == before  # no waiter without its timeout wake
-    assert store.waits(eid) == []
-
-    monkeypatch.undo()
-    assert store.store_wait(KEY, eid, "approval", 0, T0 + 60, now=T0) is None
-    assert [w["key"] for w in store.waits(eid)] == [KEY]
-    assert store.get(eid).due_at == T0 + 60
-
-
 def test_a_put_between_the_check_and_the_suspension_is_not_missed(
         wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = wt.store.store_wait
+    real = wt.store.value_wait
     raced: list[dict[str, Any]] = []
 
     def store_wait_then_put(*args: Any, **kwargs: Any) -> Any:
         found = real(*args, **kwargs)
         if found is None and not raced:  # registered; the step has not recorded itself yet
-            raced.append(wt.store.store_put(KEY, "raced"))
+            raced.append(wt.store.value_put(KEY, "raced"))
         return found
 
-    monkeypatch.setattr(wt.store, "store_wait", store_wait_then_put)
+    monkeypatch.setattr(wt.store, "value_wait", store_wait_then_put)
     eid = wt.trigger("approval")
 
     assert wt.run() == 2  # suspended with the put's wake pending, so delivered again at once
     assert raced[0]["woken"] == 1
     rec = wt.get(eid)
     assert rec["status"] == "completed" and rec["outcome"]["result"] == {"approved": "raced"}
-
-
-def test_a_put_racing_the_registration_is_never_missed(
-        open_store: Callable[..., SqliteStore]) -> None:
-    """store_wait (check + register) and store_put start at the same moment through the
-    group writer, many times: either the wait sees the value, or the put wakes the waiter;
-    never neither (and never both)."""
-    store = open_store(group_commit=True, clock=time.time, lease_seconds=3600)
-    orders = {"wait-saw-the-value": 0, "put-woke-the-waiter": 0}
-    for i in range(200):
-        eid = store.admit("approval", execution_id=f"race-{i}").execution_id
-        assert eid in {d.execution_id for d in store.claim_due(limit=10)}
-        assert store.get(eid).due_at is None  # running, no wake pending
-        key = f"approve/race-{i}"
-        barrier = threading.Barrier(2, timeout=30)
-        out: dict[str, Any] = {}
-
-        def wait(eid: str = eid, key: str = key, barrier: threading.Barrier = barrier,
-                 out: dict[str, Any] = out) -> None:
-            barrier.wait()
-            out["found"] = store.store_wait(key, eid, "approval", 0, None)
-
-        def put(i: int = i, key: str = key, barrier: threading.Barrier = barrier,
-                out: dict[str, Any] = out) -> None:
-            barrier.wait()
-            out["put"] = store.store_put(key, {"n": i})
-
-        threads = [threading.Thread(target=wait), threading.Thread(target=put)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(30)
-        assert "found" in out and "put" in out, (i, out)
-
-        found, woken, due = out["found"], out["put"]["woken"], store.get(eid).due_at
-        if found is not None:
-            assert codec.decode(found["value"]) == {"n": i} and found["version"] == 1
-            assert woken == 0 and due is None
-            assert store.waits(eid) == []
-            orders["wait-saw-the-value"] += 1
-        else:
-            assert woken == 1 and due is not None, (i, out, due)
-            assert store.waits(eid) == []  # the put cleared the registration it satisfied
-            orders["put-woke-the-waiter"] += 1
-    assert sum(orders.values()) == 200

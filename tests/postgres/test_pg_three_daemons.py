@@ -168,6 +168,10 @@ def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_ur
 
 SLOW_STEPS = """
     def slow_note(d, line):
+        # nothing runs before every trigger is in (the test then creates <d>/go), so that
+        # the kills land while work is under way, however fast the boxes are
+        while not os.path.exists(os.path.join(d, "go")):
+            time.sleep(0.01)
         time.sleep(0.05)  # work that takes a while, so that kills land in the middle of it
         return note(d, line)
 
@@ -193,6 +197,7 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
             with hs[i % 3].client() as c:
                 c.trigger("three", {"dir": str(fx), "id": execution_id},
                           execution_id=execution_id)
+        (fx / "go").touch()
 
         def completed() -> int:
             with hs[1].client() as c:
@@ -200,8 +205,8 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
 
         kills = 0
         while (done := completed()) < len(ids):
-            # kill -9 box 0 each time 15 more have completed (a condition, not a clock)
-            wait_until(lambda d=done: completed() >= min(len(ids), d + 15), timeout=120,
+            # kill -9 box 0 each time 30 more have completed (a condition, not a clock)
+            wait_until(lambda d=done: completed() >= min(len(ids), d + 30), timeout=120,
                        message="more executions to complete")
             if completed() < len(ids):
                 hs[0].kill9()  # its workers live on, as after a real crash

@@ -1,9 +1,8 @@
-"""Fixtures for RFC 003's conformance tables (durable workflow start).
-
-`open_store` (tests/conftest.py) opens SqliteStores on one temp file (explicit `now=`
-everywhere, so no test depends on the wall clock) and closes them at the end. `shared_daemon`
-is a real daemon in a temp home shared by the end-to-end tests of one module (starting daemons
-is the slow part). Plain helpers are in starts_support.py and tests/support.py.
+"""Fixtures for RFC 003's conformance tables (durable workflow start) of the driver, the
+runner and a real daemon; the start client itself is tested per adapter in
+tests/store/test_start_client.py. `shared_daemon` is a real daemon in a temp home shared by the
+end-to-end tests of one module (starting daemons is the slow part). Plain helpers are in
+starts_support.py and tests/support.py.
 """
 
 from __future__ import annotations
@@ -13,16 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import T0, DaemonHandle, fixture_dir, make_home
-from ys.store.sqlite import SqliteStore
-
-
-@pytest.fixture
-def caller(store: SqliteStore) -> str:
-    """A directly triggered caller execution (`order-42`)."""
-    return store.admit("charge-order", {"order": 42}, execution_id="order-42",
-                       now=T0).execution_id
-
+from tests.support import DaemonHandle, fixture_dir, make_home
 
 # -- a real daemon shared by one module's end-to-end tests -----------------------------------
 

@@ -1,11 +1,9 @@
 """Helpers for RFC 003's conformance tests (fixtures live in conftest.py): the explicit clock
-T0, readers that count started targets with a connection of their own, and FakeBackend, the
-fake WorkflowStartClient + step store of the workflow-driver table."""
+T0 and FakeBackend, the fake WorkflowStartClient + step store of the workflow-driver table."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tests.support import (
@@ -16,31 +14,15 @@ from tests.support import (
     lines,
     make_home,
     prelude,
-    rows,
     wait_until,
     write_script,
 )
 from tests.support import events as history
-from ys.errors import NotFound, WorkflowStartError
+from ys.errors import NotFoundError, WorkflowStartError
 from ys.sdk import SavedStep, Step, run_workflow
 
-__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "count_targets", "fixture_dir",
-           "history", "kinds", "lines", "make_home", "start_rows", "wait_until", "write_scripts"]
-
-
-def count_targets(path: Path, caller_id: str | None = None) -> int:
-    """Executions started by `caller_id` (or every execution with a parent), read with a
-    connection of its own, as another process would."""
-    if caller_id is None:
-        found = rows(path, "SELECT COUNT(*) FROM executions WHERE parent_id IS NOT NULL")
-    else:
-        found = rows(path, "SELECT COUNT(*) FROM executions WHERE parent_id=?", (caller_id,))
-    return int(found[0][0])
-
-
-def start_rows(path: Path) -> list[tuple[Any, ...]]:
-    return rows(path, "SELECT caller_id, step_key, workflow, params, detached, target_id "
-                      "FROM start_requests ORDER BY caller_id, step_key")
+__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "fixture_dir",
+           "history", "kinds", "lines", "make_home", "wait_until", "write_scripts"]
 
 
 # -- the fake start client (workflow driver) -------------------------------------------------
@@ -81,7 +63,7 @@ class FakeBackend:
         return self.cancel
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        from ys.store.base import request_params, validate_start
+        from ys.contract import check_start, request_params
 
         request_id = (self.execution_id, key)
         self.calls.append((request_id, workflow, params, detached))
@@ -90,7 +72,7 @@ class FakeBackend:
             if isinstance(what, BaseException):
                 raise what
             return what
-        validate_start(key, workflow)
+        check_start(key, workflow)
         canonical = request_params(params)
         known = self.requests.get(request_id)
         if known is None:
@@ -106,7 +88,7 @@ class FakeBackend:
 
     def get(self, execution_id: str) -> dict[str, Any]:
         if execution_id not in self.records:
-            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return self.records[execution_id]
 
     def end(self, execution_id: str, outcome: dict[str, Any]) -> None:

@@ -1,114 +1,23 @@
-"""The store contract suite runs against every adapter listed in ADAPTERS.
+"""The store contract suite runs against every adapter listed in adapters.ADAPTERS.
 
-A test asks for `store` (a fresh, empty store) or `store_factory` (to open stores with options,
-reopen one on the same database, or start another database). What only an adapter can do
-(tamper with a stored row, make its storage full, hold its writer) sits behind the adapter, so
-a new adapter (PostgreSQL) joins the whole suite with one more entry in ADAPTERS.
+A test asks for `store` (a fresh, empty store), `both_modes` (the same, once with one
+transaction per write and once with the group writer, where the adapter has one) or
+`store_factory` (to open stores with options, reopen one on the same database, or start
+another database). What only an adapter can do (tamper with a stored row, read rows as another
+process would, make its storage full, hold its writer, fail a write part-way) sits behind the
+adapter (tests/store/adapters.py), so a new adapter (PostgreSQL) joins the whole suite with
+one more entry in ADAPTERS.
 """
 
 from __future__ import annotations
 
-import itertools
-import sqlite3
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
-from tests.pg_support import PostgresAdapter
-from tests.support import wait_until
-from ys.store.sqlite import SqliteStore
-
-
-class Adapter(Protocol):
-    name: str
-    group_commit: bool  # whether open(..., group_commit=True) batches writes
-
-    def create(self, directory: Path) -> str:
-        """The location of a new, empty database."""
-
-    def open(self, location: str, **options: Any) -> Any:
-        """A store on the database at `location` (options: group_commit, lease_seconds)."""
-
-    def tamper(self, location: str, execution_id: str, **columns: Any) -> None:
-        """Change a stored record behind the store's back (for verify)."""
-
-    def limit_space(self, store: Any, extra_bytes: int | None) -> None:
-        """Let the database grow by at most `extra_bytes` more (None: no limit)."""
-
-    @contextmanager
-    def hold_writes(self, store: Any, waiting: int) -> Iterator[list[int]]:
-        """Block the store's writer until `waiting` writes queue behind it, then let them run;
-        yields the sizes of the batches committed meanwhile."""
-
-
-class SqliteAdapter:
-    name = "sqlite"
-    group_commit = True
-
-    def __init__(self) -> None:
-        self._n = itertools.count()
-
-    def create(self, directory: Path) -> str:
-        return str(directory / f"ys-{next(self._n)}.db")
-
-    def open(self, location: str, **options: Any) -> SqliteStore:
-        return SqliteStore(location, **options)
-
-    def tamper(self, location: str, execution_id: str, **columns: Any) -> None:
-        conn = sqlite3.connect(location)
-        try:
-            sets = ", ".join(f"{name} = ?" for name in columns)
-            with conn:
-                conn.execute(
-                    f"UPDATE executions SET {sets} WHERE execution_id = ?",
-                    (*columns.values(), execution_id),
-                )
-        finally:
-            conn.close()
-
-    def limit_space(self, store: SqliteStore, extra_bytes: int | None) -> None:
-        conn = store._writer.conn
-        if extra_bytes is None:
-            conn.execute("PRAGMA max_page_count = 4294967294")
-            return
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        conn.execute(f"PRAGMA max_page_count = {pages + max(1, extra_bytes // page_size)}")
-
-    @contextmanager
-    def hold_writes(self, store: SqliteStore, waiting: int) -> Iterator[list[int]]:
-        writer = store._writer
-        sizes: list[int] = []
-        commit = writer._commit
-
-        def counting_commit(reqs: list[Any]) -> None:
-            sizes.append(len(reqs))
-            commit(reqs)
-
-        writer._commit = counting_commit  # type: ignore[method-assign]
-        entered, release = threading.Event(), threading.Event()
-
-        def block(conn: sqlite3.Connection) -> None:
-            entered.set()
-            release.wait(30)
-
-        blocker = threading.Thread(target=store.write, args=(block,))
-        blocker.start()
-        try:
-            assert entered.wait(30), "the writer never ran the blocking request"
-            yield sizes
-            wait_until(lambda: writer._queue.qsize() >= waiting, timeout=30.0,
-                       interval=0.001, message=f"{waiting} writes queued")
-        finally:
-            release.set()
-            blocker.join(30)
-
-
-ADAPTERS: list[Adapter] = [SqliteAdapter(), PostgresAdapter()]
+from tests.store.adapters import ADAPTERS, Adapter
 
 
 class StoreFactory:
@@ -147,6 +56,16 @@ class StoreFactory:
     def tamper(self, store: Any, execution_id: str, **columns: Any) -> None:
         self.adapter.tamper(self.location_of(store), execution_id, **columns)
 
+    def rows(self, store: Any, table: str) -> list[dict[str, Any]]:
+        """`table`'s rows in `store`'s database, read as another process would."""
+        return self.adapter.rows(self.location_of(store), table)
+
+    def snapshot(self, store: Any,
+                 tables: tuple[str, ...] = ("executions", "events", "steps", "kv",
+                                            "kv_waiters")) -> dict[str, Any]:
+        """Every row a write can touch, to compare before and after."""
+        return {table: self.rows(store, table) for table in tables}
+
     def close_all(self) -> None:
         for store, _ in reversed(self._open):
             store.close()
@@ -166,3 +85,10 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 @pytest.fixture
 def store(store_factory: StoreFactory) -> Any:
     return store_factory()
+
+
+@pytest.fixture(params=[False, True], ids=["direct", "group-commit"])
+def both_modes(request: pytest.FixtureRequest, store_factory: StoreFactory) -> Any:
+    """A fresh store, once with one transaction per write and once with the group writer
+    (as the daemon runs it)."""
+    return store_factory(group_commit=request.param)

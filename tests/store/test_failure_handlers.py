@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ys.store.handlers import handler_id
+from ys.contract import handler_id
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the hour
 FAILED = {"status": "failed", "error": {"name": "CardDeclined", "message": "card declined",

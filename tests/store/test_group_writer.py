@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 import threading
 from typing import Any
 
@@ -88,13 +87,11 @@ def test_a_prepared_admission_of_a_taken_id_is_decided_by_its_transaction(
 
 def test_a_generated_id_draws_again_when_its_prepared_insert_collides(store_factory,
                                                                        monkeypatch):
-    from ys.store import executions
-
     store = store_factory(group_commit=True)
     stamp = f"{int(T0 * 1000):011x}"
     store.admit("echo", {}, execution_id=f"echo-{stamp}00000000", now=T0)
-    offered = iter([0, 0, 0x11111111])  # prepared, then twice in the transaction body
-    monkeypatch.setattr(executions, "id_bits", lambda: next(offered))
+    # prepared, then twice in the transaction body
+    store_factory.adapter.force_id_bits(monkeypatch, [0, 0, 0x11111111])
     got = store.admit("echo", {"n": 1}, now=T0)
     assert got == type(got)(f"echo-{stamp}11111111", True)
     assert store.get(f"echo-{stamp}00000000").params_json == "{}"  # the first is untouched
@@ -210,128 +207,8 @@ def test_a_cancelled_admit_async_still_commits_and_the_writer_goes_on(store_fact
     assert store.get("cancelled") is not None and store.get("after") is not None
 
 
-def test_an_unforeseen_writer_error_answers_every_waiting_request(store_factory, monkeypatch):
-    store = store_factory(group_commit=True)
-    writer = store._writer
-    if not hasattr(writer, "_run_batch"):
-        pytest.skip("adapter without the SQLite group writer")
-
-    def broken(reqs: list[Any]) -> None:
-        raise sqlite3.InterfaceError("writer bug")
-
-    monkeypatch.setattr(writer, "_run_batch", broken)
-    results = Threads(4, lambda i: store.admit("echo", {"n": i}, now=T0)).results()
-    assert all(isinstance(r, sqlite3.InterfaceError) for r in results), results
-    monkeypatch.undo()
-    assert store.admit("echo", {}, execution_id="later", now=T0).started
-    assert [r.execution_id for r in store.list().items] == ["later"]
-
-
-# -- the writer itself, with batches in a fixed order ----------------------------------------------
-
-
-class Conflict(Exception):
-    pass
-
-
-@pytest.fixture
-def table(tmp_path):
-    from ys.store.db import Writer, connect
-
-    conn = connect(str(tmp_path / "w.db"))
-    conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, v)")
-    conn.execute("INSERT INTO t VALUES ('taken', 'first')")
-    writer = Writer(conn)  # direct mode: no thread; the tests call _commit themselves
-    yield writer, conn
-    conn.close()
-
-
-INSERT_T = "INSERT INTO t (id, v) VALUES (?,?)"
-
-
-def prepared(key: str, v: Any = "p") -> Any:
-    """A prepared insert of (key, v) whose own transaction body says what happened instead."""
-    from ys.store.db import _Request
-
-    def fn(c: sqlite3.Connection) -> str:
-        if c.execute("SELECT 1 FROM t WHERE id=?", (key,)).fetchone():
-            raise Conflict(key)
-        c.execute(INSERT_T, (key, "by fn"))
-        return f"fn {key}"
-
-    return _Request(fn, [(INSERT_T, (key, v))], f"prepared {key}")
-
-
-def plain(fn: Any) -> Any:
-    from ys.store.db import _Request
-
-    return _Request(fn, None, None)
-
-
-def outcome(req: Any) -> Any:
-    try:
-        return req.wait()
-    except BaseException as exc:
-        return type(exc).__name__
-
-
-def rows(conn: sqlite3.Connection) -> dict[str, Any]:
-    return dict(conn.execute("SELECT id, v FROM t").fetchall())
-
-
-def test_a_mixed_batch_answers_each_write_as_if_it_ran_alone(table):
-    writer, conn = table
-
-    def boom(c: sqlite3.Connection) -> None:
-        c.execute(INSERT_T, ("boom", "never"))  # rolled back with the failed write
-        raise ValueError("fails alone")
-
-    def fine(c: sqlite3.Connection) -> str:
-        c.execute(INSERT_T, ("fine", "plain"))
-        return "fine"
-
-    def also_fine(c: sqlite3.Connection) -> str:
-        c.execute(INSERT_T, ("also", "plain"))
-        return "also"
-
-    reqs = [
-        prepared("a"), plain(boom), prepared("b"), prepared("taken"), plain(fine),
-        prepared("d"), prepared("e"), plain(also_fine),
-        prepared("huge", 2**70),  # no SQLite integer holds it: OverflowError, not sqlite3.Error
-        prepared("c"),
-    ]
-    writer._commit(reqs)
-    # Once `boom` is out, a, b and taken are one run of prepared inserts: "taken" makes that
-    # run fail, so all three are decided by their own bodies; d and e stay prepared.
-    assert [outcome(r) for r in reqs] == [
-        "fn a", "ValueError", "fn b", "Conflict", "fine", "prepared d", "prepared e", "also",
-        "fn huge", "fn c",
-    ]
-    assert rows(conn) == {"taken": "first", "a": "by fn", "b": "by fn", "fine": "plain",
-                          "d": "p", "e": "p", "also": "plain", "huge": "by fn", "c": "by fn"}
-
-
-def test_a_run_longer_than_one_insert_carries_is_split_within_the_variable_limit(table):
-    writer, conn = table
-    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # as SQLite builds before 3.32
-    conn.execute("CREATE TABLE wide (" + ", ".join(f"c{i}" for i in range(40)) + ")")
-    sql = "INSERT INTO wide VALUES (" + ",".join("?" * 40) + ")"
-    from ys.store.db import _Request
-
-    def never(c: sqlite3.Connection) -> None:
-        raise AssertionError("a prepared insert fell back to its transaction body")
-
-    reqs = [_Request(never, [(sql, tuple(range(n, n + 40)))], n) for n in range(201)]
-    writer._commit(reqs)
-    assert [r.wait() for r in reqs] == list(range(201))
-    assert conn.execute("SELECT count(*), sum(c0) FROM wide").fetchone() == (201, sum(range(201)))
-
-
 def test_writes_after_close_are_refused_not_left_waiting(store_factory):
     store = store_factory(group_commit=True)
-    writer = store._writer
-    if not hasattr(writer, "_enqueue"):
-        pytest.skip("adapter without the SQLite group writer")
     assert store.admit("echo", {}, execution_id="before", now=T0).started
     store.close()
     with refused("DAEMON_UNAVAILABLE"):

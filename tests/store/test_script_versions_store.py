@@ -22,7 +22,7 @@ def test_an_admission_records_the_current_version_on_every_path(store_factory):
 
     asyncio.run(batch())
     [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
-    child = store.start(d.execution_id, "kid", "job", {}, now=T0)
+    child = store.start(d.execution_id, "kid", "job", "{}", now=T0)
     for eid in ["direct", child] + [f"b{i}" for i in range(5)]:
         assert store.get(eid).script_sha256 == A, eid
     store.admit("unknown", {}, execution_id="waits", now=T0)

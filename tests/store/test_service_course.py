@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from tests.support import Threads
 from ys import codec
+from ys.contract import MAX_PARAMS_BYTES
 from ys.errors import YsError
-from ys.store.base import MAX_PARAMS_BYTES
-from ys.store.reads import history_token, parse_history_token
+from ys.store.paging import history_token, parse_history_token
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()  # 1767225600
 LEASE = 30.0

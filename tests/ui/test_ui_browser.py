@@ -72,6 +72,8 @@ def url(home: DaemonHandle) -> Iterator[str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

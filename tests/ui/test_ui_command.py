@@ -53,6 +53,9 @@ def served(daemon: DaemonHandle) -> Iterator[Served]:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=20)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _cookie(headers: Any) -> str:

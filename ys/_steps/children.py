@@ -31,7 +31,7 @@ class ChildSteps(StepMethods):
         info = codec.decode(saved.value or "null")
         if isinstance(info, dict) and "request" in info:
             info = info["request"]
-        from ys.store.base import request_params
+        from ys.contract import request_params
 
         asked = request_params(params)
         if not isinstance(info, dict) or info.get("workflow") != workflow or info.get(
@@ -65,7 +65,7 @@ class ChildSteps(StepMethods):
             return child
         child = self._start(key, "start", workflow, params, detached)
         sdk.crash_point("start.after_client")
-        from ys.store.base import request_params
+        from ys.contract import request_params
 
         info = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
         self._save(key, "start", "completed", codec.dumps(info))
@@ -86,7 +86,7 @@ class ChildSteps(StepMethods):
         if child is None:
             child = self._start(key, "call", workflow, params, False)
             sdk.crash_point("call.after_client")
-        from ys.store.base import request_params
+        from ys.contract import request_params
 
         request = {"execution_id": child, "workflow": workflow, "params": request_params(params)}
         record = self._infra(self._backend.get, child)

@@ -30,9 +30,9 @@ class EffectSteps(StepMethods):
         if saved is not None and saved.status == "failed":
             raise sdk.revive(codec.decode(saved.value or "null"))
         try:
-            from ys.store.base import check_request
+            from ys.contract import check_effect_request
 
-            check_request(effect_id, operation, input, retry_in, now=self._backend.now())
+            check_effect_request(effect_id, operation, input, retry_in, now=self._backend.now())
             if not callable(perform) or not callable(lookup):
                 raise WorkflowEffectError("INVALID_EFFECT_REQUEST",
                                           "perform and lookup must be callables")

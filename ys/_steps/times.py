@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.contract import check_time
 from ys.errors import InvalidArgument
-from ys.store.base import check_time
 
 
 def wake_time(what: str, at: Any) -> float:

@@ -34,7 +34,7 @@ class ValueSteps(StepMethods):
             timeout_at = None if timeout is None else wake_after(
                 f"step.wait_for({key!r}): timeout", now, timeout)
             seen = newer_than
-        found = self._infra(self._backend.store_wait, store_key, key, seen, timeout_at)
+        found = self._infra(self._backend.value_wait, store_key, key, seen, timeout_at)
         if found is not None:
             self._save(key, "wait", "completed", found["value"])
             return codec.decode(found["value"])

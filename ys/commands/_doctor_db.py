@@ -29,13 +29,13 @@ def check_postgres(url: str) -> list[Check]:
     """The database is reachable, its schema this version's, and every record equal to its
     folded history (in one REPEATABLE READ snapshot, as daemons go on writing)."""
     shown = redact(url)
+    from ys.store import inspect_postgres
+
     try:
-        from ys.store.postgres import inspect
+        report: dict[str, Any] = inspect_postgres(url)
     except ImportError as exc:
         return [failed("database", f"PostgreSQL at {shown}, but the adapter cannot load "
                                    f"({exc}); run pip install 'ys[postgres]'")]
-    try:
-        report: dict[str, Any] = inspect(url)
     except YsError as exc:
         return [failed("database", f"PostgreSQL at {shown}: {exc.message}")]
     out = [passed("database", f"PostgreSQL at {shown} (server {report['server_version']})")]

@@ -1,8 +1,9 @@
 """`ys doctor`: check the home, the daemon, the database, the time zone and the environment
 scripts will see. It never starts a daemon and never writes to the database.
 
-This is the one command that reads the store itself (read-only, lazily): it re-folds every
-execution's history and compares it with the stored record, as recovery would.
+This is the one command that opens the store itself (read-only, lazily, through
+`ys.store.open_store`): the store's `health()` re-folds every execution's history and compares
+it with the stored record, as recovery would.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import stat
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ys.commands._opts import Json, add
 from ys.commands._output import emit_json
 from ys.paths import Paths
+
+if TYPE_CHECKING:
+    from ys.store.protocols import Health
 
 # The YS_ variables ys reads; any other is likely a typo.
 KNOWN_ENV = {
@@ -225,71 +229,48 @@ def _duration(seconds: Any) -> str:
 
 
 def check_database(paths: Paths) -> list[Check]:
+    from ys.errors import YsError
+    from ys.store import open_store
+
     db = paths.db
     if not db.exists():
         return [warning("database", f"{db} does not exist yet (the daemon makes it)")]
-    problems = []
-    for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        if f.exists():
-            why = _private(f, "database file", 0o600)
-            if why:
-                problems.append(why)
-    import sqlite3
-    from urllib.parse import quote
-
-    old = os.umask(0o077)  # what SQLite may create beside it (-wal, -shm) stays private
+    old = os.umask(0o077)  # whatever the store creates beside the file stays private
     try:
-        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, isolation_level=None,
-                               timeout=30)
+        store = open_store(db, read_only=True)
         try:
-            conn.execute("PRAGMA query_only=ON")
-            integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-            from ys.store import reads
-
-            conn.execute("BEGIN")  # one snapshot, while the daemon goes on writing
-            try:
-                mismatches = reads.verify(conn)
-                count = conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0]
-                schema = check_schema(conn)
-            finally:
-                conn.execute("COMMIT")
+            health = store.health()
         finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return [failed("database", f"{db}: {exc}")]
+            store.close()
+    except YsError as exc:
+        return [failed("database", f"{db}: {exc.message}")]
     finally:
         os.umask(old)
-    if integrity != ["ok"]:
-        problems.append(f"integrity_check: {_listed(integrity)}")
+    if health.error is not None:
+        return [failed("database", f"{db}: {health.error}")]
+    problems = [why for f in health.files if (why := _private(f, "database file", 0o600))]
+    if health.integrity:
+        problems.append(f"integrity_check: {_listed(health.integrity)}")
     out = [failed("database", _listed(problems)) if problems
-           else passed("database", f"{db}: integrity ok, private"), schema]
-    if mismatches:
-        out.append(failed("histories", f"{len(mismatches)} record(s) differ from their "
-                                       f"history: {_listed(mismatches)}"))
+           else passed("database", f"{db}: integrity ok, private"), check_schema(health)]
+    if health.mismatches:
+        out.append(failed("histories", f"{len(health.mismatches)} record(s) differ from their "
+                                       f"history: {_listed(health.mismatches)}"))
     else:
-        out.append(passed("histories", f"{count} execution(s); every record equals its "
-                                       "folded history"))
+        out.append(passed("histories", f"{health.executions} execution(s); every record equals "
+                                       "its folded history"))
     return out
 
 
-def check_schema(conn: Any) -> Check:
-    """The schema's version and tables, read with sqlite-utils' introspection."""
-    import re
-
-    import sqlite_utils
-
-    from ys.store.schema import MIGRATIONS
-
-    db = sqlite_utils.Database(conn)
-    sizes = {t.name: t.count for t in db.tables}
-    version = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
-    expected = {m for script in MIGRATIONS for m in re.findall(r"CREATE TABLE (\w+)", script)}
-    missing = sorted(expected - set(sizes))
-    if version != len(MIGRATIONS) or missing:
-        return failed("schema", f"version {version} of {len(MIGRATIONS)}"
+def check_schema(health: Health) -> Check:
+    """The schema's version and tables, as the store reports them."""
+    version, expected, missing = (health.schema_version, health.schema_expected,
+                                  health.missing_tables)
+    if version != expected or missing:
+        return failed("schema", f"version {version} of {expected}"
                                 + (f"; missing tables: {', '.join(missing)}" if missing else "")
                                 + "; start the daemon of this version to migrate")
-    rows = ", ".join(f"{name} {sizes[name]}" for name in
+    rows = ", ".join(f"{name} {health.rows.get(name, 0)}" for name in
                      ("executions", "events", "steps", "effects", "kv", "schedules"))
     return passed("schema", f"version {version}; rows: {rows}")
 

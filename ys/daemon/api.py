@@ -5,7 +5,7 @@ to. Worker routes take the delivery token in the X-Ys-Token header and are fence
 
 Here: the middleware, and `Api` with the daemon and execution routes and `routes()`, the one
 list of every route. The other route groups are mixins of `Api`: the worker's calls
-(api_worker), durable values (api_store), schedules and gc (api_schedules), effects
+(api_worker), durable values (api_values), schedules and gc (api_schedules), effects
 (api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
 api_base. The dashboard's pages (/ui/) are added to the app by ys.ui.server.
 """
@@ -29,8 +29,8 @@ from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
-from ys.daemon.api_store import StoreRoutes
 from ys.daemon.api_ui import UiRoutes
+from ys.daemon.api_values import ValueRoutes
 from ys.daemon.api_worker import WorkerRoutes
 from ys.daemon.http import (
     SETTINGS,
@@ -39,7 +39,7 @@ from ys.daemon.http import (
     too_large,
     within_limits,
 )
-from ys.errors import DaemonUnavailable, NotFound, YsError
+from ys.errors import DaemonUnavailable, NotFoundError, YsError
 
 log = logging.getLogger("ys.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -77,7 +77,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
 
 
-class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
+class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
     """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
 
     def routes(self) -> list[web.RouteDef]:
@@ -102,11 +102,11 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
-            web.get("/v1/store", self.store_list),
-            web.get("/v1/store/{key}", self.store_get),
-            web.put("/v1/store/{key}", self.store_put),
-            web.delete("/v1/store/{key}", self.store_delete),
-            web.post("/v1/store/{key}/wait", self.store_wait),
+            web.get("/v1/store", self.value_list),
+            web.get("/v1/store/{key}", self.value_get),
+            web.put("/v1/store/{key}", self.value_put),
+            web.delete("/v1/store/{key}", self.value_delete),
+            web.post("/v1/store/{key}/wait", self.value_wait),
             web.get("/v1/schedules", self.schedules),
             web.post("/v1/schedules", self.schedule_add),
             web.get("/v1/schedules/{name}", self.schedule),
@@ -159,9 +159,10 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def trigger(self, request: web.Request) -> web.Response:
         req = await Trigger.read(request)
         await self.known_workflow(req.workflow)
+        store = self.d.store
         result = await self.write(
-            request, "admit", req.workflow, req.params, context=req.context,
-            execution_id=req.execution_id, if_exists=req.if_exists,
+            request, store.admit_async, store.admit, req.workflow, req.params,
+            context=req.context, execution_id=req.execution_id, if_exists=req.if_exists,
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
@@ -204,17 +205,16 @@ class Api(WorkerRoutes, StoreRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def _holders(self, records: Sequence[Any]) -> dict[str, str]:
         """On a shared database, the daemons that hold the leases of running executions this
         daemon does not run, by execution ID ("daemon ID, daemon pid N")."""
-        find = getattr(self.d.store, "lease_holders", None)
         ids = [r.execution_id for r in records
                if r.status == "running" and r.execution_id not in self.d.dispatcher.running]
-        if find is None or not ids:
+        if not ids:
             return {}
-        return dict(await self.call(find, ids))
+        return dict(await self.call(self.d.store.lease_holders, ids))
 
     async def _load(self, execution_id: str) -> Any:
         record = await self.call(self.d.store.get, execution_id)
         if record is None:
-            raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record
 
     async def get(self, request: web.Request) -> web.Response:

@@ -2,20 +2,27 @@
 parameters read field by field with their checks (`Body`, `Query`: a malformed one is 400
 INVALID_ARGUMENT naming the field, never a 500), which each route's typed request in
 api_requests is parsed with; and `ApiBase`, the daemon handle the route mixins (api_worker,
-api_store, api_schedules, api_effects) and `api.Api` share.
+api_values, api_schedules, api_effects) and `api.Api` share.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from aiohttp import web
 
 from ys.codec import MAX_DEPTH
-from ys.errors import InvalidArgument, NotFound
-from ys.store.base import check_object, check_seconds, check_time, json_kind
+from ys.contract import check_object, check_seconds, check_time, json_kind
+from ys.errors import InvalidArgument, NotFoundError
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -212,22 +219,23 @@ SMALL_BODY = 16 * 1024  # a write whose body is at most this is encoded on the e
 class ApiBase:
     """The daemon handle every group of routes uses, and the checks they share."""
 
-    def __init__(self, daemon: Any) -> None:
+    def __init__(self, daemon: DaemonParts) -> None:
         self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
 
-    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.d.hub.call(fn, *args, **kwargs)
 
-    async def write(self, request: web.Request, name: str, *args: Any, **kwargs: Any) -> Any:
-        """The store's write `name` (admit, acknowledge) for a request whose params or result
-        the store encodes. A small body is encoded here and the write awaited (`<name>_async`):
-        the group writer commits it with the other writes of its batch and answers this loop
-        once per batch, no thread hand-off. A big one is encoded in the thread pool: encoding
-        64 KiB takes tens of ms, which would hold up every other request on the loop."""
-        store = self.d.store
+    async def write(self, request: web.Request, small: Callable[P, Awaitable[T]],
+                    big: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store write (admit, acknowledge) for a request whose params or result the store
+        encodes. A small body is encoded here and the write awaited (`small`, the `_async`
+        one): the group writer commits it with the other writes of its batch and answers this
+        loop once per batch, no thread hand-off. A big one is encoded in the thread pool
+        (`big`): encoding 64 KiB takes tens of ms, which would hold up every other request on
+        the loop."""
         if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
-            return await getattr(store, f"{name}_async")(*args, **kwargs)
-        return await self.call(getattr(store, name), *args, **kwargs)
+            return await small(*args, **kwargs)
+        return await self.call(big, *args, **kwargs)
 
     def _token(self, request: web.Request) -> str:
         """The delivery token; checked after the body (a malformed body is refused first)."""
@@ -246,5 +254,5 @@ class ApiBase:
             close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else (
                 f"; scripts go in {reg.folder}")
-            raise NotFound("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
+            raise NotFoundError("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
                            suggestions=close)

@@ -8,7 +8,7 @@ from aiohttp import web
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, _json
 from ys.daemon.api_requests import EffectBegin, EffectSettle, EffectsQuery, EffectWait
-from ys.errors import InvalidArgument, NotFound
+from ys.errors import InvalidArgument, NotFoundError
 
 
 class EffectRoutes(ApiBase):
@@ -23,7 +23,7 @@ class EffectRoutes(ApiBase):
         effect_id = request.match_info["effect_id"]
         found = await self.call(self.d.store.effect, effect_id)
         if found is None:
-            raise NotFound("NOT_FOUND", f"no effect {effect_id!r}")
+            raise NotFoundError("NOT_FOUND", f"no effect {effect_id!r}")
         return _json(views.effect(found))
 
     async def effect_begin(self, request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -51,7 +52,7 @@ class EventRoutes(ApiBase):
         return _json({"events": [event(e) for e in items], "cursor": cursor})
 
 
-def event(e: dict) -> dict:
+def event(e: dict[str, Any]) -> dict[str, Any]:
     """One event of the stream: the history's shape, with its execution and its cursor."""
     return {"execution_id": e["execution_id"], "workflow": e["workflow"],
             **views.event(e), "cursor": str(e["pos"])}

@@ -17,10 +17,10 @@ from typing import Any
 
 from aiohttp import web
 
+from ys.contract import check_workflow_name
 from ys.cron import CATCH_UP, OVERLAP
 from ys.daemon.api_base import Body, Query, invalid
-from ys.store.base import check_workflow_name
-from ys.store.records import STATUSES
+from ys.store.protocols import STATUSES
 
 MAX_WAIT = 60.0  # a long poll answers at least this often
 STEP_STATUSES = ("completed", "failed", "waiting")
@@ -117,11 +117,13 @@ class Start:
     workflow: str
     params: Any  # the start client checks them (INVALID_START_PARAMETERS)
     detached: bool
+    params_json: str | None = None  # the worker's canonical params; wins over params
 
     @classmethod
     async def read(cls, request: web.Request) -> Start:
         b = await Body.read(request)
-        return cls(b.required_text("workflow"), b.any("params"), b.flag("detached"))
+        return cls(b.required_text("workflow"), b.any("params"), b.flag("detached"),
+                   b.opt_text("params_json"))
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,12 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class StorePut:
+class ValuePut:
     value: Any  # a durable value, checked by the store
     expected_version: int | None
 
     @classmethod
-    async def read(cls, request: web.Request) -> StorePut:
+    async def read(cls, request: web.Request) -> ValuePut:
         b = await Body.read(request)
         if not b.has("value"):
             raise invalid("value is required (a durable value; null is one)")
@@ -151,14 +153,14 @@ class StorePut:
 
 
 @dataclass(frozen=True)
-class StoreWait:
+class ValueWait:
     execution_id: str
     step_key: str
     seen: int  # the version the waiter has seen: a newer one ends the wait
     timeout_at: float | None
 
     @classmethod
-    async def read(cls, request: web.Request) -> StoreWait:
+    async def read(cls, request: web.Request) -> ValueWait:
         b = await Body.read(request)
         return cls(b.required_text("execution_id"), b.required_text("step_key"),
                    b.whole("seen", 0), b.opt_time("timeout_at"))

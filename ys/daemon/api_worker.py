@@ -11,6 +11,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from ys.contract import request_params
+from ys.crashpoints import crash_point
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, Body, _json, invalid
 from ys.daemon.api_requests import Outcome, SaveStep, Start
@@ -100,7 +102,6 @@ class WorkerRoutes(ApiBase):
         if not key:
             raise invalid("key must be non-empty text")
         req = SaveStep.of(b)
-        from ys.sdk import crash_point  # the crash tests kill the daemon on either side
 
         crash_point("channel.before_save")
         cancel = await self._save_step(execution_id, token, key, req)
@@ -111,8 +112,13 @@ class WorkerRoutes(ApiBase):
         """RFC 003's start client: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
         caller = request.match_info["id"]
+        # The worker sends params_json, encoded once on its side; another caller may send
+        # params as an object, encoded once here. The store checks the text.
+        params_json = req.params_json
+        if params_json is None:
+            params_json = request_params(req.params)
         target = await self.call(
-            self.d.store.start, caller, request.match_info["key"], req.workflow, req.params,
+            self.d.store.start, caller, request.match_info["key"], req.workflow, params_json,
             detached=req.detached,
         )
         self.d.hub.notify(target)
@@ -129,13 +135,12 @@ class WorkerRoutes(ApiBase):
         on_failure = None
         status = str(req.outcome.get("status"))
         first = self.d.dispatcher.delivering(execution_id, token)
+        store = self.d.store
         if status == "failed":
-            record = await self.call(self.d.store.get, execution_id)
+            record = await self.call(store.get, execution_id)
             on_failure = self.d.handler_for(record.workflow) if record is not None else None
-        result = await self.write(request, "acknowledge", execution_id, token, req.outcome,
-                                  on_failure=on_failure)
-        from ys.sdk import crash_point
-
+        result = await self.write(request, store.acknowledge_async, store.acknowledge,
+                                  execution_id, token, req.outcome, on_failure=on_failure)
         crash_point("outcome.after_commit")  # a failure and its handler are committed together
         if on_failure is not None and first and result.get("status") == "failed":
             self.d.metrics.admissions.labels("on_failure").inc()

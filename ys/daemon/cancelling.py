@@ -14,12 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import kill_group
 from ys.daemon.running import Running
 from ys.errors import LeaseLost
+from ys.store.protocols import Store
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 log = logging.getLogger("ys.dispatcher")
 
@@ -35,13 +40,13 @@ def cancel_grace_seconds() -> float:
 class Cancelling:
     """The dispatcher's cancellation methods (a mixin of Dispatcher)."""
 
-    store: Any
+    store: Store
     hub: Hub
     running: dict[str, Running]
     cancel_grace: float
     _background: set[asyncio.Task[None]]
 
-    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.hub.call(fn, *args, **kwargs)
 
     async def _cancel_pending(self, execution_id: str) -> bool:

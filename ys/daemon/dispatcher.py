@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any
 from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import Launcher, kill_group
-from ys.daemon.recovery import forget_worker, record_worker
-from ys.daemon.registry import Registry
+from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
+from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
-from ys.store.base import Delivery
+from ys.store.protocols import Delivery, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
@@ -41,7 +40,7 @@ PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to 
 
 
 class Dispatcher(Cancelling):
-    def __init__(self, store: Any, registry: Registry, launcher: Launcher, paths: Paths, hub: Hub,
+    def __init__(self, store: Store, registry: Registry, launcher: Launcher, paths: Paths, hub: Hub,
                  *, concurrency: int = 4, lease_seconds: float = 30.0,
                  retry_base: float = 1.0, retry_max: float = 300.0) -> None:
         self.store = store
@@ -114,7 +113,7 @@ class Dispatcher(Cancelling):
     # -- one delivery -----------------------------------------------------------------------
 
     def retry_delay(self, attempt: int) -> float:
-        return min(self.retry_max, self.retry_base * (2 ** max(0, attempt - 1)))
+        return min(self.retry_max, self.retry_base * (2.0 ** max(0, attempt - 1)))
 
     async def _deliver(self, r: Running, prev: Running | None = None) -> None:
         d = r.delivery
@@ -162,7 +161,7 @@ class Dispatcher(Cancelling):
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
-    def _version(self, d: Delivery, wf: Any) -> Any:
+    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
         """The script this delivery runs: the workflow's file, or, when the claim chose
         another version (a pinned execution whose script was edited since its admission),
         that version's copy, run from the workflows folder."""
@@ -179,9 +178,25 @@ class Dispatcher(Cancelling):
             return wf
         return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
 
-    async def _run(self, r: Running, wf: Any) -> int | None:
-        """Start the worker, copy its output into its log, and wait for its exit: its exit
-        status, or None when it could not start (r.start_error says why)."""
+    async def _run(self, r: Running, wf: Workflow) -> int | None:
+        """Start the worker and wait for its exit: its exit status, or None when it could not
+        start (r.start_error says why)."""
+        last = await self._launch(r, wf)
+        if last is None:
+            return None
+        assert r.proc is not None
+        watch = asyncio.create_task(self._watch_lease(r))
+        renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
+        if r.delivery.cancel_requested or r.cancel_noticed:
+            self._start_grace(r)
+        try:
+            return await r.proc.wait()
+        finally:
+            await self._finish(r, last, watch, renew)
+
+    async def _launch(self, r: Running, wf: Workflow) -> LastLine | None:
+        """Open the delivery's log and start its worker with its output piped into it;
+        returns what keeps a shell script's last line, or None if it could not start."""
         d = r.delivery
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
@@ -223,30 +238,30 @@ class Dispatcher(Cancelling):
                         os.close(fd)
             out.close()
             raise
-        watch = asyncio.create_task(self._watch_lease(r))
-        renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
-        if d.cancel_requested or r.cancel_noticed:
-            self._start_grace(r)
+        return last
+
+    async def _finish(self, r: Running, last: LastLine, watch: asyncio.Task[None],
+                      renew: asyncio.Task[None] | None) -> None:
+        """The worker exited (or the dispatcher is stopping): end the delivery's processes
+        and read the rest of its output."""
+        assert r.proc is not None and r.out is not None
+        # The delivery ends with its script: what it left running dies with it (and lets go
+        # of the pipes its output comes through).
+        kill_group(r.proc)
+        watch.cancel()
+        if r.grace is not None:
+            r.grace.cancel()
+        forget_worker(self.paths, r.proc.pid)
+        # The worker no longer renews its lease: while the rest of its output comes, the
+        # dispatcher does, so that the outcome or the release still holds it.
+        renew = renew or asyncio.create_task(self._renew(r))
         try:
-            return await r.proc.wait()
+            await drain(r.pipes, PIPE_GRACE)
         finally:
-            # The delivery ends with its script: what it left running dies with it (and lets
-            # go of the pipes its output comes through).
-            kill_group(r.proc)
-            watch.cancel()
-            if r.grace is not None:
-                r.grace.cancel()
-            forget_worker(self.paths, r.proc.pid)
-            # The worker no longer renews its lease: while the rest of its output comes, the
-            # dispatcher does, so that the outcome or the release still holds it.
-            renew = renew or asyncio.create_task(self._renew(r))
-            try:
-                await drain(r.pipes, PIPE_GRACE)
-            finally:
-                renew.cancel()
-            out.close()
-            last.close()
-            r.last_line = last.line
+            renew.cancel()
+        r.out.close()
+        last.close()
+        r.last_line = last.line
 
     async def _unavailable(self, r: Running, why: str) -> None:
         """The workflow's script is missing or broken: the execution waits for it."""

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Hub:
@@ -28,7 +32,8 @@ class Hub:
             table.clear()
         self._any.set()
 
-    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` in the pool: a store call, off the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 

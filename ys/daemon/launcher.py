@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ys.daemon.registry import Workflow
+from ys.paths import Paths
 
 log = logging.getLogger("ys.launcher")
 
@@ -256,6 +257,65 @@ async def _poll_exit(proc: WarmProcess) -> None:
             proc._exited(-1)
             return
         await asyncio.sleep(0.2)
+
+
+# -- worker pid files: one per running worker, so the next daemon can kill what this one left
+
+
+def _workers_dir(paths: Paths) -> Path:
+    return paths.runtime / "workers"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (Linux /proc), to tell a reused PID from our worker."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def record_worker(paths: Paths, pid: int, execution_id: str) -> None:
+    """Note a started worker (with its start time, to tell a reused pid from it)."""
+    d = _workers_dir(paths)
+    d.mkdir(exist_ok=True, mode=0o700)
+    (d / str(pid)).write_text(f"{_start_time(pid) or '-'} {execution_id}\n")
+
+
+def forget_worker(paths: Paths, pid: int) -> None:
+    """The worker has exited."""
+    try:
+        (_workers_dir(paths) / str(pid)).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def kill_orphans(paths: Paths) -> int:
+    """At daemon start: kill the process group of every worker a previous daemon left
+    running (recovery's first step); returns how many."""
+    d = _workers_dir(paths)
+    if not d.is_dir():
+        return 0
+    killed = 0
+    for f in d.iterdir():
+        try:
+            pid = int(f.name)
+            started, _, execution_id = f.read_text().strip().partition(" ")
+        except (ValueError, OSError):
+            f.unlink(missing_ok=True)
+            continue
+        now_started = _start_time(pid)
+        alive = now_started is not None and (started in ("-", now_started))
+        if alive:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                killed += 1
+                log.warning("killed worker %d of %s left by the previous daemon", pid, execution_id)
+            except (ProcessLookupError, PermissionError):
+                pass
+        f.unlink(missing_ok=True)
+    return killed
 
 
 def make_launcher() -> Launcher:

@@ -15,13 +15,24 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ys.daemon.hub import Hub
-from ys.daemon.recovery import kill_orphans, recover
+from ys.daemon.launcher import kill_orphans
+from ys.daemon.recovery import recover
 from ys.errors import YsError
 from ys.paths import Paths
 from ys.settings import Settings
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from ys.daemon.dispatcher import Dispatcher
+    from ys.daemon.launcher import Launcher
+    from ys.daemon.metrics import Metrics
+    from ys.daemon.registry import Registry, Workflow
+    from ys.daemon.scheduler import Scheduler
+    from ys.store.protocols import Store
 
 log = logging.getLogger("ys.daemon")
 
@@ -60,15 +71,42 @@ class Daemon:
         self.hub = Hub()
         # Built by _start, in this order; None until then, so _shutdown takes down only what
         # exists when start-up fails half-way.
-        self.store: Any = None
-        self.registry: Any = None
-        self.launcher: Any = None
-        self.dispatcher: Any = None
-        self.scheduler: Any = None
-        self.runner: Any = None
+        self._store: Store | None = None
+        self._registry: Registry | None = None
+        self._launcher: Launcher | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._scheduler: Scheduler | None = None
+        self._runner: web.AppRunner | None = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
-        self.metrics: Any = None
+        self._metrics: Metrics | None = None
+
+    # The parts the routes and the scheduler use (DaemonParts), once start-up built them.
+
+    @property
+    def metrics(self) -> Metrics:
+        assert self._metrics is not None, "the daemon has not made its metrics yet"
+        return self._metrics
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "the daemon has not opened its store yet"
+        return self._store
+
+    @property
+    def registry(self) -> Registry:
+        assert self._registry is not None, "the daemon has no registry yet"
+        return self._registry
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        assert self._dispatcher is not None, "the daemon has no dispatcher yet"
+        return self._dispatcher
+
+    @property
+    def scheduler(self) -> Scheduler:
+        assert self._scheduler is not None, "the daemon has no scheduler yet"
+        return self._scheduler
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -105,16 +143,19 @@ class Daemon:
         from ys.daemon.metrics import Metrics
         from ys.daemon.registry import Registry
         from ys.daemon.scheduler import Scheduler
+        from ys.store import open_store
 
         # config.toml's folder-wide failure handler (the settings were checked before start-up)
         self.on_failure = self.settings.on_failure
-        self.metrics = Metrics()
-        self.store = open_daemon_store(self.paths, self.settings, self.daemon_id,
-                                       self.lease_seconds)
-        self.registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
-        self.launcher = make_launcher()
-        self.dispatcher = Dispatcher(
-            self.store, self.registry, self.launcher, self.paths, self.hub,
+        self._metrics = Metrics()
+        store = self._store = open_store(
+            self.settings.database or self.paths.db, group_commit=True,
+            lease_seconds=self.lease_seconds, daemon_id=self.daemon_id)
+        registry = self._registry = Registry(self.paths.workflows,
+                                             on_change=self._workflow_changed)
+        launcher = self._launcher = make_launcher()
+        dispatcher = self._dispatcher = Dispatcher(
+            store, registry, launcher, self.paths, self.hub,
             concurrency=self.concurrency, lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
@@ -122,64 +163,68 @@ class Daemon:
 
         # the cap config.toml or YS_LOG_MAX_BYTES sets (checked at start), at least the least
         # the log capture keeps
-        self.dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
-        self.dispatcher.handler_for = self.handler_for
-        self.dispatcher.metrics = self.metrics
-        self.store.observe_commits(self.metrics.observe_commit)
-        self.scheduler = Scheduler(self)
-        await self.hub.call(recover, self.store, self.paths)
-        self.registry.on_version = lambda wf: self._keep_versions([wf])
-        await self.registry.load()
-        await self._keep_versions(self.registry.workflows.values())
-        await self.scheduler.sync_declared(self.registry.workflows)
+        dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
+        dispatcher.handler_for = self.handler_for
+        dispatcher.metrics = self.metrics
+        store.observe_commits(self.metrics.observe_commit)
+        scheduler = self._scheduler = Scheduler(self)
+        await self.hub.call(recover, store, self.paths)
+        registry.on_version = lambda wf: self._keep_versions([wf])
+        await registry.load()
+        await self._keep_versions(registry.workflows.values())
+        await scheduler.sync_declared(registry.workflows)
 
         http = HttpSettings.from_env()
-        self.runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
-        await self.runner.setup()
+        runner = self._runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
+        await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
             sock.unlink()  # we hold the lock, so whatever answered here is gone: a stale socket
         old = os.umask(0o177)  # the socket is born 0600: no chmod race
         try:
-            site = UnixSite(self.runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
+            site = UnixSite(runner, str(sock), http)  # JSON answers for bad HTTP, read timeouts
             self.bound = True
             await site.start()
         finally:
             os.umask(old)
-        self.registry.start_watching()
-        self.dispatcher.start()
-        watch = getattr(self.store, "watch", None)
-        if watch is not None:  # a shared database: other daemons' commits concern us too
-            loop = asyncio.get_running_loop()
-            watch(lambda: loop.call_soon_threadsafe(self.dispatcher.poke),
-                  lambda execution_id: loop.call_soon_threadsafe(self._changed, execution_id))
-        self.scheduler.start()
+        registry.start_watching()
+        dispatcher.start()
+        loop = asyncio.get_running_loop()
+        # a shared database: other daemons' commits concern us too (SQLite: nothing to watch)
+        def due() -> None:
+            loop.call_soon_threadsafe(dispatcher.poke)
+
+        def changed(execution_id: str) -> None:
+            loop.call_soon_threadsafe(self._changed, execution_id)
+
+        store.watch(due, changed)
+        scheduler.start()
 
     async def _shutdown(self) -> None:
         """Stop what runs, in order; each piece only if start-up got that far."""
         self.hub.stop_waits()
-        if self.dispatcher is not None:
+        if self._dispatcher is not None:
             log.info("stopping: no new deliveries; %d running get %.0fs",
-                     len(self.dispatcher.running), self.grace)
-        if self.scheduler is not None:
-            await self.scheduler.stop()
-        if self.dispatcher is not None:
-            await self.dispatcher.stop(self.grace)
-        close = getattr(self.launcher, "close", None)
+                     len(self._dispatcher.running), self.grace)
+        if self._scheduler is not None:
+            await self._scheduler.stop()
+        if self._dispatcher is not None:
+            await self._dispatcher.stop(self.grace)
+        close = getattr(self._launcher, "close", None)
         if close is not None:
             await close()
-        if self.registry is not None:
-            await self.registry.stop()
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self._registry is not None:
+            await self._registry.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
         if self.bound:
             try:
                 self.paths.socket.unlink()
             except FileNotFoundError:
                 pass
         self.hub.close()
-        if self.store is not None:
-            self.store.close()
+        if self._store is not None:
+            self._store.close()
         log.info("stopped")
 
     def _changed(self, execution_id: str) -> None:
@@ -189,7 +234,7 @@ class Daemon:
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits: its own `on_failure`, else the
         folder-wide one; never itself (a handler that fails would only call itself again)."""
-        wf = self.registry.get(workflow) if self.registry is not None else None
+        wf = self._registry.get(workflow) if self._registry is not None else None
         handler = (wf.on_failure if wf is not None else None) or self.on_failure
         return None if handler == workflow else handler
 
@@ -206,46 +251,16 @@ class Daemon:
                 continue  # edited again meanwhile: the registry reports that version next
             await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
 
-    async def _workflow_changed(self, wf: Any) -> None:
+    async def _workflow_changed(self, wf: Workflow) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
         await self.scheduler.sync_declared(self.registry.workflows)
         now = self.registry.get(wf.name)
         if now is not None and now.error is None:
-            n = await self.hub.call(wake_waiting, self.store, wf.name)
+            n = await self.hub.call(self.store.wake_workflow, wf.name)
             if n:
                 log.info("workflow %s is runnable: woke %d waiting executions", wf.name, n)
                 self.dispatcher.poke()
-
-
-def open_daemon_store(paths: Paths, settings: Settings, daemon_id: str,
-                      lease_seconds: float) -> Any:
-    """The store the settings choose: PostgreSQL when a database URL is set, else the SQLite
-    file. Both commit requests arriving together in one transaction."""
-    if settings.database:
-        from ys.store.postgres import PostgresStore
-
-        return PostgresStore(settings.database, group_commit=True, lease_seconds=lease_seconds,
-                             daemon_id=daemon_id)
-    from ys.store.sqlite import SqliteStore
-
-    return SqliteStore(paths.db, group_commit=True, lease_seconds=lease_seconds)
-
-
-def wake_waiting(store: Any, workflow: str) -> int:
-    """Wake every non-terminal, unleased execution of `workflow` (they waited for the script)."""
-    if hasattr(store, "wake_workflow"):  # the PostgreSQL store: one transaction of its own
-        return int(store.wake_workflow(workflow))
-    rows = store.reader().execute(
-        "SELECT execution_id FROM executions WHERE workflow=? AND status IN ('admitted','suspended')"
-        " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",
-        (workflow, time.time()),
-    ).fetchall()
-    n = 0
-    for (execution_id,) in rows:
-        if store.request_wake(execution_id, reason=f"workflow {workflow} changed") == "requested":
-            n += 1
-    return n
 
 
 class LockUnusable(Exception):
@@ -327,9 +342,9 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
     try:
         settings = ys_settings.load(paths.config, concurrency=concurrency, database=database)
         if settings.database:
-            from ys.store.postgres import driver
+            from ys.store import require_driver
 
-            driver()  # refuse at once, saying what to install, rather than fail after the lock
+            require_driver(settings.database)  # refuse at once, not after taking the lock
     except YsError as exc:
         return refuse(exc)
     setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited

@@ -68,7 +68,7 @@ class Metrics:
     content_type = CONTENT_TYPE
 
     def __init__(self) -> None:
-        disable_created_metrics()  # no `_created` series: they double the output for nothing
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: they double the output for nothing
         r = self.registry = CollectorRegistry()
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)

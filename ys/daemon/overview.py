@@ -1,21 +1,25 @@
 """What runs, what is due, what waits, what failed lately, which schedule slots were late or
 skipped, and the daemon's health: the dashboard's Now page and `ys top`, as JSON
-(`GET /v1/overview`). Every read is bounded (ys.store.overview)."""
+(`GET /v1/overview`). Every read is bounded (the store's OverviewClient)."""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ys import __version__
 from ys.daemon import views
+from ys.store.protocols import Record, RunningExecution
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 FAILURE_WINDOW = 86400.0
 LIST = 10  # items per section
 
 
-def _running(d: Any, items: list[Any]) -> list[dict[str, Any]]:
+def _running(d: DaemonParts, items: list[RunningExecution]) -> list[dict[str, Any]]:
     out = []
     for it in items:
         rec = views.record(it.record)
@@ -27,7 +31,7 @@ def _running(d: Any, items: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _waiting(d: Any, items: list[Any]) -> list[dict[str, Any]]:
+def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
     out = []
     for r in items:
         rec = views.record(r)
@@ -44,7 +48,7 @@ def _slot(s: dict[str, Any]) -> dict[str, Any]:
     return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
 
 
-def read(d: Any, now: float | None = None) -> dict[str, Any]:
+def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     """The overview, read in the calling thread (the hub's pool)."""
     t = time.time() if now is None else now
     store = d.store

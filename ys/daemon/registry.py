@@ -293,8 +293,8 @@ class Registry:
             # Not executable and not Python: not a workflow (README, notes, data files), even
             # when it is unsafe (a group-writable backup.md must not shadow backup.py).
             return None
+        from ys.contract import check_workflow_name
         from ys.errors import YsError
-        from ys.store.base import check_workflow_name
 
         try:
             check_workflow_name(name)

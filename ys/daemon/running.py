@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from ys.daemon.capture import CappedLog, Pipe
 from ys.daemon.launcher import Proc
-from ys.store.base import Delivery
+from ys.store.protocols import Delivery
 
 
 @dataclass
@@ -28,7 +27,6 @@ class Running:
     start_error: str = ""
     out: CappedLog | None = None  # the delivery's log, fed by its pipes
     pipes: list[Pipe] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0  # time.monotonic() when the dispatcher took it (metrics)
     last_step_at: float = 0.0  # ... and when it last saved a step
     result: str = ""  # the outcome it recorded, for the metrics ("" until then)

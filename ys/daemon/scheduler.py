@@ -2,7 +2,7 @@
 
 It re-reads the wall clock at least every 30 s, so after a suspend, resume or clock change the
 next tick sees the jump and applies each schedule's catch-up policy (the planning is pure, in
-ys.cron; the fire itself is one store transaction, in ys.store.schedules).
+ys.cron; the fire itself is one store transaction, `schedule_tick`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ import logging
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ys.crashpoints import crash_point
 from ys.daemon.scripts import schedule_args
 from ys.errors import YsError
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 log = logging.getLogger("ys.scheduler")
 MAX_IDLE = 30.0
@@ -31,7 +35,7 @@ def retention_seconds() -> float:
 
 
 class Scheduler:
-    def __init__(self, daemon: Any) -> None:
+    def __init__(self, daemon: DaemonParts) -> None:
         self.d = daemon
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -82,8 +86,6 @@ class Scheduler:
                     continue
                 self._log(s, actions)
                 self.d.metrics.schedule_actions(s["name"], actions)
-                from ys.sdk import crash_point
-
                 crash_point("schedule.after_fire")
                 if any(a["action"] == "fired" or a.get("handler") for a in actions):
                     self.d.dispatcher.poke()

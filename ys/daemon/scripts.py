@@ -43,8 +43,8 @@ def options_error(options: dict[str, Any]) -> str | None:
     handler = options.get("on_failure")
     if handler is None:
         return None
+    from ys.contract import check_workflow_name
     from ys.errors import YsError
-    from ys.store.base import check_workflow_name
 
     try:
         check_workflow_name(handler)
@@ -143,7 +143,7 @@ async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
 def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     """The `schedule_add` arguments for the schedule a script declares, checked with the rules
     `ys schedule add` follows. Raises YsError or ValueError with a readable message."""
-    from ys.store.schedules import check
+    from ys.contract import check_schedule
 
     args: dict[str, Any] = {
         "cron_expr": str(sch["schedule"]), "tz": str(sch.get("tz") or "local"),
@@ -151,8 +151,8 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
         "max_late": _seconds(sch.get("max_late"), "max_late"),
         "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
     }
-    check(name, name, args["cron_expr"], args["tz"], args["catch_up"], args["overlap"],
-          args["max_late"], args["jitter"])
+    check_schedule(name, name, args["cron_expr"], args["tz"], args["catch_up"],
+                   args["overlap"], args["max_late"], args["jitter"])
     return args
 
 

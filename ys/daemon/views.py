@@ -7,8 +7,7 @@ from typing import Any
 
 from ys import codec
 from ys.durations import MAX_TIME, MIN_TIME
-from ys.store.base import Description, StepRecord
-from ys.store.records import Record
+from ys.store.protocols import Description, Record, StepRecord
 
 
 def iso(t: float | None) -> str | None:

@@ -1,12 +1,70 @@
-"""The store: one interface (`base.Store`), one SQLite adapter, one pure `apply`."""
+"""The store: the database adapter behind the protocols of `ys.store.protocols`.
+
+`open_store` is the one way in from the rest of ys (the daemon, `ys.testing`, `ys doctor`);
+they type what it returns as `protocols.Store` and never see SQL. The setting is a file path
+(the SQLite adapter, `ys.store.sqlite`) or a postgresql:// URL (`ys.store.postgres`).
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from typing import Any
 
+from ys.errors import InvalidArgument
+from ys.store.protocols import Store
 
-def open_store(path: str, **kwargs: Any) -> Any:
-    """The SQLite store at `path` (created and migrated when new)."""
+
+def open_store(
+    database: str | os.PathLike[str], *, group_commit: bool = False,
+    clock: Callable[[], float] = time.time, lease_seconds: float = 30.0,
+    read_only: bool = False, daemon_id: str | None = None,
+) -> Store:
+    """The store a setting names: a file path opens (and, unless read_only, creates and
+    migrates) a SQLite database. `group_commit` shares commits between concurrent writes (the
+    daemon); `read_only` never writes (`ys doctor`)."""
+    setting = os.fspath(database)
+    if "://" in setting:
+        scheme = setting.split("://", 1)[0]
+        if scheme in ("postgres", "postgresql"):
+            from ys.store.postgres import PostgresStore
+
+            return PostgresStore(setting, group_commit=group_commit, clock=clock,
+                                 lease_seconds=lease_seconds, read_only=read_only,
+                                 daemon_id=daemon_id)
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"database {scheme}://... is not supported; give a file path or a postgresql:// URL",
+        )
     from ys.store.sqlite import SqliteStore
 
-    return SqliteStore(path, **kwargs)
+    return SqliteStore(setting, group_commit=group_commit, clock=clock,
+                       lease_seconds=lease_seconds, read_only=read_only)
+
+
+def is_postgres(database: str | os.PathLike[str] | None) -> bool:
+    """Whether a database setting names a PostgreSQL server."""
+    return database is not None and os.fspath(database).split("://", 1)[0] in (
+        "postgres", "postgresql")
+
+
+def require_driver(database: str | os.PathLike[str] | None) -> None:
+    """Refuse a PostgreSQL setting at once, saying what to install, when its driver is
+    missing (a daemon checks before it takes its lock). Nothing for a file."""
+    if is_postgres(database):
+        from ys.store.postgres import driver
+
+        driver()
+
+
+def inspect_postgres(url: str) -> dict[str, Any]:
+    """What `ys doctor` reports of a PostgreSQL database, read without writing (server and
+    schema versions, row counts, records that differ from their history). ImportError when
+    the adapter's driver is not installed."""
+    from ys.store.postgres import inspect
+
+    return inspect(url)
+
+
+__all__ = ["Store", "inspect_postgres", "is_postgres", "open_store", "require_driver"]

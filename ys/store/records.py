@@ -26,10 +26,6 @@ CANCEL_REQUESTED = "cancel_requested"
 COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
-EVENT_KINDS = (
-    ADMITTED, WAKE_REQUESTED, CLAIMED, STEP, RELEASED, SUSPENDED, CANCEL_REQUESTED,
-    COMPLETED, FAILED, CANCELLED,
-)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What each dashboard page shows, read through the store's reads (the ones the API uses, and
-the bounded ones of ys.store.overview), in the JSON shapes of the API (ys.daemon.views).
+the bounded ones of the store's OverviewClient), in the JSON shapes of the API (ys.daemon.views).
 
 Each builder runs in the hub's thread pool: `builder(daemon, query, match) -> context`. Bad
 input in a filter is shown on the page (`error`), not as a failed request.
@@ -12,27 +12,30 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ys import cron
 from ys.daemon import overview, views
-from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.records import STATUSES
+from ys.errors import InvalidArgument, NotFoundError, YsError
+from ys.store.protocols import STATUSES
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 Query = Mapping[str, Any]  # a MultiDict: getall() for repeated fields
 LOG_TAIL = 64 * 1024  # a delivery's log shows its last 64 KiB; the raw file has all of it
 PAGE = 50
 
 
-def now(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def now(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     return {"o": overview.read(d)}
 
 
 # -- executions -----------------------------------------------------------------------------
 
 
-def executions(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def executions(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     statuses = [s for s in q.getall("status", []) if s]  # type: ignore[attr-defined]
     f = {"status": statuses, "workflow": q.get("workflow", ""), "prefix": q.get("prefix", ""),
          "since": q.get("since", "")}
@@ -62,7 +65,7 @@ def executions(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     return ctx
 
 
-def _tree_down(d: Any, execution_id: str, depth: int, budget: list[int]) -> list[dict[str, Any]]:
+def _tree_down(d: DaemonParts, execution_id: str, depth: int, budget: list[int]) -> list[dict[str, Any]]:
     """Children, their children, ... (at most 3 levels, 200 executions in all)."""
     if depth >= 3 or budget[0] <= 0:
         return []
@@ -76,7 +79,7 @@ def _tree_down(d: Any, execution_id: str, depth: int, budget: list[int]) -> list
     return out
 
 
-def _ancestors(d: Any, parent: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _ancestors(d: DaemonParts, parent: dict[str, Any] | None) -> list[dict[str, Any]]:
     chain: list[dict[str, Any]] = []
     while parent and len(chain) < 10:
         r = d.store.get(parent["execution_id"])
@@ -105,7 +108,7 @@ def _timeline(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
     return [{**s, "took": took.get(s["key"])} for s in steps]
 
 
-def _logs(d: Any, execution_id: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+def _logs(d: DaemonParts, execution_id: str, record: dict[str, Any]) -> list[dict[str, Any]]:
     folder = d.paths.log_dir(execution_id)
     try:
         names = [p for p in folder.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
@@ -127,7 +130,7 @@ def _logs(d: Any, execution_id: str, record: dict[str, Any]) -> list[dict[str, A
     return out
 
 
-def execution(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     execution_id = m["id"]
     desc = d.store.describe(execution_id)
     x = views.describe(desc)
@@ -153,21 +156,21 @@ def execution(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def log_file(d: Any, execution_id: str, attempt: str) -> Path:
+def log_file(d: DaemonParts, execution_id: str, attempt: str) -> Path:
     if not attempt.isdigit():
         raise InvalidArgument("INVALID_ARGUMENT", "the attempt must be a whole number")
     if d.store.get(execution_id) is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     path: Path = d.paths.log_dir(execution_id) / f"{int(attempt)}.log"
     if not path.is_file():
-        raise NotFound("NOT_FOUND", f"{execution_id} has no log for attempt {attempt}")
+        raise NotFoundError("NOT_FOUND", f"{execution_id} has no log for attempt {attempt}")
     return path
 
 
 # -- schedules, effects, values, workflows --------------------------------------------------
 
 
-def schedules(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     out = []
     t = time.time()
     for s in d.store.schedules():
@@ -187,7 +190,7 @@ def schedules(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     return {"schedules": out, "done": q.get("done")}
 
 
-def effects(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def effects(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     status = q.get("status") or ""
     if status not in ("", "pending", "settled", "conflict"):
         status = ""
@@ -203,33 +206,33 @@ def effects(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     return {"effects": [views.effect(e) for e in items], "status": status}
 
 
-def effect(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def effect(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     found = d.store.effect(m["effect_id"])
     if found is None:
-        raise NotFound("NOT_FOUND", f"no effect {m['effect_id']!r}")
+        raise NotFoundError("NOT_FOUND", f"no effect {m['effect_id']!r}")
     return {"e": views.effect(found)}
 
 
-def values(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     prefix = q.get("prefix", "")
     waiters: dict[str, list[dict[str, Any]]] = {}
     for w in d.store.value_waiters():
         waiters.setdefault(w["key"], []).append({**w, "since": views.iso(w["since"])})
     entries = [{**e, "updated_at": views.iso(e["updated_at"]),
-                "waiters": waiters.pop(e["key"], [])} for e in d.store.store_list(prefix)]
+                "waiters": waiters.pop(e["key"], [])} for e in d.store.value_list(prefix)]
     # keys that are waited for but hold no value yet
     pending = [{"key": k, "waiters": ws} for k, ws in sorted(waiters.items())
                if k.startswith(prefix)]
     return {"entries": entries, "pending": pending, "prefix": prefix}
 
 
-def value(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     key = m["key"]
-    found = d.store.store_get(key)
+    found = d.store.value_get(key)
     ws = [{**w, "since": views.iso(w["since"])} for w in d.store.value_waiters()
           if w["key"] == key]
     if found is None and not ws:
-        raise NotFound("NOT_FOUND", f"no value stored under {key!r}")
+        raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
     v = None if found is None else {"value": views.plain(found["value"]),
                                      "version": found["version"],
                                      "updated_at": views.iso(found["updated_at"])}
@@ -259,7 +262,7 @@ def sha256_of(path: str) -> str | None:
     return digest
 
 
-def workflows(d: Any, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
+def workflows(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     items = sorted(d.registry.workflows.values(), key=lambda w: w.name)
     return {"workflows": [{**w.to_json(), "sha256": sha256_of(w.path)} for w in items],
             "folder": str(d.registry.folder)}

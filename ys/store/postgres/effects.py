@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ys import codec
+from ys.contract import check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
-from ys.store.base import check_time
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import request_wake_tx
 from ys.store.postgres.shared import check_effect_request

@@ -7,16 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ys import codec
+from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time, check_workflow_name
 from ys.errors import InvalidArgument
-from ys.store.base import (
-    MAX_PARAMS_BYTES,
-    Admission,
-    Delivery,
-    StepRecord,
-    check_execution_id,
-    check_time,
-    check_workflow_name,
-)
+from ys.store.base import Admission, Delivery, StepRecord
 from ys.store.postgres import executions as ex
 from ys.store.postgres.core import Core
 from ys.store.postgres.reads import steps

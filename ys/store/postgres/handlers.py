@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ys.store.handlers import CONTEXT_KEY, handler_id
+from ys.contract import CONTEXT_KEY, handler_id
 from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import encode_event_value
 from ys.store.records import FAILED, Record

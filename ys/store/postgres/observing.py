@@ -13,11 +13,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ys.store.base import check_time
-from ys.store.metrics import SharedCounts
+from ys.contract import check_time
+from ys.store.base import SharedCounts
+from ys.store.paging import MAX_BATCH, check_cursor
 from ys.store.postgres import versions
 from ys.store.postgres.core import Core
-from ys.store.stream import MAX_BATCH, check_cursor
 
 
 def shared_counts(c: Any, now: float) -> SharedCounts:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import Page
-from ys.store.overview import RunningExecution, _prefix_end
+from ys.store.base import Page, RunningExecution
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import FULL, row_to_record
 from ys.store.postgres.shared import check_limit, list_token, parse_list_token
+from ys.store.postgres.shared import prefix_end as _prefix_end
 from ys.store.records import STATUSES, Record
 
 

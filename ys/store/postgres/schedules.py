@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ys import codec, cron
+from ys.contract import check_time, check_workflow_name
 from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import check_time, check_workflow_name
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
@@ -97,7 +97,7 @@ def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) ->
     context = {"schedule": s["name"], "slot": slot_id("", slot)[1:], "catch_up": catch_up}
     if admit_new(c, execution_id, s["workflow"], codec.dumps(s["params"]),
                  codec.dumps(context), None, now):
-        from ys.sdk import crash_point
+        from ys.crashpoints import crash_point
 
         crash_point("schedule.in_fire")  # inside the transaction: nothing of it commits
     return execution_id

@@ -5,10 +5,19 @@ that the adapter's other modules do not depend on where the SQLite adapter keeps
 
 from __future__ import annotations
 
-from ys.store.db import _UNSET as UNSET
-from ys.store.db import _answer as answer
-from ys.store.db import _Request as Request
-from ys.store.executions import (
+from ys.contract import check_effect_request, check_params_json, slot_id
+from ys.contract import check_schedule as check_schedule
+from ys.store.paging import (
+    check_limit,
+    history_token,
+    list_token,
+    parse_history_token,
+    parse_list_token,
+)
+from ys.store.sqlite.db import _UNSET as UNSET
+from ys.store.sqlite.db import _answer as answer
+from ys.store.sqlite.db import _Request as Request
+from ys.store.sqlite.executions import (
     admission_event,
     encode_event_value,
     event_text,
@@ -18,34 +27,16 @@ from ys.store.executions import (
     project,
     step_error,
 )
-from ys.store.reads import (
-    check_limit,
-    deliveries,
-    failed_attempts,
-    history_token,
-    list_token,
-    parse_history_token,
-    parse_list_token,
-)
-from ys.store.schedules import _row as schedule_row
-from ys.store.schedules import check as check_schedule
-from ys.store.schedules import slot_id
-
-try:  # the store checks a start's canonical params (ys.store.base, from issue 13 on)
-    from ys.store.base import check_params_json  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - until that lands, the worker's encoding is trusted
-    def check_params_json(params_json: str) -> str:
-        return params_json
-
-try:  # where the effect request check lives once issue 13 lands
-    from ys.contract import check_effect_request
-except ImportError:  # pragma: no cover
-    from ys.store.base import check_request as check_effect_request
+from ys.store.sqlite.overview import _prefix_end as prefix_end
+from ys.store.sqlite.reads import deliveries, failed_attempts
+from ys.store.sqlite.schedules import _row as schedule_row
+from ys.store.sqlite.slots import _rows as slot_rows
+from ys.store.sqlite.slots import _slot as slot_row
 
 __all__ = [
     "UNSET", "Request", "admission_event", "answer", "check_effect_request", "check_limit",
     "check_params_json", "check_schedule", "deliveries", "encode_event_value", "event_text",
     "failed_attempts", "history_token", "list_token", "new_execution_id", "new_record_row",
-    "outcome_event", "parse_history_token", "parse_list_token", "project", "schedule_row",
-    "slot_id", "step_error",
+    "outcome_event", "parse_history_token", "parse_list_token", "prefix_end", "project", "schedule_row",
+    "slot_id", "slot_row", "slot_rows", "step_error",
 ]

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.store.base import SLOTS_KEPT as KEEP
 from ys.store.postgres.schedules import get, tick_tx
-from ys.store.slots import KEEP, _rows, _slot
+from ys.store.postgres.shared import slot_row as _slot
+from ys.store.postgres.shared import slot_rows as _rows
 
 _COLUMNS = "name, slot, outcome, why, execution_id, at, count"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.contract import check_params_json, check_start
 from ys.errors import NotFound, WorkflowStartError
-from ys.store.base import request_params, validate_start
 from ys.store.postgres.executions import admit_tx, append, load, not_found
 from ys.store.records import CANCEL_REQUESTED, Event
 
@@ -81,13 +81,14 @@ class PgStarts:
         self._clock = core.clock
 
     def start(
-        self, caller_id: str, step_key: str, workflow: str, params: Any = None, *,
+        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
         detached: bool = False, now: float | None = None,
     ) -> str:
         """Start a child once per (caller, step key); returns the target's execution ID.
-        `params` as SqliteStore.start takes them (an object, or None), checked the same way."""
-        validate_start(step_key, workflow)
-        params_json = request_params(params)
+        `params_json` as the worker encoded them, checked as the SQLite adapter checks them."""
+        check_start(step_key, workflow)
+        params_json = check_params_json(params_json)
         t = self._clock() if now is None else now
-        return self._writer.write(
+        target: str = self._writer.write(
             lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t))
+        return target

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ys import codec
+from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.errors import InvalidArgument, NotFound, VersionConflict
-from ys.store.base import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import request_wake_tx
 

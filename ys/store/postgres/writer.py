@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
 from ys.store.postgres.schema import EVENT_LOG_LOCK
@@ -82,10 +82,10 @@ class Writer:
                 req.done = None  # answered in place: nobody waits on the lock
                 if req.error is not None:
                     raise req.error
-                return req.result
+                return cast(T, req.result)
         req = Request(fn, None, None)
         self._enqueue(req)
-        return req.wait()
+        return cast(T, req.wait())
 
     async def write_async(self, fn: Callable[[Any], T]) -> T:
         if not self.group:

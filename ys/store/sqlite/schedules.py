@@ -2,27 +2,20 @@
 schedule's cursor in one transaction, so a fire repeated after a crash or a catch-up is the
 same execution and never a second one.
 
-The transaction bodies come first; `ScheduleMethods`, the store's methods that run them, is
-mixed into `SqliteStore`."""
+The transaction bodies come first; `SqliteSchedules`, the client that runs them, last."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 from typing import Any
 
 from ys import codec, cron
-from ys.errors import InvalidArgument, NotFound, YsError
-from ys.store.base import (
-    MAX_ID_BYTES,
-    check_object,
-    check_seconds,
-    check_time,
-    check_workflow_name,
-)
-from ys.store.db import MethodGroup
-from ys.store.executions import admit_tx
+from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
+from ys.crashpoints import crash_point
+from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.records import TERMINAL
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import admit_tx
 
 _COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
             "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
@@ -30,59 +23,11 @@ _COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitt
 _NAMES = [c.strip() for c in _COLUMNS.split(",")]
 
 
-def slot_id(name: str, slot: float) -> str:
-    d = dt.datetime.fromtimestamp(slot, tz=dt.UTC)
-    return f"{name}@{d.strftime('%Y-%m-%dT%H:%M:%SZ')}"
-
-
 def _row(row: tuple[Any, ...]) -> dict[str, Any]:
     out = dict(zip(_NAMES, row, strict=True))
     out["params"] = codec.decode(out["params"])
     out["paused"] = bool(out["paused"])
     return out
-
-
-MAX_NAME = 128
-_SLOT_SUFFIX = len(slot_id("", 0.0))  # "@2026-11-29T03:00:00Z"
-
-
-def check_name(name: str) -> None:
-    """Printable text without '@', at most MAX_NAME characters, each refusal with its reason;
-    its fires' IDs (NAME@<slot>) must be valid execution IDs."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument("INVALID_ARGUMENT", "a schedule needs a name: printable text "
-                              "without '@'")
-    if len(name) > MAX_NAME:
-        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {len(name)} "
-                              f"characters long; use at most {MAX_NAME}")
-    if "@" in name:
-        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds '@', which "
-                              "separates the name from the slot in its fires' IDs; leave it out")
-    if not name.isprintable():
-        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds control "
-                              "characters; use printable text")
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if size + _SLOT_SUFFIX > MAX_ID_BYTES:
-        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {size} bytes in UTF-8; "
-                              f"its fires' IDs (NAME@<slot>) must fit in {MAX_ID_BYTES} bytes, "
-                              f"so use at most {MAX_ID_BYTES - _SLOT_SUFFIX}")
-
-
-def check(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: str,
-          max_late: float | None, jitter: float) -> None:
-    check_name(name)
-    check_workflow_name(workflow)
-    try:
-        cron.validate(expr, tz)
-    except ValueError as exc:
-        raise InvalidArgument("INVALID_ARGUMENT", str(exc)) from None
-    if catch_up not in cron.CATCH_UP:
-        raise InvalidArgument("INVALID_ARGUMENT", f"catch-up must be one of {cron.CATCH_UP}")
-    if overlap not in cron.OVERLAP:
-        raise InvalidArgument("INVALID_ARGUMENT", f"overlap must be one of {cron.OVERLAP}")
-    if max_late is not None:
-        check_seconds(max_late, "max_late")
-    check_seconds(jitter, "jitter")
 
 
 def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz: str,
@@ -113,7 +58,7 @@ def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz:
 def get(c: sqlite3.Connection, name: str) -> dict[str, Any]:
     row = c.execute(f"SELECT {_COLUMNS} FROM schedules WHERE name=?", (name,)).fetchone()
     if row is None:
-        raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
+        raise NotFoundError("NOT_FOUND", f"no schedule named {name!r}")
     return _row(row)
 
 
@@ -166,8 +111,6 @@ def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
     if exists is None:
         admit_tx(c, s["workflow"], codec.dumps(s["params"]), codec.dumps(context),
                  execution_id, "fail", None, now)
-        from ys.sdk import crash_point
-
         crash_point("schedule.in_fire")  # inside the transaction: nothing of it commits
     return execution_id
 
@@ -179,7 +122,7 @@ MAX_SLOT_HANDLERS = 16
 
 def _skip_handler(c: sqlite3.Connection, s: dict[str, Any], slot: float, reason: str,
                   on_failure: str | None, now: float) -> str | None:
-    from ys.store.handlers import slot_handler_tx
+    from ys.store.sqlite.handlers import slot_handler_tx
 
     return slot_handler_tx(c, on_failure, s["name"], slot_id(s["name"], slot),
                            slot_id("", slot)[1:], reason, now)
@@ -243,43 +186,47 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float,
     return actions
 
 
-class ScheduleMethods(MethodGroup):
-    """SqliteStore's schedules: each call is one transaction (or one read)."""
+class SqliteSchedules:
+    """The schedule client of one SqliteStore: each call is one transaction (or one read)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._now = core.now
 
     def schedule_add(self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
                      params: Any = None, catch_up: str = "once", overlap: str = "skip",
                      max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
                      replace: bool = False, now: float | None = None) -> dict[str, Any]:
-        check(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
         t = self._now(now)
-        return self.write(lambda c: upsert_tx(
+        return self._core.write(lambda c: upsert_tx(
             c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
             catch_up=catch_up, overlap=overlap, max_late=max_late, jitter=jitter,
             source=source, now=t, replace=replace))
 
     def schedules(self) -> list[dict[str, Any]]:
-        return list_all(self.reader())
+        return list_all(self._core.reader())
 
     def schedule(self, name: str) -> dict[str, Any]:
-        return get(self.reader(), name)
+        return get(self._core.reader(), name)
 
     def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
-        self.write(lambda c: remove_tx(c, name, declared_too))
+        self._core.write(lambda c: remove_tx(c, name, declared_too))
 
     def schedule_pause(self, name: str, paused: bool, *,
                        now: float | None = None) -> dict[str, Any]:
         t = self._now(now)
-        return self.write(lambda c: pause_tx(c, name, paused, t))
+        return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
     def schedule_tick(self, name: str, *, now: float | None = None,
                       on_failure: str | None = None) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions and the cursor in one transaction);
         a skipped slot admits `on_failure` in that transaction too."""
-        from ys.store.slots import tick_and_record
+        from ys.store.sqlite.slots import tick_and_record  # it imports this module
 
         t = self._now(now)
         if on_failure is not None:
             check_workflow_name(on_failure)
-        # with each slot's account (ys.store.slots)
-        return self.write(lambda c: tick_and_record(c, name, t, on_failure))
+        # with each slot's account (ys.store.sqlite.slots)
+        return self._core.write(lambda c: tick_and_record(c, name, t, on_failure))

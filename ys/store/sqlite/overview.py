@@ -4,33 +4,25 @@ executions found by ID prefix or age, durable values' waiters, and the file's si
 Every query is bounded and walks an index, so a page costs the same with a million
 executions as with ten: running and failed executions through `executions_status` and
 `executions_failed`, due ones through `executions_due`, an ID prefix through the primary key,
-`since` through `executions_admitted`. `OverviewMethods` is mixed into `SqliteStore`.
+`since` through `executions_admitted`. `SqliteOverview` is the client that runs them.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import Page
-from ys.store.db import MethodGroup
-from ys.store.executions import _FULL, row_to_record
-from ys.store.reads import check_limit, list_token, parse_list_token
+from ys.store.base import Page, RunningExecution
+from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import _FULL, row_to_record
 
 # Past this many executions under one ID prefix, walking the newest-first index and skipping
 # the others is quicker than sorting every match.
 PREFIX_SORT_MAX = 2000
-
-
-@dataclass(frozen=True)
-class RunningExecution:
-    record: Record
-    claimed_at: float | None  # when the current delivery began
-    lease_expires_at: float | None
 
 
 def _records(c: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> list[Record]:
@@ -151,36 +143,42 @@ def database(c: sqlite3.Connection, path: str) -> dict[str, Any]:
     return {"path": path, "bytes": size, "schema_version": int(version)}
 
 
-class OverviewMethods(MethodGroup):
-    """SqliteStore's dashboard reads: each is one bounded read."""
+class SqliteOverview:
+    """The dashboard's reads of one SqliteStore: each is one bounded read."""
 
-    path: str
+    def __init__(self, core: Core) -> None:
+        self._reader = core.reader
+        self._path = core.path
 
     def running(self, limit: int = 100) -> list[RunningExecution]:
-        return running(self.reader(), limit)
+        return running(self._reader(), limit)
 
     def due(self, limit: int = 10) -> list[Record]:
-        return due(self.reader(), limit)
+        return due(self._reader(), limit)
 
     def failed_since(self, since: float, limit: int = 20) -> list[Record]:
-        return failed_since(self.reader(), since, limit)
+        return failed_since(self._reader(), since, limit)
 
     def count_status(self, status: str, limit: int = 100_000) -> int:
-        return count_status(self.reader(), status, limit)
+        return count_status(self._reader(), status, limit)
 
-    def find(self, **filters: Any) -> Page:
-        return find(self.reader(), **filters)
+    def find(
+        self, *, statuses: list[str] | None = None, workflow: str | None = None,
+        id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+        page_token: str | None = None,
+    ) -> Page:
+        return find(self._reader(), statuses=statuses, workflow=workflow, id_prefix=id_prefix,
+                    since=since, limit=limit, page_token=page_token)
 
     def value_waiters(self, limit: int = 1000) -> list[dict[str, Any]]:
-        return value_waiters(self.reader(), limit)
+        return value_waiters(self._reader(), limit)
 
     def database(self) -> dict[str, Any]:
-        return database(self.reader(), self.path)
+        return database(self._reader(), self._path)
 
     def schedule_slots(self, name: str | None = None, *, since: float | None = None,
                        outcomes: tuple[str, ...] | None = None,
                        limit: int = 20) -> list[dict[str, Any]]:
-        """What recent schedule slots came to (`ys.store.slots`), newest first."""
-        from ys.store.slots import recent
+        from ys.store.sqlite.slots import recent
 
-        return recent(self.reader(), name, since=since, outcomes=outcomes, limit=limit)
+        return recent(self._reader(), name, since=since, outcomes=outcomes, limit=limit)

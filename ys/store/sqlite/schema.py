@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ys.store.db import transaction
+from ys.store.sqlite.db import transaction
 
 MIGRATIONS: list[str] = [
     # 1: execution records (a projection of their events), events, steps

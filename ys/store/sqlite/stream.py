@@ -9,22 +9,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ys.errors import InvalidArgument
-
-MAX_BATCH = 1000
-
-
-def check_cursor(cursor: Any) -> int:
-    """A cursor is the text of a position: a whole number >= 0."""
-    try:
-        pos = int(cursor)
-        if pos < 0 or str(pos) != str(cursor).strip():
-            raise ValueError(cursor)
-    except (TypeError, ValueError):
-        raise InvalidArgument(
-            "INVALID_ARGUMENT", f"cursor must be a cursor ys gave (a whole number), not "
-                                f"{cursor!r}") from None
-    return pos
+from ys.store.paging import MAX_BATCH, check_cursor  # noqa: F401 - the stream's cursor
 
 
 def last_position(c: sqlite3.Connection) -> int:

@@ -2,8 +2,7 @@
 input, settled once; waiters woken through their execution records in the settling
 transaction. Begin, settle and wait are not fenced. Effect records are never pruned.
 
-The transaction bodies come first; `EffectMethods`, the store's effect methods that run them,
-is mixed into `SqliteStore`.
+The transaction bodies come first; `SqliteEffects`, the client that runs them, last.
 """
 
 from __future__ import annotations
@@ -12,10 +11,10 @@ import sqlite3
 from typing import Any
 
 from ys import codec
+from ys.contract import check_effect_request, check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
-from ys.store.base import check_request, check_time
-from ys.store.db import MethodGroup
-from ys.store.executions import request_wake_tx
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import request_wake_tx
 
 
 def begin_tx(c: sqlite3.Connection, operation: str, effect_id: str, input_json: str,
@@ -180,16 +179,20 @@ def _effect(c: sqlite3.Connection, row: tuple[Any, ...], full: bool) -> dict[str
     return out
 
 
-class EffectMethods(MethodGroup):
-    """SqliteStore's effect client: each call is one transaction (or one read)."""
+class SqliteEffects:
+    """The effect client of one SqliteStore: each call is one transaction (or one read)."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._now = core.now
 
     def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,
                      step_key: str, *, now: float | None = None) -> dict[str, Any]:
         """{"status": "new" | "pending"} or {"status": "settled", "result": <canonical>};
         raises WorkflowEffectError (INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH)."""
-        input_json = check_request(effect_id, operation, input)
+        input_json = check_effect_request(effect_id, operation, input)
         t = self._now(now)
-        return self.write(
+        return self._core.write(
             lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
         )
 
@@ -200,17 +203,17 @@ class EffectMethods(MethodGroup):
         # never conflict because of key order or white space.
         result_json = codec.dumps(codec.decode(result_json))
         t = self._now(now)
-        return self.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
+        return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 
     def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
                     now: float | None = None) -> float:
         wake_at = check_time(wake_at, "wake_at")
         t = self._now(now)
-        return self.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
+        return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 
     def effect(self, effect_id: str) -> dict[str, Any] | None:
-        return describe_effect(self.reader(), effect_id)
+        return describe_effect(self._core.reader(), effect_id)
 
     def effects(self, status: str | None = None,
                 execution_id: str | None = None) -> list[dict[str, Any]]:
-        return list_effects(self.reader(), status, execution_id)
+        return list_effects(self._core.reader(), status, execution_id)

@@ -1,12 +1,13 @@
-"""Durable values that workflows wait for (RFC 001's store waiters).
+"""Durable values that workflows wait for (RFC 001's store waiters): `ValueClient`.
 
 Each key has a version that grows by one per commit (a delete is a commit too, so versions
 never go back). A put requests a wake for every execution waiting on its key in the same
 transaction: after a crash either the new version and every wake are there, or neither.
 A wait checks and registers in one transaction, so a put can never slip between the two.
 
-The transaction bodies come first; `KvMethods`, the store's methods that run them, is mixed
-into `SqliteStore`.
+The transaction bodies come first; `SqliteValues`, the client that runs them, last. (The
+`ys store` command and its routes keep their name for users; inside the code the feature is
+"values", and "store" is the database adapter.)
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import sqlite3
 from typing import Any
 
 from ys import codec
-from ys.errors import InvalidArgument, NotFound, VersionConflict
-from ys.store.base import MAX_PARAMS_BYTES, check_execution_id, check_time
-from ys.store.db import MethodGroup
-from ys.store.executions import request_wake_tx
+from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
+from ys.errors import InvalidArgument, NotFoundError, VersionConflict
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import request_wake_tx
 
 
 def check_key(key: Any) -> str:
@@ -57,7 +58,7 @@ def put_tx(c: sqlite3.Connection, key: str, value_json: str, expected: int | Non
     for (execution_id,) in waiters:
         try:
             request_wake_tx(c, execution_id, now, now, reason=f"store key {key} changed")
-        except NotFound:
+        except NotFoundError:
             pass  # the waiter's record was pruned
     c.execute("DELETE FROM kv_waiters WHERE key=?", (key,))
     return {"key": key, "version": version, "updated_at": now, "woken": len(waiters)}
@@ -119,7 +120,7 @@ def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, s
         )
         return None
     if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone() is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
         "INSERT OR IGNORE INTO kv_waiters (key, execution_id, step_key, seen_version, "
         "registered_at) VALUES (?,?,?,?,?)",
@@ -130,40 +131,31 @@ def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, s
     return None
 
 
-def waits_of(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
-    return [
-        {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
-        for r in c.execute(
-            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
-            "ORDER BY registered_at", (execution_id,),
-        ).fetchall()
-    ]
+class SqliteValues:
+    """The value client of one SqliteStore: each call is one transaction (or one read)."""
 
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._now = core.now
 
-class KvMethods(MethodGroup):
-    """SqliteStore's durable values and their waiters: each call is one transaction (or one
-    read)."""
-
-    def store_put(self, key: str, value: Any, expected_version: int | None = None, *,
+    def value_put(self, key: str, value: Any, expected_version: int | None = None, *,
                   now: float | None = None) -> dict[str, Any]:
-        """Commit a new version (compare-and-set with expected_version; 0 = must not exist)
-        and, in the same transaction, wake every execution waiting on the key."""
         check_key(key)
         value_json = encode_value(value)
         t = self._now(now)
-        return self.write(lambda c: put_tx(c, key, value_json, expected_version, t))
+        return self._core.write(lambda c: put_tx(c, key, value_json, expected_version, t))
 
-    def store_get(self, key: str) -> dict[str, Any] | None:
-        return get(self.reader(), key)
+    def value_get(self, key: str) -> dict[str, Any] | None:
+        return get(self._core.reader(), key)
 
-    def store_list(self, prefix: str = "") -> list[dict[str, Any]]:
-        return list_keys(self.reader(), prefix)
+    def value_list(self, prefix: str = "") -> list[dict[str, Any]]:
+        return list_keys(self._core.reader(), prefix)
 
-    def store_delete(self, key: str, *, now: float | None = None) -> bool:
+    def value_delete(self, key: str, *, now: float | None = None) -> bool:
         t = self._now(now)
-        return self.write(lambda c: delete_tx(c, key, t))
+        return self._core.write(lambda c: delete_tx(c, key, t))
 
-    def store_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
+    def value_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
                    timeout_at: float | None = None, *,
                    now: float | None = None) -> dict[str, Any] | None:
         check_key(key)
@@ -173,19 +165,6 @@ class KvMethods(MethodGroup):
         if timeout_at is not None:
             timeout_at = check_time(timeout_at, "timeout_at")
         t = self._now(now)
-        return self.write(
+        return self._core.write(
             lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)
         )
-
-    def waits(self, execution_id: str) -> list[dict[str, Any]]:
-        """What an execution waits on: store keys and effects."""
-        c = self.reader()
-        out = waits_of(c, execution_id)
-        out += [
-            {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
-            for r in c.execute(
-                "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
-                (execution_id,),
-            ).fetchall()
-        ]
-        return out

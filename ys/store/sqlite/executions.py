@@ -16,7 +16,7 @@ import sqlite3
 from typing import Any
 
 from ys import codec
-from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFound
+from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFoundError
 from ys.store.base import Admission, Delivery
 from ys.store.records import (
     ADMITTED,
@@ -35,7 +35,7 @@ from ys.store.records import (
     Record,
     apply,
 )
-from ys.store.versions import current_script, delivery_script
+from ys.store.sqlite.versions import current_script, delivery_script
 
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
@@ -172,7 +172,7 @@ def check_lease(c: sqlite3.Connection, execution_id: str, token: str, now: float
         (execution_id,),
     ).fetchone()
     if row is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     if row[0] is None or row[0] != token or row[1] <= now:
         raise LeaseLost(
             "LEASE_LOST",
@@ -281,7 +281,7 @@ def request_wake_tx(
 ) -> str:
     record = load(c, execution_id, payload=False)
     if record is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     if record.terminal:
         return "ignored"
     if record.due_at is not None and record.due_at <= due:
@@ -393,7 +393,7 @@ def acknowledge_tx(
     this same transaction (ys.store.handlers)."""
     record = load(c, execution_id, payload=False)
     if record is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     if record.terminal:
         assert record.outcome is not None
         return record.outcome  # terminal outcomes are immutable: the first one wins
@@ -403,7 +403,7 @@ def acknowledge_tx(
     if record.terminal and record.parent is not None:
         wake_waiting_parent(c, record, now)
     if record.status == FAILED and on_failure is not None:
-        from ys.store.handlers import failure_handler_tx
+        from ys.store.sqlite.handlers import failure_handler_tx
 
         failure_handler_tx(c, record, on_failure, now)
     return record.outcome if record.outcome is not None else {"status": "suspended"}
@@ -467,3 +467,18 @@ def save_step_tx(
         data["error"] = error
     append(c, record, [Event(STEP, now, data)])
     return record.cancel_requested
+
+
+def wake_workflow_tx(c: sqlite3.Connection, workflow: str, now: float) -> int:
+    """Wake every unleased admitted or suspended execution of `workflow` that has no wake due
+    by `now` (they waited for its script to load); returns how many were woken."""
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE workflow=? AND status IN ('admitted','suspended')"
+        " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",
+        (workflow, now),
+    ).fetchall()
+    n = 0
+    for (execution_id,) in rows:
+        if request_wake_tx(c, execution_id, now, now, f"workflow {workflow} changed") == "requested":
+            n += 1
+    return n

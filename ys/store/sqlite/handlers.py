@@ -11,31 +11,16 @@ failure path for the same ID (a repeated acknowledgement) finds it and admits no
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from typing import Any
 
-from ys.store.base import MAX_ID_BYTES
-from ys.store.executions import _admit_new, encode_event_value
+from ys.contract import CONTEXT_KEY, handler_id  # noqa: F401 - the handlers' naming rule
 from ys.store.records import FAILED, Record
+from ys.store.sqlite.executions import _admit_new, encode_event_value
 
-SUFFIX = ".on-failure"
-CONTEXT_KEY = "on_failure_of"
 # The error a handler gets: what a person reads (the rest of an error can be large)
 _ERROR_FIELDS = ("name", "message")
-
-
-def handler_id(of: str) -> str:
-    """`<of>.on-failure`; an ID too long for that keeps its head and a hash of the whole, so it
-    stays within 256 bytes and still names one failure."""
-    whole = of + SUFFIX
-    if len(whole.encode("utf-8")) <= MAX_ID_BYTES:
-        return whole
-    digest = "~" + hashlib.sha256(of.encode("utf-8")).hexdigest()[:16]
-    room = MAX_ID_BYTES - len((digest + SUFFIX).encode("utf-8"))
-    head = of.encode("utf-8")[:room].decode("utf-8", "ignore")
-    return head + digest + SUFFIX
 
 
 def is_handler(c: sqlite3.Connection, execution_id: str) -> bool:

@@ -1,105 +1,31 @@
-"""Reads of the SQLite store: history pages, lists, describe, verify. No writes here."""
+"""Reads of the SQLite store (`ReadClient`): records, history pages, lists, describe, what an
+execution waits on, and verify (Housekeeping's). No writes here."""
 
 from __future__ import annotations
 
-import base64
+import builtins
 import json
-import re
 import sqlite3
-import struct
 from typing import Any
 
-from ys.errors import InvalidArgument, NotFound
-from ys.store.base import (
-    DEFAULT_PAGE,
-    MAX_PAGE,
-    MAX_TIME,
-    MIN_TIME,
-    Description,
-    Page,
-    StepRecord,
+from ys.errors import InvalidArgument, NotFoundError
+from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
+from ys.store.paging import (
+    check_limit,
+    history_token,
+    list_token,
+    parse_history_token,
+    parse_list_token,
 )
-from ys.store.executions import _FULL, load, row_to_record
 from ys.store.records import STATUSES, Event, Record, fold
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import _FULL, load, row_to_record
 
 _STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
 
 
-def _not_found(execution_id: str) -> NotFound:
-    return NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-
-
-def check_limit(limit: int) -> int:
-    if limit == 0:
-        return DEFAULT_PAGE
-    if not isinstance(limit, int) or limit < 0 or limit > MAX_PAGE:
-        raise InvalidArgument("INVALID_ARGUMENT", f"limit must be 1..{MAX_PAGE}, not {limit}")
-    return limit
-
-
-# -- page tokens: opaque to callers ----------------------------------------------------------
-# A token is base64url without padding, exactly as made here; anything else, on any paged
-# read, is INVALID_ARGUMENT (exit 2), never a number SQLite cannot hold.
-
-_TOKEN_TEXT = re.compile(r"[A-Za-z0-9_-]{1,4096}")
-
-
-def _pack(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _unpack(token: str) -> bytes:
-    """The bytes of a token made by `_pack`; ValueError for any other text (b64decode alone
-    would skip characters outside the alphabet and read the rest)."""
-    if not isinstance(token, str) or not _TOKEN_TEXT.fullmatch(token):
-        raise ValueError(token)
-    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    if _pack(raw) != token:
-        raise ValueError(token)
-    return raw
-
-
-def _malformed(token: str) -> InvalidArgument:
-    return InvalidArgument(
-        "INVALID_ARGUMENT",
-        f"malformed page token {token[:80]!r}: pass back a next_page_token as it was given",
-    )
-
-
-def history_token(seq: int) -> str:
-    """The token for the page that starts at event `seq` (8 big-endian bytes, base64url)."""
-    return _pack(struct.pack(">Q", seq))
-
-
-def parse_history_token(token: str | None) -> int:
-    """The empty token is event 1; anything malformed, or event 0, is INVALID_ARGUMENT."""
-    if not token:
-        return 1
-    try:
-        raw = _unpack(token)
-        if len(raw) != 8:
-            raise ValueError(token)
-        (seq,) = struct.unpack(">Q", raw)
-    except (ValueError, struct.error):  # binascii.Error is a ValueError
-        raise _malformed(token) from None
-    if seq < 1:
-        raise InvalidArgument("INVALID_ARGUMENT", "page token names event 0; events start at 1")
-    return int(seq)
-
-
-def list_token(admitted_at: float, execution_id: str) -> str:
-    return _pack(json.dumps([admitted_at, execution_id], separators=(",", ":")).encode())
-
-
-def parse_list_token(token: str) -> tuple[float, str]:
-    try:
-        at, execution_id = json.loads(_unpack(token))
-        if (isinstance(at, bool) or not isinstance(at, int | float)
-                or not MIN_TIME <= at <= MAX_TIME or not isinstance(execution_id, str)):
-            raise ValueError(token)
-        return float(at), execution_id
-    except (ValueError, TypeError, RecursionError):  # not JSON, not a pair, nested too deep
-        raise _malformed(token) from None
+def _not_found(execution_id: str) -> NotFoundError:
+    return NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -266,6 +192,25 @@ def verify(c: sqlite3.Connection) -> list[str]:
     return problems
 
 
+def waits(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
+    """What an execution waits on: store keys (oldest registration first), then effects."""
+    out = [
+        {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
+        for r in c.execute(
+            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
+            "ORDER BY registered_at", (execution_id,),
+        ).fetchall()
+    ]
+    out += [
+        {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
+        for r in c.execute(
+            "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
+            (execution_id,),
+        ).fetchall()
+    ]
+    return out
+
+
 def next_due_at(c: sqlite3.Connection) -> float | None:
     row = c.execute(
         "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
@@ -273,3 +218,42 @@ def next_due_at(c: sqlite3.Connection) -> float | None:
         "WHERE lease_token IS NOT NULL)"
     ).fetchone()
     return row[0] if row else None
+
+
+class SqliteReads:
+    """The read client of one SqliteStore: each call reads on this thread's connection."""
+
+    def __init__(self, core: Core) -> None:
+        self._reader = core.reader
+
+    def get(self, execution_id: str) -> Record | None:
+        return load(self._reader(), execution_id)
+
+    def list(
+        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
+        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+    ) -> Page:
+        return list_executions(
+            self._reader(), statuses=statuses, workflow=workflow, parent=parent,
+            limit=limit, page_token=page_token,
+        )
+
+    def history(
+        self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
+    ) -> Page:
+        return history(self._reader(), execution_id, limit, page_token)
+
+    def describe(self, execution_id: str) -> Description:
+        return describe(self._reader(), execution_id)
+
+    def steps(self, execution_id: str) -> builtins.list[StepRecord]:
+        return steps(self._reader(), execution_id)
+
+    def events(self, execution_id: str) -> builtins.list[Event]:
+        return events(self._reader(), execution_id)
+
+    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
+        return waits(self._reader(), execution_id)
+
+    def next_due_at(self) -> float | None:
+        return next_due_at(self._reader())

@@ -1,7 +1,7 @@
 """What each schedule slot came to, for people: fired on time, fired late (a catch-up),
 skipped or queued behind a running execution, or missed (the catch-up policy or max-late
 dropped it). Written in the transaction that fires, so the fires and their account are one;
-the newest KEEP slots of each schedule are kept.
+the newest SLOTS_KEPT slots of each schedule are kept.
 
 The scheduler's own decisions stay in `schedules.tick_tx`; this module only reads what a tick
 did (its actions and how far it moved the cursor) and writes it down.
@@ -15,9 +15,9 @@ from typing import Any
 
 from ys import cron
 from ys.durations import format_duration
-from ys.store.schedules import get, tick_tx
+from ys.store.base import SLOTS_KEPT
+from ys.store.sqlite.schedules import get, tick_tx
 
-KEEP = 100
 OUTCOMES = ("fired", "late", "skipped", "queued", "missed")
 _COLUMNS = "name, slot, outcome, why, execution_id, at, count"
 
@@ -39,7 +39,7 @@ def tick_and_record(c: sqlite3.Connection, name: str, now: float,
         c.execute(
             "DELETE FROM schedule_slots WHERE name = ? AND slot < (SELECT slot FROM "
             "schedule_slots WHERE name = ? ORDER BY slot DESC LIMIT 1 OFFSET ?)",
-            (name, name, KEEP - 1))
+            (name, name, SLOTS_KEPT - 1))
     return actions
 
 

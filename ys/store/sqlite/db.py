@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 from ys.errors import ResourceExhausted, YsError
 
@@ -24,11 +25,18 @@ BUSY_TIMEOUT_MS = 30_000
 STATEMENT_CACHE = 512  # room for the group writer's multi-row INSERTs: one per row count
 
 
-def connect(path: str) -> sqlite3.Connection:
-    """A connection with ys's pragmas; autocommit mode so transactions are explicit."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30,
-                           cached_statements=STATEMENT_CACHE)
+def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
+    """A connection with ys's pragmas; autocommit mode so transactions are explicit.
+    Read-only: opened so that SQLite itself refuses to write (`ys doctor`)."""
+    target, uri = path, False
+    if read_only:
+        target, uri = f"file:{quote(path)}?mode=ro", True
+    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30,
+                           cached_statements=STATEMENT_CACHE, uri=uri)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if read_only:
+        conn.execute("PRAGMA query_only=ON")
+        return conn
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal" and path != ":memory:":
         raise YsError("INTERNAL", f"{path}: cannot switch the database to WAL (got {mode})")
@@ -179,7 +187,8 @@ class Writer:
                     return fn(self.conn)
         req = _Request(fn, inserts, value)
         self._enqueue(req)
-        return req.wait()
+        result: T = req.wait()
+        return result
 
     async def write_async(
         self, fn: Callable[[sqlite3.Connection], T], inserts: Inserts | None = None,
@@ -361,19 +370,3 @@ def _multi_row(sql: str, rows: int) -> str:
         text = head + sep + ",".join([group] * rows)
         _MULTI_ROW[(sql, rows)] = text
     return text
-
-
-class StoreCore(Protocol):
-    """What the store's method groups (effects, kv, schedules, gc) use of `SqliteStore`."""
-
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
-
-    def reader(self) -> sqlite3.Connection: ...
-
-    def _now(self, now: float | None) -> float: ...
-
-
-if TYPE_CHECKING:
-    MethodGroup = StoreCore
-else:
-    MethodGroup = object  # at run time a plain base: SqliteStore supplies the plumbing

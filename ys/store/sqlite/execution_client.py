@@ -1,49 +1,35 @@
-"""The SQLite adapter: RFC 001's execution client, leases, and step records.
+"""RFC 001's execution client on SQLite: admission, wakes, claims, leases, steps, outcomes and
+cancellation (`protocols.ExecutionClient`).
 
-Every write runs through the Writer (its own transaction, or its share of a group commit),
-computes events, folds them with `apply`, and persists events and projection together. An
-admission computes its rows before the transaction (`_admission`), so that the group writer
-can insert a batch of them with one statement per table.
-
-`SqliteStore` holds the execution client here (admission, wakes, deliveries, starts, steps,
-reads); its other method groups live beside their SQL and are mixed in: effects
-(`effects.EffectMethods`), durable values (`kv.KvMethods`), schedules
-(`schedules.ScheduleMethods`) and housekeeping (`gc.HousekeepingMethods`). The transaction
-bodies are in `executions` and are re-exported here.
+Every write runs through the writer (its own transaction, or its share of a group commit) and
+is a transaction body of `executions` (or `starts.cancel_tx`): it computes events, folds them
+with `apply`, and persists events and projection together. An admission computes its rows
+before the transaction (`_admission`), so that the group writer can insert a batch of them
+with one statement per table. The hot paths (admit_async, save_step_async, claim_due) do
+their checks here, outside the transaction, and nothing more per call.
 """
 
 from __future__ import annotations
 
-import builtins
-import os
 import sqlite3
-import threading
-import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from ys import codec
-from ys.errors import InvalidArgument, LeaseLost, NotFound
-from ys.store import reads
-from ys.store.base import (
-    DEFAULT_PAGE,
+from ys.contract import (
     MAX_PARAMS_BYTES,
-    Admission,
-    Delivery,
-    Description,
-    Page,
-    StepRecord,
     check_execution_id,
     check_object,
     check_time,
     check_workflow_name,
 )
-from ys.store.db import Inserts, Writer, connect
-from ys.store.effects import EffectMethods
-from ys.store.executions import (  # noqa: F401 - re-exported: other clients and bench use them
-    _FULL,
-    _LIGHT,
-    _RECORD_COLUMNS,
+from ys.errors import InvalidArgument, LeaseLost, NotFoundError
+from ys.store.base import Admission, Delivery, StepRecord
+from ys.store.records import RELEASED, Event, Record
+from ys.store.sqlite import reads
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.db import Inserts
+from ys.store.sqlite.executions import (
     acknowledge_tx,
     admission_inserts,
     admit_tx,
@@ -52,109 +38,45 @@ from ys.store.executions import (  # noqa: F401 - re-exported: other clients and
     claim_due_tx,
     clear_lease,
     encode_event_value,
-    event_text,
     load,
     new_execution_id,
     outcome_event,
     release_expired_tx,
     request_wake_tx,
-    row_to_record,
     save_step_tx,
-    wake_waiting_parent,
+    wake_workflow_tx,
 )
-from ys.store.gc import HousekeepingMethods
-from ys.store.kv import KvMethods
-from ys.store.observing import ObservingMethods
-from ys.store.overview import OverviewMethods
-from ys.store.records import RELEASED, TERMINAL, Event, Record
-from ys.store.schedules import ScheduleMethods
-from ys.store.schema import migrate
-
-T = TypeVar("T")
-DEFAULT_LEASE_SECONDS = 30.0
+from ys.store.sqlite.starts import cancel_tx
 
 
-class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods,
-                  OverviewMethods, ObservingMethods):
-    """One SQLite file. Thread-safe: writes go through one Writer, reads use per-thread
-    connections (WAL lets them run beside the writer)."""
+class SqliteExecutions:
+    """The execution client of one SqliteStore."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        group_commit: bool = False,
-        clock: Callable[[], float] = time.time,
-        lease_seconds: float = DEFAULT_LEASE_SECONDS,
-    ) -> None:
-        self.path = os.fspath(path)
-        self.clock = clock
-        self.lease_seconds = lease_seconds
-        conn = connect(self.path)
-        migrate(conn)
-        # workflow -> its current script version (`scripts`, which only set_script writes):
-        # an admission's rows are computed before its transaction, without a look-up
-        self._scripts: dict[str, str] = dict(
-            conn.execute("SELECT workflow, sha256 FROM scripts").fetchall())
-        self._writer = Writer(conn, group=group_commit)
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self._writer.write(fn)
-
-    def reader(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path)
-            self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
-
-    def close(self) -> None:
-        if self._writer.close():  # else the writer is still in a transaction: leave it be
-            self._writer.conn.close()
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._writer = core.writer  # held directly: one attribute lookup per write
+        self._clock = core.clock
 
     def _now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked like every time
         the store is given)."""
-        return self.clock() if now is None else check_time(now, "now")
+        return self._clock() if now is None else check_time(now, "now")
 
     # -- admission --------------------------------------------------------------------------
 
     def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
+        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
+        execution_id: str | None = None, if_exists: str = "fail",
+        parent: dict[str, Any] | None = None, now: float | None = None,
     ) -> Admission:
         return self._writer.write(*self._admission(
             workflow, params, context, execution_id, if_exists, parent, now
         ))
 
     async def admit_async(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
+        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
+        execution_id: str | None = None, if_exists: str = "fail",
+        parent: dict[str, Any] | None = None, now: float | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
@@ -194,13 +116,10 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             )
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
-        sha = self._scripts.get(workflow)
+        sha = self._core.scripts.get(workflow)
         inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at,
                                     sha)
         return tx, inserts, Admission(new_id, started=True)
-
-    def get(self, execution_id: str) -> Record | None:
-        return load(self.reader(), execution_id)
 
     # -- wakes and deliveries ---------------------------------------------------------------
 
@@ -210,25 +129,28 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     ) -> str:
         t = self._now(now)
         due = t if at is None else check_time(at, "at (the wake time)")
-        return self.write(lambda c: request_wake_tx(c, execution_id, due, t, reason))
+        return self._writer.write(lambda c: request_wake_tx(c, execution_id, due, t, reason))
+
+    def wake_workflow(self, workflow: str, *, now: float | None = None) -> int:
+        t = self._now(now)
+        return self._writer.write(lambda c: wake_workflow_tx(c, workflow, t))
 
     def claim_due(
         self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
     ) -> list[Delivery]:
         t = self._now(now)
-        lease = self.lease_seconds if lease_seconds is None else lease_seconds
-        return self.write(lambda c: claim_due_tx(c, t, limit, lease))
+        lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
+        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease))
 
     def release_expired(self, now: float | None = None) -> list[str]:
-        """Recovery's first step: every expired lease is released, its wakes pending again."""
         t = self._now(now)
-        return self.write(lambda c: release_expired_tx(c, t, limit=None))
+        return self._writer.write(lambda c: release_expired_tx(c, t, limit=None))
 
     def renew(
         self, execution_id: str, token: str, *, now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
-        return self.write(self._renew(execution_id, token, now, lease_seconds))
+        return self._writer.write(self._renew(execution_id, token, now, lease_seconds))
 
     async def renew_async(
         self, execution_id: str, token: str, *, now: float | None = None,
@@ -241,7 +163,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self, execution_id: str, token: str, now: float | None, lease_seconds: float | None
     ) -> Callable[[sqlite3.Connection], float]:
         t = self._now(now)
-        expires = t + (self.lease_seconds if lease_seconds is None else lease_seconds)
+        expires = t + (self._core.lease_seconds if lease_seconds is None else lease_seconds)
 
         def tx(c: sqlite3.Connection) -> float:
             check_lease(c, execution_id, token, t)
@@ -257,7 +179,6 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         self, execution_id: str, token: str, *, retry_at: float | None = None,
         reason: str = "retry", now: float | None = None, detail: str | None = None,
     ) -> None:
-        """An infrastructure failure: no outcome; the covered wakes become due at retry_at."""
         t = self._now(now)
         retry = check_time(retry_at, "retry_at") if retry_at else t
 
@@ -271,7 +192,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             append(c, record, [Event(RELEASED, t, data)])
             clear_lease(c, execution_id)
 
-        self.write(tx)
+        self._writer.write(tx)
 
     def acknowledge(
         self, execution_id: str, token: str, outcome: dict[str, Any], *,
@@ -279,7 +200,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     ) -> dict[str, Any]:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
         transaction (`<ID>.on-failure`, ys.store.handlers)."""
-        return self.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
+        return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
         self, execution_id: str, token: str, outcome: dict[str, Any], *,
@@ -299,28 +220,8 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         return lambda c: acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
     def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
-        """Request cancellation (attached children too); False when nothing changed."""
-        from ys.store.starts import cancel_tx
-
         t = self._now(now)
-        return self.write(lambda c: cancel_tx(c, execution_id, t))
-
-    # -- starts (RFC 003) -------------------------------------------------------------------
-
-    def start(
-        self, caller_id: str, step_key: str, workflow: str, params: Any = None, *,
-        detached: bool = False, now: float | None = None,
-    ) -> str:
-        """Start a child once per (caller, step key); returns the target's execution ID.
-        Raises WorkflowStartError (INVALID_START_PARAMETERS, START_REQUEST_MISMATCH)."""
-        from ys.store.starts import request_params, start_tx, validate_start
-
-        validate_start(step_key, workflow)
-        params_json = request_params(params)
-        t = self._now(now)
-        return self.write(
-            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t)
-        )
+        return self._writer.write(lambda c: cancel_tx(c, execution_id, t))
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -329,9 +230,7 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         value: str | None, attempts: int = 1, wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        """Fenced by the delivery token; a wake_at is requested in the same transaction.
-        Returns whether a cancellation has been requested (the worker's next step raises)."""
-        return self.write(self._save_step(
+        return self._writer.write(self._save_step(
             execution_id, token, key, kind, status, value, attempts, wake_at, now))
 
     async def save_step_async(
@@ -339,7 +238,6 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
         value: str | None, attempts: int = 1, wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        """`save_step` for the daemon's event loop (see `admit_async`)."""
         return await self._writer.write_async(self._save_step(
             execution_id, token, key, kind, status, value, attempts, wake_at, now))
 
@@ -363,15 +261,13 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None
     ) -> tuple[Record, list[StepRecord]]:
-        """What a worker needs to run: the record and the saved steps, if it holds the lease.
-        A terminal record is returned to any caller (its outcome is final)."""
         t = self._now(now)
-        c = self.reader()
+        c = self._core.reader()
         c.execute("BEGIN")
         try:
             record = load(c, execution_id)
             if record is None:
-                raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+                raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
             if not record.terminal:
                 row = c.execute(
                     "SELECT lease_token, lease_expires_at FROM executions WHERE execution_id=?",
@@ -382,45 +278,3 @@ class SqliteStore(EffectMethods, KvMethods, ScheduleMethods, HousekeepingMethods
             return record, reads.steps(c, execution_id)
         finally:
             c.execute("COMMIT")
-
-    def held_leases(self) -> list[tuple[str, str]]:
-        """(execution ID, token) of every lease currently held, expired or not."""
-        rows = self.reader().execute(
-            "SELECT execution_id, lease_token FROM executions WHERE lease_token IS NOT NULL"
-        ).fetchall()
-        return [(r[0], r[1]) for r in rows]
-
-    def steps(self, execution_id: str) -> list[StepRecord]:
-        return reads.steps(self.reader(), execution_id)
-
-    # -- reads ------------------------------------------------------------------------------
-
-    def events(self, execution_id: str) -> list[Event]:
-        return reads.events(self.reader(), execution_id)
-
-    def history(
-        self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
-    ) -> Page:
-        return reads.history(self.reader(), execution_id, limit, page_token)
-
-    def list(
-        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
-        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
-    ) -> Page:
-        return reads.list_executions(
-            self.reader(), statuses=statuses, workflow=workflow, parent=parent,
-            limit=limit, page_token=page_token,
-        )
-
-    def describe(self, execution_id: str) -> Description:
-        return reads.describe(self.reader(), execution_id)
-
-    def verify(self) -> builtins.list[str]:
-        return reads.verify(self.reader())
-
-    def next_due_at(self) -> float | None:
-        """The earliest time anything becomes claimable (a due wake or a lease expiry)."""
-        return reads.next_due_at(self.reader())
-
-
-__all__ = ["SqliteStore", "TERMINAL"]

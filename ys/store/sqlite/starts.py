@@ -4,16 +4,20 @@ A new start admits the target with its parent link and first wake and records th
 one transaction; a repeat with the same workflow and canonical params returns the first target;
 anything different is START_REQUEST_MISMATCH, also after the target is terminal. Not fenced: a
 stale lease holder gets the same target and starts nothing new.
+
+`cancel_tx` is here because a cancellation follows the parent links a start makes (the
+execution client's `cancel` runs it).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from ys.errors import NotFound, WorkflowStartError
-from ys.store.base import request_params, validate_start  # noqa: F401 - re-exported
-from ys.store.executions import admit_tx, append, load
+from ys.contract import check_params_json, check_start
+from ys.errors import NotFoundError, WorkflowStartError
 from ys.store.records import CANCEL_REQUESTED, Event
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import admit_tx, append, load
 
 
 def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str,
@@ -35,7 +39,7 @@ def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str
         "SELECT cancel_requested FROM executions WHERE execution_id=?", (caller_id,)
     ).fetchone()
     if caller is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
     parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
     admission = admit_tx(
         c, workflow, "{}" if params_json == "null" else params_json, "{}", None, "fail", parent,
@@ -54,20 +58,12 @@ def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str
     return admission.execution_id
 
 
-def start_target(c: sqlite3.Connection, caller_id: str, step_key: str) -> str | None:
-    row = c.execute(
-        "SELECT target_id FROM start_requests WHERE caller_id=? AND step_key=?",
-        (caller_id, step_key),
-    ).fetchone()
-    return str(row[0]) if row else None
-
-
 def cancel_tx(c: sqlite3.Connection, execution_id: str, now: float, depth: int = 0) -> bool:
     """Record a cancellation request (the execution becomes due now) and pass it on to every
     attached child that is not terminal. Returns whether anything changed."""
     record = load(c, execution_id, payload=False)
     if record is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     if record.terminal or record.cancel_requested:
         return False
     data = {"by": "parent"} if depth else {}
@@ -81,3 +77,24 @@ def cancel_tx(c: sqlite3.Connection, execution_id: str, now: float, depth: int =
         for (child,) in children:
             cancel_tx(c, child, now, depth + 1)
     return True
+
+
+class SqliteStarts:
+    """The start client of one SqliteStore."""
+
+    def __init__(self, core: Core) -> None:
+        self._writer = core.writer
+        self._now = core.now
+
+    def start(
+        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
+        detached: bool = False, now: float | None = None,
+    ) -> str:
+        """Raises WorkflowStartError (INVALID_ARGUMENT for the name, INVALID_START_PARAMETERS,
+        START_REQUEST_MISMATCH)."""
+        check_start(step_key, workflow)
+        params_json = check_params_json(params_json)
+        t = self._now(now)
+        return self._writer.write(
+            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t)
+        )

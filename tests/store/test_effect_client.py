@@ -1,4 +1,4 @@
-"""RFC 004's runtime-adapter table: the EffectClient (begin, settle, wait) of SqliteStore and
+"""RFC 004's runtime-adapter table: the EffectClient (begin, settle, wait), per adapter, and
 wake delivery, one test (or a few) per row, with an explicit clock (`now=`) throughout.
 
 | Operation or race                                  | Observable outcome                      |
@@ -21,22 +21,21 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from effects_support import T0, effect_row, rows
 
-from tests.support import Threads
+from tests.store.conftest import StoreFactory
+from tests.support import T0, Threads
 from ys import codec
 from ys.errors import (
     EffectInvariantError,
     InvalidArgument,
-    NotFound,
+    NotFoundError,
     WorkflowEffectError,
     YsError,
 )
-from ys.store.sqlite import SqliteStore
+from ys.store.protocols import Store
 
 OP = "charge.v1"
 EID = "shop:charge:order-42"
@@ -44,12 +43,12 @@ INPUT = {"amount": 49.99, "currency": "EUR"}
 CHARGE = {"charge_id": "ch_1", "amount": 49.99}
 
 
-def admitted(store: SqliteStore, execution_id: str = "order-42") -> str:
+def admitted(store: Store, execution_id: str = "order-42") -> str:
     return store.admit("charge-order", {"order": 42}, execution_id=execution_id,
                        now=T0).execution_id
 
 
-def idle(store: SqliteStore, *execution_ids: str, now: float = T0) -> None:
+def idle(store: Store, *execution_ids: str, now: float = T0) -> None:
     """Admit, claim and acknowledge each execution as suspended: no pending wake remains."""
     for eid in execution_ids:
         admitted(store, eid)
@@ -59,18 +58,52 @@ def idle(store: SqliteStore, *execution_ids: str, now: float = T0) -> None:
         assert store.get(eid).due_at is None  # type: ignore[union-attr]
 
 
-def event_kinds(store: SqliteStore, execution_id: str) -> list[str]:
+def event_kinds(store: Store, execution_id: str) -> list[str]:
     return [e.kind for e in store.events(execution_id)]
 
 
-def waiters(db: Path, effect_id: str = EID) -> list[tuple[Any, ...]]:
-    return rows(db, "SELECT execution_id, step_key, wake_at FROM effect_waiters "
-                    "WHERE effect_id=? ORDER BY execution_id", (effect_id,))
+class Db:
+    """The test's database read behind the store's back, as another process would."""
+
+    def __init__(self, factory: StoreFactory) -> None:
+        self.factory = factory
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        return self.factory.adapter.rows(self.factory.location, table)
 
 
-def conflicts(db: Path, effect_id: str = EID) -> list[tuple[Any, ...]]:
-    return rows(db, "SELECT result, conflicting_result FROM effect_conflicts WHERE effect_id=?",
-                (effect_id,))
+@pytest.fixture
+def store(store_factory: StoreFactory) -> Store:
+    return store_factory(clock=lambda: T0)
+
+
+@pytest.fixture
+def db_path(store_factory: StoreFactory) -> Db:
+    """The database of `store` (and of every store `open_store` opens)."""
+    return Db(store_factory)
+
+
+@pytest.fixture
+def open_store(store_factory: StoreFactory) -> Callable[..., Store]:
+    """Another store (another runtime) on the test's database."""
+    return lambda **options: store_factory(**{"clock": lambda: T0, **options})
+
+
+def effect_row(db: Db, effect_id: str) -> tuple[Any, ...] | None:
+    found = [(r["operation"], r["input"], r["status"], r["result"])
+             for r in db.rows("effects") if r["effect_id"] == effect_id]
+    return found[0] if found else None
+
+
+def waiters(db: Db, effect_id: str = EID) -> list[tuple[Any, ...]]:
+    return sorted((r["execution_id"], r["step_key"], r["wake_at"])
+                  for r in db.rows("effect_waiters") if r["effect_id"] == effect_id)
+
+
+def conflicts(db: Db, effect_id: str = EID) -> list[tuple[Any, ...]]:
+    return [(r["result"], r["conflicting_result"])
+            for r in sorted(db.rows("effect_conflicts"), key=lambda r: r["id"])
+            if r["effect_id"] == effect_id]
 
 
 def run_together(n: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -86,7 +119,7 @@ def run_together(n: int, fn: Callable[[int], Any]) -> list[Any]:
 
 
 def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current_state(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     admitted(store, "order-42")
     admitted(store, "support-tool")
@@ -106,7 +139,7 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
         assert state["status"] == "settled"
         assert codec.decode(state["result"]) == CHARGE
 
-    assert rows(db_path, "SELECT COUNT(*) FROM effects") == [(1,)]
+    assert len(db_path.rows("effects")) == 1
     described = store.effect(EID)
     assert described is not None
     assert described["status"] == "settled" and described["input"] == INPUT
@@ -114,7 +147,7 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
 
 
 def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(
-    store: SqliteStore
+    store: Store
 ) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0)
@@ -137,27 +170,27 @@ def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(
     ids=["operation", "amount", "missing-key", "extra-key", "type"],
 )
 def test_begin_with_changed_operation_or_input_is_rejected_without_changing_the_effect(
-    store: SqliteStore, db_path: Path, operation: str, input: dict[str, Any], settled: bool
+    store: Store, db_path: Db, operation: str, input: dict[str, Any], settled: bool
 ) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     if settled:
         store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0)
     before = effect_row(db_path, EID)
-    began = rows(db_path, "SELECT * FROM effect_begins")
+    began = db_path.rows("effect_begins")
 
     with pytest.raises(WorkflowEffectError) as info:
         store.effect_begin(operation, EID, input, "order-43", "charge", now=T0 + 1)
     assert info.value.code == "EFFECT_REQUEST_MISMATCH"
 
     assert effect_row(db_path, EID) == before
-    assert rows(db_path, "SELECT * FROM effect_begins") == began  # the rejected caller left no trace
+    assert db_path.rows("effect_begins") == began  # the rejected caller left no trace
     # the original request still matches
     expected = "settled" if settled else "pending"
     assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 2)[
         "status"] == expected
 
 
-def test_begin_compares_canonical_encodings_so_equal_values_match(store: SqliteStore) -> None:
+def test_begin_compares_canonical_encodings_so_equal_values_match(store: Store) -> None:
     store.effect_begin(OP, EID, {"a": 0.0, "b": [1.5, {"y": 1, "x": 2}]}, "e", "k", now=T0)
     # key order and -0.0 (written as 0.0) do not change the canonical encoding
     same = {"b": [1.5, {"x": 2, "y": 1}], "a": -0.0}
@@ -172,7 +205,7 @@ def test_begin_compares_canonical_encodings_so_equal_values_match(store: SqliteS
 
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
 def test_settle_with_equal_results_concurrently_leaves_one_settled_result(
-    open_store: Callable[..., SqliteStore], db_path: Path, group_commit: bool
+    open_store: Callable[..., Store], db_path: Db, group_commit: bool
 ) -> None:
     store = open_store(group_commit=group_commit)
     others = [open_store() for _ in range(3)]  # other runtimes on the same file
@@ -189,7 +222,7 @@ def test_settle_with_equal_results_concurrently_leaves_one_settled_result(
 
 
 def test_settle_compares_canonical_results_so_equal_values_in_other_text_do_not_conflict(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     first = store.effect_settle(OP, EID, '{"amount": 49.99, "charge_id": "ch_1"}', now=T0)
@@ -202,7 +235,7 @@ def test_settle_compares_canonical_results_so_equal_values_in_other_text_do_not_
 
 
 def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_with_both(
-    open_store: Callable[..., SqliteStore], db_path: Path
+    open_store: Callable[..., Store], db_path: Db
 ) -> None:
     store = open_store(group_commit=True)
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
@@ -232,7 +265,7 @@ def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_
 
 
 def test_settle_of_an_effect_never_begun_or_with_another_operation_is_a_runtime_invariant(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     with pytest.raises(EffectInvariantError) as info:
         store.effect_settle(OP, "never-begun", codec.dumps(CHARGE), now=T0)
@@ -247,23 +280,16 @@ def test_settle_of_an_effect_never_begun_or_with_another_operation_is_a_runtime_
 
 
 def test_failure_before_wait_commits_schedules_no_wake_and_a_repeat_succeeds_as_a_first_call(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "order-42")
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     history = event_kinds(store, "order-42")
     # The registration is written first; make the wake request that follows it fail, inside
     # the same transaction (as a full disk or a crash at that point would).
-    conn = store._writer.conn
-    conn.execute(
-        "CREATE TEMP TRIGGER fail_wake BEFORE INSERT ON events WHEN NEW.kind='wake_requested' "
-        "BEGIN SELECT RAISE(ABORT, 'injected failure before the wait commits'); END"
-    )
-    try:
+    with db_path.factory.adapter.fail_on_insert(store, "events", kind="wake_requested"):
         with pytest.raises(Exception, match="injected failure"):
             store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0 + 1)
-    finally:
-        conn.execute("DROP TRIGGER fail_wake")
 
     assert waiters(db_path) == []  # all-or-nothing: no registration without its wake
     assert store.get("order-42").due_at is None  # type: ignore[union-attr]
@@ -276,16 +302,16 @@ def test_failure_before_wait_commits_schedules_no_wake_and_a_repeat_succeeds_as_
 
 
 def test_wait_for_an_unknown_execution_or_effect_commits_nothing(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         store.effect_wait(EID, "no-such-execution", "charge", T0 + 60, now=T0)
     assert waiters(db_path) == []
     idle(store, "order-42")
     with pytest.raises(InvalidArgument):  # the caller's mistake: 400, not a runtime fault
         store.effect_wait("never-begun", "order-42", "charge", T0 + 60, now=T0)
-    assert rows(db_path, "SELECT COUNT(*) FROM effect_waiters") == [(0,)]
+    assert len(db_path.rows("effect_waiters")) == 0
     assert store.get("order-42").due_at is None  # type: ignore[union-attr]
 
 
@@ -293,7 +319,7 @@ def test_wait_for_an_unknown_execution_or_effect_commits_nothing(
 
 
 def test_wait_repeated_after_a_lost_response_returns_the_first_wake_time_and_adds_nothing(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "order-42")
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
@@ -314,7 +340,7 @@ def test_wait_repeated_after_a_lost_response_returns_the_first_wake_time_and_add
 
 @pytest.mark.parametrize("runtimes", ["group-commit", "two-stores"])
 def test_settlement_racing_wait_wakes_the_waiting_execution_and_leaves_no_registration(
-    open_store: Callable[..., SqliteStore], db_path: Path, runtimes: str
+    open_store: Callable[..., Store], db_path: Db, runtimes: str
 ) -> None:
     n = 40
     if runtimes == "group-commit":
@@ -351,7 +377,7 @@ def test_settlement_racing_wait_wakes_the_waiting_execution_and_leaves_no_regist
 
 
 def test_wait_after_settlement_wakes_at_once_and_settlement_wakes_every_waiter(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "a", "b", "c")
     store.effect_begin(OP, EID, INPUT, "a", "charge", now=T0)
@@ -370,7 +396,7 @@ def test_wait_after_settlement_wakes_at_once_and_settlement_wakes_every_waiter(
 
 
 def test_runtime_restart_with_stored_wakes_resumes_their_delivery(
-    open_store: Callable[..., SqliteStore], db_path: Path
+    open_store: Callable[..., Store], db_path: Db
 ) -> None:
     first = open_store()
     idle(first, "timer", "settles")
@@ -394,7 +420,7 @@ def test_runtime_restart_with_stored_wakes_resumes_their_delivery(
 
 
 def test_wake_request_resubmitted_after_a_lost_response_merges_into_the_same_pending_wake(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "order-42")
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
@@ -414,7 +440,7 @@ def test_wake_request_resubmitted_after_a_lost_response_merges_into_the_same_pen
 
 
 def test_wait_merges_into_an_earlier_pending_wake_of_the_execution(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "order-42")
     store.request_wake("order-42", T0 + 10, now=T0)
@@ -429,7 +455,7 @@ def test_wait_merges_into_an_earlier_pending_wake_of_the_execution(
 # -- effect records are not pruned with an execution --------------------------------------------
 
 
-def test_effect_records_outlive_their_executions(store: SqliteStore, db_path: Path) -> None:
+def test_effect_records_outlive_their_executions(store: Store, db_path: Db) -> None:
     idle(store, "order-42", "order-43")
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0)
@@ -442,15 +468,10 @@ def test_effect_records_outlive_their_executions(store: SqliteStore, db_path: Pa
                           now=T0 + 1)
     assert {store.get(e).status for e in ("order-42", "order-43")} == {"completed"}  # type: ignore[union-attr]
 
-    # the schema ties no effect table to executions: deleting an execution cascades nowhere
-    for table in ("effects", "effect_begins", "effect_waiters", "effect_conflicts"):
-        assert rows(db_path, f"SELECT * FROM pragma_foreign_key_list('{table}')") == []
-    # delete the executions as pruning would (history, steps and record)
-    conn = store._writer.conn
-    conn.execute("BEGIN IMMEDIATE")
-    for table in ("events", "steps", "executions"):
-        conn.execute(f"DELETE FROM {table}")
-    conn.execute("COMMIT")
+    # delete the executions as pruning would (history, steps and record): nothing ties an
+    # effect record to an execution, so nothing cascades and nothing refuses
+    db_path.factory.adapter.delete_rows(db_path.factory.location, "events", "steps",
+                                        "executions")
 
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "settled", codec.dumps(CHARGE))
     assert effect_row(db_path, "still-pending") == (OP, codec.dumps(INPUT), "pending", None)
@@ -460,11 +481,11 @@ def test_effect_records_outlive_their_executions(store: SqliteStore, db_path: Pa
         "status": "settled", "result": codec.dumps(CHARGE)}
     assert store.effect_settle(OP, "still-pending", codec.dumps(CHARGE), now=T0 + 2)[
         "status"] == "settled"
-    assert rows(db_path, "SELECT COUNT(*) FROM effects") == [(2,)]
+    assert len(db_path.rows("effects")) == 2
 
 
 def test_cancelling_an_execution_leaves_its_pending_effect_pending_and_settleable(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     idle(store, "order-42")
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
@@ -481,7 +502,7 @@ def test_cancelling_an_execution_leaves_its_pending_effect_pending_and_settleabl
 
 
 def test_begin_settle_and_wait_take_no_delivery_token(
-    open_store: Callable[..., SqliteStore], db_path: Path
+    open_store: Callable[..., Store], db_path: Db
 ) -> None:
     store = open_store(lease_seconds=30)
     for method in (store.effect_begin, store.effect_settle, store.effect_wait):
@@ -501,7 +522,7 @@ def test_begin_settle_and_wait_take_no_delivery_token(
 
 
 def test_begin_refuses_an_invalid_request_without_a_trace(
-    store: SqliteStore, db_path: Path
+    store: Store, db_path: Db
 ) -> None:
     bad: list[tuple[Any, Any, Any]] = [
         ("", OP, INPUT), (EID, "", INPUT), (EID, OP, [1]), (EID, OP, {"x": float("nan")}),
@@ -511,12 +532,12 @@ def test_begin_refuses_an_invalid_request_without_a_trace(
         with pytest.raises(WorkflowEffectError) as info:
             store.effect_begin(operation, effect_id, input, "order-42", "charge", now=T0)
         assert info.value.code == "INVALID_EFFECT_REQUEST"
-    assert rows(db_path, "SELECT COUNT(*) FROM effects") == [(0,)]
-    assert rows(db_path, "SELECT COUNT(*) FROM effect_begins") == [(0,)]
+    assert len(db_path.rows("effects")) == 0
+    assert len(db_path.rows("effect_begins")) == 0
 
 
-def test_settle_refuses_text_that_is_not_a_durable_value(store: SqliteStore,
-                                                        db_path: Path) -> None:
+def test_settle_refuses_text_that_is_not_a_durable_value(store: Store,
+                                                        db_path: Db) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     for text in ("NaN", "{not json", '{"$x": 1}', json.dumps({"a": float("inf")})):
         with pytest.raises((ValueError, YsError)):

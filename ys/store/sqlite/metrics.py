@@ -6,15 +6,8 @@ Prometheus families."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class SharedCounts:
-    executions: dict[tuple[str, str], int] = field(default_factory=dict)  # (workflow, status)
-    effects: dict[str, int] = field(default_factory=dict)  # by status
-    due: int = 0  # due now and not leased
-    oldest_due_at: float | None = None
+from ys.store.base import SharedCounts
 
 
 def shared_counts(c: sqlite3.Connection, now: float) -> SharedCounts:

@@ -1,5 +1,6 @@
-"""Schedules in the store, with the clock injected: fires are executions named after their
-slot, overlap policies, pause and resume, catch-up after a sleep."""
+"""The schedule client, per adapter, with the clock injected: fires are executions named after
+their slot, overlap policies (also with a run that outlasts two slots), pause and resume,
+catch-up after a sleep."""
 
 from __future__ import annotations
 
@@ -7,18 +8,16 @@ import datetime as dt
 
 import pytest
 
-from ys.errors import YsError
-from ys.store.schedules import slot_id
-from ys.store.sqlite import SqliteStore
+from tests.store.conftest import StoreFactory
+from ys.contract import slot_id
+from ys.errors import InvalidArgument, YsError
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC).timestamp()  # a whole hour
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SqliteStore(tmp_path / "ys.db", lease_seconds=3600)
-    yield s
-    s.close()
+def store(store_factory: StoreFactory):
+    return store_factory(lease_seconds=3600)
 
 
 def add(store, name="hourly", overlap="skip", catch_up="once", **kw):
@@ -137,3 +136,68 @@ def test_adding_a_schedule_twice_is_a_conflict(store):
     assert e.value.code == "FAILED_PRECONDITION"
     store.schedule_remove("hourly")
     assert store.schedules() == []
+
+
+# -- a run that outlasts two slots ----------------------------------------------------------
+
+OVERLAP_T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC).timestamp()
+HOUR = 3600.0
+TERMINAL = {"completed", "failed", "cancelled"}
+# policy -> slots (hours after OVERLAP_T0) that get an execution while hour 0's run lasts 2 h
+FIRED = {"skip": [0], "queue": [0, 2], "allow": [0, 1, 2]}
+
+
+@pytest.mark.parametrize("policy", ["skip", "queue", "allow"])
+def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str) -> None:
+    """Hours pass in microseconds: a run of hour 0 lasts two hours."""
+    T0 = OVERLAP_T0  # the module's T0 is another day's
+    store = store_factory(lease_seconds=10 * HOUR)
+    store.schedule_add("hourly", "job", "0 * * * *", tz="UTC", overlap=policy, now=T0 - 1)
+
+    def tick(at: float) -> list[str]:
+        return [a["action"] for a in store.schedule_tick("hourly", now=at)]
+
+    def running() -> list[str]:
+        return [r.execution_id for r in store.list(workflow="job").items
+                if r.status not in TERMINAL]
+
+    assert tick(T0 + 1) == ["fired"]
+    [long_run] = store.claim_due(now=T0 + 2, limit=10)  # the delivery starts: running
+    assert store.get(long_run.execution_id).status == "running"
+    expect = {"skip": ["skipped"], "queue": ["queued"], "allow": ["fired"]}[policy]
+    assert tick(T0 + HOUR + 1) == expect
+    assert tick(T0 + 2 * HOUR + 1) == expect
+    if policy != "allow":
+        assert running() == [long_run.execution_id]  # never two at once
+    # the queue holds one fire, the newest; it waits while the long run goes on
+    assert (store.schedule("hourly")["queued_slot"] is not None) == (policy == "queue")
+    assert tick(T0 + 2 * HOUR + 30) == []
+    store.acknowledge(long_run.execution_id, long_run.token,
+                      {"status": "completed", "result": None}, now=T0 + 2 * HOUR + 40)
+    after = tick(T0 + 2 * HOUR + 50)
+    assert after == (["fired"] if policy == "queue" else [])
+    ids = sorted(r.execution_id for r in store.list(workflow="job").items)
+    assert ids == sorted(slot_id("hourly", T0 + h * HOUR) for h in FIRED[policy])
+    assert store.schedule("hourly")["queued_slot"] is None
+
+
+# -- a schedule stored before its expression was refused ---------------------------------
+
+
+def test_a_six_field_schedule_stored_before_the_check_stops_being_due(
+        store_factory: StoreFactory) -> None:
+    """A row written before six fields were refused: its tick says why once and leaves it
+    with no next fire, instead of failing at every tick; resuming it says what to do."""
+    t0 = dt.datetime(2026, 6, 2, 3, 0, tzinfo=dt.UTC).timestamp()
+    store = store_factory()
+    store.schedule_add("old", "job", "0 3 * * *", tz="UTC", now=t0 - 86400)
+    store_factory.adapter.update_rows(store_factory.location, "schedules", {"name": "old"},
+                                      cron="0 3 * * * *")
+    actions = store.schedule_tick("old", now=t0 + 1)
+    assert [a["action"] for a in actions] == ["refused"]
+    assert "6 fields" in actions[0]["why"]
+    assert store.schedule("old")["next_fire_at"] is None
+    assert store.list(workflow="job").items == []
+    store.schedule_pause("old", True, now=t0 + 2)
+    with pytest.raises(InvalidArgument, match="add it again"):
+        store.schedule_pause("old", False, now=t0 + 3)

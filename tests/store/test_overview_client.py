@@ -1,34 +1,21 @@
-"""The store's reads for the dashboard (ys.store.overview) and its account of schedule slots
-(ys.store.slots), against a file with an explicit clock, and the PostgreSQL adapter's."""
+"""The store's reads for the dashboard (`OverviewClient`) and its account of schedule slots,
+per adapter, with an explicit clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 
+from tests.store.conftest import StoreFactory
 from tests.support import T0
-from ys.store.overview import PREFIX_SORT_MAX
-from ys.store.sqlite import SqliteStore
+from ys.store.base import SLOTS_KEPT
+from ys.store.protocols import Store
 
 HOUR = 3600.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqliteStore]:
-    """The same reads on either adapter (a fresh PostgreSQL database from tests/pg_support)."""
-    if request.param == "postgres":
-        from ys.store.postgres import PostgresStore
-
-        s: Any = PostgresStore(request.getfixturevalue("pg_url"), clock=lambda: T0)
-    else:
-        s = SqliteStore(tmp_path / "ys.db", clock=lambda: T0)
-    try:
-        yield s
-    finally:
-        s.close()
+@pytest.fixture
+def store(store_factory: StoreFactory) -> Store:
+    return store_factory(clock=lambda: T0)
 
 
 def _ids(page: object) -> list[str]:
@@ -36,8 +23,9 @@ def _ids(page: object) -> list[str]:
 
 
 @pytest.mark.parametrize("many", [False, True])
-def test_find_by_id_prefix_pages_newest_first(store: SqliteStore, many: bool):
-    n = PREFIX_SORT_MAX + 10 if many else 30
+def test_find_by_id_prefix_pages_newest_first(store_factory: StoreFactory, store: Store,
+                                             many: bool):
+    n = store_factory.adapter.many_ids if many else 30
     for i in range(n):
         store.admit("wf", execution_id=f"a/{i:05d}", now=T0 + i)
     store.admit("wf", execution_id="b/1", now=T0 + n)
@@ -51,7 +39,7 @@ def test_find_by_id_prefix_pages_newest_first(store: SqliteStore, many: bool):
     assert _ids(store.find(id_prefix="c")) == []
 
 
-def test_find_since_and_status(store: SqliteStore):
+def test_find_since_and_status(store: Store):
     for i in range(5):
         store.admit("wf", execution_id=f"x{i}", now=T0 + i * HOUR)
     assert _ids(store.find(since=T0 + 3 * HOUR)) == ["x4", "x3"]
@@ -59,7 +47,7 @@ def test_find_since_and_status(store: SqliteStore):
     assert _ids(store.find(statuses=["running"])) == [d.execution_id]
 
 
-def test_running_due_and_recent_failures(store: SqliteStore):
+def test_running_due_and_recent_failures(store: Store):
     for i in range(3):
         store.admit("wf", execution_id=f"r{i}", now=T0 + i)
     first, second = store.claim_due(now=T0 + 10, limit=2, lease_seconds=30)
@@ -75,7 +63,7 @@ def test_running_due_and_recent_failures(store: SqliteStore):
     assert store.count_status("running") == 1 and store.count_status("admitted") == 1
 
 
-def test_slots_fired_on_time_are_recorded_without_a_reason(store: SqliteStore):
+def test_slots_fired_on_time_are_recorded_without_a_reason(store: Store):
     store.schedule_add("hourly", "wf", "0 * * * *", tz="UTC", now=T0)
     slot = store.schedule("hourly")["next_fire_at"]
     store.schedule_tick("hourly", now=slot + 1)
@@ -83,7 +71,7 @@ def test_slots_fired_on_time_are_recorded_without_a_reason(store: SqliteStore):
     assert (s["outcome"], s["why"], s["execution_id"]) == ("fired", None, f"hourly@{_utc(slot)}")
 
 
-def test_slots_missed_while_asleep_say_why(store: SqliteStore):
+def test_slots_missed_while_asleep_say_why(store: Store):
     store.schedule_add("once", "wf", "0 * * * *", tz="UTC", catch_up="once", now=T0)
     store.schedule_add("none", "wf", "0 * * * *", tz="UTC", catch_up="skip", now=T0)
     first = store.schedule("once")["next_fire_at"]
@@ -102,7 +90,7 @@ def test_slots_missed_while_asleep_say_why(store: SqliteStore):
     assert len(recent) == 3
 
 
-def test_a_slot_skipped_behind_a_running_execution_says_which(store: SqliteStore):
+def test_a_slot_skipped_behind_a_running_execution_says_which(store: Store):
     store.schedule_add("often", "wf", "*/5 * * * *", tz="UTC", overlap="skip", now=T0)
     slot = store.schedule("often")["next_fire_at"]
     store.schedule_tick("often", now=slot + 1)
@@ -114,15 +102,13 @@ def test_a_slot_skipped_behind_a_running_execution_says_which(store: SqliteStore
     assert "overlap skip" in skipped["why"]
 
 
-def test_each_schedule_keeps_its_newest_slots(store: SqliteStore):
-    from ys.store.slots import KEEP
-
+def test_each_schedule_keeps_its_newest_slots(store: Store):
     store.schedule_add("minutely", "wf", "* * * * *", tz="UTC", overlap="allow", now=T0)
     slot = store.schedule("minutely")["next_fire_at"]
-    for i in range(KEEP + 5):
+    for i in range(SLOTS_KEPT + 5):
         store.schedule_tick("minutely", now=slot + 60 * i + 1)
     kept = store.schedule_slots("minutely", limit=1000)
-    assert len(kept) == KEEP and kept[0]["slot"] == slot + 60 * (KEEP + 4)
+    assert len(kept) == SLOTS_KEPT and kept[0]["slot"] == slot + 60 * (SLOTS_KEPT + 4)
 
 
 def _utc(t: float) -> str:

@@ -1,0 +1,483 @@
+"""What every store adapter offers: one client per part of the contract, and `Store`, the set
+of them over one writer. The daemon, the dispatcher, recovery, the scheduler, `ys.testing`
+and `ys doctor` are typed against these; only `ys/store/` knows how an adapter keeps them.
+
+    ExecutionClient   RFC 001: admission, wakes, claims, leases, steps, outcomes, cancellation
+    StartClient       RFC 003: a child started once per (caller, step key)
+    EffectClient      RFC 004: effect records begun, settled once, waited for
+    ValueClient       durable values (`ys store`) and the executions waiting for them
+    ScheduleClient    cron schedules and their fires
+    ReadClient        records, lists, histories, descriptions (paged where they can be long)
+    OverviewClient    the dashboard's bounded reads: what runs, is due, failed, waits
+    Housekeeping      pruning, settings, recovery's queries and doctor's checks
+    ObservingClient   metrics' counts, the all-executions event stream, script versions
+
+Every write is atomic: it commits all of its rows and events, or nothing, and returns only
+after its commit is durable. Times are epoch seconds; `now=None` means the store's clock. The
+`_async` writes are the same writes for the daemon's event loop (awaited, not run in a
+thread). The contract suite (tests/store/) runs every adapter against these.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ys.store.base import (
+    DEFAULT_PAGE,
+    Admission,
+    Delivery,
+    Description,
+    Page,
+    RunningExecution,
+    SharedCounts,
+    StepRecord,
+)
+from ys.store.records import STATUSES, TERMINAL, Event, Record
+
+# What the rest of ys may name of the store: the clients, and the values they take and return.
+__all__ = [
+    "STATUSES", "TERMINAL", "Admission", "Delivery", "Description", "EffectClient", "Event",
+    "ExecutionClient", "Health", "Housekeeping", "ObservingClient", "OverviewClient", "Page", "ReadClient",
+    "Record", "RunningExecution", "ScheduleClient", "SharedCounts", "StartClient", "StepRecord", "Store",
+    "ValueClient",
+]
+
+
+class ExecutionClient(Protocol):
+    """RFC 001's execution client: every write appends its events and updates the record in
+    one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
+    that no longer holds the lease (LEASE_LOST)."""
+
+    def admit(
+        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
+        execution_id: str | None = None, if_exists: str = "fail",
+        parent: dict[str, Any] | None = None, now: float | None = None,
+    ) -> Admission:
+        """Admit one execution (record, `admitted` event, first wake) or, with
+        if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise."""
+        ...
+
+    async def admit_async(
+        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
+        execution_id: str | None = None, if_exists: str = "fail",
+        parent: dict[str, Any] | None = None, now: float | None = None,
+    ) -> Admission:
+        """`admit` for the event loop: committed with the other admissions of its batch."""
+        ...
+
+    def request_wake(
+        self, execution_id: str, at: float | None = None, *, now: float | None = None,
+        reason: str = "requested",
+    ) -> str:
+        """Make the execution due at `at` (merged into an earlier pending wake): "requested",
+        or "ignored" for a terminal one."""
+        ...
+
+    def wake_workflow(self, workflow: str, *, now: float | None = None) -> int:
+        """Wake, in one transaction, every unleased admitted or suspended execution of
+        `workflow` with no wake due yet (they waited for its script); returns how many."""
+        ...
+
+    def claim_due(
+        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+    ) -> builtins.list[Delivery]:
+        """Release expired leases, then lease up to `limit` due executions, each with a new
+        token and a `claimed` event, in one transaction."""
+        ...
+
+    def release_expired(self, now: float | None = None) -> builtins.list[str]:
+        """Release every expired lease (its wakes pending again, a `released` event each)."""
+        ...
+
+    def renew(
+        self, execution_id: str, token: str, *, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        """Extend a live lease; returns its new expiry. A heartbeat: no event."""
+        ...
+
+    async def renew_async(
+        self, execution_id: str, token: str, *, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        """`renew` for the event loop."""
+        ...
+
+    def release(
+        self, execution_id: str, token: str, *, retry_at: float | None = None,
+        reason: str = "retry", now: float | None = None, detail: str | None = None,
+    ) -> None:
+        """End a delivery without an outcome: the lease is dropped and the covered wakes are
+        due again at retry_at, with a `released` event saying why."""
+        ...
+
+    def acknowledge(
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the delivery's outcome and drop its lease; a terminal one also wakes a
+        caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
+        same transaction. The first terminal outcome wins and is returned ever after."""
+        ...
+
+    async def acknowledge_async(
+        self, execution_id: str, token: str, outcome: dict[str, Any], *,
+        now: float | None = None, on_failure: str | None = None,
+    ) -> dict[str, Any]:
+        """`acknowledge` for the event loop."""
+        ...
+
+    def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
+        """Request cancellation of the execution and of its attached children that have not
+        ended, in one transaction; False when nothing changed."""
+        ...
+
+    def save_step(
+        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
+        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """Record a step (and its wake) under the delivery's lease; returns whether a
+        cancellation has been requested."""
+        ...
+
+    async def save_step_async(
+        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
+        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """`save_step` for the event loop."""
+        ...
+
+    def delivery_state(
+        self, execution_id: str, token: str, *, now: float | None = None
+    ) -> tuple[Record, builtins.list[StepRecord]]:
+        """The record and its saved steps, read together, for the lease's holder (any
+        caller once the execution is terminal)."""
+        ...
+
+
+class StartClient(Protocol):
+    """RFC 003's start client: not fenced, idempotent by (caller, step key)."""
+
+    def start(
+        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
+        detached: bool = False, now: float | None = None,
+    ) -> str:
+        """Admit the child and record the request in one transaction, once; a repeat of the
+        same request returns the same child, a different one is START_REQUEST_MISMATCH.
+        `params_json` is the request's canonical params ("null" when omitted)."""
+        ...
+
+
+class EffectClient(Protocol):
+    """RFC 004's effect client: not fenced; effect records are never pruned."""
+
+    def effect_begin(
+        self, operation: str, effect_id: str, input: Any, execution_id: str, step_key: str, *,
+        now: float | None = None,
+    ) -> dict[str, Any]:
+        """Create the effect record or read it: {"status": "new" | "pending"}, or
+        {"status": "settled", "result": <canonical>}; a changed operation or input is
+        EFFECT_REQUEST_MISMATCH."""
+        ...
+
+    def effect_settle(
+        self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
+    ) -> dict[str, Any]:
+        """Settle once and wake every waiter in the same transaction; a different later
+        result is kept as a conflict report and the first one returned."""
+        ...
+
+    def effect_wait(
+        self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
+        now: float | None = None,
+    ) -> float:
+        """Register a waiter and its wake together (at once if settled); a repeat while the
+        first wake is ahead returns that wake's time."""
+        ...
+
+    def effect(self, effect_id: str) -> dict[str, Any] | None:
+        """One effect record with its conflicts, beginnings and waiters."""
+        ...
+
+    def effects(
+        self, status: str | None = None, execution_id: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Effect records (pending, settled, or with a conflict), oldest first."""
+        ...
+
+
+class ValueClient(Protocol):
+    """Durable values that workflows wait for: one version per commit per key."""
+
+    def value_put(
+        self, key: str, value: Any, expected_version: int | None = None, *,
+        now: float | None = None,
+    ) -> dict[str, Any]:
+        """Commit a new version (compare-and-set with expected_version; 0: must not exist)
+        and wake every execution waiting on the key, in one transaction."""
+        ...
+
+    def value_get(self, key: str) -> dict[str, Any] | None:
+        """The key's value, version and time, or None."""
+        ...
+
+    def value_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+        """Keys starting with `prefix` (case-sensitive), in key order."""
+        ...
+
+    def value_delete(self, key: str, *, now: float | None = None) -> bool:
+        """Hide the key (a commit: its version still grows); False if there was none."""
+        ...
+
+    def value_wait(
+        self, key: str, execution_id: str, step_key: str, seen: int = 0,
+        timeout_at: float | None = None, *, now: float | None = None,
+    ) -> dict[str, Any] | None:
+        """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
+        checked and registered in one transaction so no put slips between."""
+        ...
+
+
+class ScheduleClient(Protocol):
+    """Cron schedules: a fire admits `<name>@<slot>` and moves the cursor in one transaction."""
+
+    def schedule_add(
+        self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
+        params: Any = None, catch_up: str = "once", overlap: str = "skip",
+        max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
+        replace: bool = False, now: float | None = None,
+    ) -> dict[str, Any]:
+        """Add a schedule (or, with replace, update one keeping its cursor)."""
+        ...
+
+    def schedules(self) -> builtins.list[dict[str, Any]]:
+        """Every schedule, by name."""
+        ...
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        """One schedule; NOT_FOUND if there is none."""
+        ...
+
+    def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
+        """Remove a schedule; one a script declares only with declared_too."""
+        ...
+
+    def schedule_pause(
+        self, name: str, paused: bool, *, now: float | None = None
+    ) -> dict[str, Any]:
+        """Pause or resume; resuming does not fire what passed while paused."""
+        ...
+
+    def schedule_tick(
+        self, name: str, *, now: float | None = None, on_failure: str | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Fire what is due for one schedule (its admissions and cursor in one transaction;
+        a skipped slot admits `on_failure` in it too); returns what was done."""
+        ...
+
+
+class ReadClient(Protocol):
+    """Reads: each sees one committed state; pages are ordered and resumable by token."""
+
+    def get(self, execution_id: str) -> Record | None:
+        """The execution's record, or None."""
+        ...
+
+    def list(
+        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
+        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+    ) -> Page:
+        """Records, newest admitted first (ties by ID), filtered, one page."""
+        ...
+
+    def history(
+        self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
+    ) -> Page:
+        """One page of the execution's events, from the page token's event on."""
+        ...
+
+    def describe(self, execution_id: str) -> Description:
+        """The record with its steps, children, deliveries and history size, read together."""
+        ...
+
+    def steps(self, execution_id: str) -> builtins.list[StepRecord]:
+        """The execution's step records, in the order they were first saved."""
+        ...
+
+    def events(self, execution_id: str) -> builtins.list[Event]:
+        """The execution's whole history."""
+        ...
+
+    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
+        """What the execution waits on: store keys and effects."""
+        ...
+
+    def next_due_at(self) -> float | None:
+        """The earliest time anything becomes claimable (a due wake or a lease expiry)."""
+        ...
+
+
+class OverviewClient(Protocol):
+    """The dashboard's reads (`ys ui`, `ys top`): each one bounded, whatever the database's
+    size."""
+
+    def running(self, limit: int = 100) -> builtins.list[RunningExecution]:
+        """Running executions, oldest admitted first, with when their delivery began."""
+        ...
+
+    def due(self, limit: int = 10) -> builtins.list[Record]:
+        """Executions with a pending wake and no delivery, soonest first."""
+        ...
+
+    def failed_since(self, since: float, limit: int = 20) -> builtins.list[Record]:
+        """Executions that failed at or after `since`, the latest first."""
+        ...
+
+    def count_status(self, status: str, limit: int = 100_000) -> int:
+        """How many executions have `status`, counted up to `limit`."""
+        ...
+
+    def find(
+        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
+        id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+        page_token: str | None = None,
+    ) -> Page:
+        """Records newest admitted first, filtered (also by ID prefix and age), one page; the
+        order and the page tokens of `list`."""
+        ...
+
+    def value_waiters(self, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+        """Who waits on which durable value, by key."""
+        ...
+
+    def database(self) -> dict[str, Any]:
+        """Where the data is, its size and its schema version."""
+        ...
+
+    def schedule_slots(
+        self, name: str | None = None, *, since: float | None = None,
+        outcomes: tuple[str, ...] | None = None, limit: int = 20,
+    ) -> builtins.list[dict[str, Any]]:
+        """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Health:
+    """What `ys doctor` reports of a database: read in one snapshot, never written."""
+
+    location: str
+    files: builtins.list[Path] = field(default_factory=list)  # what holds the data on disk
+    error: str | None = None  # the database could not be read at all
+    integrity: builtins.list[str] = field(default_factory=list)  # problems; empty if intact
+    schema_version: int = 0
+    schema_expected: int = 0
+    missing_tables: builtins.list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)  # by table
+    mismatches: builtins.list[str] = field(default_factory=list)  # records != folded history
+    executions: int = 0
+
+
+class Housekeeping(Protocol):
+    """Pruning and settings, and what recovery and `ys doctor` ask of the store."""
+
+    def gc(
+        self, older_than: float, *, dry_run: bool = False, now: float | None = None
+    ) -> builtins.list[str]:
+        """Prune terminal executions last changed more than `older_than` seconds ago, with
+        what belongs only to them; returns their IDs. Effect records always stay."""
+        ...
+
+    def setting(self, key: str) -> str | None:
+        """The daemon's setting `key`, or None."""
+        ...
+
+    def set_setting(self, key: str, value: str) -> None:
+        """Store the daemon's setting `key`."""
+        ...
+
+    def held_leases(self) -> builtins.list[tuple[str, str]]:
+        """(execution ID, token) of every lease held, expired or not (recovery releases
+        them)."""
+        ...
+
+    def release_held(self, now: float | None = None) -> builtins.list[str]:
+        """Recovery at start, in one transaction: release every lease this daemon held
+        (on a database of one daemon, every lease), each with a `released` event."""
+        ...
+
+    def lease_holders(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        """Which daemon holds each of these executions' leases ("daemon ID, daemon pid N"),
+        on a database many daemons share; empty where one daemon owns the database."""
+        ...
+
+    def due_counts(self, now: float) -> tuple[int, int]:
+        """How many executions are due at `now`, and how many wait for a later wake."""
+        ...
+
+    def verify(self) -> builtins.list[str]:
+        """Re-fold every history and compare it with the stored record: the mismatches."""
+        ...
+
+    def health(self) -> Health:
+        """Integrity, schema, row counts and `verify`, in one read snapshot."""
+        ...
+
+
+class ObservingClient(Protocol):
+    """What metrics, the event stream and script versions read and record."""
+
+    def shared_counts(self, now: float | None = None) -> SharedCounts:
+        """What every daemon on this database reports alike, read in one snapshot from counts
+        kept in each write's transaction (never a scan)."""
+        ...
+
+    def event_stream(
+        self, cursor: str | None = None, *, since: float | None = None, limit: int = 1000,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Events of every execution after `cursor`, in commit order, and the cursor after
+        them; without a cursor, from `since` (epoch seconds), else from now."""
+        ...
+
+    def set_script(
+        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None,
+    ) -> None:
+        """Record the version of `workflow`'s script seen now: what admissions record and
+        unpinned deliveries run (`pin`: every delivery runs its admission's version)."""
+        ...
+
+    def scripts_needed(self) -> set[str]:
+        """Versions a live execution needs, and each workflow's current one."""
+        ...
+
+    def stale_scripts(self) -> dict[str, int]:
+        """Per workflow: live executions admitted under an older version than the current."""
+        ...
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call `observer(seconds, requests)` after each commit of the writer."""
+        ...
+
+
+class Store(
+    ExecutionClient, StartClient, EffectClient, ValueClient, ScheduleClient, ReadClient,
+    OverviewClient, Housekeeping, ObservingClient, Protocol,
+):
+    """A store: every client over one database and one writer."""
+
+    def watch(self, on_due: Callable[[], None],
+              on_change: Callable[[str], None] | None = None) -> None:
+        """On a database other daemons write too: call `on_due` when something may have become
+        due and `on_change(execution_id)` when an execution's history grew (from another
+        thread). Where this daemon is the only writer, nothing."""
+        ...
+
+    def close(self) -> None:
+        """Finish the writes queued before now, then release the database."""
+        ...

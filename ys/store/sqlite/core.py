@@ -1,0 +1,74 @@
+"""What the clients of one SqliteStore share: the file, its one writer, a read connection per
+thread (WAL lets reads run beside the writer) and the clock."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from ys.contract import check_time
+from ys.store.sqlite.db import Writer, connect
+from ys.store.sqlite.schema import migrate
+
+T = TypeVar("T")
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+class Core:
+    """One SQLite file. Thread-safe: writes go through `writer`, reads through `reader()`.
+
+    Read-only (`ys doctor`): nothing is migrated or written, and the file is opened so that
+    SQLite cannot write it either."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, group_commit: bool = False,
+        clock: Callable[[], float] = time.time, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        read_only: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.clock = clock
+        self.lease_seconds = lease_seconds
+        self.read_only = read_only
+        conn = connect(self.path, read_only=read_only)
+        if not read_only:
+            migrate(conn)
+        # workflow -> its current script version (`scripts`, which only set_script writes):
+        # an admission's rows are computed before its transaction, without a look-up
+        self.scripts: dict[str, str] = {}
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name='scripts'").fetchone():
+            self.scripts = dict(conn.execute("SELECT workflow, sha256 FROM scripts").fetchall())
+        self.writer = Writer(conn, group=group_commit and not read_only)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    def now(self, now: float | None) -> float:
+        """The time of a write: the clock's, or the caller's `now` (checked like every time
+        the store is given)."""
+        return self.clock() if now is None else check_time(now, "now")
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` in a write transaction (its own, or its share of a group commit)."""
+        return self.writer.write(fn)
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, read_only=self.read_only)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def close(self) -> None:
+        if self.writer.close():  # else the writer is still in a transaction: leave it be
+            self.writer.conn.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
