@@ -73,8 +73,11 @@ def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
     eid = y.c.trigger("cpu-steps", params={"k": k})["execution_id"]
     out = D._outcome(y.c.wait(eid, timeout=600))
     daemon_cpu = cpu_of(d.proc.pid) - c0
-    return {"per_second": k / out["wall"], "daemon_us": daemon_cpu / k * 1e6,
-            "worker_us": out["cpu"] / k * 1e6}
+    return {
+        "per_second": k / out["wall"],
+        "daemon_us": daemon_cpu / k * 1e6,
+        "worker_us": out["cpu"] / k * 1e6,
+    }
 
 
 def main() -> int:
@@ -110,20 +113,24 @@ def main() -> int:
                 y.close()
                 d.stop()
     load_after = os.getloadavg()
-    print(f"ys A/B, interleaved; load average before {', '.join(f'{x:.2f}' for x in load_before)}"
-          f", after {', '.join(f'{x:.2f}' for x in load_after)} (2 cores: above 2 is noisy)")
+    print(
+        f"ys A/B, interleaved; load average before {', '.join(f'{x:.2f}' for x in load_before)}"
+        f", after {', '.join(f'{x:.2f}' for x in load_after)} (2 cores: above 2 is noisy)"
+    )
     for t, r in res.items():
         st = r["steps"]
         rounds = " ".join(f"{s['per_second']:,.0f}" for s in st)
         zeros = " ".join(f"{z:,.0f}" for z in r["zero"])
-        print(f"{t}\n  steps/s {D.median([s['per_second'] for s in st]):,.0f} "
-              f"(rounds {rounds}); CPU/step: daemon "
-              f"{D.median([s['daemon_us'] for s in st]):.0f} us, worker "
-              f"{D.median([s['worker_us'] for s in st]):.0f} us\n"
-              f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
-              f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
-              f"zero-step/s {D.median(r['zero']):,.0f} "
-              f"(rounds {zeros})")
+        print(
+            f"{t}\n  steps/s {D.median([s['per_second'] for s in st]):,.0f} "
+            f"(rounds {rounds}); CPU/step: daemon "
+            f"{D.median([s['daemon_us'] for s in st]):.0f} us, worker "
+            f"{D.median([s['worker_us'] for s in st]):.0f} us\n"
+            f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
+            f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
+            f"zero-step/s {D.median(r['zero']):,.0f} "
+            f"(rounds {zeros})"
+        )
     return 0
 
 

@@ -33,19 +33,33 @@ TARGET = 6.0
 def compile_all() -> None:
     venv_lib = Path(sys.prefix) / "lib"
     for target in (venv_lib, common.REPO_ROOT / "ys"):
-        subprocess.run([PY, "-m", "compileall", "-q", str(target)], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [PY, "-m", "compileall", "-q", str(target)],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def start_daemon(env: dict[str, str], home: Path) -> subprocess.Popen[bytes]:
     log = open(home / "daemon.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen([PY, "-m", "ys.daemon", "run"], env=env, stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "ys.daemon", "run"],
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log.close()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if subprocess.run([YS, "daemon", "status", "--json"], env=env,
-                          capture_output=True).returncode == 0:
+        if (
+            subprocess.run(
+                [YS, "daemon", "status", "--json"], env=env, capture_output=True
+            ).returncode
+            == 0
+        ):
             return proc
         if proc.poll() is not None:
             break
@@ -71,15 +85,24 @@ def main() -> int:
     common.progress("byte-compiling the venv and ys/ (PYTHONDONTWRITEBYTECODE is set here)")
     compile_all()
     with common.scratch_dir("cli") as home:
-        env = dict(os.environ, YS_HOME=str(home), YS_AUTOSTART="0",
-                   YS_WORKFLOWS=str(common.REPO_ROOT / "examples" / "workflows"))
+        env = dict(
+            os.environ,
+            YS_HOME=str(home),
+            YS_AUTOSTART="0",
+            YS_WORKFLOWS=str(common.REPO_ROOT / "examples" / "workflows"),
+        )
         for k in ("YS_SOCKET", "YS_DB"):
             env.pop(k, None)
         slow = dict(env, YS_NO_FAST_PATH="1")
         proc = start_daemon(env, home)
         try:
-            eid = subprocess.run([YS, "trigger", "hello", "--wait"], env=env, check=True,
-                                 capture_output=True, text=True).stdout.strip()
+            eid = subprocess.run(
+                [YS, "trigger", "hello", "--wait"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
             cases: list[tuple[str, list[str], dict[str, str], float | None]] = [
                 ("python -c pass", [PY, "-c", "pass"], env, None),
                 ("ys --version", [YS, "--version"], env, TARGET),
@@ -92,8 +115,9 @@ def main() -> int:
                 ("python -c 'import typer'", [PY, "-c", "import typer"], env, None),
             ]
             if subprocess.run([PY, "-c", "import pydantic"], capture_output=True).returncode == 0:
-                cases.append(("python -c 'import pydantic'", [PY, "-c", "import pydantic"],
-                              env, None))
+                cases.append(
+                    ("python -c 'import pydantic'", [PY, "-c", "import pydantic"], env, None)
+                )
             for _, argv, e, _ in cases:  # warm the page cache
                 timed(argv, e)
             samples: dict[str, list[float]] = {name: [] for name, *_ in cases}
@@ -109,17 +133,36 @@ def main() -> int:
     for name, _, _, target in cases:
         med = common.median(samples[name])
         ratio = common.ratio(med, base)
-        results.append({"case": name, "median_ms": round(med * 1000, 1), "ratio": round(ratio, 2),
-                        "target": target, "ok": None if target is None else ratio <= target})
+        results.append(
+            {
+                "case": name,
+                "median_ms": round(med * 1000, 1),
+                "ratio": round(ratio, 2),
+                "target": target,
+                "ok": None if target is None else ratio <= target,
+            }
+        )
     if args.json:
-        print(json.dumps({"machine": common.machine_info(), "runs": args.runs,
-                          "results": results}, indent=2))
+        print(
+            json.dumps(
+                {"machine": common.machine_info(), "runs": args.runs, "results": results}, indent=2
+            )
+        )
     else:
-        print(f"CLI start-up, median of {args.runs} runs each, against a warm daemon "
-              f"(bytecode compiled first)")
-        rows = [[r["case"], f"{r['median_ms']:.1f}", common.fmt_ratio(r["ratio"]),
-                 "" if r["target"] is None else f"<= {r['target']:g}x",
-                 "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")] for r in results]
+        print(
+            f"CLI start-up, median of {args.runs} runs each, against a warm daemon "
+            f"(bytecode compiled first)"
+        )
+        rows = [
+            [
+                r["case"],
+                f"{r['median_ms']:.1f}",
+                common.fmt_ratio(r["ratio"]),
+                "" if r["target"] is None else f"<= {r['target']:g}x",
+                "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED"),
+            ]
+            for r in results
+        ]
         print(common.table(["case", "median ms", "ratio", "target", ""], rows))
     return 0 if all(r["ok"] is not False for r in results) else 1
 

@@ -149,7 +149,9 @@ def run_for(seconds: float, op: Callable[[int], object], start: int = 0) -> Samp
 
 
 def run_threads(
-    threads: int, seconds: float, op: Callable[[int, int], bool | None],
+    threads: int,
+    seconds: float,
+    op: Callable[[int, int], bool | None],
     starts: list[int] | None = None,
 ) -> Sample:
     """K threads each call op(thread, i), i counting up from starts[thread] (default 0), until
@@ -220,7 +222,10 @@ class Tally:
 
 
 def paired(
-    subject: Workload, baseline: Workload, seconds: float, baseline_seconds: float,
+    subject: Workload,
+    baseline: Workload,
+    seconds: float,
+    baseline_seconds: float,
     slice_seconds: float = 0.25,
 ) -> tuple[Sample, Sample]:
     """Run `subject` for `seconds` and `baseline` for `baseline_seconds`, alternating slices of

@@ -41,8 +41,11 @@ def pragmas(engine: Any) -> dict[str, Any]:
         journal = c.exec_driver_sql("PRAGMA journal_mode").scalar()
         sync = c.exec_driver_sql("PRAGMA synchronous").scalar()
         busy = c.exec_driver_sql("PRAGMA busy_timeout").scalar()
-    return {"journal_mode": str(journal).upper(),
-            "synchronous": SYNC_NAMES.get(int(sync), str(sync)), "busy_timeout_ms": busy}
+    return {
+        "journal_mode": str(journal).upper(),
+        "synchronous": SYNC_NAMES.get(int(sync), str(sync)),
+        "busy_timeout_ms": busy,
+    }
 
 
 def main() -> int:
@@ -68,11 +71,13 @@ def main() -> int:
             dbapi_conn.execute("PRAGMA journal_mode=WAL")
             dbapi_conn.execute(f"PRAGMA synchronous={sync}")
 
-    DBOS(config={
-        "name": "ys-delivery-bench",
-        "system_database_url": "sqlite:///" + os.path.abspath(args.db),
-        "log_level": "WARNING",
-    })
+    DBOS(
+        config={
+            "name": "ys-delivery-bench",
+            "system_database_url": "sqlite:///" + os.path.abspath(args.db),
+            "log_level": "WARNING",
+        }
+    )
 
     marks: dict[str, float] = {}
 
@@ -120,8 +125,12 @@ def main() -> int:
         for h in handles:
             h.get_result()
         t1 = time.perf_counter()
-        return {"n": m, "seconds": t1 - t0, "trigger_seconds": t_started - t0,
-                "per_second": m / (t1 - t0)}
+        return {
+            "n": m,
+            "seconds": t1 - t0,
+            "trigger_seconds": t_started - t0,
+            "per_second": m / (t1 - t0),
+        }
 
     def run_steps(k: int) -> dict[str, Any]:
         t0 = time.time()
@@ -130,16 +139,25 @@ def main() -> int:
         if r["total"] != sum(i + 1 for i in range(k)):
             raise RuntimeError(f"steps workflow returned {r}")
         inside = r["t1"] - r["t0"]
-        return {"inside_seconds": inside, "e2e_seconds": t1 - t0,
-                "inside_per_second": k / inside, "e2e_per_second": k / (t1 - t0)}
+        return {
+            "inside_seconds": inside,
+            "e2e_seconds": t1 - t0,
+            "inside_per_second": k / inside,
+            "e2e_per_second": k / (t1 - t0),
+        }
 
     def info() -> dict[str, Any]:
         from importlib.metadata import version
 
-        return {"dbos_version": version("dbos"), "sqlalchemy": sa.__version__,
-                "python": sys.version.split()[0], "mode": args.mode,
-                "db": os.path.abspath(args.db), "pragmas": pragmas(engine),
-                "pool_size": engine.pool.size() if hasattr(engine.pool, "size") else None}
+        return {
+            "dbos_version": version("dbos"),
+            "sqlalchemy": sa.__version__,
+            "python": sys.version.split()[0],
+            "mode": args.mode,
+            "db": os.path.abspath(args.db),
+            "pragmas": pragmas(engine),
+            "pool_size": engine.pool.size() if hasattr(engine.pool, "size") else None,
+        }
 
     try:
         # warm up: one of each, untimed

@@ -73,8 +73,7 @@ def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
 def dbos_venv_version() -> str | None:
     if not DBOS_PY.exists():
         return None
-    r = _run([str(DBOS_PY), "-c",
-              "import importlib.metadata as m; print(m.version('dbos'))"])
+    r = _run([str(DBOS_PY), "-c", "import importlib.metadata as m; print(m.version('dbos'))"])
     return r.stdout.strip() if r.returncode == 0 else None
 
 
@@ -87,8 +86,9 @@ def ensure_dbos_venv() -> dict[str, Any]:
             progress(f"creating {DBOS_VENV} ({base} -m venv)")
             subprocess.run([base, "-m", "venv", str(DBOS_VENV)], check=True)
         progress(f"installing dbos=={DBOS_VERSION} into {DBOS_VENV}")
-        subprocess.run([str(DBOS_PY), "-m", "pip", "install", "-q", f"dbos=={DBOS_VERSION}"],
-                       check=True)
+        subprocess.run(
+            [str(DBOS_PY), "-m", "pip", "install", "-q", f"dbos=={DBOS_VERSION}"], check=True
+        )
         COMPILED_MARK.unlink(missing_ok=True)
         info["created"] = True
     got = dbos_venv_version()
@@ -132,8 +132,11 @@ def machine_load() -> dict[str, Any]:
 
 def fmt_load(x: dict[str, Any]) -> str:
     la = ", ".join(f"{v:.2f}" for v in x["loadavg"])
-    extra = "".join(f", {k.split('_')[0]} pressure {x[k]:.0f}%" for k in
-                    ("cpu_some_avg10", "io_some_avg10") if k in x)
+    extra = "".join(
+        f", {k.split('_')[0]} pressure {x[k]:.0f}%"
+        for k in ("cpu_some_avg10", "io_some_avg10")
+        if k in x
+    )
     return f"load average {la}{extra}"
 
 
@@ -215,8 +218,7 @@ class Daemon:
         self.concurrency = concurrency
         self.proc: subprocess.Popen[bytes] | None = None
         self.env = dict(os.environ)
-        for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN",
-                  "YS_WORKFLOW_FILE"):
+        for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE"):
             self.env.pop(k, None)
         self.env.update(YS_HOME=str(home), YS_WORKFLOWS=str(self.workflows), YS_AUTOSTART="0")
 
@@ -245,18 +247,22 @@ class Daemon:
         log = open(self.home / "daemon-bench.log", "ab")  # noqa: SIM115 - closed below
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ys.daemon", "run", "--concurrency",
-                 str(self.concurrency)],
-                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=str(REPO_ROOT),
+                [sys.executable, "-m", "ys.daemon", "run", "--concurrency", str(self.concurrency)],
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=str(REPO_ROOT),
             )
         finally:
             log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {self.proc.returncode}: "
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"the daemon exited with {self.proc.returncode}: {self.log_tail()}"
+                )
             try:
                 with self.client(timeout=2) as c:
                     wfs = {w["name"]: w for w in c.workflows()["workflows"]}
@@ -306,8 +312,9 @@ class Daemon:
 
 def _outcome(record: dict[str, Any]) -> Any:
     if record["status"] != "completed":
-        raise RuntimeError(f"{record['execution_id']} ended {record['status']}: "
-                           f"{record.get('outcome')}")
+        raise RuntimeError(
+            f"{record['execution_id']} ended {record['status']}: {record.get('outcome')}"
+        )
     return (record.get("outcome") or {}).get("result")
 
 
@@ -359,8 +366,12 @@ class YsSide:
         for eid in ids:
             _outcome(self.c.wait(eid, timeout=600))
         t1 = time.perf_counter()
-        return {"n": m, "seconds": t1 - t0, "trigger_seconds": t_triggered - t0,
-                "per_second": m / (t1 - t0)}
+        return {
+            "n": m,
+            "seconds": t1 - t0,
+            "trigger_seconds": t_triggered - t0,
+            "per_second": m / (t1 - t0),
+        }
 
     def steps(self, k: int) -> dict[str, Any]:
         t0 = time.time()
@@ -370,8 +381,12 @@ class YsSide:
         if r["total"] != sum(i + 1 for i in range(k)):
             raise RuntimeError(f"steps workflow returned {r}")
         inside = r["t1"] - r["t0"]
-        return {"inside_seconds": inside, "e2e_seconds": t1 - t0,
-                "inside_per_second": k / inside, "e2e_per_second": k / (t1 - t0)}
+        return {
+            "inside_seconds": inside,
+            "e2e_seconds": t1 - t0,
+            "inside_per_second": k / inside,
+            "e2e_per_second": k / (t1 - t0),
+        }
 
 
 class DbosSide:
@@ -388,10 +403,21 @@ class DbosSide:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed below
         try:
             self.proc = subprocess.Popen(
-                [str(DBOS_PY), str(BENCH_DIR / "dbos_side.py"), "--db", str(self.db),
-                 "--mode", mode],
-                env=env, cwd=str(scratch), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, text=True, bufsize=1,
+                [
+                    str(DBOS_PY),
+                    str(BENCH_DIR / "dbos_side.py"),
+                    "--db",
+                    str(self.db),
+                    "--mode",
+                    mode,
+                ],
+                env=env,
+                cwd=str(scratch),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                bufsize=1,
             )
         finally:
             log.close()
@@ -451,7 +477,8 @@ class DbosSide:
 
 def _steps_summary(k: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "k": k, "runs": runs,
+        "k": k,
+        "runs": runs,
         "inside_per_second": median([r["inside_per_second"] for r in runs]),
         "e2e_per_second": median([r["e2e_per_second"] for r in runs]),
     }
@@ -465,9 +492,13 @@ def interpreter_startup(repeats: int = 10) -> dict[str, float]:
     """Reference figures for what every ys delivery pays before workflow code: a fresh
     interpreter, and one that imports what `python -m ys.worker` imports."""
     out = {}
-    for name, code in (("python -c pass", "pass"),
-                       ("python -c 'import ys.worker, ys.client, ys.sdk'",
-                        "import ys.worker, ys.client, ys.sdk, ys.codec")):
+    for name, code in (
+        ("python -c pass", "pass"),
+        (
+            "python -c 'import ys.worker, ys.client, ys.sdk'",
+            "import ys.worker, ys.client, ys.sdk, ys.codec",
+        ),
+    ):
         xs = []
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -482,8 +513,9 @@ def rotate(items: list[Any], i: int) -> list[Any]:
     return items[j:] + items[:j]
 
 
-def measure(scratch: Path, concurrencies: list[int], n: int, m: int, k: int,
-            repeats: int) -> dict[str, Any]:
+def measure(
+    scratch: Path, concurrencies: list[int], n: int, m: int, k: int, repeats: int
+) -> dict[str, Any]:
     """Start ys (first concurrency) and both DBOS configurations side by side, then run every
     measurement in interleaved rounds (the order rotates each round)."""
     conc = concurrencies[0]
@@ -494,8 +526,10 @@ def measure(scratch: Path, concurrencies: list[int], n: int, m: int, k: int,
     sides: list[Any] = []
     res: dict[str, Any] = {}
     try:
-        progress(f"starting: ys daemon (concurrency {conc}) in {home}; DBOS default; "
-                 "DBOS WAL+NORMAL; DBOS WAL+FULL")
+        progress(
+            f"starting: ys daemon (concurrency {conc}) in {home}; DBOS default; "
+            "DBOS WAL+NORMAL; DBOS WAL+FULL"
+        )
         dd = DbosSide(scratch, "default")
         sides.append(dd)
         dw = DbosSide(scratch, "wal-normal")
@@ -510,8 +544,16 @@ def measure(scratch: Path, concurrencies: list[int], n: int, m: int, k: int,
         dw.wait_ready()
         df.wait_ready()
         engines: list[Any] = [ys, dd, dw, df]
-        res = {e.name: {"first": [], "script_imported": [], "trigger_call": [], "zero": [],
-                        "steps": []} for e in engines}
+        res = {
+            e.name: {
+                "first": [],
+                "script_imported": [],
+                "trigger_call": [],
+                "zero": [],
+                "steps": [],
+            }
+            for e in engines
+        }
         progress(f"first line: {n} rounds")
         for i in range(n):
             for e in rotate(engines, i):
@@ -565,35 +607,50 @@ def measure(scratch: Path, concurrencies: list[int], n: int, m: int, k: int,
 
 
 def summarize(res: dict[str, Any], concurrencies: list[int]) -> list[dict[str, Any]]:
-    ys, dd, dw, df = (res["ys"], res["dbos-default"], res["dbos-wal-normal"],
-                      res["dbos-wal-full"])
+    ys, dd, dw, df = (res["ys"], res["dbos-default"], res["dbos-wal-normal"], res["dbos-wal-full"])
     rows: list[dict[str, Any]] = []
     for p in (50, 99):
-        rows.append({
-            "metric": f"trigger -> first line p{p} (ms, lower is better)", "kind": "latency",
-            "ys": percentile(ys["first"], p) * 1000,
-            "dbos_default": percentile(dd["first"], p) * 1000,
-            "dbos_wal_normal": percentile(dw["first"], p) * 1000,
-            "dbos_wal_full": percentile(df["first"], p) * 1000,
-        })
+        rows.append(
+            {
+                "metric": f"trigger -> first line p{p} (ms, lower is better)",
+                "kind": "latency",
+                "ys": percentile(ys["first"], p) * 1000,
+                "dbos_default": percentile(dd["first"], p) * 1000,
+                "dbos_wal_normal": percentile(dw["first"], p) * 1000,
+                "dbos_wal_full": percentile(df["first"], p) * 1000,
+            }
+        )
     for conc in concurrencies:
-        rows.append({
-            "metric": f"zero-step workflows/s (ys concurrency {conc})", "kind": "rate",
-            "ys": ys["zero_by_concurrency"][str(conc)]["per_second"],
-            "dbos_default": dd["zero"]["per_second"],
-            "dbos_wal_normal": dw["zero"]["per_second"],
-            "dbos_wal_full": df["zero"]["per_second"],
-        })
-    rows.append({"metric": "steps/s inside one execution", "kind": "rate",
-                 "ys": ys["steps"]["inside_per_second"],
-                 "dbos_default": dd["steps"]["inside_per_second"],
-                 "dbos_wal_normal": dw["steps"]["inside_per_second"],
-                 "dbos_wal_full": df["steps"]["inside_per_second"]})
-    rows.append({"metric": "steps/s end to end (trigger -> outcome)", "kind": "rate",
-                 "ys": ys["steps"]["e2e_per_second"],
-                 "dbos_default": dd["steps"]["e2e_per_second"],
-                 "dbos_wal_normal": dw["steps"]["e2e_per_second"],
-                 "dbos_wal_full": df["steps"]["e2e_per_second"]})
+        rows.append(
+            {
+                "metric": f"zero-step workflows/s (ys concurrency {conc})",
+                "kind": "rate",
+                "ys": ys["zero_by_concurrency"][str(conc)]["per_second"],
+                "dbos_default": dd["zero"]["per_second"],
+                "dbos_wal_normal": dw["zero"]["per_second"],
+                "dbos_wal_full": df["zero"]["per_second"],
+            }
+        )
+    rows.append(
+        {
+            "metric": "steps/s inside one execution",
+            "kind": "rate",
+            "ys": ys["steps"]["inside_per_second"],
+            "dbos_default": dd["steps"]["inside_per_second"],
+            "dbos_wal_normal": dw["steps"]["inside_per_second"],
+            "dbos_wal_full": df["steps"]["inside_per_second"],
+        }
+    )
+    rows.append(
+        {
+            "metric": "steps/s end to end (trigger -> outcome)",
+            "kind": "rate",
+            "ys": ys["steps"]["e2e_per_second"],
+            "dbos_default": dd["steps"]["e2e_per_second"],
+            "dbos_wal_normal": dw["steps"]["e2e_per_second"],
+            "dbos_wal_full": df["steps"]["e2e_per_second"],
+        }
+    )
     for r in rows:
         # a rate's ratio is ys / DBOS (above 1 is ys faster); a latency's is DBOS / ys, so
         # that above 1 means ys is faster there too
@@ -607,20 +664,40 @@ def targets(res: dict[str, Any], concurrencies: list[int]) -> list[dict[str, Any
     """Issue 16's delivery targets, each as a figure, what it needs and PASS/FAIL."""
     ys, df = res["ys"], res[PEER]
     steps = ratio(ys["steps"]["inside_per_second"], df["steps"]["inside_per_second"])
-    zero = ratio(ys["zero_by_concurrency"][str(concurrencies[0])]["per_second"],
-                 df["zero"]["per_second"])
+    zero = ratio(
+        ys["zero_by_concurrency"][str(concurrencies[0])]["per_second"], df["zero"]["per_second"]
+    )
     p50 = percentile(ys["first"], 50) * 1000
     p99 = percentile(ys["first"], 99) * 1000
     return [
-        {"target": "steps/s in one execution vs DBOS WAL+FULL", "value": steps,
-         "need": f">= {STEPS_TARGET:g}x", "pass": steps >= STEPS_TARGET,
-         "shown": fmt_ratio(steps)},
-        {"target": "zero-step workflows/s vs DBOS WAL+FULL", "value": zero,
-         "need": f">= {ZERO_TARGET:g}x", "pass": zero >= ZERO_TARGET, "shown": fmt_ratio(zero)},
-        {"target": "trigger -> first line p50", "value": p50, "need": f"<= {FIRST_P50_MS:g} ms",
-         "pass": p50 <= FIRST_P50_MS, "shown": f"{p50:.1f} ms"},
-        {"target": "trigger -> first line p99", "value": p99, "need": f"<= {FIRST_P99_MS:g} ms",
-         "pass": p99 <= FIRST_P99_MS, "shown": f"{p99:.1f} ms"},
+        {
+            "target": "steps/s in one execution vs DBOS WAL+FULL",
+            "value": steps,
+            "need": f">= {STEPS_TARGET:g}x",
+            "pass": steps >= STEPS_TARGET,
+            "shown": fmt_ratio(steps),
+        },
+        {
+            "target": "zero-step workflows/s vs DBOS WAL+FULL",
+            "value": zero,
+            "need": f">= {ZERO_TARGET:g}x",
+            "pass": zero >= ZERO_TARGET,
+            "shown": fmt_ratio(zero),
+        },
+        {
+            "target": "trigger -> first line p50",
+            "value": p50,
+            "need": f"<= {FIRST_P50_MS:g} ms",
+            "pass": p50 <= FIRST_P50_MS,
+            "shown": f"{p50:.1f} ms",
+        },
+        {
+            "target": "trigger -> first line p99",
+            "value": p99,
+            "need": f"<= {FIRST_P99_MS:g} ms",
+            "pass": p99 <= FIRST_P99_MS,
+            "shown": f"{p99:.1f} ms",
+        },
     ]
 
 
@@ -634,11 +711,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
-    ap.add_argument("--concurrency", default="4",
-                    help="ys daemon --concurrency values, comma separated; the first runs every "
-                         "measurement, the others only zero-step workflows/s (default 4)")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="rounds of the steps and zero-step measurements (default 3, quick 1)")
+    ap.add_argument(
+        "--concurrency",
+        default="4",
+        help="ys daemon --concurrency values, comma separated; the first runs every "
+        "measurement, the others only zero-step workflows/s (default 4)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of the steps and zero-step measurements (default 3, quick 1)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = ap.parse_args()
     concurrencies = [int(x) for x in args.concurrency.split(",") if x.strip()]
@@ -658,13 +742,13 @@ def main() -> int:
         load_before = machine_load()
         res = measure(scratch, concurrencies, n, m, k, repeats)
         progress(f"steps of {PAR_EXECUTIONS} executions x {PAR_K} at once, {repeats} rounds")
-        par = parallel_steps.measure(Daemon, workflow_sources, scratch, PAR_EXECUTIONS, PAR_K,
-                                     repeats)
+        par = parallel_steps.measure(
+            Daemon, workflow_sources, scratch, PAR_EXECUTIONS, PAR_K, repeats
+        )
         startup = interpreter_startup(5 if args.quick else 10)
         load_after = machine_load()
     rows = summarize(res, concurrencies)
-    ys, dd, dw, df = (res["ys"], res["dbos-default"], res["dbos-wal-normal"],
-                      res["dbos-wal-full"])
+    ys, dd, dw, df = (res["ys"], res["dbos-default"], res["dbos-wal-normal"], res["dbos-wal-full"])
     goals = targets(res, concurrencies)
     doc = {
         "bench": "delivery",
@@ -672,9 +756,15 @@ def main() -> int:
         "load": {"before": load_before, "after": load_after},
         "scratch": str(scratch),
         "filesystem": fs.describe(),
-        "settings": {"first_line_samples": n, "zero_workflows": m, "steps_k": k,
-                     "rounds": repeats, "ys_concurrency": concurrencies, "quick": args.quick,
-                     "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE")},
+        "settings": {
+            "first_line_samples": n,
+            "zero_workflows": m,
+            "steps_k": k,
+            "rounds": repeats,
+            "ys_concurrency": concurrencies,
+            "quick": args.quick,
+            "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+        },
         "byte_compiled": {"dbos_venv": venv, "project": compiled},
         "ys_pragmas": {"journal_mode": ys["journal_mode"], "synchronous": "FULL"},
         "dbos_default_pragmas": dd["info"]["pragmas"],
@@ -698,60 +788,98 @@ def main() -> int:
     if max(load_before["loadavg"][0], load_after["loadavg"][0]) > (mi["cpus"] or 1):
         print("  note: the machine was busy with other work; figures are noisy")
     print(f"  scratch: {doc['scratch']} on {doc['filesystem']} (ys home and DBOS files alike)")
-    print(f"  ys: daemon + warm launcher (one fork of a preloaded interpreter per delivery; YS_LAUNCHER=spawn for a fresh one); journal_mode={ys['journal_mode']}, "
-          "synchronous=FULL (always)")
-    print(f"  DBOS {di['dbos_version']} (SQLAlchemy {di['sqlalchemy']}, python {di['python']}, "
-          f"in-process library, own venv {DBOS_VENV.name})")
-    print(f"    default pragmas: journal_mode={di['pragmas']['journal_mode']}, "
-          f"synchronous={di['pragmas']['synchronous']}; tuned: "
-          f"journal_mode={dw['info']['pragmas']['journal_mode']}, "
-          f"synchronous={dw['info']['pragmas']['synchronous']}; durability-matched: "
-          f"journal_mode={df['info']['pragmas']['journal_mode']}, "
-          f"synchronous={df['info']['pragmas']['synchronous']}")
-    print(f"  PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}: "
-          f"{DBOS_VENV.name} byte-compiled once, the project venv and ys/ byte-compiled "
-          "(compileall) before the run, so worker start-up does not recompile")
-    print(f"  N={n} first-line samples per engine (p99 of {n} is about the maximum); "
-          f"M={m} zero-step workflows x{repeats}; K={k} steps x{repeats}; rounds interleave "
-          "the engines, rates are medians")
+    print(
+        f"  ys: daemon + warm launcher (one fork of a preloaded interpreter per delivery; YS_LAUNCHER=spawn for a fresh one); journal_mode={ys['journal_mode']}, "
+        "synchronous=FULL (always)"
+    )
+    print(
+        f"  DBOS {di['dbos_version']} (SQLAlchemy {di['sqlalchemy']}, python {di['python']}, "
+        f"in-process library, own venv {DBOS_VENV.name})"
+    )
+    print(
+        f"    default pragmas: journal_mode={di['pragmas']['journal_mode']}, "
+        f"synchronous={di['pragmas']['synchronous']}; tuned: "
+        f"journal_mode={dw['info']['pragmas']['journal_mode']}, "
+        f"synchronous={dw['info']['pragmas']['synchronous']}; durability-matched: "
+        f"journal_mode={df['info']['pragmas']['journal_mode']}, "
+        f"synchronous={df['info']['pragmas']['synchronous']}"
+    )
+    print(
+        f"  PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}: "
+        f"{DBOS_VENV.name} byte-compiled once, the project venv and ys/ byte-compiled "
+        "(compileall) before the run, so worker start-up does not recompile"
+    )
+    print(
+        f"  N={n} first-line samples per engine (p99 of {n} is about the maximum); "
+        f"M={m} zero-step workflows x{repeats}; K={k} steps x{repeats}; rounds interleave "
+        "the engines, rates are medians"
+    )
     print()
     print("ratios: ys vs each DBOS (above 1x is ys faster; for latencies DBOS ms / ys ms)")
-    headers = ["metric", "ys", "DBOS default", "DBOS WAL+NORMAL", "DBOS WAL+FULL",
-               "vs default", "vs WAL+NORMAL", "vs WAL+FULL"]
-    body = [[r["metric"], fmt(r["ys"], r["kind"]), fmt(r["dbos_default"], r["kind"]),
-             fmt(r["dbos_wal_normal"], r["kind"]), fmt(r["dbos_wal_full"], r["kind"]),
-             fmt_ratio(r["ys_vs_dbos_default"]), fmt_ratio(r["ys_vs_dbos_wal_normal"]),
-             fmt_ratio(r["ys_vs_dbos_wal_full"])]
-            for r in rows]
+    headers = [
+        "metric",
+        "ys",
+        "DBOS default",
+        "DBOS WAL+NORMAL",
+        "DBOS WAL+FULL",
+        "vs default",
+        "vs WAL+NORMAL",
+        "vs WAL+FULL",
+    ]
+    body = [
+        [
+            r["metric"],
+            fmt(r["ys"], r["kind"]),
+            fmt(r["dbos_default"], r["kind"]),
+            fmt(r["dbos_wal_normal"], r["kind"]),
+            fmt(r["dbos_wal_full"], r["kind"]),
+            fmt_ratio(r["ys_vs_dbos_default"]),
+            fmt_ratio(r["ys_vs_dbos_wal_normal"]),
+            fmt_ratio(r["ys_vs_dbos_wal_full"]),
+        ]
+        for r in rows
+    ]
     print(table(headers, body))
     print()
-    print("ys first line, medians (ms after the trigger call starts): trigger call returns "
-          f"{median(ys['trigger_call']) * 1000:.1f}, script module imported "
-          f"{median(ys['script_imported']) * 1000:.1f}, first line "
-          f"{median(ys['first']) * 1000:.1f}")
-    print("ys worker start-up reference (median ms): " + ", ".join(
-        f"{k_} {v * 1000:.1f}" for k_, v in startup.items()))
+    print(
+        "ys first line, medians (ms after the trigger call starts): trigger call returns "
+        f"{median(ys['trigger_call']) * 1000:.1f}, script module imported "
+        f"{median(ys['script_imported']) * 1000:.1f}, first line "
+        f"{median(ys['first']) * 1000:.1f}"
+    )
+    print(
+        "ys worker start-up reference (median ms): "
+        + ", ".join(f"{k_} {v * 1000:.1f}" for k_, v in startup.items())
+    )
 
     def runs(side: dict[str, Any], what: str, key: str) -> str:
         return " ".join(f"{r[key]:,.0f}" for r in side[what]["runs"])
 
-    print(f"steps/s inside, per round: ys {runs(ys, 'steps', 'inside_per_second')} | DBOS default "
-          f"{runs(dd, 'steps', 'inside_per_second')} | DBOS WAL+NORMAL "
-          f"{runs(dw, 'steps', 'inside_per_second')} | DBOS WAL+FULL "
-          f"{runs(df, 'steps', 'inside_per_second')}")
-    print(f"zero-step workflows/s, per round: ys {runs(ys, 'zero', 'per_second')} | DBOS default "
-          f"{runs(dd, 'zero', 'per_second')} | DBOS WAL+NORMAL {runs(dw, 'zero', 'per_second')}"
-          f" | DBOS WAL+FULL {runs(df, 'zero', 'per_second')}")
-    print(f"steps/s, {par['executions']} executions x {par['k']} steps (daemon concurrency "
-          f"{par['executions']}): {par['steps_per_second']:,.0f}; raw single-commit ceiling "
-          f"{par['raw_commits_per_second']:,.0f} commits/s, same rounds; per round "
-          + " ".join(f"{x['ratio']:.2f}x" for x in par["runs"]))
+    print(
+        f"steps/s inside, per round: ys {runs(ys, 'steps', 'inside_per_second')} | DBOS default "
+        f"{runs(dd, 'steps', 'inside_per_second')} | DBOS WAL+NORMAL "
+        f"{runs(dw, 'steps', 'inside_per_second')} | DBOS WAL+FULL "
+        f"{runs(df, 'steps', 'inside_per_second')}"
+    )
+    print(
+        f"zero-step workflows/s, per round: ys {runs(ys, 'zero', 'per_second')} | DBOS default "
+        f"{runs(dd, 'zero', 'per_second')} | DBOS WAL+NORMAL {runs(dw, 'zero', 'per_second')}"
+        f" | DBOS WAL+FULL {runs(df, 'zero', 'per_second')}"
+    )
+    print(
+        f"steps/s, {par['executions']} executions x {par['k']} steps (daemon concurrency "
+        f"{par['executions']}): {par['steps_per_second']:,.0f}; raw single-commit ceiling "
+        f"{par['raw_commits_per_second']:,.0f} commits/s, same rounds; per round "
+        + " ".join(f"{x['ratio']:.2f}x" for x in par["runs"])
+    )
     print()
     for g in goals:
         print(f"{g['target']} {g['need']}: {'PASS' if g['pass'] else 'FAIL'} ({g['shown']})")
-    print(f"steps/s, {par['executions']} executions vs the raw ceiling >= "
-          f"{parallel_steps.TARGET:g}x: {'PASS' if par['pass'] else 'FAIL'} "
-          f"({fmt_ratio(par['ratio'])})")
+    print(
+        f"steps/s, {par['executions']} executions vs the raw ceiling >= "
+        f"{parallel_steps.TARGET:g}x: {'PASS' if par['pass'] else 'FAIL'} "
+        f"({fmt_ratio(par['ratio'])})"
+    )
     return 0
 
 

@@ -82,8 +82,9 @@ def cmdline(pid: int) -> str:
 
 def measure(scratch: Path, seconds: float) -> dict[str, Any]:
     d = Daemon(scratch / "home", 4)
-    d.write_workflows({"hello.py": "import ys\n\n@ys.workflow\ndef main(step, params):\n"
-                                   "    return None\n"})
+    d.write_workflows(
+        {"hello.py": "import ys\n\n@ys.workflow\ndef main(step, params):\n    return None\n"}
+    )
     try:
         d.start(["hello"])
         assert d.proc is not None
@@ -97,14 +98,25 @@ def measure(scratch: Path, seconds: float) -> dict[str, Any]:
         time.sleep(seconds)
         took = time.monotonic() - t0
         after = {p: switches(p) for p in pids}
-        procs = [{"pid": p, "cmd": cmdline(p), "wakeups_per_second": (after[p] - before[p]) / took,
-                  "rss_mb": rss_kb(p) / 1024, "pss_mb": pss_kb(p) / 1024} for p in pids]
+        procs = [
+            {
+                "pid": p,
+                "cmd": cmdline(p),
+                "wakeups_per_second": (after[p] - before[p]) / took,
+                "rss_mb": rss_kb(p) / 1024,
+                "pss_mb": pss_kb(p) / 1024,
+            }
+            for p in pids
+        ]
     finally:
         d.stop()
-    return {"seconds": took, "processes": procs,
-            "wakeups_per_second": sum(p["wakeups_per_second"] for p in procs),
-            "rss_mb": sum(p["rss_mb"] for p in procs),
-            "pss_mb": sum(p["pss_mb"] for p in procs)}
+    return {
+        "seconds": took,
+        "processes": procs,
+        "wakeups_per_second": sum(p["wakeups_per_second"] for p in procs),
+        "rss_mb": sum(p["rss_mb"] for p in procs),
+        "pss_mb": sum(p["pss_mb"] for p in procs),
+    }
 
 
 def main() -> int:
@@ -122,18 +134,25 @@ def main() -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"idle daemon over {res['seconds']:.1f} s; load average before "
-          f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
-          f"{', '.join(f'{x:.2f}' for x in res['load']['after'])}")
+    print(
+        f"idle daemon over {res['seconds']:.1f} s; load average before "
+        f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in res['load']['after'])}"
+    )
     for p in res["processes"]:
-        print(f"  pid {p['pid']:>7}  {p['wakeups_per_second']:6.1f} wake-ups/s  "
-              f"PSS {p['pss_mb']:5.1f} MB  RSS {p['rss_mb']:5.1f} MB  {p['cmd']}")
+        print(
+            f"  pid {p['pid']:>7}  {p['wakeups_per_second']:6.1f} wake-ups/s  "
+            f"PSS {p['pss_mb']:5.1f} MB  RSS {p['rss_mb']:5.1f} MB  {p['cmd']}"
+        )
     w, r = res["wakeups_per_second"], res["pss_mb"]
-    print(f"wake-ups/s <= {WAKEUPS_TARGET:g}: {'PASS' if w <= WAKEUPS_TARGET else 'FAIL'} "
-          f"({w:.1f})")
-    print(f"memory <= {RSS_TARGET_MB:g} MB (PSS, daemon + children): "
-          f"{'PASS' if r <= RSS_TARGET_MB else 'FAIL'} ({r:.1f} MB; RSS summed "
-          f"{res['rss_mb']:.1f} MB)")
+    print(
+        f"wake-ups/s <= {WAKEUPS_TARGET:g}: {'PASS' if w <= WAKEUPS_TARGET else 'FAIL'} ({w:.1f})"
+    )
+    print(
+        f"memory <= {RSS_TARGET_MB:g} MB (PSS, daemon + children): "
+        f"{'PASS' if r <= RSS_TARGET_MB else 'FAIL'} ({r:.1f} MB; RSS summed "
+        f"{res['rss_mb']:.1f} MB)"
+    )
     return 0
 
 

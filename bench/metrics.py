@@ -38,18 +38,23 @@ def fill(db: Path, n: int) -> None:
     now = time.time() - 3600
     rows: dict[str, list[tuple[object, ...]]] = {}
     for i in range(n):
-        for sql, values in admission_inserts(f"e-{i:07d}", f"wf-{i % 20}", '{"n":1}', "{}",
-                                             None, now + i * 0.001):
+        for sql, values in admission_inserts(
+            f"e-{i:07d}", f"wf-{i % 20}", '{"n":1}', "{}", None, now + i * 0.001
+        ):
             rows.setdefault(sql, []).append(values)
 
     def tx(c: sqlite3.Connection) -> None:
         for sql, values in rows.items():
             c.executemany(sql, values)
         # most of them ended long ago; the triggers keep the counts as they change
-        c.execute("UPDATE executions SET status='completed', due_at=NULL "
-                  "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 < 18")
-        c.execute("UPDATE executions SET status='failed', due_at=NULL "
-                  "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 = 18")
+        c.execute(
+            "UPDATE executions SET status='completed', due_at=NULL "
+            "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 < 18"
+        )
+        c.execute(
+            "UPDATE executions SET status='failed', due_at=NULL "
+            "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 = 18"
+        )
 
     store.write(tx)
     store.close()
@@ -65,23 +70,33 @@ def time_reads(db: Path, runs: int) -> dict[str, float]:
         shared_counts(conn, time.time())
         counts.append(time.perf_counter() - t)
         t = time.perf_counter()
-        conn.execute("SELECT workflow, status, COUNT(*) FROM executions "
-                     "GROUP BY workflow, status").fetchall()
+        conn.execute(
+            "SELECT workflow, status, COUNT(*) FROM executions GROUP BY workflow, status"
+        ).fetchall()
         scan.append(time.perf_counter() - t)
     conn.close()
-    return {"counts_read_ms": statistics.median(counts) * 1000,
-            "full_scan_ms": statistics.median(scan) * 1000}
+    return {
+        "counts_read_ms": statistics.median(counts) * 1000,
+        "full_scan_ms": statistics.median(scan) * 1000,
+    }
 
 
 def time_route(home: Path, runs: int) -> dict[str, float]:
     from ys.client import Client
 
-    env = dict(os.environ, YS_HOME=str(home), YS_WORKFLOWS=str(home / "workflows"),
-               YS_AUTOSTART="0")
+    env = dict(
+        os.environ, YS_HOME=str(home), YS_WORKFLOWS=str(home / "workflows"), YS_AUTOSTART="0"
+    )
     (home / "workflows").mkdir(mode=0o700, exist_ok=True)
     log = open(home / "daemon.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen([PY, "-m", "ys.daemon", "run"], env=env, stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "ys.daemon", "run"],
+        env=env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log.close()
     try:
         client = Client(str(home / "run" / "ys.sock"), timeout=30)
@@ -92,8 +107,9 @@ def time_route(home: Path, runs: int) -> dict[str, float]:
                 break
             except Exception:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the daemon did not start: "
-                                     + (home / "daemon.log").read_text()[-2000:]) from None
+                    raise SystemExit(
+                        "the daemon did not start: " + (home / "daemon.log").read_text()[-2000:]
+                    ) from None
                 time.sleep(0.05)
         text = client.metrics()
         times = []
@@ -103,9 +119,11 @@ def time_route(home: Path, runs: int) -> dict[str, float]:
             times.append(time.perf_counter() - t)
         client.close()
         times.sort()
-        return {"route_median_ms": statistics.median(times) * 1000,
-                "route_p95_ms": times[int(len(times) * 0.95) - 1] * 1000,
-                "bytes": float(len(text))}
+        return {
+            "route_median_ms": statistics.median(times) * 1000,
+            "route_p95_ms": times[int(len(times) * 0.95) - 1] * 1000,
+            "bytes": float(len(text)),
+        }
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -125,8 +143,11 @@ def main() -> int:
         fill(db, args.executions)
         os.chmod(db, 0o600)
         load = common.load_average()
-        out: dict[str, object] = {"executions": args.executions, "runs": args.runs,
-                                  "load_average": load}
+        out: dict[str, object] = {
+            "executions": args.executions,
+            "runs": args.runs,
+            "load_average": load,
+        }
         out.update(time_reads(db, max(20, args.runs // 10)))
         out.update(time_route(home, args.runs))
         out["target_ms"] = TARGET_MS

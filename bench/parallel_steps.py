@@ -30,8 +30,9 @@ def raw_rate(path: Path, seconds: float = 1.0) -> float:
         raw.close()
 
 
-def measure(daemon_cls: Any, sources: Any, scratch: Path, executions: int, k: int,
-            rounds: int) -> dict[str, Any]:
+def measure(
+    daemon_cls: Any, sources: Any, scratch: Path, executions: int, k: int, rounds: int
+) -> dict[str, Any]:
     home = scratch / f"ys-par{executions}"
     d = daemon_cls(home, executions)
     d.write_workflows(sources(home / "first-line.marks"))
@@ -43,22 +44,34 @@ def measure(daemon_cls: Any, sources: Any, scratch: Path, executions: int, k: in
             for r in range(rounds):
                 raw = raw_rate(scratch / f"raw-par-{r}.db")
                 t0 = time.perf_counter()
-                ids = [c.trigger("steps", params={"k": k})["execution_id"]
-                       for _ in range(executions)]
+                ids = [
+                    c.trigger("steps", params={"k": k})["execution_id"] for _ in range(executions)
+                ]
                 for eid in ids:
                     rec = c.wait(eid, timeout=600)
                     if rec["status"] != "completed":
                         raise RuntimeError(f"{eid} ended {rec['status']}")
                 seconds = time.perf_counter() - t0
                 rate = executions * k / seconds
-                runs.append({"steps_per_second": rate, "raw_commits_per_second": raw,
-                             "ratio": rate / raw if raw > 0 else 0.0})
+                runs.append(
+                    {
+                        "steps_per_second": rate,
+                        "raw_commits_per_second": raw,
+                        "ratio": rate / raw if raw > 0 else 0.0,
+                    }
+                )
     finally:
         d.stop()
     ratios = sorted(x["ratio"] for x in runs)
     rates = sorted(x["steps_per_second"] for x in runs)
     raws = sorted(x["raw_commits_per_second"] for x in runs)
     mid = len(runs) // 2
-    return {"executions": executions, "k": k, "runs": runs, "steps_per_second": rates[mid],
-            "raw_commits_per_second": raws[mid], "ratio": ratios[mid],
-            "pass": ratios[mid] >= TARGET}
+    return {
+        "executions": executions,
+        "k": k,
+        "runs": runs,
+        "steps_per_second": rates[mid],
+        "raw_commits_per_second": raws[mid],
+        "ratio": ratios[mid],
+        "pass": ratios[mid] >= TARGET,
+    }

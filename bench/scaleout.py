@@ -83,8 +83,9 @@ def homes(root: Path, n: int, url: str | None) -> list[DaemonHandle]:
     return out
 
 
-def scale_out(root: Path, url: str, n: int, executions: int, step_ms: int,
-              concurrency: int) -> dict[str, Any]:
+def scale_out(
+    root: Path, url: str, n: int, executions: int, step_ms: int, concurrency: int
+) -> dict[str, Any]:
     hs = homes(root, n, url)
     try:
         for h in hs:
@@ -111,17 +112,22 @@ def scale_out(root: Path, url: str, n: int, executions: int, step_ms: int,
             ends[execution_id] = sum(kinds.count(k) for k in ("completed", "failed", "cancelled"))
         for c in clients:
             c.close()
-        return {"daemons": n, "executions": executions, "seconds": round(seconds, 3),
-                "executions_per_s": round(executions / seconds, 1),
-                "delivered_twice": sum(1 for v in claims.values() if v != 1),
-                "ended_twice": sum(1 for v in ends.values() if v != 1)}
+        return {
+            "daemons": n,
+            "executions": executions,
+            "seconds": round(seconds, 3),
+            "executions_per_s": round(executions / seconds, 1),
+            "delivered_twice": sum(1 for v in claims.values() if v != 1),
+            "ended_twice": sum(1 for v in ends.values() if v != 1),
+        }
     finally:
         for h in hs:
             h.stop()
 
 
-def steps_and_admissions(root: Path, url: str | None, steps: int, admissions: int
-                         ) -> dict[str, Any]:
+def steps_and_admissions(
+    root: Path, url: str | None, steps: int, admissions: int
+) -> dict[str, Any]:
     (h,) = homes(root, 1, url)
     try:
         h.write("many.py", MANY_STEPS)
@@ -132,14 +138,18 @@ def steps_and_admissions(root: Path, url: str | None, steps: int, admissions: in
             inside = c.wait("many", timeout=600)["outcome"]["result"]["seconds"]
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
+
             def admit(i: int) -> None:
                 with h.client(timeout=60) as c:
                     c.trigger("noop", {"i": i}, execution_id=f"a{i:05}")
+
             list(pool.map(admit, range(admissions)))
         admitted = time.monotonic() - started
-        return {"store": "postgresql" if url else "sqlite",
-                "steps_per_s": round(steps / inside, 1),
-                "admissions_per_s": round(admissions / admitted, 1)}
+        return {
+            "store": "postgresql" if url else "sqlite",
+            "steps_per_s": round(steps / inside, 1),
+            "admissions_per_s": round(admissions / admitted, 1),
+        }
     finally:
         h.stop()
 
@@ -173,8 +183,16 @@ def main() -> int:
             for n in counts:
                 progress(f"scale-out: {n} daemon(s), {args.executions} executions")
                 (root / f"scale{n}").mkdir()
-                rows.append(scale_out(root / f"scale{n}", dbs.create(), n, args.executions,
-                                      args.step_ms, args.concurrency))
+                rows.append(
+                    scale_out(
+                        root / f"scale{n}",
+                        dbs.create(),
+                        n,
+                        args.executions,
+                        args.step_ms,
+                        args.concurrency,
+                    )
+                )
             base = rows[0]["executions_per_s"]
             for r in rows:
                 r["vs_one"] = round(r["executions_per_s"] / base, 2)
@@ -182,8 +200,9 @@ def main() -> int:
             for name, target in (("postgresql", dbs.create()), ("sqlite", None)):
                 progress(f"steps and admissions: {name}")
                 (root / f"side-{name}").mkdir()
-                side.append(steps_and_admissions(root / f"side-{name}", target, args.steps,
-                                                 args.admissions))
+                side.append(
+                    steps_and_admissions(root / f"side-{name}", target, args.steps, args.admissions)
+                )
         finally:
             dbs.drop_all()
             if server is not None:
@@ -192,13 +211,29 @@ def main() -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(table(["daemons", "executions", "seconds", "exec/s", "vs 1", "twice"],
-                [[str(r["daemons"]), str(r["executions"]), str(r["seconds"]),
-                  str(r["executions_per_s"]), f"{r['vs_one']}x",
-                  str(r["delivered_twice"] + r["ended_twice"])] for r in rows]))
+    print(
+        table(
+            ["daemons", "executions", "seconds", "exec/s", "vs 1", "twice"],
+            [
+                [
+                    str(r["daemons"]),
+                    str(r["executions"]),
+                    str(r["seconds"]),
+                    str(r["executions_per_s"]),
+                    f"{r['vs_one']}x",
+                    str(r["delivered_twice"] + r["ended_twice"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
     print()
-    print(table(["store", "steps/s (one execution)", "admissions/s (socket)"],
-                [[s["store"], str(s["steps_per_s"]), str(s["admissions_per_s"])] for s in side]))
+    print(
+        table(
+            ["store", "steps/s (one execution)", "admissions/s (socket)"],
+            [[s["store"], str(s["steps_per_s"]), str(s["admissions_per_s"])] for s in side],
+        )
+    )
     print(f"\nload average: {load_start} -> {load_average()} (2 cores: rerun if well above)")
     return 0
 

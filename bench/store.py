@@ -121,8 +121,14 @@ def admit_pool(store: SqliteStore, count: int, start: int = 0) -> None:
             for i in range(first, first + n):
                 params = encode_event_value({"n": i}, "params")
                 admit_tx(
-                    c, workflow="bench", params_json=params, context_json="{}",
-                    execution_id=None, if_exists="fail", parent=None, at=base + i * 1e-6,
+                    c,
+                    workflow="bench",
+                    params_json=params,
+                    context_json="{}",
+                    execution_id=None,
+                    if_exists="fail",
+                    parent=None,
+                    at=base + i * 1e-6,
                 )
 
         try:
@@ -349,8 +355,12 @@ class Measurement:
             writes = s.ops * workload.writes_per_op
             # direct mode: one transaction per write, by construction
             commits = workload.counter["commits"] if workload.counter else writes
-            extra = {**workload.extra, "writes": writes, "commits": commits,
-                     "slices": s.extra.get("slices")}
+            extra = {
+                **workload.extra,
+                "writes": writes,
+                "commits": commits,
+                "slices": s.extra.get("slices"),
+            }
             return Result(s, r, extra)
         finally:
             raw.close()
@@ -374,47 +384,101 @@ def _pool_size(seconds: float, ctx: dict[str, float]) -> int:
 def measurements(threads: int, callers: int, seconds: float) -> list[Measurement]:
     k = threads
     return [
-        Measurement("admissions", "admissions/s", "direct", False, 1,
-                    "admit('bench', {'n': i}); 1 tx each",
-                    lambda st, t, ctx: Admissions(st, t)),
-        Measurement("claim_ack", "claim+ack cycles/s", "direct", False, 1,
-                    "claim_due(limit=1) + acknowledge; 2 tx per cycle",
-                    lambda st, t, ctx: ClaimAck(st, t, POOL_CHUNK * 2)),
-        Measurement("step_writes", "step writes/s", "direct", False, 1,
-                    "save_step on one claimed execution; 1 tx each",
-                    lambda st, t, ctx: StepWrites(st, t)),
-        Measurement("group_admissions", "admissions/s", "group", True, k,
-                    f"{k} threads",
-                    lambda st, t, ctx: Admissions(st, t)),
-        Measurement("group_claim_ack", "claim+ack cycles/s", "group", True, k,
-                    f"{k} threads; 2 writes per cycle",
-                    lambda st, t, ctx: ClaimAck(st, t, _pool_size(seconds, ctx))),
-        Measurement("group_step_writes", "step writes/s", "group", True, k,
-                    f"{k} threads, one execution each",
-                    lambda st, t, ctx: StepWrites(st, t)),
-        Measurement("direct_threaded_admissions", "admissions/s (control)", "group", False, k,
-                    f"direct mode, {k} threads: concurrency without group commit",
-                    lambda st, t, ctx: Admissions(st, t)),
-        Measurement("daemon_admissions", "admissions/s", "daemon", True, callers,
-                    f"admit_async from {callers} coroutines on one event loop",
-                    lambda st, t, ctx: AsyncAdmissions(st, t)),
-        Measurement("daemon_admissions_16", "admissions/s", "daemon", True, 16,
-                    "admit_async from 16 coroutines on one event loop",
-                    lambda st, t, ctx: AsyncAdmissions(st, t)),
+        Measurement(
+            "admissions",
+            "admissions/s",
+            "direct",
+            False,
+            1,
+            "admit('bench', {'n': i}); 1 tx each",
+            lambda st, t, ctx: Admissions(st, t),
+        ),
+        Measurement(
+            "claim_ack",
+            "claim+ack cycles/s",
+            "direct",
+            False,
+            1,
+            "claim_due(limit=1) + acknowledge; 2 tx per cycle",
+            lambda st, t, ctx: ClaimAck(st, t, POOL_CHUNK * 2),
+        ),
+        Measurement(
+            "step_writes",
+            "step writes/s",
+            "direct",
+            False,
+            1,
+            "save_step on one claimed execution; 1 tx each",
+            lambda st, t, ctx: StepWrites(st, t),
+        ),
+        Measurement(
+            "group_admissions",
+            "admissions/s",
+            "group",
+            True,
+            k,
+            f"{k} threads",
+            lambda st, t, ctx: Admissions(st, t),
+        ),
+        Measurement(
+            "group_claim_ack",
+            "claim+ack cycles/s",
+            "group",
+            True,
+            k,
+            f"{k} threads; 2 writes per cycle",
+            lambda st, t, ctx: ClaimAck(st, t, _pool_size(seconds, ctx)),
+        ),
+        Measurement(
+            "group_step_writes",
+            "step writes/s",
+            "group",
+            True,
+            k,
+            f"{k} threads, one execution each",
+            lambda st, t, ctx: StepWrites(st, t),
+        ),
+        Measurement(
+            "direct_threaded_admissions",
+            "admissions/s (control)",
+            "group",
+            False,
+            k,
+            f"direct mode, {k} threads: concurrency without group commit",
+            lambda st, t, ctx: Admissions(st, t),
+        ),
+        Measurement(
+            "daemon_admissions",
+            "admissions/s",
+            "daemon",
+            True,
+            callers,
+            f"admit_async from {callers} coroutines on one event loop",
+            lambda st, t, ctx: AsyncAdmissions(st, t),
+        ),
+        Measurement(
+            "daemon_admissions_16",
+            "admissions/s",
+            "daemon",
+            True,
+            16,
+            "admit_async from 16 coroutines on one event loop",
+            lambda st, t, ctx: AsyncAdmissions(st, t),
+        ),
     ]
 
 
-def run(
-    seconds: float, repeats: int, threads: int, callers: int, keep: bool
-) -> dict[str, Any]:
+def run(seconds: float, repeats: int, threads: int, callers: int, keep: bool) -> dict[str, Any]:
     ms = measurements(threads, callers, seconds)
     machine = machine_info()
     with scratch_dir("store", keep=keep) as scratch:
         fs = filesystem_of(scratch)
         tmp_fs = filesystem_of("/tmp")
         if fs.is_memory:
-            progress(f"WARNING: {scratch} is on {fs.fstype}; fsync is free there, figures are "
-                     "meaningless for a real disk")
+            progress(
+                f"WARNING: {scratch} is on {fs.fstype}; fsync is free there, figures are "
+                "meaningless for a real disk"
+            )
         for r in range(repeats):
             ctx: dict[str, float] = {}
             for m in ms:
@@ -431,26 +495,34 @@ def run(
     for m in ms:
         commit_rates = [ratio(res.extra["commits"], res.store.seconds) for res in m.results]
         per_commit = [ratio(res.extra["writes"], res.extra["commits"]) for res in m.results]
-        rows.append({
-            "key": m.key,
-            "label": m.label,
-            "section": m.section,
-            "writer_mode": "group_commit" if m.group_commit else "direct",
-            "threads": m.threads,
-            "note": m.note,
-            "ops_per_s": median([res.store.rate for res in m.results]),
-            "paired_raw_commits_per_s": median([res.raw.rate for res in m.results]),
-            "ratio_to_raw": median([res.ratio for res in m.results]),
-            "commits_per_s": median(commit_rates),
-            "writes_per_commit": median(per_commit),
-            "repeats": [
-                {"ops": res.store.ops, "seconds": round(res.store.seconds, 4),
-                 "ops_per_s": res.store.rate, "raw_commits": res.raw.ops,
-                 "raw_seconds": round(res.raw.seconds, 4), "raw_commits_per_s": res.raw.rate,
-                 "ratio": res.ratio, **res.extra}
-                for res in m.results
-            ],
-        })
+        rows.append(
+            {
+                "key": m.key,
+                "label": m.label,
+                "section": m.section,
+                "writer_mode": "group_commit" if m.group_commit else "direct",
+                "threads": m.threads,
+                "note": m.note,
+                "ops_per_s": median([res.store.rate for res in m.results]),
+                "paired_raw_commits_per_s": median([res.raw.rate for res in m.results]),
+                "ratio_to_raw": median([res.ratio for res in m.results]),
+                "commits_per_s": median(commit_rates),
+                "writes_per_commit": median(per_commit),
+                "repeats": [
+                    {
+                        "ops": res.store.ops,
+                        "seconds": round(res.store.seconds, 4),
+                        "ops_per_s": res.store.rate,
+                        "raw_commits": res.raw.ops,
+                        "raw_seconds": round(res.raw.seconds, 4),
+                        "raw_commits_per_s": res.raw.rate,
+                        "ratio": res.ratio,
+                        **res.extra,
+                    }
+                    for res in m.results
+                ],
+            }
+        )
     admissions = next(r for r in rows if r["key"] == "admissions")
     group = next(r for r in rows if r["key"] == "group_admissions")
     daemon = next(r for r in rows if r["key"] == "daemon_admissions")
@@ -459,13 +531,16 @@ def run(
     noise = []
     off = [
         f"{m.section} {m.label} #{n + 1}"
-        for m in ms for n, res in enumerate(m.results)
+        for m in ms
+        for n, res in enumerate(m.results)
         if not raw / NOISY_SPREAD <= res.raw.rate <= raw * NOISY_SPREAD
     ]
     if off:
-        noise.append(f"the paired raw ceiling was more than {NOISY_SPREAD:g}x off its median in "
-                     f"{len(off)} of {len(raw_all)} pairs ({', '.join(off)}): the disk is shared "
-                     "and was busy then")
+        noise.append(
+            f"the paired raw ceiling was more than {NOISY_SPREAD:g}x off its median in "
+            f"{len(off)} of {len(raw_all)} pairs ({', '.join(off)}): the disk is shared "
+            "and was busy then"
+        )
     if load[0] > cpus:
         noise.append(f"load average {load[0]} > {cpus} cpus at the start")
     return {
@@ -497,7 +572,7 @@ def run(
         "noisy": noise,
         "target": {
             "what": "admissions/s on the daemon's path (admit_async, group commit, "
-                    f"{callers} concurrent callers) >= 0.7x raw commit ceiling",
+            f"{callers} concurrent callers) >= 0.7x raw commit ceiling",
             "threshold": TARGET,
             "ratio": daemon["ratio_to_raw"],
             "pass": daemon["ratio_to_raw"] >= TARGET,
@@ -528,29 +603,39 @@ def render(doc: dict[str, Any]) -> str:
         "  one INSERT INTO t(v) VALUES (?) per BEGIN IMMEDIATE..COMMIT, one thread",
         "",
     ]
-    headers = ["measurement", "ops/s", "raw/s (paired)", "vs raw", "ratios per repeat",
-               "commits/s", "writes/commit", "notes"]
+    headers = [
+        "measurement",
+        "ops/s",
+        "raw/s (paired)",
+        "vs raw",
+        "ratios per repeat",
+        "commits/s",
+        "writes/commit",
+        "notes",
+    ]
     titles = {
         "direct": "direct mode (SqliteStore's default: one transaction per call), 1 thread",
         "group": f"group_commit=True, {doc['threads']} threads calling the sync API",
         "daemon": "the daemon's path: group_commit=True, admit_async from coroutines on one "
-                  "event loop",
+        "event loop",
     }
     for section in ("direct", "group", "daemon"):
         rows = []
         for r in doc["measurements"]:
             if r["section"] != section:
                 continue
-            rows.append([
-                r["label"],
-                fmt_rate(r["ops_per_s"]),
-                fmt_rate(r["paired_raw_commits_per_s"]),
-                fmt_ratio(r["ratio_to_raw"]),
-                " ".join(fmt_ratio(x["ratio"]) for x in r["repeats"]),
-                fmt_rate(r["commits_per_s"]),
-                f"{r['writes_per_commit']:.1f}",
-                r["note"],
-            ])
+            rows.append(
+                [
+                    r["label"],
+                    fmt_rate(r["ops_per_s"]),
+                    fmt_rate(r["paired_raw_commits_per_s"]),
+                    fmt_ratio(r["ratio_to_raw"]),
+                    " ".join(fmt_ratio(x["ratio"]) for x in r["repeats"]),
+                    fmt_rate(r["commits_per_s"]),
+                    f"{r['writes_per_commit']:.1f}",
+                    r["note"],
+                ]
+            )
         out.append(titles[section])
         out.append(table(headers, rows, right={1, 2, 3, 5, 6}))
         out.append("")
@@ -573,8 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (3)")
     p.add_argument("--repeats", type=int, default=3, help="repeats; the median is reported (3)")
     p.add_argument("--threads", type=int, default=16, help="threads for the group section (16)")
-    p.add_argument("--callers", type=int, default=64,
-                   help="concurrent coroutines for the daemon section (64)")
+    p.add_argument(
+        "--callers", type=int, default=64, help="concurrent coroutines for the daemon section (64)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--check", action="store_true", help="exit 1 if the target fails")
     p.add_argument("--keep", action="store_true", help=f"keep the scratch dir under {RESULTS_DIR}")

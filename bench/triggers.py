@@ -37,8 +37,7 @@ def main(step, params):
 """
 
 
-def client_process(socket: str, threads: int, start_at: float, seconds: float,
-                   out: Any) -> None:
+def client_process(socket: str, threads: int, start_at: float, seconds: float, out: Any) -> None:
     from ys.client import Client
 
     counts = [0] * threads
@@ -83,9 +82,13 @@ def run(seconds: float, processes: int, threads: int) -> dict[str, Any]:
             ctx = multiprocessing.get_context("fork")
             out = ctx.Queue()
             start_at = time.time() + 1.0
-            procs = [ctx.Process(target=client_process,
-                                 args=(str(daemon.socket), threads, start_at, seconds, out))
-                     for _ in range(processes)]
+            procs = [
+                ctx.Process(
+                    target=client_process,
+                    args=(str(daemon.socket), threads, start_at, seconds, out),
+                )
+                for _ in range(processes)
+            ]
             for p in procs:
                 p.start()
             total = sum(out.get(timeout=seconds + 120) for _ in procs)
@@ -118,19 +121,21 @@ def run(seconds: float, processes: int, threads: int) -> dict[str, Any]:
 
 def render(doc: dict[str, Any]) -> str:
     m, c, r = doc["machine"], doc["clients"], doc["raw_commits_per_s"]
-    return "\n".join([
-        "ys triggers bench: admissions through the daemon's socket (WAL, synchronous=FULL)",
-        f"  python {m['python']}, sqlite {m['sqlite']}, {m['cpus']} cpus; "
-        f"load at start {m['load_average_at_start']}",
-        f"  {c['processes']} client processes x {c['threads_each']} threads, "
-        f"{doc['seconds']:g} s; daemon concurrency 4 (each execution delivered once)",
-        "",
-        f"raw SQLite commit ceiling: {fmt_rate(r['mean'])} commits/s "
-        f"(before {fmt_rate(r['before'])}, after {fmt_rate(r['after'])})",
-        f"admissions/s through the socket: {fmt_rate(doc['admissions_per_s'])} "
-        f"({fmt_ratio(doc['ratio_to_raw'])} raw; {doc['admissions']} answered, "
-        f"{doc['stored_executions']} stored)",
-    ])
+    return "\n".join(
+        [
+            "ys triggers bench: admissions through the daemon's socket (WAL, synchronous=FULL)",
+            f"  python {m['python']}, sqlite {m['sqlite']}, {m['cpus']} cpus; "
+            f"load at start {m['load_average_at_start']}",
+            f"  {c['processes']} client processes x {c['threads_each']} threads, "
+            f"{doc['seconds']:g} s; daemon concurrency 4 (each execution delivered once)",
+            "",
+            f"raw SQLite commit ceiling: {fmt_rate(r['mean'])} commits/s "
+            f"(before {fmt_rate(r['before'])}, after {fmt_rate(r['after'])})",
+            f"admissions/s through the socket: {fmt_rate(doc['admissions_per_s'])} "
+            f"({fmt_ratio(doc['ratio_to_raw'])} raw; {doc['admissions']} answered, "
+            f"{doc['stored_executions']} stored)",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,25 +59,38 @@ def _events(i: int, now: float, rng: random.Random) -> tuple[str, list[Event]]:
     at = now - 29 * DAY + (29 * DAY - 7200) * i / ROWS
     wf = RARE if i % (ROWS // 20) == 7 else WORKFLOWS[i % len(WORKFLOWS)]
     eid = f"{wf}/{i:07d}"
-    evs = [admission_event(eid, wf, f'{{"n":{i}}}', "{}", None, at),
-           Event(CLAIMED, at + 0.01, {"attempt": 1}),
-           Event(STEP, at + 0.2, {"key": "load", "kind": "run", "status": "completed"})]
+    evs = [
+        admission_event(eid, wf, f'{{"n":{i}}}', "{}", None, at),
+        Event(CLAIMED, at + 0.01, {"attempt": 1}),
+        Event(STEP, at + 0.2, {"key": "load", "kind": "run", "status": "completed"}),
+    ]
     roll = rng.random()
     if i >= ROWS - 400 and roll < 0.5:  # recent failures, inside the last 24 hours
-        evs.append(Event(FAILED, at + 0.5,
-                         {"error": {"name": "TimeoutError", "message": "the API did not answer"}}))
+        evs.append(
+            Event(
+                FAILED,
+                at + 0.5,
+                {"error": {"name": "TimeoutError", "message": "the API did not answer"}},
+            )
+        )
     elif roll < 0.90:
         evs.append(Event(COMPLETED, at + 0.5, {"result": {"ok": True, "n": i}}))
     elif roll < 0.96:
-        evs.append(Event(FAILED, at + 0.5, {"error": {"name": "ValueError",
-                                                      "message": f"bad row {i}"}}))
+        evs.append(
+            Event(FAILED, at + 0.5, {"error": {"name": "ValueError", "message": f"bad row {i}"}})
+        )
     elif roll < 0.98:
         evs.append(Event("cancel_requested", at + 0.3, {}))
         evs.append(Event("cancelled", at + 0.4, {}))
     else:
         wake = now + rng.uniform(60, 30 * DAY)
-        evs.append(Event(STEP, at + 0.3, {"key": "nap", "kind": "sleep", "status": "completed",
-                                          "wake_at": wake}))
+        evs.append(
+            Event(
+                STEP,
+                at + 0.3,
+                {"key": "nap", "kind": "sleep", "status": "completed", "wake_at": wake},
+            )
+        )
         evs.append(Event(SUSPENDED, at + 0.31, {}))
     return eid, evs
 
@@ -109,10 +122,11 @@ def build(path: Path, rows: int) -> None:
         c.executemany(INSERT_EXECUTION, ex_rows)
         c.executemany(INSERT_EVENT, ev_rows)
         c.execute("COMMIT")
-        print(f"  built {min(rows, lo + batch):,} executions "
-              f"({time.perf_counter() - started:.0f}s)", file=sys.stderr)
-    c.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('last_gc_at', ?)",
-              (repr(now),))
+        print(
+            f"  built {min(rows, lo + batch):,} executions ({time.perf_counter() - started:.0f}s)",
+            file=sys.stderr,
+        )
+    c.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('last_gc_at', ?)", (repr(now),))
     c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     c.close()
 
@@ -129,7 +143,8 @@ def home_for(rows: int, rebuild: bool) -> Path:
         build(db, rows)
     for wf in [*WORKFLOWS, RARE]:
         (home / "workflows" / f"{wf}.py").write_text(
-            "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n")
+            "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n"
+        )
     logs = home / "logs" / "report%2F0000001"
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "1.log").write_text("".join(f"line {n}: all is well\n" for n in range(2000)))
@@ -150,8 +165,14 @@ class Daemon:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.socket = home / "run" / "ys.sock"
-        self.env = {**os.environ, "YS_HOME": str(home), "YS_WORKFLOWS": str(home / "workflows"),
-                    "YS_AUTOSTART": "0", "YS_RETENTION_DAYS": "100000", "YS_LOG_LEVEL": "WARNING"}
+        self.env = {
+            **os.environ,
+            "YS_HOME": str(home),
+            "YS_WORKFLOWS": str(home / "workflows"),
+            "YS_AUTOSTART": "0",
+            "YS_RETENTION_DAYS": "100000",
+            "YS_LOG_LEVEL": "WARNING",
+        }
         self.proc: subprocess.Popen[bytes] | None = None
 
     def client(self, **kw: Any) -> Any:
@@ -161,8 +182,13 @@ class Daemon:
 
     def __enter__(self) -> Daemon:
         log = open(self.home / "daemon-bench.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen([sys.executable, "-m", "ys.daemon", "run"], env=self.env,
-                                     stdout=log, stderr=log, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ys.daemon", "run"],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -211,8 +237,11 @@ def measure(ui: UiSession, path: str, repeats: int) -> dict[str, Any]:
         wall.append((time.perf_counter() - t) * 1000)
         assert a.status == 200, (path, a.status, a.text[:300])
         server.append(float(a.header("Server-Timing").split("dur=")[1]))
-    return {"server_ms": round(statistics.median(server), 1),
-            "wall_ms": round(statistics.median(wall), 1), "runs": server}
+    return {
+        "server_ms": round(statistics.median(server), 1),
+        "wall_ms": round(statistics.median(wall), 1),
+        "runs": server,
+    }
 
 
 def main() -> int:
@@ -238,13 +267,20 @@ def main() -> int:
             results.append({"page": name, "indexed": indexed, **r})
             print(f"  {name}: {r['server_ms']} ms", file=sys.stderr)
     load.append(load_average())
-    doc = {"rows": args.rows, "target_ms": TARGET_MS, "machine": machine_info(),
-           "load_average": load, "pages": results}
+    doc = {
+        "rows": args.rows,
+        "target_ms": TARGET_MS,
+        "machine": machine_info(),
+        "load_average": load,
+        "pages": results,
+    }
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    print(f"dashboard pages, {args.rows:,} executions, median of {args.repeats} "
-          f"(server time from Server-Timing; wall = the whole request over the socket)")
+    print(
+        f"dashboard pages, {args.rows:,} executions, median of {args.repeats} "
+        f"(server time from Server-Timing; wall = the whole request over the socket)"
+    )
     print(f"{'page':<36} {'server ms':>10} {'wall ms':>9}  target {TARGET_MS:.0f} ms")
     for r in results:
         mark = "" if r["indexed"] else "  (no index serves this filter)"

@@ -15,8 +15,7 @@ from ys.codec import ErrorValue
 keys = st.one_of(
     st.text(max_size=8),
     st.text(max_size=6).map(lambda s: "$" + s),
-    st.sampled_from(["$error", "$$error", "$", "$$", "name", "message", "code", "cause",
-                     "status"]),
+    st.sampled_from(["$error", "$$error", "$", "$$", "name", "message", "code", "cause", "status"]),
 )
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), finite_floats, st.text(max_size=12))

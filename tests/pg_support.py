@@ -44,17 +44,19 @@ def bin_dir() -> Path | None:
     on_path = shutil.which("initdb")
     if on_path:
         return Path(on_path).parent
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(Path(p).parent.parent.name) if
-                   Path(p).parent.parent.name.isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
+    )
     return Path(found[-1]).parent if found else None
 
 
 def with_database(url: str, name: str) -> str:
     """`url` naming database `name` instead of its own."""
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(name), parts.query,
-                       parts.fragment))
+    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(name), parts.query, parts.fragment))
 
 
 class PgServer:
@@ -73,8 +75,10 @@ class PgServer:
             try:
                 entry = pwd.getpwnam(SERVER_USER)
             except KeyError:
-                unavailable(f"the tests run as root and there is no {SERVER_USER!r} user to "
-                            "run PostgreSQL as")
+                unavailable(
+                    f"the tests run as root and there is no {SERVER_USER!r} user to "
+                    "run PostgreSQL as"
+                )
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
             self.as_user = ["runuser", "-u", SERVER_USER, "--"]
 
@@ -84,11 +88,18 @@ class PgServer:
         return f"postgresql://{SUPERUSER}@/postgres?host={quote(str(self.dir), safe='')}"
 
     def _run(self, *argv: str) -> None:
-        proc = subprocess.run([*self.as_user, *argv], capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*self.as_user, *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n"
-                               f"{proc.stdout}{proc.stderr}{self._log_tail()}")
+            raise RuntimeError(
+                f"{' '.join(argv)} failed ({proc.returncode}):\n"
+                f"{proc.stdout}{proc.stderr}{self._log_tail()}"
+            )
 
     def _log_tail(self) -> str:
         try:
@@ -97,25 +108,51 @@ class PgServer:
             return ""
 
     def start(self) -> PgServer:
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
-                  "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions",
-                  *([] if self.durable else ["--no-sync"]))
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-instructions",
+            *([] if self.durable else ["--no-sync"]),
+        )
         # A private Unix socket and no TCP. fsync=off makes this throw-away server quick on
         # a shared test box; it changes nothing the adapter does (ys never turns off
         # synchronous_commit: a reply still waits for the commit).
-        options = " ".join([
-            "-c listen_addresses=''", f"-c unix_socket_directories='{self.dir}'",
-            *([] if self.durable else ["-c fsync=off", "-c full_page_writes=off"]),
-            "-c max_connections=300", "-c shared_buffers=32MB",
-        ])
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
-                  "-o", options, "-w", "-t", "60", "start")
+        options = " ".join(
+            [
+                "-c listen_addresses=''",
+                f"-c unix_socket_directories='{self.dir}'",
+                *([] if self.durable else ["-c fsync=off", "-c full_page_writes=off"]),
+                "-c max_connections=300",
+                "-c shared_buffers=32MB",
+            ]
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         return self
 
     def stop(self) -> None:
         try:
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                      "-w", "stop")
+            self._run(
+                str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            )
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -138,8 +175,10 @@ def pg_server() -> Iterator[str]:
         return
     binaries = bin_dir()
     if binaries is None:
-        unavailable("no PostgreSQL server binaries (initdb) on PATH or in "
-                    "/usr/lib/postgresql/*/bin; apt-get install postgresql")
+        unavailable(
+            "no PostgreSQL server binaries (initdb) on PATH or in "
+            "/usr/lib/postgresql/*/bin; apt-get install postgresql"
+        )
     assert binaries is not None
     server = PgServer(binaries).start()
     try:
@@ -164,7 +203,7 @@ class Databases:
     def create(self) -> str:
         name = f"ys_test_{os.getpid()}_{next(_names)}"
         # template0: empty and never connected to, so copying it never waits for a session
-        self._admin(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+        self._admin(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'")
         self.made.append(name)
         return with_database(self.server_url, name)
 
@@ -269,9 +308,14 @@ class PostgresAdapter:
         from psycopg.rows import dict_row
 
         with psycopg.connect(location, autocommit=True, row_factory=dict_row) as conn:
-            names = [r["column_name"] for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-                "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))]
+            names = [
+                r["column_name"]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                    "AND table_schema = current_schema() ORDER BY ordinal_position",
+                    (table,),
+                )
+            ]
             order = ", ".join(names)
             return list(conn.execute(f"SELECT * FROM {table} ORDER BY {order}"))
 
@@ -283,8 +327,15 @@ class PostgresAdapter:
                 conn.execute(f"DELETE FROM {table}")
 
     @contextmanager
-    def fail_on_insert(self, store: object, table: str, *, kind: str | None = None,
-                       skip: int = 0, after_row: bool = False) -> Iterator[None]:
+    def fail_on_insert(
+        self,
+        store: object,
+        table: str,
+        *,
+        kind: str | None = None,
+        skip: int = 0,
+        after_row: bool = False,
+    ) -> Iterator[None]:
         """A trigger: the count lives in a table, so it is rolled back with the failed
         transaction (every transaction that reaches the (skip+1)th row fails)."""
         import psycopg
@@ -304,9 +355,11 @@ class PostgresAdapter:
                     END IF;
                     RETURN NEW;
                 END $$""")
-            conn.execute(f"CREATE TRIGGER ys_test_fail {'AFTER' if after_row else 'BEFORE'} "
-                         f"INSERT ON {table} FOR EACH ROW {when} "
-                         "EXECUTE FUNCTION ys_test_fail()")
+            conn.execute(
+                f"CREATE TRIGGER ys_test_fail {'AFTER' if after_row else 'BEFORE'} "
+                f"INSERT ON {table} FOR EACH ROW {when} "
+                "EXECUTE FUNCTION ys_test_fail()"
+            )
             try:
                 yield
             finally:
@@ -336,15 +389,18 @@ class PostgresAdapter:
     def tamper(self, location: str, execution_id: str, **columns: object) -> None:
         self.update_rows(location, "executions", {"execution_id": execution_id}, **columns)
 
-    def update_rows(self, location: str, table: str, where: dict[str, object],
-                    **columns: object) -> None:
+    def update_rows(
+        self, location: str, table: str, where: dict[str, object], **columns: object
+    ) -> None:
         import psycopg
 
         sets = ", ".join(f"{name} = %s" for name in columns)
         match = " AND ".join(f"{name} = %s" for name in where)
         with psycopg.connect(location, autocommit=True) as conn:
-            conn.execute(f"UPDATE {table} SET {sets} WHERE {match}",  # type: ignore[arg-type]
-                         (*columns.values(), *where.values()))
+            conn.execute(
+                f"UPDATE {table} SET {sets} WHERE {match}",  # type: ignore[arg-type]
+                (*columns.values(), *where.values()),
+            )
 
     def limit_space(self, store: object, extra_bytes: int | None) -> None:
         """A database cannot be given a size limit; a trigger stands in for a full disk:
@@ -375,8 +431,10 @@ class PostgresAdapter:
                     RETURN NEW;
                 END $$""")
             for table in tables:
-                conn.execute(f"CREATE TRIGGER test_space BEFORE INSERT OR UPDATE ON {table} "
-                             "FOR EACH ROW EXECUTE FUNCTION test_space()")
+                conn.execute(
+                    f"CREATE TRIGGER test_space BEFORE INSERT OR UPDATE ON {table} "
+                    "FOR EACH ROW EXECUTE FUNCTION test_space()"
+                )
 
     @contextmanager
     def hold_writes(self, store: object, waiting: int) -> Iterator[list[int]]:
@@ -404,8 +462,12 @@ class PostgresAdapter:
         try:
             assert entered.wait(30), "the writer never ran the blocking request"
             yield sizes
-            wait_until(lambda: writer._queue.qsize() >= waiting, timeout=30.0,
-                       interval=0.001, message=f"{waiting} writes queued")
+            wait_until(
+                lambda: writer._queue.qsize() >= waiting,
+                timeout=30.0,
+                interval=0.001,
+                message=f"{waiting} writes queued",
+            )
         finally:
             release.set()
             blocker.join(30)

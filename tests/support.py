@@ -36,8 +36,12 @@ T0 = 1_000_000.0  # the explicit clock every store test uses
 DAEMON_ENV = {"YS_LEASE_SECONDS": "3", "YS_RETRY_BASE_SECONDS": "0.2", "YS_GRACE_SECONDS": "2"}
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02,
-               message: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 20.0,
+    interval: float = 0.02,
+    message: str = "condition",
+) -> Any:
     """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
@@ -50,8 +54,10 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: fl
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}"
-                         + (f" (last error: {last_exc!r})" if last_exc else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {message}"
+        + (f" (last error: {last_exc!r})" if last_exc else "")
+    )
 
 
 class Threads:
@@ -110,14 +116,28 @@ class DaemonHandle:
         self.home = home
         self.workflows = workflows
         self.env = dict(os.environ)
-        for k in ("YS_SOCKET", "YS_DB", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_DATABASE",
-                  "YS_CONCURRENCY", "YS_ON_FAILURE", "YS_LOG_MAX_BYTES",
-                  # a terminal's size, which pytest-xdist's workers set (80x24): ys tables
-                  # written into a pipe are not cut to a terminal's width
-                  "COLUMNS", "LINES"):
+        for k in (
+            "YS_SOCKET",
+            "YS_DB",
+            "YS_EXECUTION_ID",
+            "YS_DELIVERY_TOKEN",
+            "YS_DATABASE",
+            "YS_CONCURRENCY",
+            "YS_ON_FAILURE",
+            "YS_LOG_MAX_BYTES",
+            # a terminal's size, which pytest-xdist's workers set (80x24): ys tables
+            # written into a pipe are not cut to a terminal's width
+            "COLUMNS",
+            "LINES",
+        ):
             self.env.pop(k, None)  # the caller's settings; `extra_env` may set them again
-        self.env.update(YS_HOME=str(home), YS_WORKFLOWS=str(workflows), YS_AUTOSTART="0",
-                        YS_LOG_LEVEL="DEBUG", **extra_env)
+        self.env.update(
+            YS_HOME=str(home),
+            YS_WORKFLOWS=str(workflows),
+            YS_AUTOSTART="0",
+            YS_LOG_LEVEL="DEBUG",
+            **extra_env,
+        )
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []
         self._clients: list[Any] = []  # closed on the way out, none left to the GC
@@ -125,8 +145,12 @@ class DaemonHandle:
     def __enter__(self) -> DaemonHandle:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
         self.close_clients()
 
@@ -157,7 +181,10 @@ class DaemonHandle:
         log = open(self.home / "daemon-test.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ys.daemon", "run", "--concurrency", str(concurrency)],
-            env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
@@ -230,15 +257,24 @@ class DaemonHandle:
         workers = self.home / "run" / "workers"
         return [int(f.name) for f in workers.iterdir()] if workers.is_dir() else []
 
-    def ys(self, *args: str, input: str | None = None, timeout: float = 60,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def ys(
+        self,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run the `ys` command line in this home."""
         e = dict(self.env)
         if env:
             e.update(env)
         return subprocess.run(
-            [sys.executable, "-m", "ys", *args], env=e, input=input, capture_output=True,
-            text=True, timeout=timeout,
+            [sys.executable, "-m", "ys", *args],
+            env=e,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
 

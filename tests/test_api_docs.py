@@ -40,23 +40,46 @@ def test_every_error_code_the_daemon_maps_is_documented():
 def test_curl_works_against_the_socket(daemon: DaemonHandle, tmp_path: Path):
     daemon.write("hello.py", (REPO / "examples/workflows/hello.py").read_text())
     out = subprocess.run(
-        ["curl", "-sS", "--unix-socket", str(daemon.socket), "-X", "POST",
-         "-H", "Content-Type: application/json", "-d",
-         json.dumps({"workflow": "hello", "execution_id": "curl/1", "params": {"name": "curl"}}),
-         "http://ys/v1/executions"],
-        capture_output=True, text=True, check=True,
+        [
+            "curl",
+            "-sS",
+            "--unix-socket",
+            str(daemon.socket),
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            json.dumps({"workflow": "hello", "execution_id": "curl/1", "params": {"name": "curl"}}),
+            "http://ys/v1/executions",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(out.stdout) == {"execution_id": "curl/1", "started": True}
     record = daemon.client().wait("curl/1", timeout=30)
     assert record["outcome"]["result"] == {"greeting": "hello, curl"}
     got = subprocess.run(
         ["curl", "-sS", "--unix-socket", str(daemon.socket), "http://ys/v1/executions/curl%2F1"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(got.stdout)["status"] == "completed"
     missing = subprocess.run(
-        ["curl", "-sS", "-w", "%{http_code}", "--unix-socket", str(daemon.socket),
-         "http://ys/v1/nope"], capture_output=True, text=True, check=True,
+        [
+            "curl",
+            "-sS",
+            "-w",
+            "%{http_code}",
+            "--unix-socket",
+            str(daemon.socket),
+            "http://ys/v1/nope",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert missing.stdout.endswith("404")
     assert json.loads(missing.stdout[:-3])["code"] == "NOT_FOUND"

@@ -45,10 +45,18 @@ def test_small_bodies_are_awaited_on_the_loop_and_big_ones_go_to_the_pool():
 
     async def main() -> list[str]:
         return [
-            await api.write(Request(0), store.admit_async, store.admit, "wf", {"a": 1}, execution_id="e"),
+            await api.write(
+                Request(0), store.admit_async, store.admit, "wf", {"a": 1}, execution_id="e"
+            ),
             await api.write(Request(SMALL_BODY), store.admit_async, store.admit, "wf", None),
-            await api.write(Request(SMALL_BODY + 1), store.admit_async, store.admit, "wf",
-                            {"big": 1}, if_exists="fail"),
+            await api.write(
+                Request(SMALL_BODY + 1),
+                store.admit_async,
+                store.admit,
+                "wf",
+                {"big": 1},
+                if_exists="fail",
+            ),
         ]
 
     assert asyncio.run(main()) == ["async", "async", "sync"]

@@ -330,7 +330,8 @@ def test_check_size_passes_a_value_at_the_limit_and_names_the_limit_past_it() ->
         check_size(canonical("z" * (MAX_VALUE_BYTES - 3)), "step 'big' result")
     assert over.value.code == "INVALID_ARGUMENT"  # exit code 2, HTTP 400
     assert over.value.message.startswith(
-        f"step 'big' result is {MAX_VALUE_BYTES - 1} bytes encoded (")
+        f"step 'big' result is {MAX_VALUE_BYTES - 1} bytes encoded ("
+    )
     assert "over the 2 MiB limit" in over.value.message
 
 

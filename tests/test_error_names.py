@@ -26,9 +26,16 @@ def test_no_module_of_ys_imports_the_404_by_its_old_name():
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and node.module == "ys.errors":
-                found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
-                          for alias in node.names if alias.name == "NotFound"]
-            if (isinstance(node, ast.Attribute) and node.attr == "NotFound"
-                    and isinstance(node.value, ast.Name) and node.value.id == "errors"):
+                found += [
+                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                    for alias in node.names
+                    if alias.name == "NotFound"
+                ]
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "NotFound"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "errors"
+            ):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert found == [], found

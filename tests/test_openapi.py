@@ -23,8 +23,12 @@ METHODS = ("get", "put", "post", "delete", "patch")
 
 
 def operations() -> list[tuple[str, str, dict[str, Any]]]:
-    return [(method.upper(), path, op) for path, item in DOC["paths"].items()
-            for method, op in item.items() if method in METHODS]
+    return [
+        (method.upper(), path, op)
+        for path, item in DOC["paths"].items()
+        for method, op in item.items()
+        if method in METHODS
+    ]
 
 
 def resolve(node: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +70,10 @@ def test_every_error_answer_is_the_one_error_shape():
             # GET /v1/metrics answers the Prometheus text format; its errors are JSON
             schema = (content.get("application/json") or content["text/plain"])["schema"]
             assert (schema == {"$ref": "#/components/schemas/Error"}) == (status >= "400"), (
-                method, path, status)
+                method,
+                path,
+                status,
+            )
 
 
 # -- what the served routes read, asked of a real daemon ---------------------------------------
@@ -83,8 +90,9 @@ class _Unix(http.client.HTTPConnection):
         self.sock.connect(self._path)
 
 
-def ask(daemon: DaemonHandle, method: str, path: str, body: bytes | None,
-        headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+def ask(
+    daemon: DaemonHandle, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> tuple[int, dict[str, Any]]:
     conn = _Unix(str(daemon.socket))
     try:
         url = re.sub(r"\{\w+\}", "no-such-thing", path)
@@ -114,8 +122,13 @@ def test_a_request_body_is_declared_exactly_where_a_route_reads_one(daemon: Daem
     for method, path, op in operations():
         if path == "/v1/shutdown":
             continue
-        status, body = ask(daemon, method, path, b"{not json",
-                           {"Content-Type": "application/json", "X-Ys-Token": "t"})
+        status, body = ask(
+            daemon,
+            method,
+            path,
+            b"{not json",
+            {"Content-Type": "application/json", "X-Ys-Token": "t"},
+        )
         reads = status == 400 and "JSON" in body["message"]
         declared = op.get("requestBody", {}).get("content", {}).get("application/json")
         assert reads == (declared is not None), (method, path, status, body)

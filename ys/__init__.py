@@ -64,8 +64,22 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ChildWorkflowFailed", "Client", "DaemonUnavailable", "ExecutionAdmissionError", "LeaseLost",
-    "NotFound", "Retry", "Settled", "Step", "Unknown", "ValueTooLarge", "WaitTimeout",
+    "ChildWorkflowFailed",
+    "Client",
+    "DaemonUnavailable",
+    "ExecutionAdmissionError",
+    "LeaseLost",
+    "NotFound",
+    "Retry",
+    "Settled",
+    "Step",
+    "Unknown",
+    "ValueTooLarge",
+    "WaitTimeout",
     "WorkflowCancelledError",
-    "WorkflowEffectError", "WorkflowStartError", "YsError", "__version__", "workflow",
+    "WorkflowEffectError",
+    "WorkflowStartError",
+    "YsError",
+    "__version__",
+    "workflow",
 ]

@@ -86,8 +86,9 @@ class UnixHttp:
             self.sock.close()
             self.sock = None
 
-    def exchange(self, method: str, target: str, body: bytes | None,
-                 headers: dict[str, str]) -> Response:
+    def exchange(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str]
+    ) -> Response:
         """Send one request and read its whole answer."""
         if self.sock is None:
             self.connect()

@@ -44,8 +44,9 @@ def ensure_daemon(paths: Paths | None = None) -> None:
     start_daemon(paths)
 
 
-def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 30.0,
-                 database: str | None = None) -> int:
+def start_daemon(
+    paths: Paths, concurrency: int | None = None, timeout: float = 30.0, database: str | None = None
+) -> int:
     """Spawn `ys daemon run` detached; returns its PID (or the running daemon's). A database
     URL goes in the child's environment (YS_DATABASE), never on its command line: `ps` would
     show any password in it to every user of the box."""
@@ -68,8 +69,13 @@ def start_daemon(paths: Paths, concurrency: int | None = None, timeout: float = 
         fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with open(fd, "ab") as logf:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
-                start_new_session=True, close_fds=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=logf,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -47,8 +47,11 @@ class Channel:
         self._events: deque[Event] = deque()
         try:
             self._sock.connect(socket_path)
-            self._send(Request(host="localhost", target=target,
-                               extra_headers=[(b"x-ys-token", token.encode())]))
+            self._send(
+                Request(
+                    host="localhost", target=target, extra_headers=[(b"x-ys-token", token.encode())]
+                )
+            )
             self._handshake()
         except BaseException:
             self._sock.close()
@@ -83,9 +86,10 @@ class Channel:
                 err = json.loads(body)
             except ValueError:
                 err = {}
-            raise from_code(str(err.get("code") or "INTERNAL"),
-                            str(err.get("message") or f"the worker channel was refused "
-                                f"({event.status_code})"))
+            raise from_code(
+                str(err.get("code") or "INTERNAL"),
+                str(err.get("message") or f"the worker channel was refused ({event.status_code})"),
+            )
         raise ChannelClosed(f"unexpected answer to the worker channel's opening: {event!r}")
 
     def call(self, request: dict[str, Any]) -> Any:

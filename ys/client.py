@@ -33,12 +33,15 @@ def _ex(ref: ExecutionRef) -> str:
     """The encoded segment of an execution given by ID or by what `trigger()` returned."""
     if isinstance(ref, dict):
         if not isinstance(ref.get("execution_id"), str):
-            raise TypeError("a dict naming an execution needs its \"execution_id\" (as "
-                            "trigger() returns it)")
+            raise TypeError(
+                'a dict naming an execution needs its "execution_id" (as trigger() returns it)'
+            )
         ref = ref["execution_id"]
     if not isinstance(ref, str):
-        raise TypeError(f"an execution is named by its ID (a str) or by the dict trigger() "
-                        f"returns, not by {type(ref).__name__}")
+        raise TypeError(
+            f"an execution is named by its ID (a str) or by the dict trigger() "
+            f"returns, not by {type(ref).__name__}"
+        )
     return _seg(ref)
 
 
@@ -65,8 +68,9 @@ NO_ANSWER = "no_answer"
 class Transport:
     """One keep-alive HTTP connection to the socket; reconnects once on a dropped connection."""
 
-    def __init__(self, socket_path: str, timeout: float | None = 60.0,
-                 token: str | None = None) -> None:
+    def __init__(
+        self, socket_path: str, timeout: float | None = 60.0, token: str | None = None
+    ) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
         self.token = token
@@ -85,8 +89,14 @@ class Transport:
         if self._conn is conn:
             self._conn = None
 
-    def request(self, method: str, path: str, body: Any = None,
-                timeout: float | None = None, raw: bool = False) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        raw: bool = False,
+    ) -> Any:
         """The answer's JSON (None for no body); with `raw`, its text as it came."""
         payload = None if body is None else _json_body(body)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
@@ -126,7 +136,8 @@ class Transport:
                 self._drop(conn)
                 if attempt == 2 or method not in ("GET",):
                     raise DaemonUnavailable(
-                        "DAEMON_UNAVAILABLE", f"the daemon closed the connection ({exc})",
+                        "DAEMON_UNAVAILABLE",
+                        f"the daemon closed the connection ({exc})",
                         reason=NO_ANSWER,
                     ) from exc
                 continue
@@ -159,8 +170,13 @@ class Client:
     (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
     returns."""
 
-    def __init__(self, socket_path: str | None = None, *, timeout: float | None = 60.0,
-                 autostart: bool = False) -> None:
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        *,
+        timeout: float | None = 60.0,
+        autostart: bool = False,
+    ) -> None:
         self.socket_path = socket_path or os.environ.get("YS_SOCKET") or default_socket()
         self.transport = Transport(self.socket_path, timeout=timeout)
         self.autostart = autostart
@@ -174,8 +190,14 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None,
-              raw: bool = False) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        raw: bool = False,
+    ) -> Any:
         """One request. With `autostart`, a daemon is started when nothing listens, but only
         if no daemon was reached before: a command that follows or waits must not start again
         a daemon that `ys daemon stop` just stopped, and a request that was sent is never sent
@@ -202,8 +224,14 @@ class Client:
 
     # -- executions -------------------------------------------------------------------------
 
-    def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
-                if_exists: str = "fail", context: dict[str, Any] | None = None) -> dict[str, Any]:
+    def trigger(
+        self,
+        workflow: str,
+        params: Any = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        context: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
         Params and context are objects (dicts): anything else is InvalidArgument, unsent.
@@ -234,7 +262,8 @@ class Client:
                 "DAEMON_UNAVAILABLE",
                 f"{exc.message}, so the execution may have been admitted; a retry with the "
                 "same execution ID and if_exists use-existing is safe",
-                reason=NO_ANSWER, admission_unknown=True,
+                reason=NO_ANSWER,
+                admission_unknown=True,
             ) from exc
         return result
 
@@ -262,7 +291,9 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 return record
 
-    def wait_change(self, execution_id: ExecutionRef, after: int | None, timeout: float) -> dict[str, Any]:
+    def wait_change(
+        self, execution_id: ExecutionRef, after: int | None, timeout: float
+    ) -> dict[str, Any]:
         """One long poll: the record (with `history_length`) once the history is longer than
         `after` events, the execution is terminal, or `timeout` seconds pass."""
         q = f"timeout={max(0.0, timeout):.3f}" + ("" if after is None else f"&after={after}")
@@ -270,14 +301,24 @@ class Client:
         result: dict[str, Any] = self._call("GET", path, timeout=timeout + 30)
         return result
 
-    def list(self, *, status: list[str] | str | None = None, workflow: str | None = None,
-             parent: str | None = None, limit: int | None = None,
-             page_token: str | None = None) -> dict[str, Any]:
+    def list(
+        self,
+        *,
+        status: list[str] | str | None = None,
+        workflow: str | None = None,
+        parent: str | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> dict[str, Any]:
         q: list[tuple[str, str]] = []
         for s in [status] if isinstance(status, str) else status or []:
             q.append(("status", s))
-        for k, v in (("workflow", workflow), ("parent", parent), ("limit", limit),
-                     ("page_token", page_token)):
+        for k, v in (
+            ("workflow", workflow),
+            ("parent", parent),
+            ("limit", limit),
+            ("page_token", page_token),
+        ):
             if v is not None:
                 q.append((k, str(v)))
         path = "/v1/executions" + (f"?{urlencode(q)}" if q else "")
@@ -287,20 +328,35 @@ class Client:
     def ps(self) -> dict[str, Any]:
         return self.list(status=["admitted", "running", "suspended"], limit=1000)
 
-    def history(self, execution_id: ExecutionRef, limit: int | None = None,
-                page_token: str | None = None) -> dict[str, Any]:
+    def history(
+        self, execution_id: ExecutionRef, limit: int | None = None, page_token: str | None = None
+    ) -> dict[str, Any]:
         q = {k: str(v) for k, v in (("limit", limit), ("page_token", page_token)) if v is not None}
         path = f"/v1/executions/{_ex(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def events(self, cursor: str | None = None, *, since: float | None = None,
-               limit: int | None = None, wait: float = 0.0) -> dict[str, Any]:
+    def events(
+        self,
+        cursor: str | None = None,
+        *,
+        since: float | None = None,
+        limit: int | None = None,
+        wait: float = 0.0,
+    ) -> dict[str, Any]:
         """Every execution's events after `cursor`, in commit order: {"events": [...],
         "cursor"}; without a cursor from `since` seconds ago, else from now. With `wait`,
         a long poll: it answers once there is an event, or after `wait` seconds."""
-        q = {k: str(v) for k, v in (("cursor", cursor), ("since", since), ("limit", limit),
-                                    ("wait", wait or None)) if v is not None}
+        q = {
+            k: str(v)
+            for k, v in (
+                ("cursor", cursor),
+                ("since", since),
+                ("limit", limit),
+                ("wait", wait or None),
+            )
+            if v is not None
+        }
         path = "/v1/events" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path, timeout=wait + 30 if wait else None)
         return result
@@ -316,19 +372,20 @@ class Client:
 
     # -- effects, durable values, schedules, housekeeping -------------------------------------
 
-    def effects(self, status: str | None = None,
-                execution_id: str | None = None) -> dict[str, Any]:
+    def effects(self, status: str | None = None, execution_id: str | None = None) -> dict[str, Any]:
         q = {k: v for k, v in (("status", status), ("execution", execution_id)) if v}
-        result: dict[str, Any] = self._call("GET", "/v1/effects" + (
-            f"?{urlencode(q)}" if q else ""))
+        result: dict[str, Any] = self._call(
+            "GET", "/v1/effects" + (f"?{urlencode(q)}" if q else "")
+        )
         return result
 
     def effect(self, effect_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id, 'effect ID')}")
         return result
 
-    def store_put(self, key: str, value: Any,
-                  expected_version: int | None = None) -> dict[str, Any]:
+    def store_put(
+        self, key: str, value: Any, expected_version: int | None = None
+    ) -> dict[str, Any]:
         """Commit a new version of `key`; every execution waiting on it is woken."""
         body: dict[str, Any] = {"value": value}
         if expected_version is not None:
@@ -353,12 +410,30 @@ class Client:
         result: dict[str, Any] = self._call("GET", "/v1/schedules")
         return result
 
-    def schedule_add(self, name: str, workflow: str, cron: str, *, tz: str = "local",
-                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
-                     max_late: float | None = None, jitter: float = 0.0) -> dict[str, Any]:
-        body = {"name": name, "workflow": workflow, "cron": cron, "tz": tz, "params": params,
-                "catch_up": catch_up, "overlap": overlap, "max_late": max_late,
-                "jitter": jitter}
+    def schedule_add(
+        self,
+        name: str,
+        workflow: str,
+        cron: str,
+        *,
+        tz: str = "local",
+        params: Any = None,
+        catch_up: str = "once",
+        overlap: str = "skip",
+        max_late: float | None = None,
+        jitter: float = 0.0,
+    ) -> dict[str, Any]:
+        body = {
+            "name": name,
+            "workflow": workflow,
+            "cron": cron,
+            "tz": tz,
+            "params": params,
+            "catch_up": catch_up,
+            "overlap": overlap,
+            "max_late": max_late,
+            "jitter": jitter,
+        }
         result: dict[str, Any] = self._call("POST", "/v1/schedules", body)
         return result
 

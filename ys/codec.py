@@ -143,8 +143,12 @@ def encode(value: object, *, path: str = "value") -> Encoding:
     """Never raises for a bad value: an invalid one gives status "invalid" and a message that
     starts with the offending path under `path` (e.g. "params.items[3]: NaN is ...")."""
     t = type(value)
-    if value is None or t is bool or (t is int and -_INT_LIMIT < value < _INT_LIMIT) or (
-            isinstance(value, str) and t is str and value.isascii()):
+    if (
+        value is None
+        or t is bool
+        or (t is int and -_INT_LIMIT < value < _INT_LIMIT)
+        or (isinstance(value, str) and t is str and value.isascii())
+    ):
         return Encoding("encoded", canonical=_ENCODER.encode(value))
     try:
         tree = _build(value, 0, set())
@@ -192,7 +196,8 @@ def check_size(canonical: str, what: str) -> str:
     if escaped <= MAX_VALUE_BYTES:
         return canonical
     said = f"{size} bytes encoded" + (
-        f" ({escaped} with its quotes escaped)" if size <= MAX_VALUE_BYTES else "")
+        f" ({escaped} with its quotes escaped)" if size <= MAX_VALUE_BYTES else ""
+    )
     raise ValueTooLarge(
         "INVALID_ARGUMENT",
         f"{what} is {said}, over the {MAX_VALUE_BYTES // (1024 * 1024)} MiB limit of a saved "

@@ -30,9 +30,16 @@ def compiled(path: str) -> CodeType:
     """The code of the script at `path`, from the cache when it holds this version."""
     with open(path, "rb") as f:
         source = f.read()
-    key = hashlib.sha256(b"\0".join([
-        importlib.util.MAGIC_NUMBER, sys.implementation.cache_tag.encode(),
-        os.fsencode(path), source])).hexdigest()
+    key = hashlib.sha256(
+        b"\0".join(
+            [
+                importlib.util.MAGIC_NUMBER,
+                sys.implementation.cache_tag.encode(),
+                os.fsencode(path),
+                source,
+            ]
+        )
+    ).hexdigest()
     where = folder() / f"{key}.code"
     try:
         code = marshal.loads(where.read_bytes())

@@ -27,9 +27,7 @@ def check_execution_id(execution_id: str, what: str = "execution ID") -> str:
     if not isinstance(execution_id, str) or not execution_id:
         raise InvalidArgument("INVALID_ARGUMENT", f"the {what} must be non-empty text")
     if len(execution_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
-        raise InvalidArgument(
-            "INVALID_ARGUMENT", f"the {what} is longer than {MAX_ID_BYTES} bytes"
-        )
+        raise InvalidArgument("INVALID_ARGUMENT", f"the {what} is longer than {MAX_ID_BYTES} bytes")
     if not execution_id.isprintable():
         raise InvalidArgument(
             "INVALID_ARGUMENT", f"the {what} {execution_id!r} contains control characters"
@@ -58,8 +56,11 @@ def check_time(value: Any, what: str) -> float:
     read of the record fail; ys.durations.MAX_TIME says why). A NaN due time would erase
     the pending wake it merges with (min() with NaN is NaN, which SQLite stores as NULL); an
     infinite or far one could never be rendered. Raises INVALID_ARGUMENT naming `what`."""
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not MIN_TIME <= value <= MAX_TIME):  # False for NaN as well
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not MIN_TIME <= value <= MAX_TIME
+    ):  # False for NaN as well
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"{what} must be a time in epoch seconds between 1970 and 9999 "
@@ -70,8 +71,9 @@ def check_time(value: Any, what: str) -> float:
 
 def check_seconds(value: Any, what: str) -> float:
     """A duration: a finite number of seconds >= 0 (a bool is not a number)."""
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not 0 <= value <= MAX_TIME):  # False for NaN as well
+    if (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_TIME
+    ):  # False for NaN as well
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"{what} must be a number of seconds from 0 to {int(MAX_TIME)}, not {value!r}",
@@ -156,8 +158,9 @@ def check_start(step_key: str, workflow: str) -> None:
         raise WorkflowStartError("INVALID_START_PARAMETERS", "a step key must be non-empty text")
 
 
-def check_effect_request(effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.0,
-                         now: float | None = None) -> str:
+def check_effect_request(
+    effect_id: Any, operation: Any, input: Any, retry_in: Any = 0.0, now: float | None = None
+) -> str:
     """Validate an effect request before begin; returns the canonical input. With `now`, the
     wait `retry_in` seconds from then must be a time the store takes (check_time).
     Raises WorkflowEffectError(INVALID_EFFECT_REQUEST)."""
@@ -176,8 +179,11 @@ def check_effect_request(effect_id: Any, operation: Any, input: Any, retry_in: A
     enc = codec.encode(input, path="input")
     if enc.status != "encoded" or enc.canonical is None:
         raise bad(enc.message or "input is not a durable value")
-    if (isinstance(retry_in, bool) or not isinstance(retry_in, int | float)
-            or not 0 <= retry_in <= MAX_TIME):  # False for NaN and infinity as well
+    if (
+        isinstance(retry_in, bool)
+        or not isinstance(retry_in, int | float)
+        or not 0 <= retry_in <= MAX_TIME
+    ):  # False for NaN and infinity as well
         raise bad(f"retry_in must be a finite number of seconds >= 0, not {retry_in!r}")
     if now is not None and not now + retry_in <= MAX_TIME:
         raise bad(f"retry_in must end before the year 10000, not {retry_in!r} s from now")
@@ -199,26 +205,45 @@ def check_schedule_name(name: str) -> None:
     """Printable text without '@', at most MAX_SCHEDULE_NAME characters, each refusal with its reason;
     its fires' IDs (NAME@<slot>) must be valid execution IDs."""
     if not isinstance(name, str) or not name:
-        raise InvalidArgument("INVALID_ARGUMENT", "a schedule needs a name: printable text "
-                              "without '@'")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", "a schedule needs a name: printable text without '@'"
+        )
     if len(name) > MAX_SCHEDULE_NAME:
-        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {len(name)} "
-                              f"characters long; use at most {MAX_SCHEDULE_NAME}")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"the schedule name is {len(name)} characters long; use at most {MAX_SCHEDULE_NAME}",
+        )
     if "@" in name:
-        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds '@', which "
-                              "separates the name from the slot in its fires' IDs; leave it out")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"schedule name {name!r} holds '@', which "
+            "separates the name from the slot in its fires' IDs; leave it out",
+        )
     if not name.isprintable():
-        raise InvalidArgument("INVALID_ARGUMENT", f"schedule name {name!r} holds control "
-                              "characters; use printable text")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"schedule name {name!r} holds control characters; use printable text",
+        )
     size = len(name.encode("utf-8", "surrogatepass"))
     if size + _SLOT_SUFFIX > MAX_ID_BYTES:
-        raise InvalidArgument("INVALID_ARGUMENT", f"the schedule name is {size} bytes in UTF-8; "
-                              f"its fires' IDs (NAME@<slot>) must fit in {MAX_ID_BYTES} bytes, "
-                              f"so use at most {MAX_ID_BYTES - _SLOT_SUFFIX}")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"the schedule name is {size} bytes in UTF-8; "
+            f"its fires' IDs (NAME@<slot>) must fit in {MAX_ID_BYTES} bytes, "
+            f"so use at most {MAX_ID_BYTES - _SLOT_SUFFIX}",
+        )
 
 
-def check_schedule(name: str, workflow: str, expr: str, tz: str, catch_up: str, overlap: str,
-                   max_late: float | None, jitter: float) -> None:
+def check_schedule(
+    name: str,
+    workflow: str,
+    expr: str,
+    tz: str,
+    catch_up: str,
+    overlap: str,
+    max_late: float | None,
+    jitter: float,
+) -> None:
     """A schedule as `ys schedule add` or a script's declaration gives it: INVALID_ARGUMENT
     with the reason for the first thing wrong."""
     check_schedule_name(name)

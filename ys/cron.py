@@ -48,7 +48,7 @@ def local_zone_name() -> str:
         target = Path("/etc/localtime").resolve()
         parts = target.parts
         if "zoneinfo" in parts:
-            return "/".join(parts[parts.index("zoneinfo") + 1:])
+            return "/".join(parts[parts.index("zoneinfo") + 1 :])
     except OSError:
         pass
     return "UTC"
@@ -58,17 +58,25 @@ def zone(name: str | None) -> ZoneInfo:
     try:
         return ZoneInfo(local_zone_name() if not name or name == "local" else name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}; use an IANA name like Europe/Paris") from None
+        raise ValueError(
+            f"unknown time zone {name!r}; use an IANA name like Europe/Paris"
+        ) from None
 
 
 # crontab(5)'s shortcuts, as the five fields each stands for (cronsim reads none of them).
 SHORTCUTS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-FIVE_FIELDS = ('write five fields, minute hour day month weekday ("0 3 * * *" is 03:00 every '
-               'day), or @hourly, @daily, @weekly, @monthly, @yearly')
+FIVE_FIELDS = (
+    'write five fields, minute hour day month weekday ("0 3 * * *" is 03:00 every '
+    "day), or @hourly, @daily, @weekly, @monthly, @yearly"
+)
 
 
 def fields(expr: str) -> str:
@@ -80,17 +88,20 @@ def fields(expr: str) -> str:
     if text.startswith("@"):
         word = text.lower()
         if word == "@reboot":
-            raise ValueError("bad cron expression '@reboot': schedules fire at clock times; "
-                             "to run a workflow when the machine starts, call `ys trigger` "
-                             "from a boot script (a systemd unit or launchd agent)")
+            raise ValueError(
+                "bad cron expression '@reboot': schedules fire at clock times; "
+                "to run a workflow when the machine starts, call `ys trigger` "
+                "from a boot script (a systemd unit or launchd agent)"
+            )
         if word in SHORTCUTS:
             return SHORTCUTS[word]
         raise ValueError(f"bad cron expression {expr!r}: no such shortcut; {FIVE_FIELDS}")
     n = len(text.split())
     if n != 5:
         extra = " (ys has no seconds field)" if n == 6 else ""
-        raise ValueError(f"bad cron expression {expr!r}: {n} field{'' if n == 1 else 's'}"
-                         f"{extra}; {FIVE_FIELDS}")
+        raise ValueError(
+            f"bad cron expression {expr!r}: {n} field{'' if n == 1 else 's'}{extra}; {FIVE_FIELDS}"
+        )
     return text
 
 
@@ -152,22 +163,39 @@ def jitter_offset(name: str, jitter: float) -> float:
     return (h % 1_000_000) / 1_000_000 * jitter
 
 
-def plan(expr: str, tz: str | None, cursor: float, now: float, *, catch_up: str = "once",
-         max_late: float | None = None, jitter: float = 0.0, name: str = "") -> tuple[
-             list[Fire], float]:
+def plan(
+    expr: str,
+    tz: str | None,
+    cursor: float,
+    now: float,
+    *,
+    catch_up: str = "once",
+    max_late: float | None = None,
+    jitter: float = 0.0,
+    name: str = "",
+) -> tuple[list[Fire], float]:
     """The fires due at `now` for slots after `cursor`, and the cursor to keep afterwards.
 
     Slots become due at slot + jitter. On-time slots fire; missed ones follow `catch_up` and
     `max_late`. The returned cursor is the last slot considered, so nothing is planned twice.
     """
-    fires, cursor, _ = plan_with_skips(expr, tz, cursor, now, catch_up=catch_up,
-                                       max_late=max_late, jitter=jitter, name=name)
+    fires, cursor, _ = plan_with_skips(
+        expr, tz, cursor, now, catch_up=catch_up, max_late=max_late, jitter=jitter, name=name
+    )
     return fires, cursor
 
 
-def plan_with_skips(expr: str, tz: str | None, cursor: float, now: float, *,
-                    catch_up: str = "once", max_late: float | None = None, jitter: float = 0.0,
-                    name: str = "") -> tuple[list[Fire], float, list[tuple[float, str]]]:
+def plan_with_skips(
+    expr: str,
+    tz: str | None,
+    cursor: float,
+    now: float,
+    *,
+    catch_up: str = "once",
+    max_late: float | None = None,
+    jitter: float = 0.0,
+    name: str = "",
+) -> tuple[list[Fire], float, list[tuple[float, str]]]:
     """`plan`, and the slots that will never fire with why: `late` (missed by more than
     `max_late`) or `catch_up_skip` (missed under catch_up=skip). Slots that catch_up=once
     folds into one run are not skipped: their run happens."""
@@ -195,7 +223,8 @@ def plan_with_skips(expr: str, tz: str | None, cursor: float, now: float, *,
     return fires, due[-1], sorted(skipped)
 
 
-def next_fire(expr: str, tz: str | None, cursor: float, jitter: float = 0.0,
-              name: str = "") -> float | None:
+def next_fire(
+    expr: str, tz: str | None, cursor: float, jitter: float = 0.0, name: str = ""
+) -> float | None:
     nxt = slots_after(expr, tz, cursor, 1)
     return nxt[0] + jitter_offset(name, jitter) if nxt else None

@@ -67,8 +67,9 @@ def _prepare(keep: list[int]) -> None:
     random.seed()
 
 
-def _child(req: dict[str, Any] | None, keep: list[int], output: int,
-           spare: socket.socket | None = None) -> None:
+def _child(
+    req: dict[str, Any] | None, keep: list[int], output: int, spare: socket.socket | None = None
+) -> None:
     """In the forked child: become the worker (a spare first waits for its delivery on
     `spare`). Never returns."""
     code = 70

@@ -57,16 +57,23 @@ class Retry:
     max_interval: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or (
-                self.max_attempts < 1):
-            raise ValueError(f"Retry: max_attempts must be a whole number >= 1, not "
-                             f"{self.max_attempts!r}")
+        if (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or (self.max_attempts < 1)
+        ):
+            raise ValueError(
+                f"Retry: max_attempts must be a whole number >= 1, not {self.max_attempts!r}"
+            )
         for name in ("interval", "backoff", "max_interval"):
             value = getattr(self, name)
             if name == "max_interval" and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    0 <= value < float("inf")):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 <= value < float("inf"))
+            ):
                 raise ValueError(f"Retry: {name} must be a finite number >= 0, not {value!r}")
 
     def delay(self, attempt: int) -> float:
@@ -119,8 +126,15 @@ class Backend(Protocol):
 
     def now(self) -> float: ...
 
-    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> bool | None:
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
         """Save a step (fenced); returns whether a cancellation is now requested."""
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
@@ -130,8 +144,7 @@ class Backend(Protocol):
     def get(self, execution_id: str) -> dict[str, Any]:
         """A record as the API shows it (status, outcome)."""
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any,
-                     key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
         """RFC 004 begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
         raises WorkflowEffectError for a rejection."""
 
@@ -141,8 +154,9 @@ class Backend(Protocol):
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         """RFC 004 wait: register as a waiter and request the wake; returns the wake time."""
 
-    def value_wait(self, store_key: str, key: str, seen: int,
-                   timeout_at: float | None) -> dict[str, Any] | None:
+    def value_wait(
+        self, store_key: str, key: str, seen: int, timeout_at: float | None
+    ) -> dict[str, Any] | None:
         """The store key's {"value": canonical, "version"} if above `seen`, else register this
         step as a waiter (and its timeout wake) and return None, in one transaction."""
 
@@ -153,9 +167,15 @@ _REVIVED: dict[str, type[BaseException]] = {}
 def revive(error: codec.ErrorValue) -> BaseException:
     """An exception of the saved class when it is a builtin or a ys error, else a look-alike
     class with the same name (so a failed outcome names the original error)."""
-    if error.code and error.name in ("ExecutionAdmissionError", "WorkflowStartError",
-                                     "WorkflowEffectError", "YsError", "LeaseLost",
-                                     "NotFoundError", "NotFound"):  # NotFound: its old name
+    if error.code and error.name in (
+        "ExecutionAdmissionError",
+        "WorkflowStartError",
+        "WorkflowEffectError",
+        "YsError",
+        "LeaseLost",
+        "NotFoundError",
+        "NotFound",
+    ):  # NotFound: its old name
         return from_code(error.code, error.message)
     if error.name == "WaitTimeout":
         return WaitTimeout("WAIT_TIMEOUT", error.message)
@@ -193,9 +213,17 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
     """The handle a workflow gets: step.run and step.sleep here; step.start and step.call,
     step.effect and step.wait_for come from the mixins in ys/_steps/."""
 
-    def __init__(self, backend: Backend, *, execution_id: str, workflow: str,
-                 context: dict[str, Any], attempt: int, steps: dict[str, SavedStep],
-                 cancel_requested: bool = False) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        execution_id: str,
+        workflow: str,
+        context: dict[str, Any],
+        attempt: int,
+        steps: dict[str, SavedStep],
+        cancel_requested: bool = False,
+    ) -> None:
         self._backend = backend
         self.execution_id = execution_id
         self.workflow = workflow
@@ -236,15 +264,23 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         except (YsError, OSError) as exc:
             raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
 
-    def _save(self, key: str, kind: str, status: str, value: str | None, attempts: int = 1,
-              wake_at: float | None = None) -> None:
+    def _save(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
         cancel = self._infra(self._backend.save_step, key, kind, status, value, attempts, wake_at)
         self._saved[key] = SavedStep(kind, status, value, attempts, wake_at)
         if cancel:
             self._cancel_requested = True
 
-    def _suspend(self, key: str, kind: str, value: str | None, attempts: int,
-                 wake_at: float) -> None:
+    def _suspend(
+        self, key: str, kind: str, value: str | None, attempts: int, wake_at: float
+    ) -> None:
         self._save(key, kind, "waiting", value, attempts, wake_at)
         raise Suspend(key)
 
@@ -298,8 +334,9 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         not finite, or past the year 9999."""
         saved = self._begin(key)
         now = self._backend.now()
-        wake = None if saved is not None else wake_after(f"step.sleep({key!r}): seconds",
-                                                          now, seconds)
+        wake = (
+            None if saved is not None else wake_after(f"step.sleep({key!r}): seconds", now, seconds)
+        )
         self._sleep(key, saved, now, wake)
 
     def sleep_until(self, key: str, when: dt.datetime | float) -> None:
@@ -309,8 +346,10 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
                 raise ValueError("step.sleep_until needs an aware datetime (with a time zone)")
             target = when.timestamp()
         elif isinstance(when, bool) or not isinstance(when, int | float):
-            raise TypeError(f"step.sleep_until({key!r}) needs a datetime or epoch seconds, "
-                            f"not {type(when).__name__}")
+            raise TypeError(
+                f"step.sleep_until({key!r}) needs a datetime or epoch seconds, "
+                f"not {type(when).__name__}"
+            )
         else:
             target = when
         target = wake_time(f"step.sleep_until({key!r}): the time", target)
@@ -395,8 +434,10 @@ def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
     sys.stderr.write(f"ys: the workflow raised {type(exc).__name__}: {message}\n")
     if status == 0:
         return {"status": "completed", "result": None}
-    return {"status": "failed",
-            "error": {"name": type(exc).__name__, "message": message, "code": "EXIT_STATUS"}}
+    return {
+        "status": "failed",
+        "error": {"name": type(exc).__name__, "message": message, "code": "EXIT_STATUS"},
+    }
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:

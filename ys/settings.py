@@ -71,13 +71,17 @@ def redact(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k in _SECRET_PARAMS for k, _ in pairs):
-            query = urlencode([(k, _MASK if k in _SECRET_PARAMS else v) for k, v in pairs],
-                              safe="/*")
+            query = urlencode(
+                [(k, _MASK if k in _SECRET_PARAMS else v) for k, v in pairs], safe="/*"
+            )
     if not url.startswith(f"{parts.scheme}://"):
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     # urlunsplit drops an empty host (postgresql:///db, a local socket): keep the "//"
-    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-            + (f"#{parts.fragment}" if parts.fragment else ""))
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 def config_file(config_dir: Path) -> Path:
@@ -128,14 +132,18 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 def _bad(where: str, what: str, value: Any) -> InvalidArgument:
     return InvalidArgument(
-        "INVALID_ARGUMENT", f"{where} must be {what}, not {value!r}; fix it, or unset it for "
-                            "the default")
+        "INVALID_ARGUMENT",
+        f"{where} must be {what}, not {value!r}; fix it, or unset it for the default",
+    )
 
 
 def _database(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise _bad(where, "a PostgreSQL URL (postgresql://user@host:port/db)",
-                   value if not isinstance(value, str) else "")
+        raise _bad(
+            where,
+            "a PostgreSQL URL (postgresql://user@host:port/db)",
+            value if not isinstance(value, str) else "",
+        )
     try:
         scheme = urlsplit(value).scheme
     except ValueError:
@@ -176,8 +184,9 @@ def _on_failure(value: Any, where: str) -> str:
     try:
         return check_workflow_name(value)
     except InvalidArgument:
-        raise _bad(where, "a workflow name (letters, digits, '.', '_' or '-', at most 128)",
-                   value) from None
+        raise _bad(
+            where, "a workflow name (letters, digits, '.', '_' or '-', at most 128)", value
+        ) from None
 
 
 _PARSE: dict[str, Callable[[Any, str], Any]] = {

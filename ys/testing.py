@@ -52,17 +52,34 @@ class _StoreBackend:
     def now(self) -> float:
         return self.clock.now
 
-    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> bool | None:
-        return bool(self.store.save_step(self.execution_id, self.token, key, kind=kind,
-                                         status=status, value=value, attempts=attempts,
-                                         wake_at=wake_at))
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
+        return bool(
+            self.store.save_step(
+                self.execution_id,
+                self.token,
+                key,
+                kind=kind,
+                status=status,
+                value=value,
+                attempts=attempts,
+                wake_at=wake_at,
+            )
+        )
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.contract import request_params
 
-        return self.store.start(self.execution_id, key, workflow, request_params(params),
-                                detached=detached)
+        return self.store.start(
+            self.execution_id, key, workflow, request_params(params), detached=detached
+        )
 
     def get(self, execution_id: str) -> dict[str, Any]:
         from ys.daemon.views import record
@@ -74,15 +91,15 @@ class _StoreBackend:
             raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record(r)
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any,
-                     key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
         return self.store.effect_begin(operation, effect_id, input, self.execution_id, key)
 
     def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
         return self.store.effect_settle(operation, effect_id, result)
 
-    def value_wait(self, store_key: str, key: str, seen: int,
-                   timeout_at: float | None) -> dict[str, Any] | None:
+    def value_wait(
+        self, store_key: str, key: str, seen: int, timeout_at: float | None
+    ) -> dict[str, Any] | None:
         return self.store.value_wait(store_key, self.execution_id, key, seen, timeout_at)
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
@@ -92,14 +109,20 @@ class _StoreBackend:
 class WorkflowTest:
     """A temporary store and a set of workflows (name -> function, or a folder of scripts)."""
 
-    def __init__(self, workflows: dict[str, Callable[..., Any]] | str | Path,
-                 *, start: float | None = None, lease_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        workflows: dict[str, Callable[..., Any]] | str | Path,
+        *,
+        start: float | None = None,
+        lease_seconds: float = 30.0,
+    ) -> None:
         from ys.store import open_store
 
         self.clock = Clock(start)
         self._dir = tempfile.mkdtemp(prefix="ys-test-")
-        self.store: Store = open_store(Path(self._dir) / "ys.db", clock=self.clock,
-                                       lease_seconds=lease_seconds)
+        self.store: Store = open_store(
+            Path(self._dir) / "ys.db", clock=self.clock, lease_seconds=lease_seconds
+        )
         if isinstance(workflows, dict):
             self.workflows = dict(workflows)
         else:
@@ -118,10 +141,16 @@ class WorkflowTest:
 
     # -- what a test does -------------------------------------------------------------------
 
-    def trigger(self, workflow: str, params: Any = None, execution_id: str | None = None,
-                if_exists: str = "fail") -> str:
-        return self.store.admit(workflow, params, execution_id=execution_id,
-                                if_exists=if_exists).execution_id
+    def trigger(
+        self,
+        workflow: str,
+        params: Any = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+    ) -> str:
+        return self.store.admit(
+            workflow, params, execution_id=execution_id, if_exists=if_exists
+        ).execution_id
 
     def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
         """`ys store put`: commit a value and wake its waiters; returns the new version."""
@@ -152,7 +181,9 @@ class WorkflowTest:
             n += 1
         raise AssertionError(f"still delivering after {max_deliveries} deliveries")
 
-    def run_until_terminal(self, execution_id: str, max_wait: float = 365 * 86400.0) -> dict[str, Any]:
+    def run_until_terminal(
+        self, execution_id: str, max_wait: float = 365 * 86400.0
+    ) -> dict[str, Any]:
         """Deliver, moving the clock to each next due time, until the execution is terminal."""
         limit = self.clock.now + max_wait
         while True:
@@ -172,24 +203,36 @@ class WorkflowTest:
         self.deliveries += 1
         fn = self.workflows.get(d.workflow)
         if fn is None:
-            self.store.release(d.execution_id, d.token, retry_at=self.clock.now + 3600,
-                               reason="workflow_unavailable",
-                               detail=f"workflow {d.workflow} is missing")
+            self.store.release(
+                d.execution_id,
+                d.token,
+                retry_at=self.clock.now + 3600,
+                reason="workflow_unavailable",
+                detail=f"workflow {d.workflow} is missing",
+            )
             return
         record, steps = self.store.delivery_state(d.execution_id, d.token)
         step = Step(
             _StoreBackend(self.store, self.clock, d.execution_id, d.token),
-            execution_id=d.execution_id, workflow=d.workflow,
-            context=codec.decode(record.context_json), attempt=record.attempts,
-            steps={s.key: SavedStep(s.kind, s.status, s.value, s.attempts, s.wake_at)
-                   for s in steps},
+            execution_id=d.execution_id,
+            workflow=d.workflow,
+            context=codec.decode(record.context_json),
+            attempt=record.attempts,
+            steps={
+                s.key: SavedStep(s.kind, s.status, s.value, s.attempts, s.wake_at) for s in steps
+            },
             cancel_requested=record.cancel_requested,
         )
         try:
             outcome = run_workflow(fn, step, codec.decode(record.params_json))
         except InfrastructureFailure as exc:
-            self.store.release(d.execution_id, d.token, retry_at=self.clock.now,
-                               reason="worker_failed", detail=str(exc))
+            self.store.release(
+                d.execution_id,
+                d.token,
+                retry_at=self.clock.now,
+                reason="worker_failed",
+                detail=str(exc),
+            )
             return
         self.store.acknowledge(d.execution_id, d.token, outcome)
 
@@ -197,5 +240,8 @@ class WorkflowTest:
 def _load_folder(folder: Path) -> dict[str, Callable[..., Any]]:
     from ys.worker import load_script
 
-    return {p.stem: load_script(str(p)) for p in sorted(folder.glob("*.py"))
-            if not p.name.startswith((".", "_"))}
+    return {
+        p.stem: load_script(str(p))
+        for p in sorted(folder.glob("*.py"))
+        if not p.name.startswith((".", "_"))
+    }

@@ -58,8 +58,7 @@ def check(path: str) -> int:
         options = {k: simple[k] for k in ("on_failure", "pin") if k in simple}
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
-    sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options})
-                     + "\n")
+    sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options}) + "\n")
     return 0
 
 
@@ -78,10 +77,22 @@ class ApiBackend:
     def now(self) -> float:
         return time.time()
 
-    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> bool | None:
-        body = {"kind": kind, "status": status, "value": value, "attempts": attempts,
-                "wake_at": wake_at}
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
+        body = {
+            "kind": kind,
+            "status": status,
+            "value": value,
+            "attempts": attempts,
+            "wake_at": wake_at,
+        }
         channel = self._channel
         if channel is not None:
             from ys.channel import ChannelClosed
@@ -112,8 +123,9 @@ class ApiBackend:
 
             t = self.transport
             try:
-                self._channel = Channel(t.socket_path, f"{self.base}/channel", t.token or "",
-                                        t.timeout or 120.0)
+                self._channel = Channel(
+                    t.socket_path, f"{self.base}/channel", t.token or "", t.timeout or 120.0
+                )
             except (YsError, OSError):  # an older daemon, say: the HTTP route serves as well
                 self._http_only = True
         return self._channel
@@ -128,8 +140,7 @@ class ApiBackend:
 
         check_start(key, workflow)  # the client refuses what it cannot send
         # Encoded once, here: the store checks the canonical text, it does not encode again.
-        body = {"workflow": workflow, "params_json": request_params(params),
-                "detached": detached}
+        body = {"workflow": workflow, "params_json": request_params(params), "detached": detached}
         out = self.transport.request("POST", f"{self.base}/starts/{quote(key, safe='')}", body)
         return str(out["execution_id"])
 
@@ -140,25 +151,35 @@ class ApiBackend:
         return out
 
     def _effect(self, effect_id: str, verb: str, body: dict[str, Any]) -> Any:
-        return self.transport.request("POST", f"/v1/effects/{quote(effect_id, safe='')}/{verb}",
-                                      body)
+        return self.transport.request(
+            "POST", f"/v1/effects/{quote(effect_id, safe='')}/{verb}", body
+        )
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any,
-                     key: str) -> dict[str, Any]:
-        body = {"operation": operation, "input": input, "execution_id": self.execution_id,
-                "step_key": key}
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+        body = {
+            "operation": operation,
+            "input": input,
+            "execution_id": self.execution_id,
+            "step_key": key,
+        }
         out: dict[str, Any] = self._effect(effect_id, "begin", body)
         return out
 
     def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
-        out: dict[str, Any] = self._effect(effect_id, "settle",
-                                           {"operation": operation, "result": result})
+        out: dict[str, Any] = self._effect(
+            effect_id, "settle", {"operation": operation, "result": result}
+        )
         return out
 
-    def value_wait(self, store_key: str, key: str, seen: int,
-                   timeout_at: float | None) -> dict[str, Any] | None:
-        body = {"execution_id": self.execution_id, "step_key": key, "seen": seen,
-                "timeout_at": timeout_at}
+    def value_wait(
+        self, store_key: str, key: str, seen: int, timeout_at: float | None
+    ) -> dict[str, Any] | None:
+        body = {
+            "execution_id": self.execution_id,
+            "step_key": key,
+            "seen": seen,
+            "timeout_at": timeout_at,
+        }
         out: dict[str, Any] = self.transport.request(
             "POST", f"/v1/store/{quote(store_key, safe='')}/wait", body
         )
@@ -179,14 +200,19 @@ def make_step(backend: ApiBackend, state: dict[str, Any]) -> Any:
         for s in state["steps"]
     }
     return Step(
-        backend, execution_id=backend.execution_id, workflow=record["workflow"],
-        context=record["context"], attempt=record["attempts"], steps=steps,
+        backend,
+        execution_id=backend.execution_id,
+        workflow=record["workflow"],
+        context=record["context"],
+        attempt=record["attempts"],
+        steps=steps,
         cancel_requested=bool(record.get("cancel_requested", False)),
     )
 
 
-def _heartbeat(socket_path: str, token: str, base: str, every: float,
-               stop: threading.Event) -> None:
+def _heartbeat(
+    socket_path: str, token: str, base: str, every: float, stop: threading.Event
+) -> None:
     from ys.client import Transport
     from ys.errors import LeaseLost, YsError
 
@@ -227,7 +253,8 @@ def deliver() -> int:
     # heartbeat's first beat is a third of a lease away, so it can start whenever it gets
     # the CPU. (A low-level thread, like a daemon thread: it does not hold up the exit.)
     _thread.start_new_thread(
-        _heartbeat, (socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop))
+        _heartbeat, (socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop)
+    )
     step = make_step(backend, state)
     params = codec.decode(state["params"])
     try:

@@ -53,8 +53,7 @@ NAP = """
 # Holds its delivery open until the file params["gate"] exists (the test releases it).
 
 
-WORKFLOWS = {"hello.py": HELLO, "boom.py": BOOM, "nap.py": NAP, "gate.py": GATE,
-             "pager.py": HELLO}
+WORKFLOWS = {"hello.py": HELLO, "boom.py": BOOM, "nap.py": NAP, "gate.py": GATE, "pager.py": HELLO}
 
 
 def make_home(root: Path) -> DaemonHandle:
@@ -99,8 +98,11 @@ class Streaming:
 
     def __init__(self, daemon: DaemonHandle, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ys", *args], env=daemon.env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "ys", *args],
+            env=daemon.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -127,8 +127,13 @@ def test_list_parent_shows_only_its_children_and_describe_shows_them(wf):
 
     d = out_json(wf.ys("describe", "pc-parent", "--json"))
     by_id = {c["execution_id"]: c for c in d["children"]}
-    assert by_id[first] == {"execution_id": first, "workflow": "hello", "status": "completed",
-                            "step_key": "first", "detached": False}
+    assert by_id[first] == {
+        "execution_id": first,
+        "workflow": "hello",
+        "status": "completed",
+        "step_key": "first",
+        "detached": False,
+    }
     assert by_id[second]["detached"] is True and by_id[second]["step_key"] == "second"
     shown = wf.ys("describe", "pc-parent")
     assert shown.returncode == 0, shown.stderr
@@ -149,8 +154,11 @@ def test_effects_and_effect_show_the_ledger_with_conflict_reports(wf):
     wait_status(wf, "ef-pending", "suspended")
     # Another runtime settles the settled effect again with another result: a conflict report.
     with wf.client() as c:
-        answer = c._call("POST", "/v1/effects/cli:charge:settled/settle",
-                         {"operation": "charge.v1", "result": '{"charge":"other"}'})
+        answer = c._call(
+            "POST",
+            "/v1/effects/cli:charge:settled/settle",
+            {"operation": "charge.v1", "result": '{"charge":"other"}'},
+        )
     assert answer["status"] == "conflict"
 
     listing = out_json(wf.ys("effects", "--json"))
@@ -161,9 +169,13 @@ def test_effects_and_effect_show_the_ledger_with_conflict_reports(wf):
     by_id = {e["effect_id"]: e for e in listing["effects"]}
     s, p = by_id["cli:charge:settled"], by_id["cli:charge:pending"]
     assert (s["operation"], s["status"], s["result"]) == (
-        "charge.v1", "settled", {"charge": "cli:charge:settled"})
+        "charge.v1",
+        "settled",
+        {"charge": "cli:charge:settled"},
+    )
     assert [(x["result"], x["conflicting_result"]) for x in s["conflicts"]] == [
-        ({"charge": "cli:charge:settled"}, {"charge": "other"})]
+        ({"charge": "cli:charge:settled"}, {"charge": "other"})
+    ]
     assert (p["status"], p["result"], p["conflicts"]) == ("pending", None, [])
 
     def ids(status: str) -> set[str]:
@@ -186,16 +198,24 @@ def test_effects_and_effect_show_the_ledger_with_conflict_reports(wf):
     assert EFFECT_FIELDS | {"input", "began_by", "waiters"} <= set(one)
     assert one["input"] == {"amount": 5}
     assert [(b["execution_id"], b["step_key"]) for b in one["began_by"]] == [
-        ("ef-settled", "charge")]
+        ("ef-settled", "charge")
+    ]
     pending = out_json(wf.ys("effect", "cli:charge:pending", "--json"))
     assert [(w["execution_id"], w["step_key"]) for w in pending["waiters"]] == [
-        ("ef-pending", "charge")]
+        ("ef-pending", "charge")
+    ]
     assert ISO.match(pending["waiters"][0]["wake_at"])
 
     people = wf.ys("effect", "cli:charge:settled")
     assert people.returncode == 0, people.stderr
-    for text in ("charge.v1", '{"amount": 5}', "Began by", "ef-settled", "Conflicts",
-                 '{"charge": "other"}'):
+    for text in (
+        "charge.v1",
+        '{"amount": 5}',
+        "Began by",
+        "ef-settled",
+        "Conflicts",
+        '{"charge": "other"}',
+    ):
         assert text in people.stdout, text
 
 
@@ -226,23 +246,25 @@ def test_store_put_get_ls_rm_round_trip_with_the_json_shapes(wf):
     assert (put["key"], put["version"], put["woken"]) == ("rt/a", 1, 0)
     assert ISO.match(put["updated_at"])
     got = out_json(wf.ys("store", "get", "rt/a", "--json"))
-    assert got == {"key": "rt/a", "value": {"a": 1}, "version": 1,
-                   "updated_at": put["updated_at"]}
+    assert got == {"key": "rt/a", "value": {"a": 1}, "version": 1, "updated_at": put["updated_at"]}
     out_json(wf.ys("store", "put", "rt/b", "x", "--json"))
     out_json(wf.ys("store", "put", "other", "y", "--json"))
 
     listing = out_json(wf.ys("store", "ls", "rt/", "--json"))
-    assert listing == {"entries": [
-        {"key": "rt/a", "version": 1, "updated_at": put["updated_at"]},
-        {"key": "rt/b", "version": 1, "updated_at": listing["entries"][1]["updated_at"]},
-    ]}
+    assert listing == {
+        "entries": [
+            {"key": "rt/a", "version": 1, "updated_at": put["updated_at"]},
+            {"key": "rt/b", "version": 1, "updated_at": listing["entries"][1]["updated_at"]},
+        ]
+    }
     table = wf.ys("store", "ls", "rt/")
     assert table.returncode == 0 and "rt/a" in table.stdout and "other" not in table.stdout
 
     removed = out_json(wf.ys("store", "rm", "rt/a", "--json"))
     assert removed == {"key": "rt/a", "deleted": True}
     assert [e["key"] for e in out_json(wf.ys("store", "ls", "rt/", "--json"))["entries"]] == [
-        "rt/b"]
+        "rt/b"
+    ]
     people = wf.ys("store", "rm", "rt/b")
     assert people.returncode == 0 and "removed rt/b" in people.stderr
     empty = wf.ys("store", "ls", "rt/")
@@ -312,7 +334,8 @@ def test_an_approval_flow_through_the_command_line(wf):
     wait_status(wf, execution_id, "suspended")
     d = out_json(wf.ys("describe", execution_id, "--json"))
     assert [(w["kind"], w["key"], w["step_key"]) for w in d["waiting_on"]] == [
-        ("store", "approve/order-42", "approval")]
+        ("store", "approve/order-42", "approval")
+    ]
     shown = wf.ys("describe", execution_id).stdout
     assert "Waiting on" in shown and "approve/order-42" in shown
 
@@ -321,5 +344,7 @@ def test_an_approval_flow_through_the_command_line(wf):
     assert put.stdout.strip() == "approve/order-42 = version 1 (woke 1 waiting execution)"
     waited = wf.ys("wait", execution_id, "--json", "--timeout", "30")
     assert waited.returncode == 0, waited.stderr
-    assert json.loads(waited.stdout)["outcome"] == {"status": "completed",
-                                                    "result": {"approved": True}}
+    assert json.loads(waited.stdout)["outcome"] == {
+        "status": "completed",
+        "result": {"approved": True},
+    }

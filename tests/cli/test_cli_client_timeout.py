@@ -44,8 +44,9 @@ def frozen(daemon: DaemonHandle) -> Iterator[None]:
 
 def ys_short(daemon: DaemonHandle, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(daemon.env, YS_AUTOSTART="1")  # a time-out must not start a second daemon
-    return subprocess.run([sys.executable, "-c", SHORT, *args], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", SHORT, *args], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def one_admission(daemon: DaemonHandle, execution_id: str) -> None:

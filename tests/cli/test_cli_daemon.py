@@ -50,11 +50,20 @@ def test_start_prints_the_pid_once_it_answers_and_stop_returns_once_it_exited(ys
 
 
 def test_daemon_run_serves_in_the_foreground_until_sigterm(ys_home):
-    proc = subprocess.Popen([sys.executable, "-m", "ys", "daemon", "run", "--concurrency", "2"],
-                            env=ys_home.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ys", "daemon", "run", "--concurrency", "2"],
+        env=ys_home.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        info = wait_until(lambda: (r := ys_home.ys("daemon", "status", "--json")).returncode == 0
-                          and json.loads(r.stdout), message="the daemon to answer")
+        info = wait_until(
+            lambda: (
+                (r := ys_home.ys("daemon", "status", "--json")).returncode == 0
+                and json.loads(r.stdout)
+            ),
+            message="the daemon to answer",
+        )
         assert info["pid"] == proc.pid and info["concurrency"] == 2
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -66,8 +75,12 @@ def test_daemon_run_serves_in_the_foreground_until_sigterm(ys_home):
 
 def test_two_concurrent_first_commands_start_exactly_one_daemon(autostart_home):
     argv = [sys.executable, "-m", "ys", "get", "no-such-execution", "--json"]
-    procs = [subprocess.Popen(argv, env=autostart_home.env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            argv, env=autostart_home.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
     for p in procs:
         p.stdout.close()  # type: ignore[union-attr]
@@ -83,11 +96,13 @@ def test_two_concurrent_first_commands_start_exactly_one_daemon(autostart_home):
 def test_help_and_completion_never_start_the_daemon(autostart_home):
     for args in (["--help"], ["get", "--help"], ["daemon", "start", "--help"], ["--version"]):
         assert autostart_home.ys(*args).returncode == 0, args
-    completion = autostart_home.ys(env={"_YS_COMPLETE": "bash_complete",
-                                        "COMP_WORDS": "ys get ", "COMP_CWORD": "2"})
+    completion = autostart_home.ys(
+        env={"_YS_COMPLETE": "bash_complete", "COMP_WORDS": "ys get ", "COMP_CWORD": "2"}
+    )
     assert completion.returncode == 0
-    workflow = autostart_home.ys(env={"_YS_COMPLETE": "bash_complete",
-                                      "COMP_WORDS": "ys trigger he", "COMP_CWORD": "2"})
+    workflow = autostart_home.ys(
+        env={"_YS_COMPLETE": "bash_complete", "COMP_WORDS": "ys trigger he", "COMP_CWORD": "2"}
+    )
     assert workflow.returncode == 0
     assert daemons_for(autostart_home.home) == []
     assert not autostart_home.socket.exists()

@@ -31,20 +31,36 @@ def test_every_command_and_parameter_has_help(path, cmd, ctx):
     assert (cmd.help or "").strip(), f"{' '.join(path)} has no help"
     for param in cmd.get_params(ctx):
         assert (getattr(param, "help", None) or "").strip(), (
-            f"{' '.join(path)}: {param.name} has no help")
+            f"{' '.join(path)}: {param.name} has no help"
+        )
 
 
 def test_the_design_commands_of_this_issue_exist():
     names = {" ".join(p[1:]) for p, _, _ in COMMANDS}
-    assert {"daemon run", "daemon start", "daemon stop", "daemon status", "trigger", "get", "ps",
-            "list", "describe", "history", "wait", "logs", "wake", "workflows",
-            "completions"} <= names
+    assert {
+        "daemon run",
+        "daemon start",
+        "daemon stop",
+        "daemon status",
+        "trigger",
+        "get",
+        "ps",
+        "list",
+        "describe",
+        "history",
+        "wait",
+        "logs",
+        "wake",
+        "workflows",
+        "completions",
+    } <= names
 
 
 def test_committed_man_pages_and_completions_match_the_commands():
     problems = gen_docs.drift()
     assert problems == [], (
-        f"{problems}: run .venv/bin/python scripts/gen_docs.py and commit man/ and completions/")
+        f"{problems}: run .venv/bin/python scripts/gen_docs.py and commit man/ and completions/"
+    )
 
 
 def test_every_command_has_a_man_page_that_names_every_option():
@@ -63,8 +79,13 @@ def test_ys_completions_prints_the_committed_scripts(ys_home):
 
 
 def _complete(daemon, words: str) -> list[str]:
-    result = daemon.ys(env={"_YS_COMPLETE": "bash_complete", "COMP_WORDS": words,
-                            "COMP_CWORD": str(len(words.split(" ")) - 1)})
+    result = daemon.ys(
+        env={
+            "_YS_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split(" ")) - 1),
+        }
+    )
     assert result.returncode == 0, result.stderr
     return [line.split(",", 1)[1] for line in result.stdout.splitlines()]
 

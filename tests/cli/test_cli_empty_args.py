@@ -10,11 +10,25 @@ from cli_support import one_error_line
 from ys.errors import InvalidArgument
 
 EMPTY = [
-    ["get", ""], ["get", "", "--json"], ["get", "--json", ""], ["describe", ""], ["wait", ""],
-    ["wake", ""], ["cancel", ""], ["history", ""], ["history", "", "--follow"], ["logs", ""],
-    ["list", "--parent", ""], ["effect", ""], ["store", "put", "", "x"], ["store", "get", ""],
-    ["store", "rm", ""], ["schedule", "next", ""], ["schedule", "rm", ""],
-    ["schedule", "pause", ""], ["schedule", "resume", ""],
+    ["get", ""],
+    ["get", "", "--json"],
+    ["get", "--json", ""],
+    ["describe", ""],
+    ["wait", ""],
+    ["wake", ""],
+    ["cancel", ""],
+    ["history", ""],
+    ["history", "", "--follow"],
+    ["logs", ""],
+    ["list", "--parent", ""],
+    ["effect", ""],
+    ["store", "put", "", "x"],
+    ["store", "get", ""],
+    ["store", "rm", ""],
+    ["schedule", "next", ""],
+    ["schedule", "rm", ""],
+    ["schedule", "pause", ""],
+    ["schedule", "resume", ""],
     ["schedule", "add", "", "hello", "--cron", "0 3 * * *"],
 ]
 
@@ -31,13 +45,23 @@ def test_the_fast_path_and_the_typer_path_say_the_same_about_an_empty_id(shared)
     fast = shared.ys("get", "", "--json")
     slow = shared.ys("get", "", "--json", env={"YS_NO_FAST_PATH": "1"})
     assert (fast.returncode, fast.stdout, fast.stderr) == (
-        slow.returncode, slow.stdout, slow.stderr)
+        slow.returncode,
+        slow.stdout,
+        slow.stderr,
+    )
 
 
-@pytest.mark.parametrize("call", [
-    lambda c: c.get(""), lambda c: c.wait("", timeout=1), lambda c: c.store_put("", 1),
-    lambda c: c.store_get(""), lambda c: c.effect(""), lambda c: c.schedule_next(""),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.get(""),
+        lambda c: c.wait("", timeout=1),
+        lambda c: c.store_put("", 1),
+        lambda c: c.store_get(""),
+        lambda c: c.effect(""),
+        lambda c: c.schedule_next(""),
+    ],
+)
 def test_the_client_refuses_an_empty_id_before_sending_it(shared, call):
     with shared.client() as c, pytest.raises(InvalidArgument, match="must not be empty"):
         call(c)

@@ -29,8 +29,12 @@ class _Full(http.server.BaseHTTPRequestHandler):
 
     def _refuse(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = json.dumps({"code": "RESOURCE_EXHAUSTED",
-                           "message": "the disk or database is full; free space and retry"})
+        body = json.dumps(
+            {
+                "code": "RESOURCE_EXHAUSTED",
+                "message": "the disk or database is full; free space and retry",
+            }
+        )
         self.send_response(507)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -104,4 +108,5 @@ def test_7_storage_exhausted(ys_home, full_socket):
     result = ys_home.ys("trigger", "hello", env={"YS_SOCKET": full_socket})
     assert result.returncode == 7
     assert one_error_line(result, "RESOURCE_EXHAUSTED") == (
-        "RESOURCE_EXHAUSTED: the disk or database is full; free space and retry")
+        "RESOURCE_EXHAUSTED: the disk or database is full; free space and retry"
+    )

@@ -31,20 +31,25 @@ main()
 def both_paths(daemon, *args: str) -> tuple[tuple, tuple]:
     fast = daemon.ys(*args)
     slow = daemon.ys(*args, env={"YS_NO_FAST_PATH": "1"})
-    return ((fast.returncode, fast.stdout, fast.stderr),
-            (slow.returncode, slow.stdout, slow.stderr))
+    return (
+        (fast.returncode, fast.stdout, fast.stderr),
+        (slow.returncode, slow.stdout, slow.stderr),
+    )
 
 
 def relative_times_cut(result: tuple) -> tuple:
-    return tuple(re.sub(r"\((just now|[^()]* ago|in [^()]*)\)", "(...)", x)
-                 if isinstance(x, str) else x for x in result)
+    return tuple(
+        re.sub(r"\((just now|[^()]* ago|in [^()]*)\)", "(...)", x) if isinstance(x, str) else x
+        for x in result
+    )
 
 
 def imported(daemon, tmp_path, *args: str, slow: bool = False) -> set[str]:
     out = tmp_path / "modules.json"
     env = dict(daemon.env, **({"YS_NO_FAST_PATH": "1"} if slow else {}))
-    subprocess.run([sys.executable, "-c", PROBE, str(out), *args], env=env,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args], env=env, capture_output=True, timeout=60
+    )
     return set(json.loads(out.read_text()))
 
 
@@ -55,19 +60,22 @@ def done(shared) -> str:
     return "fp/done é"
 
 
-@pytest.mark.parametrize("args", [
-    ["--version"],
-    ["get", "ID", "--json"],
-    ["get", "--json", "ID"],
-    ["get", "fp-nobody", "--json"],
-    ["get", "ID"],
-    ["get", "fp-nobody"],
-    ["trigger", "hello", "--id", "ID", "--if-exists", "use-existing", "--json"],
-    ["trigger", "hello", "--if-exists", "use-existing", "--id", "ID"],
-    ["trigger", "helo", "--id", "fp-typo"],
-    ["trigger", "hello", "--id", "fp-bad", "-p", "a=1", "--param", "a=2"],
-    ["trigger", "hello", "--id", "fp-bad", "--params", "{nope"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["get", "ID", "--json"],
+        ["get", "--json", "ID"],
+        ["get", "fp-nobody", "--json"],
+        ["get", "ID"],
+        ["get", "fp-nobody"],
+        ["trigger", "hello", "--id", "ID", "--if-exists", "use-existing", "--json"],
+        ["trigger", "hello", "--if-exists", "use-existing", "--id", "ID"],
+        ["trigger", "helo", "--id", "fp-typo"],
+        ["trigger", "hello", "--id", "fp-bad", "-p", "a=1", "--param", "a=2"],
+        ["trigger", "hello", "--id", "fp-bad", "--params", "{nope"],
+    ],
+)
 def test_fast_path_output_equals_the_typer_path(shared, done, args):
     args = [done if a == "ID" else a for a in args]
     fast, slow = both_paths(shared, *args)
@@ -87,31 +95,55 @@ def test_fast_paths_import_neither_typer_nor_rich(shared, done, tmp_path):
     assert imported(shared, tmp_path, "trigger", "hello", "-p", "a=1", "--json") == set()
 
 
-@pytest.mark.parametrize("argv,fast", [
-    (["trigger", "hello"], True),
-    (["trigger", "hello", "--id", "x", "-p", "a=1", "--param", "b=2", "--params", "{}",
-      "--if-exists", "use-existing", "--json"], True),
-    (["trigger", "hello", "--wait"], False),
-    (["trigger", "hello", "--id", "a", "--id", "b"], False),
-    (["trigger", "hello", "--json", "--json"], False),
-    (["trigger", "hello", "--id", "-x"], False),
-    (["trigger", "hello", "-p"], False),
-    (["trigger", "hello", "--if-exists", "maybe"], False),
-    (["trigger", "hello", "--id=x"], False),
-    (["trigger", "--id", "x", "hello"], False),
-    (["trigger", "hello", "extra"], False),
-    (["trigger", "--help"], False),
-])
+@pytest.mark.parametrize(
+    "argv,fast",
+    [
+        (["trigger", "hello"], True),
+        (
+            [
+                "trigger",
+                "hello",
+                "--id",
+                "x",
+                "-p",
+                "a=1",
+                "--param",
+                "b=2",
+                "--params",
+                "{}",
+                "--if-exists",
+                "use-existing",
+                "--json",
+            ],
+            True,
+        ),
+        (["trigger", "hello", "--wait"], False),
+        (["trigger", "hello", "--id", "a", "--id", "b"], False),
+        (["trigger", "hello", "--json", "--json"], False),
+        (["trigger", "hello", "--id", "-x"], False),
+        (["trigger", "hello", "-p"], False),
+        (["trigger", "hello", "--if-exists", "maybe"], False),
+        (["trigger", "hello", "--id=x"], False),
+        (["trigger", "--id", "x", "hello"], False),
+        (["trigger", "hello", "extra"], False),
+        (["trigger", "--help"], False),
+    ],
+)
 def test_only_plain_trigger_command_lines_take_the_fast_path(argv, fast):
     from ys.commands._admit import fast_argv
 
     assert (fast_argv(argv) is not None) is fast
 
 
-@pytest.mark.parametrize("args", [
-    ["get", "ID", "--json"], ["list", "--json"], ["describe", "ID", "--json"],
-    ["trigger", "hello", "--json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["get", "ID", "--json"],
+        ["list", "--json"],
+        ["describe", "ID", "--json"],
+        ["trigger", "hello", "--json"],
+    ],
+)
 def test_json_paths_import_no_rich_asyncio_or_aiohttp(shared, done, tmp_path, args):
     args = [done if a == "ID" else a for a in args]
     heavy = imported(shared, tmp_path, *args, slow=True)

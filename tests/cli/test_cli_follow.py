@@ -54,8 +54,10 @@ def test_logs_show_what_the_script_printed_per_attempt(shared):
     assert second.stdout == "before attempt=2\nafter attempt=2\n"
     assert out_json(shared.ys("logs", "lg-two", "--json")) == {
         "execution_id": "lg-two",
-        "logs": [{"attempt": 1, "text": "before attempt=1\n"},
-                 {"attempt": 2, "text": "before attempt=2\nafter attempt=2\n"}],
+        "logs": [
+            {"attempt": 1, "text": "before attempt=1\n"},
+            {"attempt": 2, "text": "before attempt=2\nafter attempt=2\n"},
+        ],
     }
     missing = shared.ys("logs", "lg-two", "--attempt", "5")
     assert missing.returncode == 4
@@ -81,14 +83,14 @@ def test_logs_follow_prints_as_the_script_prints_and_ends_when_it_finishes(share
 # -- history --follow ---------------------------------------------------------------------------
 
 
-def test_history_follow_prints_events_as_they_happen_and_ends_at_the_terminal_one(
-        shared, tmp_path):
+def test_history_follow_prints_events_as_they_happen_and_ends_at_the_terminal_one(shared, tmp_path):
     gate = tmp_path / "gate"
     admit(shared, "gate", "hf-1", gate=str(gate))
     follow = Streaming(shared, "history", "hf-1", "--follow", "--json")
     try:
-        wait_until(lambda: any('"claimed"' in line for line in follow.lines),
-                   message="the claimed event")
+        wait_until(
+            lambda: any('"claimed"' in line for line in follow.lines), message="the claimed event"
+        )
         assert follow.proc.poll() is None
         assert not any('"completed"' in line for line in follow.lines)
         gate.touch()

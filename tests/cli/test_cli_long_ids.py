@@ -45,8 +45,9 @@ def test_the_client_reads_take_the_dict_trigger_returns(shared):
         assert c.history(admitted)["events"][0]["kind"] == "admitted"
 
 
-@pytest.mark.parametrize("bad,says", [(42, "not by int"), ({"id": "x"}, '"execution_id"'),
-                                      (None, "not by NoneType")])
+@pytest.mark.parametrize(
+    "bad,says", [(42, "not by int"), ({"id": "x"}, '"execution_id"'), (None, "not by NoneType")]
+)
 def test_the_client_refuses_other_types_with_a_message_that_says_what_it_takes(shared, bad, says):
     with shared.client() as c, pytest.raises(TypeError, match=says) as info:
         c.wait(bad, timeout=1)

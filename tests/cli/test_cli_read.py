@@ -7,8 +7,19 @@ import re
 
 from cli_support import ISO, admit, one_error_line, out_json, wait_status, wait_until
 
-RECORD = {"execution_id", "workflow", "status", "params", "context", "outcome", "admitted_at",
-          "updated_at", "due_at", "attempts", "parent"}
+RECORD = {
+    "execution_id",
+    "workflow",
+    "status",
+    "params",
+    "context",
+    "outcome",
+    "admitted_at",
+    "updated_at",
+    "due_at",
+    "attempts",
+    "parent",
+}
 STATUSES = {"admitted", "running", "suspended", "completed", "failed", "cancelled"}
 COLOUR = re.compile(r"\x1b\[[0-9;]*3[0-7]m")  # a foreground colour escape
 
@@ -89,8 +100,9 @@ def test_list_pages_newest_first_and_tells_people_the_next_token(shared):
         check_record(r)
     token = first["next_page_token"]
     assert isinstance(token, str)
-    rest = out_json(shared.ys("list", "--workflow", "pager", "--limit", "2", "--page-token",
-                              token, "--json"))
+    rest = out_json(
+        shared.ys("list", "--workflow", "pager", "--limit", "2", "--page-token", token, "--json")
+    )
     assert [r["execution_id"] for r in rest["executions"]] == ["pg-1"]
     assert rest["next_page_token"] is None
 
@@ -163,8 +175,11 @@ def test_describe_shows_the_pending_wake(shared):
     d = out_json(shared.ys("describe", "rd-wake", "--json"))
     assert ISO.match(d["due_at"])
     assert d["deliveries"][0]["outcome"] == "suspended"
-    due_row = next(line for line in shared.ys("describe", "rd-wake").stdout.splitlines()
-                   if line.startswith("due"))
+    due_row = next(
+        line
+        for line in shared.ys("describe", "rd-wake").stdout.splitlines()
+        if line.startswith("due")
+    )
     assert "(in 59m" in due_row
 
 
@@ -179,8 +194,9 @@ def test_history_json_pages_seq_from_1_admitted_first_terminal_last(shared):
         assert set(e) == {"seq", "at", "kind", "data"} and ISO.match(e["at"])
     first = out_json(shared.ys("history", "rd-hist", "--limit", "2", "--json"))
     assert first["events"] == events[:2]
-    rest = out_json(shared.ys("history", "rd-hist", "--page-token", first["next_page_token"],
-                              "--json"))
+    rest = out_json(
+        shared.ys("history", "rd-hist", "--page-token", first["next_page_token"], "--json")
+    )
     assert rest["events"] == events[2:]
     people = shared.ys("history", "rd-hist", "--limit", "2")
     assert "admitted" in people.stdout and "completed" not in people.stdout
@@ -192,8 +208,13 @@ def test_history_json_pages_seq_from_1_admitted_first_terminal_last(shared):
 
 def test_workflows_json_lists_the_scripts_with_load_errors(shared):
     shared.write("broken.py", "def main(:\n")
-    listing = wait_until(lambda: (w := out_json(shared.ys("workflows", "--json")))
-                         and any(x["name"] == "broken" for x in w["workflows"]) and w)
+    listing = wait_until(
+        lambda: (
+            (w := out_json(shared.ys("workflows", "--json")))
+            and any(x["name"] == "broken" for x in w["workflows"])
+            and w
+        )
+    )
     assert set(listing) == {"workflows"}
     by_name = {w["name"]: w for w in listing["workflows"]}
     for w in by_name.values():
@@ -209,9 +230,12 @@ def test_wake_makes_a_suspended_execution_due_now_and_ignores_a_finished_one(sha
     admit(shared, "nap", "rd-nudge")
     wait_status(shared, "rd-nudge", "suspended")
     assert out_json(shared.ys("wake", "rd-nudge", "--json")) == {
-        "execution_id": "rd-nudge", "status": "requested"}
-    wait_until(lambda: shared.client().get("rd-nudge")["attempts"] == 2,
-               message="a second delivery")
+        "execution_id": "rd-nudge",
+        "status": "requested",
+    }
+    wait_until(
+        lambda: shared.client().get("rd-nudge")["attempts"] == 2, message="a second delivery"
+    )
     finished(shared, "hello", "rd-woken-done")
     people = shared.ys("wake", "rd-woken-done")
     assert people.returncode == 0 and "nothing to wake" in people.stderr

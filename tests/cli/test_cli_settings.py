@@ -35,8 +35,13 @@ def test_config_toml_sets_concurrency_and_the_environment_wins(ys_home):
 
 def test_an_unknown_key_stops_the_daemon_with_one_line_and_doctor_reports_it(ys_home):
     config(ys_home, 'concurrency = 2\ncolour = "blue"\n')
-    run = subprocess.run([sys.executable, "-m", "ys", "daemon", "run"], env=ys_home.env,
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "ys", "daemon", "run"],
+        env=ys_home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and run.stdout == ""
     assert "unknown key 'colour'" in one_error_line(run, "INVALID_ARGUMENT")
     start = ys_home.ys("daemon", "start")
@@ -96,13 +101,16 @@ def test_a_damaged_daemon_id_file_stops_the_daemon_with_what_to_do(ys_home):
 
 
 def test_ys_imports_without_psycopg_and_a_postgresql_daemon_says_what_to_install(ys_home):
-    blocked = ("import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
-               "import ys, ys.cli, ys.client, ys.daemon.main, ys.store, ys.store.postgres\n"
-               "from ys.daemon.__main__ import main\n"
-               "sys.exit(main(['run']))\n")
+    blocked = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "import ys, ys.cli, ys.client, ys.daemon.main, ys.store, ys.store.postgres\n"
+        "from ys.daemon.__main__ import main\n"
+        "sys.exit(main(['run']))\n"
+    )
     env = {**ys_home.env, "YS_DATABASE": "postgresql://ys@/ys?host=/nonexistent"}
-    run = subprocess.run([sys.executable, "-c", blocked], env=env, capture_output=True,
-                         text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", blocked], env=env, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 3, run.stderr
     assert "pip install 'ys[postgres]'" in one_error_line(run, "FAILED_PRECONDITION")
     assert daemons_for(ys_home.home) == []

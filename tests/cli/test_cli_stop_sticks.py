@@ -35,8 +35,9 @@ def test_stop_sticks_while_commands_follow_or_wait(autostart_home, tmp_path):
         "wait": Streaming(h, "wait", "held"),
         "history": Streaming(h, "history", "held", "--follow"),
         "logs": Streaming(h, "logs", "held", "--follow"),
-        "trigger": Streaming(h, "trigger", "gate", "--id", "held-2", "-p", f"gate={gate}",
-                             "--wait"),
+        "trigger": Streaming(
+            h, "trigger", "gate", "--id", "held-2", "-p", f"gate={gate}", "--wait"
+        ),
     }
     try:
         # each has reached the daemon (so none of them is a command typed afresh)

@@ -50,8 +50,11 @@ def test_trigger_with_an_id_in_use_exits_3_and_says_what_to_do(shared):
     assert again.stdout == ""
     line = one_error_line(again, "EXECUTION_ID_CONFLICT")
     assert line.startswith("EXECUTION_ID_CONFLICT: order-42 already exists (completed ")
-    assert re.search(r"\(completed (just now|.+ ago)\); use another --id, or --if-exists "
-                     r"use-existing$", line)
+    assert re.search(
+        r"\(completed (just now|.+ ago)\); use another --id, or --if-exists "
+        r"use-existing$",
+        line,
+    )
 
 
 def test_client_trigger_with_an_id_in_use_raises_admission_error_from_http_409(shared):
@@ -78,11 +81,15 @@ def test_trigger_returns_once_admission_commits_and_the_daemon_then_delivers(sha
 def test_if_exists_use_existing_gives_the_same_id_and_started_false(shared):
     first = out_json(shared.ys("trigger", "hello", "--id", "x-1", "-p", "n=1", "--json"))
     assert first == {"execution_id": "x-1", "started": True}
-    again = out_json(shared.ys("trigger", "hello", "--id", "x-1", "-p", "n=1",
-                               "--if-exists", "use-existing", "--json"))
+    again = out_json(
+        shared.ys(
+            "trigger", "hello", "--id", "x-1", "-p", "n=1", "--if-exists", "use-existing", "--json"
+        )
+    )
     assert again == {"execution_id": "x-1", "started": False}
-    differs = shared.ys("trigger", "hello", "--id", "x-1", "-p", "n=2",
-                        "--if-exists", "use-existing")
+    differs = shared.ys(
+        "trigger", "hello", "--id", "x-1", "-p", "n=2", "--if-exists", "use-existing"
+    )
     assert differs.returncode == 3
     one_error_line(differs, "EXECUTION_ID_CONFLICT")
 
@@ -100,17 +107,44 @@ def test_a_typo_in_the_workflow_name_suggests_the_closest_names_and_exits_4(shar
 
 def test_p_values_are_json_when_they_parse_and_strings_otherwise(shared):
     execution_id = shared.ys(
-        "trigger", "hello", "-p", "order=42", "-p", "name=ann", "-p", "flag=true",
-        "-p", 'obj={"a": [1, 2]}', "-p", "empty=", "-p", "nan=NaN", "-p", "eq=a=b",
+        "trigger",
+        "hello",
+        "-p",
+        "order=42",
+        "-p",
+        "name=ann",
+        "-p",
+        "flag=true",
+        "-p",
+        'obj={"a": [1, 2]}',
+        "-p",
+        "empty=",
+        "-p",
+        "nan=NaN",
+        "-p",
+        "eq=a=b",
     ).stdout.strip()
     params = _record(shared, execution_id)["params"]
-    assert params == {"order": 42, "name": "ann", "flag": True, "obj": {"a": [1, 2]},
-                      "empty": "", "nan": "NaN", "eq": "a=b"}
+    assert params == {
+        "order": 42,
+        "name": "ann",
+        "flag": True,
+        "obj": {"a": [1, 2]},
+        "empty": "",
+        "nan": "NaN",
+        "eq": "a=b",
+    }
 
 
 def test_params_from_stdin(shared):
-    result = shared.ys("trigger", "hello", "--params", "-", "--json",
-                       input=json.dumps({"name": "stdin", "n": [1, 2.5, None]}))
+    result = shared.ys(
+        "trigger",
+        "hello",
+        "--params",
+        "-",
+        "--json",
+        input=json.dumps({"name": "stdin", "n": [1, 2.5, None]}),
+    )
     execution_id = out_json(result)["execution_id"]
     record = _record(shared, execution_id)
     assert record["params"] == {"name": "stdin", "n": [1, 2.5, None]}
@@ -125,18 +159,21 @@ def test_params_from_a_file_and_text_combined_with_p(shared, tmp_path):
     assert _record(shared, literal)["params"] == {"a": 1}
 
 
-@pytest.mark.parametrize("args", [
-    ["-p", "order=1", "-p", "order=2"],            # a key given twice
-    ["-p", "no-equals-sign"],
-    ["-p", "=value"],
-    ["--params", "{not json"],
-    ["--params", "NaN"],
-    ["--params", "[1]", "-p", "a=1"],              # -p needs an object to add to
-    ["--params", '{"a": 1}', "-p", "a=2"],         # a key given by both
-    ["--params", "@/nonexistent/params.json"],
-    ["--timeout", "5"],                            # --timeout without --wait
-    ["--wait", "--timeout", "soon"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-p", "order=1", "-p", "order=2"],  # a key given twice
+        ["-p", "no-equals-sign"],
+        ["-p", "=value"],
+        ["--params", "{not json"],
+        ["--params", "NaN"],
+        ["--params", "[1]", "-p", "a=1"],  # -p needs an object to add to
+        ["--params", '{"a": 1}', "-p", "a=2"],  # a key given by both
+        ["--params", "@/nonexistent/params.json"],
+        ["--timeout", "5"],  # --timeout without --wait
+        ["--wait", "--timeout", "soon"],
+    ],
+)
 def test_bad_params_exit_2_and_admit_nothing(shared, args):
     result = shared.ys("trigger", "hello", "--id", "never", *args)
     assert result.returncode == 2, result.stderr
@@ -146,8 +183,9 @@ def test_bad_params_exit_2_and_admit_nothing(shared, args):
 
 
 def test_bad_json_on_stdin_exits_2_and_admits_nothing(shared):
-    result = shared.ys("trigger", "hello", "--id", "never-stdin", "--params", "-",
-                       input="{'single': 'quotes'}")
+    result = shared.ys(
+        "trigger", "hello", "--id", "never-stdin", "--params", "-", input="{'single': 'quotes'}"
+    )
     assert result.returncode == 2
     assert "INVALID_ARGUMENT: --params from stdin is not valid JSON" in result.stderr
     assert _absent(shared, "never-stdin")
@@ -157,7 +195,8 @@ def test_a_usage_error_is_one_line_and_exits_2(shared):
     result = shared.ys("trigger", "hello", "--if-exists", "sometimes")
     assert result.returncode == 2
     assert "'sometimes' is not one of 'fail', 'use-existing'" in one_error_line(
-        result, "INVALID_ARGUMENT")
+        result, "INVALID_ARGUMENT"
+    )
 
 
 # -- --wait ---------------------------------------------------------------------------------

@@ -19,8 +19,21 @@ from typing import Any
 from tests.support import GATE, DaemonHandle, wait_until
 from tests.support import make_home as empty_home
 
-__all__ = ["DaemonHandle", "wait_until", "HELLO", "GATE", "make_home", "out_json", "spawn",
-           "minute_slots", "daily_at", "put_schedule", "executions_of", "shell", "wait_status"]
+__all__ = [
+    "DaemonHandle",
+    "wait_until",
+    "HELLO",
+    "GATE",
+    "make_home",
+    "out_json",
+    "spawn",
+    "minute_slots",
+    "daily_at",
+    "put_schedule",
+    "executions_of",
+    "shell",
+    "wait_status",
+]
 
 HELLO = """
     import ys
@@ -29,7 +42,6 @@ HELLO = """
     def main(step, params):
         return step.run("greet", lambda: f"hello {params.get('n', 0)}")
 """
-
 
 
 WORKFLOWS = {"hello.py": HELLO, "gate.py": GATE}
@@ -57,8 +69,12 @@ def spawn(h: DaemonHandle) -> subprocess.Popen[bytes]:
     """Start a daemon without waiting for it to answer (it may crash before it can)."""
     log = open(h.home / "daemon-test.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ys.daemon", "run"], env=h.env, stdout=log, stderr=log,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "-m", "ys.daemon", "run"],
+        env=h.env,
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     log.close()
     h.proc = proc
@@ -81,8 +97,7 @@ def daily_at(slots: list[float]) -> str:
     return f"{minutes} {hours} * * *"
 
 
-def put_schedule(h: DaemonHandle, name: str, workflow: str, slots: list[float],
-                 **kw: Any) -> None:
+def put_schedule(h: DaemonHandle, name: str, workflow: str, slots: list[float], **kw: Any) -> None:
     """A schedule firing at `slots`, its cursor just before the first (all due at once),
     written into the home's database before a daemon starts."""
     from ys.store.sqlite import SqliteStore
@@ -101,13 +116,15 @@ def executions_of(h: DaemonHandle, prefix: str) -> dict[str, dict[str, Any]]:
     return {r["execution_id"]: r for r in items if r["execution_id"].startswith(prefix)}
 
 
-def wait_status(h: DaemonHandle, execution_id: str, *statuses: str,
-                timeout: float = 20) -> dict[str, Any]:
+def wait_status(
+    h: DaemonHandle, execution_id: str, *statuses: str, timeout: float = 20
+) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
         with h.client(timeout=5) as c:
             record: dict[str, Any] = c.get(execution_id)
         return record if record["status"] in statuses else None
 
-    result: dict[str, Any] = wait_until(check, timeout=timeout,
-                                        message=f"{execution_id} to be {statuses}")
+    result: dict[str, Any] = wait_until(
+        check, timeout=timeout, message=f"{execution_id} to be {statuses}"
+    )
     return result

@@ -29,14 +29,17 @@ def script(schedule: str) -> str:
     """
 
 
-@pytest.mark.parametrize("expr,says", [
-    ("0 3 * * * *", "6 fields (ys has no seconds field)"),
-    ("*/5 * * * * *", "6 fields"),
-    ("0 3 * * * 2026", "6 fields"),
-    ("0 3 * *", "4 fields"),
-    ("@reboot", "ys trigger"),
-    ("@fortnightly", "no such shortcut"),
-])
+@pytest.mark.parametrize(
+    "expr,says",
+    [
+        ("0 3 * * * *", "6 fields (ys has no seconds field)"),
+        ("*/5 * * * * *", "6 fields"),
+        ("0 3 * * * 2026", "6 fields"),
+        ("0 3 * *", "4 fields"),
+        ("@reboot", "ys trigger"),
+        ("@fortnightly", "no such shortcut"),
+    ],
+)
 def test_anything_but_five_fields_or_a_shortcut_is_refused(shared, expr, says):
     result = shared.ys("schedule", "add", "wrong", "hello", "--cron", expr, "--tz", "UTC")
     assert result.returncode == 2, result.stderr
@@ -46,19 +49,23 @@ def test_anything_but_five_fields_or_a_shortcut_is_refused(shared, expr, says):
     assert "wrong" not in listed(shared)
 
 
-@pytest.mark.parametrize("expr,first,step", [
-    ("@hourly", lambda d: d.minute == 0, HOUR),
-    ("@daily", lambda d: (d.hour, d.minute) == (0, 0), 24 * HOUR),
-    ("@midnight", lambda d: (d.hour, d.minute) == (0, 0), 24 * HOUR),
-    ("@weekly", lambda d: (d.weekday(), d.hour, d.minute) == (6, 0, 0), 7 * 24 * HOUR),
-    ("@monthly", lambda d: (d.day, d.hour, d.minute) == (1, 0, 0), None),
-    ("@yearly", lambda d: (d.month, d.day, d.hour) == (1, 1, 0), None),
-    ("@annually", lambda d: (d.month, d.day, d.hour) == (1, 1, 0), None),
-])
+@pytest.mark.parametrize(
+    "expr,first,step",
+    [
+        ("@hourly", lambda d: d.minute == 0, HOUR),
+        ("@daily", lambda d: (d.hour, d.minute) == (0, 0), 24 * HOUR),
+        ("@midnight", lambda d: (d.hour, d.minute) == (0, 0), 24 * HOUR),
+        ("@weekly", lambda d: (d.weekday(), d.hour, d.minute) == (6, 0, 0), 7 * 24 * HOUR),
+        ("@monthly", lambda d: (d.day, d.hour, d.minute) == (1, 0, 0), None),
+        ("@yearly", lambda d: (d.month, d.day, d.hour) == (1, 1, 0), None),
+        ("@annually", lambda d: (d.month, d.day, d.hour) == (1, 1, 0), None),
+    ],
+)
 def test_the_crontab_shortcuts_are_accepted(shared, expr, first, step):
     name = "short-" + expr[1:]
-    added = out_json(shared.ys("schedule", "add", name, "hello", "--cron", expr, "--tz", "UTC",
-                               "--json"))
+    added = out_json(
+        shared.ys("schedule", "add", name, "hello", "--cron", expr, "--tz", "UTC", "--json")
+    )
     assert added["cron"] == expr  # kept as written
     times = shared.ys("schedule", "next", name, "-n", "3").stdout.split()
     fires = [parse_iso(t) for t in times]
@@ -76,8 +83,10 @@ def test_a_six_field_schedule_is_refused_in_a_decorator_and_a_shell_header(share
     shell(shared, "hourly", '# ys: schedule="@hourly" tz=UTC\necho hourly')
     # the registry applies changes in order: once the shortcuts are listed, the six-field
     # declarations before them have been seen (and refused)
-    schedules = wait_until(lambda: (lambda s: s if {"daily", "hourly"} <= set(s) else None)(
-        listed(shared)), message="the shortcut declarations")
+    schedules = wait_until(
+        lambda: (lambda s: s if {"daily", "hourly"} <= set(s) else None)(listed(shared)),
+        message="the shortcut declarations",
+    )
     assert "six" not in schedules and "sixsh" not in schedules
     assert schedules["daily"]["next_fire_at"].endswith("T00:00:00.000Z")
     assert schedules["hourly"]["next_fire_at"].endswith(":00:00.000Z")

@@ -10,8 +10,21 @@ import sqlite3
 import pytest
 from cron_support import wait_status
 
-NAMES = {"settings", "home", "logs folder", "runtime folder", "socket", "workflows folder",
-         "daemon", "database", "schema", "histories", "time zone", "environment", "ys for scripts"}
+NAMES = {
+    "settings",
+    "home",
+    "logs folder",
+    "runtime folder",
+    "socket",
+    "workflows folder",
+    "daemon",
+    "database",
+    "schema",
+    "histories",
+    "time zone",
+    "environment",
+    "ys for scripts",
+}
 
 
 @pytest.fixture

@@ -39,12 +39,18 @@ def aged(home, monkeypatch):
             at = now - 3600 if execution_id == "new-done" else old
             workflow = "ghost" if execution_id == "old-waiting" else "hello"  # ghost never runs
             store.admit(workflow, {}, execution_id=execution_id, now=at)
-        settle(store, {"old-done": {"status": "completed", "result": 1},
-                       "old-failed": {"status": "failed", "error": {"name": "E", "message": "x"}}},
-               old + 1)
+        settle(
+            store,
+            {
+                "old-done": {"status": "completed", "result": 1},
+                "old-failed": {"status": "failed", "error": {"name": "E", "message": "x"}},
+            },
+            old + 1,
+        )
         settle(store, {"new-done": {"status": "completed", "result": 1}}, now - 3500)
-        store.effect_begin("charge.v1", "shop:charge:1", {"amount": 5}, "old-done", "charge",
-                           now=old)
+        store.effect_begin(
+            "charge.v1", "shop:charge:1", {"amount": 5}, "old-done", "charge", now=old
+        )
         store.effect_settle("charge.v1", "shop:charge:1", '{"receipt":"r-1"}', now=old)
     finally:
         store.close()
@@ -108,6 +114,7 @@ def test_older_than_0_says_every_finished_execution_not_over_0_ago(aged):
     assert "would prune 3 executions finished;" in result.stderr
     assert " 0 ago" not in result.stderr and "0s ago" not in result.stderr
     assert daemon.ys("gc", "--older-than", "0").stderr.strip() == (
-        "pruned 3 executions finished and their logs")
+        "pruned 3 executions finished and their logs"
+    )
     nothing = daemon.ys("gc", "--older-than", "0")
     assert nothing.stderr.strip() == "nothing to prune: no execution finished"

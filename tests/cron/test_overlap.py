@@ -16,8 +16,9 @@ from ys.contract import slot_id
 def test_overlap_end_to_end_with_three_slots_due_at_once(home, tmp_path, policy):
     gate = tmp_path / "gate"
     slots = minute_slots(3, time.time())
-    put_schedule(home, "gated", "gate", slots, params={"gate": str(gate)}, catch_up="all",
-                 overlap=policy)
+    put_schedule(
+        home, "gated", "gate", slots, params={"gate": str(gate)}, catch_up="all", overlap=policy
+    )
     home.start()
     ids = [slot_id("gated", s) for s in slots]
     with home.client() as c:

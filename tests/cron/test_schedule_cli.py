@@ -11,8 +11,18 @@ import pytest
 from cron_support import out_json, shell, wait_until
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-FIELDS = {"name", "workflow", "cron", "tz", "params", "catch_up", "overlap", "paused",
-          "next_fire_at", "last_fire_at"}
+FIELDS = {
+    "name",
+    "workflow",
+    "cron",
+    "tz",
+    "params",
+    "catch_up",
+    "overlap",
+    "paused",
+    "next_fire_at",
+    "last_fire_at",
+}
 
 DECLARED = """
     import ys
@@ -35,14 +45,32 @@ def listed(daemon) -> dict[str, dict]:
 
 
 def test_add_list_next_pause_resume_rm_with_json(daemon):
-    added = out_json(daemon.ys("schedule", "add", "backup", "hello", "--cron", "30 2 * * *",
-                               "--tz", "Europe/Paris", "-p", "n=7", "--overlap", "queue",
-                               "--catch-up", "all", "--max-late", "2h", "--jitter", "10m",
-                               "--json"))
+    added = out_json(
+        daemon.ys(
+            "schedule",
+            "add",
+            "backup",
+            "hello",
+            "--cron",
+            "30 2 * * *",
+            "--tz",
+            "Europe/Paris",
+            "-p",
+            "n=7",
+            "--overlap",
+            "queue",
+            "--catch-up",
+            "all",
+            "--max-late",
+            "2h",
+            "--jitter",
+            "10m",
+            "--json",
+        )
+    )
     assert FIELDS <= set(added)
     assert added["name"] == "backup" and added["workflow"] == "hello"
-    assert (added["cron"], added["tz"], added["params"]) == ("30 2 * * *", "Europe/Paris",
-                                                             {"n": 7})
+    assert (added["cron"], added["tz"], added["params"]) == ("30 2 * * *", "Europe/Paris", {"n": 7})
     assert (added["catch_up"], added["overlap"], added["paused"]) == ("all", "queue", False)
     assert added["max_late"] == 7200 and added["jitter"] == 600
     assert ISO.match(added["next_fire_at"]) and added["last_fire_at"] is None
@@ -74,8 +102,15 @@ def test_add_list_next_pause_resume_rm_with_json(daemon):
 
 
 def test_people_output_and_the_default_zone(daemon):
-    result = daemon.ys("schedule", "add", "plain", "hello", "--cron", "*/10 * * * *",
-                       env={"TZ": "America/New_York"})
+    result = daemon.ys(
+        "schedule",
+        "add",
+        "plain",
+        "hello",
+        "--cron",
+        "*/10 * * * *",
+        env={"TZ": "America/New_York"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and "schedule plain triggers hello" in result.stderr
     assert listed(daemon)["plain"]["tz"] == "America/New_York"  # the caller's zone, by name
@@ -86,15 +121,18 @@ def test_people_output_and_the_default_zone(daemon):
     assert daemon.ys("schedule", "rm", "plain").returncode == 0
 
 
-@pytest.mark.parametrize("args,code,error", [
-    (["bad", "hello", "--cron", "61 * * * *"], 2, "INVALID_ARGUMENT"),
-    (["bad", "hello", "--cron", "* * *"], 2, "INVALID_ARGUMENT"),
-    (["bad", "hello", "--cron", "0 3 * * *", "--tz", "Mars/Olympus"], 2, "INVALID_ARGUMENT"),
-    (["bad", "hello", "--cron", "0 3 * * *", "--max-late", "soon"], 2, "INVALID_ARGUMENT"),
-    (["bad", "hello", "--cron", "0 3 * * *", "--overlap", "sometimes"], 2, "INVALID_ARGUMENT"),
-    (["bad@x", "hello", "--cron", "0 3 * * *"], 2, "INVALID_ARGUMENT"),
-    (["bad", "no-such-workflow", "--cron", "0 3 * * *"], 4, "WORKFLOW_NOT_FOUND"),
-])
+@pytest.mark.parametrize(
+    "args,code,error",
+    [
+        (["bad", "hello", "--cron", "61 * * * *"], 2, "INVALID_ARGUMENT"),
+        (["bad", "hello", "--cron", "* * *"], 2, "INVALID_ARGUMENT"),
+        (["bad", "hello", "--cron", "0 3 * * *", "--tz", "Mars/Olympus"], 2, "INVALID_ARGUMENT"),
+        (["bad", "hello", "--cron", "0 3 * * *", "--max-late", "soon"], 2, "INVALID_ARGUMENT"),
+        (["bad", "hello", "--cron", "0 3 * * *", "--overlap", "sometimes"], 2, "INVALID_ARGUMENT"),
+        (["bad@x", "hello", "--cron", "0 3 * * *"], 2, "INVALID_ARGUMENT"),
+        (["bad", "no-such-workflow", "--cron", "0 3 * * *"], 4, "WORKFLOW_NOT_FOUND"),
+    ],
+)
 def test_bad_schedules_exit_by_their_error_and_store_nothing(daemon, args, code, error):
     result = daemon.ys("schedule", "add", *args)
     assert result.returncode == code, result.stderr
@@ -109,7 +147,9 @@ def test_a_name_in_use_is_a_conflict_and_the_first_schedule_stays(daemon):
     assert again.returncode == 3, again.stderr
     assert again.stderr.startswith("FAILED_PRECONDITION: ")
     assert (listed(daemon)["twice"]["workflow"], listed(daemon)["twice"]["cron"]) == (
-        "hello", "0 1 * * *")
+        "hello",
+        "0 1 * * *",
+    )
     assert daemon.ys("schedule", "rm", "twice").returncode == 0
 
 
@@ -121,11 +161,12 @@ def test_an_unknown_schedule_exits_4(daemon, verb):
 
 
 def test_schedules_declared_by_scripts_are_listed_with_source_script(daemon):
-    schedules = wait_until(lambda: (lambda s: s if {"nightly", "tidy"} <= set(s) else None)(
-        listed(daemon)), message="the declared schedules")
+    schedules = wait_until(
+        lambda: (lambda s: s if {"nightly", "tidy"} <= set(s) else None)(listed(daemon)),
+        message="the declared schedules",
+    )
     nightly, tidy = schedules["nightly"], schedules["tidy"]
-    assert (nightly["workflow"], nightly["cron"], nightly["tz"]) == ("nightly", "0 3 * * *",
-                                                                     "UTC")
+    assert (nightly["workflow"], nightly["cron"], nightly["tz"]) == ("nightly", "0 3 * * *", "UTC")
     assert (tidy["workflow"], tidy["cron"]) == ("tidy", "*/5 * * * *")
     assert nightly["source"] == tidy["source"] == "script"
     assert nightly["next_fire_at"].endswith("T03:00:00.000Z")
@@ -134,8 +175,10 @@ def test_schedules_declared_by_scripts_are_listed_with_source_script(daemon):
     assert refused.returncode == 3 and "pause" in refused.stderr
     assert out_json(daemon.ys("schedule", "pause", "tidy", "--json"))["paused"] is True
     daemon.write("tidy", '#!/bin/sh\n# ys: schedule="*/10 * * * *"\necho tidy\n', mode=0o700)
-    tidy = wait_until(lambda: (lambda s: s if s["cron"] == "*/10 * * * *" else None)(
-        listed(daemon)["tidy"]), message="the new declaration")
+    tidy = wait_until(
+        lambda: (lambda s: s if s["cron"] == "*/10 * * * *" else None)(listed(daemon)["tidy"]),
+        message="the new declaration",
+    )
     assert tidy["paused"] is True  # a script's new declaration keeps the pause
 
 

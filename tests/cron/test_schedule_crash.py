@@ -27,7 +27,8 @@ def committed(db) -> list[str]:
 
 @pytest.mark.parametrize("point", ["schedule.in_fire", "schedule.after_fire"])
 def test_a_daemon_killed_during_a_fire_leaves_exactly_one_execution_for_the_slot(
-        home, tmp_path, point):
+    home, tmp_path, point
+):
     [slot] = minute_slots(1, time.time())
     put_schedule(home, "tick", "hello", [slot], params={"n": 1})
     marker = tmp_path / "crashed"
@@ -42,8 +43,11 @@ def test_a_daemon_killed_during_a_fire_leaves_exactly_one_execution_for_the_slot
     del home.env["YS_CRASH_POINTS"]
     home.start()
     record = wait_status(home, expected, "completed")
-    assert record["context"] == {"schedule": "tick", "slot": expected.split("@")[1],
-                                 "catch_up": record["context"]["catch_up"]}
+    assert record["context"] == {
+        "schedule": "tick",
+        "slot": expected.split("@")[1],
+        "catch_up": record["context"]["catch_up"],
+    }
     assert record["outcome"]["result"] == "hello 1"
     assert list(executions_of(home, "tick@")) == [expected]
     with home.client() as c:

@@ -28,12 +28,15 @@ def test_next_of_a_paused_schedule_says_it_is_paused_and_lists_nothing(shared):
     assert shared.ys("schedule", "rm", "held").returncode == 0
 
 
-@pytest.mark.parametrize("name,reason", [
-    ("x" * 200, "200 characters long; use at most 128"),
-    ("a@b", "holds '@'"),
-    ("tab\there", "control characters"),
-    ("é" * 120, "use at most 235"),
-])
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        ("x" * 200, "200 characters long; use at most 128"),
+        ("a@b", "holds '@'"),
+        ("tab\there", "control characters"),
+        ("é" * 120, "use at most 235"),
+    ],
+)
 def test_a_bad_schedule_name_is_refused_for_its_own_reason(shared, name, reason):
     result = shared.ys("schedule", "add", name, "hello", "--cron", "0 3 * * *")
     assert result.returncode == 2, result.stderr
@@ -54,7 +57,9 @@ def test_a_name_of_128_characters_is_accepted(shared):
 def test_the_daemon_answers_no_fire_times_for_a_paused_schedule(shared):
     """GET /v1/schedules/{name}/next itself, not only the CLI, says a paused schedule fires
     at no time."""
-    assert shared.ys("schedule", "add", "api-paused", "hello", "--cron", "0 3 * * *").returncode == 0
+    assert (
+        shared.ys("schedule", "add", "api-paused", "hello", "--cron", "0 3 * * *").returncode == 0
+    )
     assert shared.ys("schedule", "pause", "api-paused").returncode == 0
     with shared.client() as c:
         assert c.schedule_next("api-paused", 3) == {"fire_times": [], "paused": True}

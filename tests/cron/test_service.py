@@ -26,8 +26,7 @@ def config(ys_home, tmp_path) -> Path:
 
 
 @linux
-def test_install_writes_a_user_unit_that_runs_this_daemon_and_uninstall_removes_it(ys_home,
-                                                                                   config):
+def test_install_writes_a_user_unit_that_runs_this_daemon_and_uninstall_removes_it(ys_home, config):
     result = ys_home.ys("daemon", "install")
     assert result.returncode == 0, result.stderr
     unit = config / "systemd" / "user" / "ys.service"
@@ -45,8 +44,7 @@ def test_install_writes_a_user_unit_that_runs_this_daemon_and_uninstall_removes_
 
     again = json.loads(ys_home.ys("daemon", "install", "--json").stdout)
     assert again["path"] == str(unit) and again["manager"] == "systemd"
-    assert again["replaced"] is True and again["exec"] == [sys.executable, "-m", "ys.daemon",
-                                                           "run"]
+    assert again["replaced"] is True and again["exec"] == [sys.executable, "-m", "ys.daemon", "run"]
 
     removed = ys_home.ys("daemon", "uninstall")
     assert removed.returncode == 0 and not unit.exists()
@@ -65,8 +63,9 @@ def test_the_unit_quotes_paths_with_spaces_and_percent_signs(ys_home, config, tm
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         return
-    check = subprocess.run([analyze, "verify", unit.name], cwd=unit.parent, capture_output=True,
-                           text=True, timeout=60)
+    check = subprocess.run(
+        [analyze, "verify", unit.name], cwd=unit.parent, capture_output=True, text=True, timeout=60
+    )
     if check.returncode != 0 and "manager" in check.stderr.lower():
         pytest.skip(f"systemd-analyze cannot run here: {check.stderr.strip()}")
     assert check.returncode == 0, check.stderr
@@ -76,7 +75,11 @@ def test_the_launchd_agent_runs_this_daemon_and_restarts_it_on_failure(tmp_path)
     argv = service.exec_argv()
     plist = plistlib.loads(service.launchd_plist(argv, {"YS_HOME": "/h"}, tmp_path / "d.log"))
     assert plist["Label"] == "ys.daemon" and plist["ProgramArguments"] == [
-        sys.executable, "-m", "ys.daemon", "run"]
+        sys.executable,
+        "-m",
+        "ys.daemon",
+        "run",
+    ]
     assert plist["RunAtLoad"] is True and plist["KeepAlive"] == {"SuccessfulExit": False}
     assert plist["EnvironmentVariables"] == {"YS_HOME": "/h"}
     assert plist["StandardErrorPath"] == str(tmp_path / "d.log")

@@ -28,8 +28,20 @@ from tests.support import (
 )
 
 __all__ = [
-    "DaemonHandle", "PRELUDE", "alive", "claimed", "count", "events", "fixture_dir", "go", "kinds",
-    "lines", "make_home", "parse_iso", "wait_until", "write_workflow",
+    "DaemonHandle",
+    "PRELUDE",
+    "alive",
+    "claimed",
+    "count",
+    "events",
+    "fixture_dir",
+    "go",
+    "kinds",
+    "lines",
+    "make_home",
+    "parse_iso",
+    "wait_until",
+    "write_workflow",
 ]
 
 PRELUDE = prelude(start_pid=True)  # block() notes <name>:start:<pid>

@@ -23,13 +23,20 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = sock
 
 
-def send(h: DaemonHandle, method: str, path: str, body: bytes | None = None,
-         headers: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[int, Any]:
+def send(
+    h: DaemonHandle,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> tuple[int, Any]:
     """The status and the JSON body (None when empty) of one request on a new connection."""
     conn = _UnixHTTP(str(h.socket), timeout)
     try:
-        conn.request(method, path, body=body,
-                     headers={"Content-Type": "application/json", **(headers or {})})
+        conn.request(
+            method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})}
+        )
         resp = conn.getresponse()
         data = resp.read()
         return resp.status, json.loads(data) if data else None

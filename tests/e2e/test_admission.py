@@ -29,7 +29,9 @@ def test_repeated_trigger_of_an_id_in_use_is_refused_and_queues_nothing(daemon, 
     c = daemon.client()
     params = {"d": str(fx), "order": 42, "sleep": 3600}
     assert c.trigger("order", params, execution_id="order-42") == {
-        "execution_id": "order-42", "started": True}
+        "execution_id": "order-42",
+        "started": True,
+    }
     wait_until(lambda: c.get("order-42")["status"] == "suspended", message="order-42 suspended")
     before = c.describe("order-42")
 
@@ -41,8 +43,10 @@ def test_repeated_trigger_of_an_id_in_use_is_refused_and_queues_nothing(daemon, 
     # the same refusal on the raw route: 409 and the spec's code
     with pytest.raises(ys.ExecutionAdmissionError) as raw:
         Transport(str(daemon.socket)).request(
-            "POST", "/v1/executions",
-            {"workflow": "order", "execution_id": "order-42", "params": params})
+            "POST",
+            "/v1/executions",
+            {"workflow": "order", "execution_id": "order-42", "params": params},
+        )
     assert (raw.value.code, raw.value.context.get("status")) == ("EXECUTION_ID_CONFLICT", 409)
 
     after = c.describe("order-42")
@@ -58,25 +62,35 @@ def test_two_wakes_while_suspended_give_one_delivery(ys_home, tmp_path):
     # One slot, held by a blocked execution: both wakes land before the dispatcher can claim.
     daemon = ys_home.start(concurrency=1)
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "sleeper", """
+    write_workflow(
+        daemon,
+        "sleeper",
+        """
         @ys.workflow
         def main(step, params):
             note(params["d"], "delivery " + str(step.attempt))  # counts deliveries, on purpose
             step.run("before", note, params["d"], "before")
             step.sleep("nap", 3600)
             step.run("after", note, params["d"], "after")
-    """)
-    write_workflow(daemon, "blocker", """
+    """,
+    )
+    write_workflow(
+        daemon,
+        "blocker",
+        """
         @ys.workflow
         def main(step, params):
             return step.run("hold", block, params["d"], "hold")
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("sleeper", {"d": str(fx)}, execution_id="sleeper")
     wait_until(lambda: c.get("sleeper")["status"] == "suspended", message="sleeper suspended")
     c.trigger("blocker", {"d": str(fx)}, execution_id="blocker")
-    wait_until(lambda: any(ln.startswith("hold:start") for ln in lines(fx)),
-               message="blocker holding the only slot")
+    wait_until(
+        lambda: any(ln.startswith("hold:start") for ln in lines(fx)),
+        message="blocker holding the only slot",
+    )
 
     assert c.wake("sleeper") == {"status": "requested"}
     assert c.wake("sleeper") == {"status": "requested"}
@@ -84,8 +98,10 @@ def test_two_wakes_while_suspended_give_one_delivery(ys_home, tmp_path):
     go(fx, "hold")
 
     assert c.wait("blocker", timeout=20)["status"] == "completed"
-    wait_until(lambda: claimed(c, "sleeper") == 2 and kinds(c, "sleeper")[-1] == "suspended",
-               message="the woken delivery suspended again")
+    wait_until(
+        lambda: claimed(c, "sleeper") == 2 and kinds(c, "sleeper")[-1] == "suspended",
+        message="the woken delivery suspended again",
+    )
     record = c.get("sleeper")
     assert record["status"] == "suspended"
     # no third delivery is queued: the only pending wake is the sleep's, an hour away
@@ -94,17 +110,24 @@ def test_two_wakes_while_suspended_give_one_delivery(ys_home, tmp_path):
     assert record["due_at"] is not None
     assert claimed(c, "sleeper") == 2
     assert [ln for ln in lines(fx) if not ln.startswith("hold")] == [
-        "delivery 1", "before", "delivery 2"]
+        "delivery 1",
+        "before",
+        "delivery 2",
+    ]
 
 
 def test_reused_id_is_caught_and_the_old_result_is_untouched(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "order", ORDER)
-    write_workflow(daemon, "refund", """
+    write_workflow(
+        daemon,
+        "refund",
+        """
         @ys.workflow
         def main(step, params):
             return step.run("refund", note, params["d"], "refund")
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("order", {"d": str(fx), "order": 42}, execution_id="order-42")
     done = c.wait("order-42", timeout=20)
@@ -123,8 +146,9 @@ def test_reused_id_is_caught_and_the_old_result_is_untouched(daemon, tmp_path):
         assert refused.value.code == "EXECUTION_ID_CONFLICT", kw
 
     # an idempotent repeat of the very same request is not a conflict, and starts nothing
-    same = c.trigger("order", {"d": str(fx), "order": 42}, execution_id="order-42",
-                     if_exists="use-existing")
+    same = c.trigger(
+        "order", {"d": str(fx), "order": 42}, execution_id="order-42", if_exists="use-existing"
+    )
     assert same == {"execution_id": "order-42", "started": False}
 
     after = c.get("order-42")
@@ -162,8 +186,7 @@ def test_concurrent_triggers_and_big_params_are_each_admitted_once(daemon):
     # Just under 2 MiB encoded (UTF-8), far past the event loop's small-body size; the body
     # is sent as UTF-8, so it is about as big as the params' canonical encoding.
     big = {"blob": "é" * 1_048_000}
-    assert c.trigger("parked", big, execution_id="big") == {"execution_id": "big",
-                                                           "started": True}
+    assert c.trigger("parked", big, execution_id="big") == {"execution_id": "big", "started": True}
     assert c.get("big")["params"] == big
     with pytest.raises(ys.YsError) as too_big:
         c.trigger("parked", {"blob": "x" * (2 * 1024 * 1024)}, execution_id="too-big")

@@ -33,11 +33,13 @@ from tests.support import EXAMPLES, REPO, DaemonHandle, make_home, wait_until
 pytestmark = pytest.mark.e2e
 
 BASE_URL = "http://ys"  # the host name is not used: every connection goes to the socket
-CONFIG = schemathesis.Config.from_dict({
-    "seed": 20261201,  # the same cases on every run: a failure here is reproducible
-    "generation": {"max-examples": 50},
-    "phases": {"stateful": {"enabled": False}},
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "seed": 20261201,  # the same cases on every run: a failure here is reproducible
+        "generation": {"max-examples": 50},
+        "phases": {"stateful": {"enabled": False}},
+    }
+)
 SCHEMA = schemathesis.openapi.from_path(REPO / "docs" / "openapi.json", config=CONFIG)
 
 
@@ -72,8 +74,9 @@ class UnixAdapter(HTTPAdapter):
         super().__init__()
         self._pool = _UnixPool(path)
 
-    def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None,
-                                        cert: Any = None) -> HTTPConnectionPool:
+    def get_connection_with_tls_context(
+        self, request: Any, verify: Any, proxies: Any = None, cert: Any = None
+    ) -> HTTPConnectionPool:
         return self._pool
 
     def close(self) -> None:
@@ -93,12 +96,18 @@ def unix_session(path: Path) -> requests.Session:
 def no_server_error(ctx: Any, response: Any, case: Any) -> None:
     """No 5xx, on any route, for any body."""
     if response.status_code >= 500:
-        raise AssertionError(f"{case.operation.label} answered {response.status_code}: "
-                             f"{response.content[:300]!r}")
+        raise AssertionError(
+            f"{case.operation.label} answered {response.status_code}: {response.content[:300]!r}"
+        )
 
 
-CHECKS = [no_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    no_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 # -- the daemon under the fuzz ----------------------------------------------------------------

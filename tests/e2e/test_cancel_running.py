@@ -88,7 +88,8 @@ def _worker(d: DaemonHandle) -> int:
 
 
 def test_a_worker_that_never_reaches_a_step_is_killed_after_the_grace_and_ends_cancelled(
-        short_grace: DaemonHandle, tmp_path: Path):
+    short_grace: DaemonHandle, tmp_path: Path
+):
     fx = fixture_dir(tmp_path)
     write(short_grace, "looper", LOOPER)
     c = short_grace.client()
@@ -106,10 +107,12 @@ def test_a_worker_that_never_reaches_a_step_is_killed_after_the_grace_and_ends_c
 
 
 def test_a_shell_workflow_in_a_loop_without_steps_is_killed_and_ends_cancelled(
-        short_grace: DaemonHandle, tmp_path: Path):
+    short_grace: DaemonHandle, tmp_path: Path
+):
     started = tmp_path / "started"
-    short_grace.write("spin", f"#!/bin/sh\ntouch {started}\nwhile true; do sleep 0.05; done\n",
-                      mode=0o700)
+    short_grace.write(
+        "spin", f"#!/bin/sh\ntouch {started}\nwhile true; do sleep 0.05; done\n", mode=0o700
+    )
     c = short_grace.client()
     eid = c.trigger("spin")["execution_id"]
     wait_until(started.exists, message="the script to start")
@@ -120,7 +123,8 @@ def test_a_shell_workflow_in_a_loop_without_steps_is_killed_and_ends_cancelled(
 
 
 def test_a_cancelled_parent_in_a_loop_takes_its_attached_running_child_with_it(
-        short_grace: DaemonHandle, tmp_path: Path):
+    short_grace: DaemonHandle, tmp_path: Path
+):
     fx = fixture_dir(tmp_path)
     write(short_grace, "looper", LOOPER)
     write(short_grace, "parent", PARENT)
@@ -136,13 +140,15 @@ def test_a_cancelled_parent_in_a_loop_takes_its_attached_running_child_with_it(
 
 
 def test_a_worker_killed_after_a_cancel_is_not_delivered_again_to_run_workflow_code(
-        long_grace: DaemonHandle, tmp_path: Path):
+    long_grace: DaemonHandle, tmp_path: Path
+):
     fx = fixture_dir(tmp_path)
     write(long_grace, "blocker", BLOCKER)
     c = long_grace.client()
     eid = c.trigger("blocker", {"d": str(fx)})["execution_id"]
-    wait_until(lambda: any(ln.startswith("work:start") for ln in lines(fx)),
-               message="the step to block")
+    wait_until(
+        lambda: any(ln.startswith("work:start") for ln in lines(fx)), message="the step to block"
+    )
     c.cancel(eid)
     os.killpg(_worker(long_grace), signal.SIGKILL)
 
@@ -152,13 +158,15 @@ def test_a_worker_killed_after_a_cancel_is_not_delivered_again_to_run_workflow_c
 
 
 def test_after_a_daemon_crash_a_pending_cancel_ends_the_execution_without_running_code(
-        long_grace: DaemonHandle, tmp_path: Path):
+    long_grace: DaemonHandle, tmp_path: Path
+):
     fx = fixture_dir(tmp_path)
     write(long_grace, "blocker", BLOCKER)
     c = long_grace.client()
     eid = c.trigger("blocker", {"d": str(fx)})["execution_id"]
-    wait_until(lambda: any(ln.startswith("work:start") for ln in lines(fx)),
-               message="the step to block")
+    wait_until(
+        lambda: any(ln.startswith("work:start") for ln in lines(fx)), message="the step to block"
+    )
     c.cancel(eid)
     long_grace.kill9()
     long_grace.start()  # recovery kills the old worker and releases its lease
@@ -171,13 +179,15 @@ def test_after_a_daemon_crash_a_pending_cancel_ends_the_execution_without_runnin
 
 
 def test_each_step_saved_after_a_cancel_starts_the_grace_period_again(
-        grace_3s: DaemonHandle, tmp_path: Path):
+    grace_3s: DaemonHandle, tmp_path: Path
+):
     fx = fixture_dir(tmp_path)
     write(grace_3s, "cleaner", CLEANER)
     c = grace_3s.client()
     eid = c.trigger("cleaner", {"d": str(fx)})["execution_id"]
-    wait_until(lambda: any(ln.startswith("work:start") for ln in lines(fx)),
-               message="the step to block")
+    wait_until(
+        lambda: any(ln.startswith("work:start") for ln in lines(fx)), message="the step to block"
+    )
     c.cancel(eid)
     (fx / "work.go").touch()
     assert c.wait(eid, timeout=30)["outcome"] == {"status": "cancelled"}

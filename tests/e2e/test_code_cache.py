@@ -20,8 +20,10 @@ def test_a_script_is_compiled_once_into_a_private_cache_and_a_new_version_runs(d
     daemon.write("versioned.py", V1)
     cache = daemon.home / "code"
     with daemon.client() as c:
-        wait_until(lambda: "versioned" in {w["name"] for w in c.workflows()["workflows"]},
-                   message="the script is registered")
+        wait_until(
+            lambda: "versioned" in {w["name"] for w in c.workflows()["workflows"]},
+            message="the script is registered",
+        )
         first = c.wait(c.trigger("versioned")["execution_id"], timeout=60)
         assert first["outcome"]["result"] == "v1"
         [entry] = list(cache.iterdir())

@@ -36,8 +36,7 @@ def _second_env(daemon, tmp_path: Path, how: str) -> tuple[dict[str, str], Path]
 
 
 @pytest.mark.parametrize("how", ["another socket", "another home with YS_DB"])
-def test_a_second_daemon_on_the_same_database_refuses_and_names_the_first(daemon, tmp_path,
-                                                                          how):
+def test_a_second_daemon_on_the_same_database_refuses_and_names_the_first(daemon, tmp_path, how):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "blocked", BLOCKED)
     c = daemon.client()
@@ -48,13 +47,21 @@ def test_a_second_daemon_on_the_same_database_refuses_and_names_the_first(daemon
     env, sock = _second_env(daemon, tmp_path, how)
     log = tmp_path / "second.log"
     with open(log, "wb") as out:
-        second = subprocess.Popen([sys.executable, "-m", "ys.daemon", "run"], env=env,
-                                  stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
+        second = subprocess.Popen(
+            [sys.executable, "-m", "ys.daemon", "run"],
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         # It exits; before the fix it served on its own socket instead.
-        wait_until(lambda: second.poll() is not None or sock.exists(), timeout=30,
-                   message="the second daemon to exit (or to serve)")
+        wait_until(
+            lambda: second.poll() is not None or sock.exists(),
+            timeout=30,
+            message="the second daemon to exit (or to serve)",
+        )
         wait_until(lambda: second.poll() is not None, timeout=10, message="it to exit")
     finally:
         if second.poll() is None:
@@ -69,8 +76,7 @@ def test_a_second_daemon_on_the_same_database_refuses_and_names_the_first(daemon
     # The first one kept its lease and its worker: the step ran once, and completes.
     assert alive(worker)
     go(fx, "work")
-    assert c.wait("blocked-1", timeout=30)["outcome"] == {"status": "completed",
-                                                         "result": "done"}
+    assert c.wait("blocked-1", timeout=30)["outcome"] == {"status": "completed", "result": "done"}
     assert count(fx, "work:start") == 1
     assert daemon.proc.poll() is None
 
@@ -88,13 +94,19 @@ def test_a_daemon_that_cannot_start_exits_1_frees_its_lock_and_ys_prints_why(ys_
     started = ys_home.ys("daemon", "start", env=env, timeout=90)
     assert started.returncode == 5, started.stderr
     line = started.stderr.strip().splitlines()[-1]
-    assert line.startswith("DAEMON_UNAVAILABLE: the daemon did not start (ys: the daemon could "
-                           "not start: "), line
+    assert line.startswith(
+        "DAEMON_UNAVAILABLE: the daemon did not start (ys: the daemon could not start: "
+    ), line
     assert "too long" in line
 
-    run = subprocess.run([sys.executable, "-m", "ys.daemon", "run"], capture_output=True,
-                         text=True, env={**ys_home.env, **env}, timeout=90,
-                         stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, "-m", "ys.daemon", "run"],
+        capture_output=True,
+        text=True,
+        env={**ys_home.env, **env},
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 1
     assert run.stderr.strip().splitlines()[-1].startswith("ys: the daemon could not start: ")
     # the lock was freed: a daemon on a usable socket starts on the same database at once
@@ -111,8 +123,14 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_left_alone(ys_h
     lock = Path(str(ys_home.db) + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.symlink_to(target)
-    run = subprocess.run([sys.executable, "-m", "ys.daemon", "run"], capture_output=True,
-                         text=True, env=ys_home.env, timeout=90, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, "-m", "ys.daemon", "run"],
+        capture_output=True,
+        text=True,
+        env=ys_home.env,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 1
     assert run.stderr.strip().splitlines()[-1].startswith("ys: the daemon could not start: ")
     assert target.read_text() == "keep me\n"

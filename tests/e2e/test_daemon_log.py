@@ -35,9 +35,14 @@ def main(step, params):
 
 def _start_in_background(h: DaemonHandle, preexec: Callable[[], None] | None = None) -> int:
     """`ys daemon start`: the daemon writes <home>/daemon.log itself. Its pid."""
-    out = subprocess.run([sys.executable, "-m", "ys", "daemon", "start", "--json"],
-                         env=h.env, capture_output=True, text=True, timeout=60,
-                         preexec_fn=preexec)
+    out = subprocess.run(
+        [sys.executable, "-m", "ys", "daemon", "start", "--json"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=preexec,
+    )
     assert out.returncode == 0, out.stderr
     return int(json.loads(out.stdout)["pid"])
 
@@ -70,8 +75,11 @@ def test_a_flood_of_one_error_is_rate_limited_and_the_daemon_log_is_private(tmp_
             s = socket.socket(socket.AF_UNIX)
             held.append(s)
             s.connect(str(h.socket))
-        wait_until(lambda: "more like this are counted" in log.read_text(), timeout=30,
-                   message="the repeated accept error to be held back")
+        wait_until(
+            lambda: "more like this are counted" in log.read_text(),
+            timeout=30,
+            message="the repeated accept error to be held back",
+        )
     finally:
         for s in held:
             s.close()

@@ -50,7 +50,8 @@ def capped(request: pytest.FixtureRequest, tmp_path: Path) -> DaemonHandle:
 
 @pytest.mark.parametrize("kind", ["python", "shell"])
 def test_a_delivery_log_keeps_its_head_and_tail_and_says_how_much_it_dropped(
-        capped: DaemonHandle, kind: str):
+    capped: DaemonHandle, kind: str
+):
     if kind == "python":
         capped.write("printer.py", PRINTER_PY)
     else:
@@ -63,7 +64,7 @@ def test_a_delivery_log_keeps_its_head_and_tail_and_says_how_much_it_dropped(
     assert len(log) <= CAP
     marker = MARKER.search(log)
     assert marker is not None, log[-300:]
-    head, tail = log[:marker.start()], log[marker.end():]
+    head, tail = log[: marker.start()], log[marker.end() :]
     expected = _expected()
     dropped = int(marker.group(1))
     assert len(head) + dropped + len(tail) == len(expected)
@@ -77,8 +78,11 @@ def test_a_delivery_log_keeps_its_head_and_tail_and_says_how_much_it_dropped(
 
 
 def test_a_short_log_is_kept_whole(capped: DaemonHandle):
-    capped.write("hello.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n"
-                             "    print('hello', flush=True)\n    return 1\n")
+    capped.write(
+        "hello.py",
+        "import ys\n\n@ys.workflow\ndef main(step, params):\n"
+        "    print('hello', flush=True)\n    return 1\n",
+    )
     c = capped.client()
     eid = c.trigger("hello")["execution_id"]
     assert c.wait(eid, timeout=60)["status"] == "completed"
@@ -90,27 +94,37 @@ def test_a_short_log_is_kept_whole(capped: DaemonHandle):
 
 @pytest.mark.parametrize("redirect", ["", " >/dev/null 2>&1"])
 def test_a_shell_workflow_ends_when_its_script_exits_and_its_background_dies(
-        daemon: DaemonHandle, tmp_path: Path, redirect: str):
+    daemon: DaemonHandle, tmp_path: Path, redirect: str
+):
     pidfile = tmp_path / "bg.pid"
-    daemon.write("bg", f"""#!/bin/sh
+    daemon.write(
+        "bg",
+        f"""#!/bin/sh
 sleep 300{redirect} &
 echo $! > {pidfile}
 echo "left one behind"
-""", mode=0o700)
+""",
+        mode=0o700,
+    )
     c = daemon.client()
     eid = c.trigger("bg")["execution_id"]
     record = c.wait(eid, timeout=20)
-    assert record["outcome"] == {"status": "completed", "result": {
-        "exit_status": 0, "last_line": "left one behind"}}
+    assert record["outcome"] == {
+        "status": "completed",
+        "result": {"exit_status": 0, "last_line": "left one behind"},
+    }
     background = int(pidfile.read_text())
     wait_until(lambda: not alive(background), message="the background process to be killed")
     assert c.version()["running"] == 0  # its concurrency slot is free
 
 
 def test_a_python_workflow_s_background_process_dies_with_its_delivery(
-        daemon: DaemonHandle, tmp_path: Path):
+    daemon: DaemonHandle, tmp_path: Path
+):
     pidfile = tmp_path / "bg.pid"
-    daemon.write("bgpy.py", f"""
+    daemon.write(
+        "bgpy.py",
+        f"""
 import subprocess
 import ys
 
@@ -119,7 +133,8 @@ def main(step, params):
     child = subprocess.Popen(["sleep", "300"])
     open({str(pidfile)!r}, "w").write(str(child.pid))
     return "left one behind"
-""")
+""",
+    )
     c = daemon.client()
     eid = c.trigger("bgpy")["execution_id"]
     assert c.wait(eid, timeout=20)["status"] == "completed"
@@ -129,19 +144,26 @@ def main(step, params):
 
 
 def test_a_process_that_left_the_group_holding_the_output_pipe_does_not_hold_the_delivery(
-        daemon: DaemonHandle, tmp_path: Path):
+    daemon: DaemonHandle, tmp_path: Path
+):
     pids = tmp_path / "escaped.pids"
-    daemon.write("escape", f"""#!/bin/sh
+    daemon.write(
+        "escape",
+        f"""#!/bin/sh
 setsid sh -c 'echo $$ >> {pids}; exec sleep 300' &
 while [ ! -s {pids} ]; do sleep 0.01; done
 echo "done"
-""", mode=0o700)
+""",
+        mode=0o700,
+    )
     c = daemon.client()
     eid = c.trigger("escape")["execution_id"]
     try:
         record = c.wait(eid, timeout=30)
-        assert record["outcome"] == {"status": "completed", "result": {
-            "exit_status": 0, "last_line": "done"}}
+        assert record["outcome"] == {
+            "status": "completed",
+            "result": {"exit_status": 0, "last_line": "done"},
+        }
         wait_until(lambda: c.version()["running"] == 0, message="the slot to be free")
         assert claimed(c, eid) == 1  # its lease held while the pipe was drained
     finally:

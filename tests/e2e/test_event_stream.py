@@ -31,8 +31,10 @@ def stream_lines(path) -> list[dict]:
 
 def run_all(h: DaemonHandle, n: int, first: int) -> list[str]:
     with h.client() as c:
-        ids = [c.trigger("tick", {"n": i}, execution_id=f"t-{i:03d}")["execution_id"]
-               for i in range(first, first + n)]
+        ids = [
+            c.trigger("tick", {"n": i}, execution_id=f"t-{i:03d}")["execution_id"]
+            for i in range(first, first + n)
+        ]
         for i in ids:
             assert c.wait(i, timeout=60)["status"] == "completed"
     return ids
@@ -46,22 +48,28 @@ def home(tmp_path) -> Iterator[DaemonHandle]:
 
 
 def test_every_event_of_100_executions_arrives_once_in_commit_order_across_a_restart(
-        home, tmp_path):
+    home, tmp_path
+):
     out = tmp_path / "stream.jsonl"
     with open(out, "wb") as sink:
         follower = subprocess.Popen(
-            [sys.executable, "-m", "ys", "history", "--follow", "--all", "--json",
-             "--cursor", "0"], env=home.env, stdout=sink, stderr=subprocess.PIPE,
-            start_new_session=True)
+            [sys.executable, "-m", "ys", "history", "--follow", "--all", "--json", "--cursor", "0"],
+            env=home.env,
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     try:
         ids = run_all(home, 50, 0)
         home.kill9()  # the follower's daemon goes away mid-stream
         home.start()
         ids += run_all(home, 50, 50)
-        committed = rows(home.db, "SELECT l.execution_id, l.seq FROM event_log l "
-                                  "ORDER BY l.pos")
-        wait_until(lambda: len(stream_lines(out)) >= len(committed), timeout=60,
-                   message=f"{len(committed)} events streamed")
+        committed = rows(home.db, "SELECT l.execution_id, l.seq FROM event_log l ORDER BY l.pos")
+        wait_until(
+            lambda: len(stream_lines(out)) >= len(committed),
+            timeout=60,
+            message=f"{len(committed)} events streamed",
+        )
         got = stream_lines(out)
         assert [(e["execution_id"], e["seq"]) for e in got] == [tuple(r) for r in committed]
         cursors = [int(e["cursor"]) for e in got]
@@ -71,7 +79,8 @@ def test_every_event_of_100_executions_arrives_once_in_commit_order_across_a_res
             for i in (ids[0], ids[-1]):
                 history = c.history(i, limit=1000)["events"]
                 assert [(e["seq"], e["kind"]) for e in got if e["execution_id"] == i] == [
-                    (e["seq"], e["kind"]) for e in history]
+                    (e["seq"], e["kind"]) for e in history
+                ]
         assert all(e["workflow"] == "tick" for e in got)
     finally:
         os.killpg(follower.pid, signal.SIGKILL)
@@ -86,8 +95,7 @@ def test_a_cursor_resumes_after_its_event_and_no_cursor_starts_at_now(home):
     assert len(events) == sum(1 for _ in rows(home.db, "SELECT 1 FROM events"))
     middle = events[len(events) // 2]["cursor"]
     rest = home.ys("history", "--all", "--json", "--cursor", middle)
-    assert [json.loads(line) for line in rest.stdout.splitlines()] == events[
-        len(events) // 2 + 1:]
+    assert [json.loads(line) for line in rest.stdout.splitlines()] == events[len(events) // 2 + 1 :]
     now = home.ys("history", "--all", "--json")
     assert now.returncode == 0 and now.stdout == ""
     bad = home.ys("history", "--all", "--cursor", "x")

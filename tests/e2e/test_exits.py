@@ -38,7 +38,8 @@ def _run(c, execution_id: str, **params) -> dict:
 
 @pytest.mark.parametrize("launcher", ["warm", "spawn"])
 def test_sys_exit_fails_the_execution_with_its_status_in_the_body_and_in_a_step(
-        ys_home: DaemonHandle, tmp_path, launcher: str):
+    ys_home: DaemonHandle, tmp_path, launcher: str
+):
     ys_home.env["YS_LAUNCHER"] = launcher
     daemon = ys_home.start()
     fx = fixture_dir(tmp_path)
@@ -48,20 +49,27 @@ def test_sys_exit_fails_the_execution_with_its_status_in_the_body_and_in_a_step(
         record = _run(c, execution_id, d=str(fx), how=status, in_step=in_step)
         assert record["status"] == "failed", record
         assert record["outcome"]["error"] == {
-            "name": "SystemExit", "message": f"exit status {status}", "code": "EXIT_STATUS"}
+            "name": "SystemExit",
+            "message": f"exit status {status}",
+            "code": "EXIT_STATUS",
+        }
     assert lines(fx) == ["3", "4"]  # each ran once
     log = daemon.ys("logs", "exit-step")
     assert "SystemExit: exit status 4" in log.stdout
 
 
 def test_an_exit_with_a_message_an_interrupt_and_status_zero_end_as_a_shell_exit_would(
-        daemon: DaemonHandle, tmp_path):
+    daemon: DaemonHandle, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "exits", EXITS)
     c = daemon.client()
     said = _run(c, "exit-said", d=str(fx), how="no more work")
     assert said["outcome"]["error"] == {
-        "name": "SystemExit", "message": "exit status 1: no more work", "code": "EXIT_STATUS"}
+        "name": "SystemExit",
+        "message": "exit status 1: no more work",
+        "code": "EXIT_STATUS",
+    }
     interrupted = _run(c, "exit-interrupt", d=str(fx), how="interrupt", in_step=True)
     assert interrupted["status"] == "failed"
     assert interrupted["outcome"]["error"]["name"] == "KeyboardInterrupt"

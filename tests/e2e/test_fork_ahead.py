@@ -29,6 +29,7 @@ def children(pid: int) -> list[int]:
 
 def the_spare(server: int) -> int:
     """The one child the server has once the deliveries before have ended: its spare."""
+
     def one() -> int | None:
         kids = children(server)
         return kids[0] if len(kids) == 1 else None
@@ -48,8 +49,10 @@ def fork_server(daemon) -> int:
 
 def run_pid(daemon) -> dict:
     with daemon.client() as c:
-        wait_until(lambda: "pid" in {w["name"] for w in c.workflows()["workflows"]},
-                   message="the script is registered")
+        wait_until(
+            lambda: "pid" in {w["name"] for w in c.workflows()["workflows"]},
+            message="the script is registered",
+        )
         record: dict = c.wait(c.trigger("pid")["execution_id"], timeout=60)
     assert record["status"] == "completed", record
     return record
@@ -62,8 +65,9 @@ def test_a_delivery_runs_in_the_child_forked_ahead_and_the_next_one_is_forked(da
     spare = the_spare(server)
     record = run_pid(daemon)
     assert record["outcome"]["result"] == spare  # the delivery went to the live spare
-    wait_until(lambda: [p for p in children(server) if p != spare],
-               message="the next spare is forked")
+    wait_until(
+        lambda: [p for p in children(server) if p != spare], message="the next spare is forked"
+    )
 
 
 def test_a_spare_with_no_delivery_ends_with_the_daemon(daemon):

@@ -64,23 +64,37 @@ BAD_REQUESTS = {
     "bad request line": (b"GARBAGE\r\n\r\n", 400),
     "not HTTP at all": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400),
     "bad Content-Length": (
-        head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Content-Length: abc"), 400),
+        head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Content-Length: abc"),
+        400,
+    ),
     "two Content-Lengths": (
-        head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Content-Length: 2",
-             b"Content-Length: 3") + b"{}", 400),
+        head(
+            b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Content-Length: 2", b"Content-Length: 3"
+        )
+        + b"{}",
+        400,
+    ),
     "bad chunk size": (
         head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Transfer-Encoding: chunked")
-        + b"zz\r\n", 400),
+        + b"zz\r\n",
+        400,
+    ),
     "header line over the limit": (
-        head(b"GET /v1/version HTTP/1.1", b"Host: ys", b"X-Big: " + b"a" * 9000), 431),
+        head(b"GET /v1/version HTTP/1.1", b"Host: ys", b"X-Big: " + b"a" * 9000),
+        431,
+    ),
     "request line over the limit": (
-        head(b"GET /v1/executions?workflow=" + b"a" * 9000 + b" HTTP/1.1", b"Host: ys"), 431),
+        head(b"GET /v1/executions?workflow=" + b"a" * 9000 + b" HTTP/1.1", b"Host: ys"),
+        431,
+    ),
     "unknown Expect": (
-        head(b"POST /v1/gc HTTP/1.1", b"Host: ys", b"Expect: coffee", b"Content-Length: 2")
-        + b"{}", 417),
+        head(b"POST /v1/gc HTTP/1.1", b"Host: ys", b"Expect: coffee", b"Content-Length: 2") + b"{}",
+        417,
+    ),
     "too many headers": (
-        head(b"GET /v1/version HTTP/1.1", b"Host: ys",
-             *(b"X-H%d: 1" % i for i in range(200))), 431),
+        head(b"GET /v1/version HTTP/1.1", b"Host: ys", *(b"X-H%d: 1" % i for i in range(200))),
+        431,
+    ),
 }
 
 
@@ -98,8 +112,14 @@ def test_what_the_parser_refuses_is_a_json_error(daemon: DaemonHandle, name: str
 def test_a_body_over_the_limit_is_refused_from_its_content_length(daemon: DaemonHandle):
     # Only the head is sent: the answer must come without waiting for 1 TB of body.
     with connect(daemon) as s:
-        s.sendall(head(b"POST /v1/executions HTTP/1.1", b"Host: ys",
-                       b"Content-Type: application/json", b"Content-Length: 1000000000000"))
+        s.sendall(
+            head(
+                b"POST /v1/executions HTTP/1.1",
+                b"Host: ys",
+                b"Content-Type: application/json",
+                b"Content-Length: 1000000000000",
+            )
+        )
         status, content_type, body = answer(s)
     assert status == 413 and content_type.startswith("application/json")
     assert body["code"] == "INVALID_ARGUMENT" and "over 3 MiB" in body["message"]
@@ -108,8 +128,15 @@ def test_a_body_over_the_limit_is_refused_from_its_content_length(daemon: Daemon
 
 def test_a_body_over_the_limit_is_not_invited_with_100_continue(daemon: DaemonHandle):
     with connect(daemon) as s:
-        s.sendall(head(b"POST /v1/executions HTTP/1.1", b"Host: ys", b"Expect: 100-continue",
-                       b"Content-Type: application/json", b"Content-Length: 1000000000000"))
+        s.sendall(
+            head(
+                b"POST /v1/executions HTTP/1.1",
+                b"Host: ys",
+                b"Expect: 100-continue",
+                b"Content-Type: application/json",
+                b"Content-Length: 1000000000000",
+            )
+        )
         first = s.makefile("rb").readline()  # http.client would skip a 100 Continue
     assert first.split()[1] == b"413"
     still_answers(daemon)
@@ -130,7 +157,8 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_read_timeout(daemon
 
 
 def test_an_idle_connection_the_daemon_closed_is_not_reused_for_a_post(
-        tmp_path_factory: pytest.TempPathFactory):
+    tmp_path_factory: pytest.TempPathFactory,
+):
     """After the keep-alive time the daemon closes an idle connection; the client's next
     request, a POST that is never resent, goes on a new connection and is admitted once."""
     from ys.client import Transport
@@ -156,9 +184,15 @@ def test_an_idle_connection_the_daemon_closed_is_not_reused_for_a_post(
 
 def test_a_partial_body_is_answered_408_after_the_read_timeout(daemon: DaemonHandle):
     with connect(daemon) as s:
-        s.sendall(head(b"POST /v1/executions HTTP/1.1", b"Host: ys",
-                       b"Content-Type: application/json", b"Content-Length: 100")
-                  + b'{"workflow": ')
+        s.sendall(
+            head(
+                b"POST /v1/executions HTTP/1.1",
+                b"Host: ys",
+                b"Content-Type: application/json",
+                b"Content-Length: 100",
+            )
+            + b'{"workflow": '
+        )
         status, content_type, body = answer(s)
         assert status == 408 and content_type.startswith("application/json")
         assert body["code"] == "INVALID_ARGUMENT" and "within 1 s" in body["message"]
@@ -170,8 +204,12 @@ def test_an_idle_keep_alive_connection_outlives_the_read_timeout(daemon: DaemonH
     # A worker keeps its connection between calls for as long as a step runs, and ys.Client
     # resends only GETs on a connection the daemon dropped: idle is not partial.
     body = b'{"value": 1}'
-    put = head(b"PUT /v1/store/idle HTTP/1.1", b"Host: ys", b"Content-Type: application/json",
-               b"Content-Length: %d" % len(body))
+    put = head(
+        b"PUT /v1/store/idle HTTP/1.1",
+        b"Host: ys",
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % len(body),
+    )
     with connect(daemon) as idle:
         idle.sendall(put)  # the head and the body in two writes, as a big body arrives
         idle.sendall(body)
@@ -186,9 +224,9 @@ def test_an_idle_keep_alive_connection_outlives_the_read_timeout(daemon: DaemonH
         assert status == 200 and stored["version"] == 2
 
 
-
 def test_a_request_with_its_own_timeout_leaves_the_kept_connection_open_and_closable(
-        daemon: DaemonHandle):
+    daemon: DaemonHandle,
+):
     """A request given its own timeout goes on a connection of its own: when it times out,
     the kept connection is neither closed under the client nor forgotten unclosed (which
     leaked a socket: a ResourceWarning, an error in this suite)."""

@@ -24,8 +24,9 @@ def main(step, params):
 
 
 @pytest.mark.parametrize("launcher", ["warm", "spawn"])
-def test_each_launcher_delivers_and_redelivers_after_a_worker_dies(ys_home: DaemonHandle,
-                                                                  launcher: str):
+def test_each_launcher_delivers_and_redelivers_after_a_worker_dies(
+    ys_home: DaemonHandle, launcher: str
+):
     ys_home.env["YS_LAUNCHER"] = launcher
     ys_home.write("calc.py", SCRIPT)
     d = ys_home.start()
@@ -76,8 +77,7 @@ def _fork_server(daemon: DaemonHandle) -> int:
     raise AssertionError(f"no fork server among the daemon's children {children}")
 
 
-def test_the_fork_server_exits_quietly_when_the_daemon_is_killed(daemon: DaemonHandle,
-                                                                 tmp_path):
+def test_the_fork_server_exits_quietly_when_the_daemon_is_killed(daemon: DaemonHandle, tmp_path):
     daemon.write("gate.py", GATE)
     c = daemon.client()
     eid = c.trigger("gate", {"gate": str(tmp_path / "never")})["execution_id"]
@@ -94,8 +94,7 @@ def test_the_fork_server_exits_quietly_when_the_daemon_is_killed(daemon: DaemonH
         wait_until(lambda: _state(worker) in ("Z", None), message="the worker to die")
     finally:
         os.kill(server, signal.SIGCONT)
-    wait_until(lambda: _state(server) in ("Z", None), timeout=20,
-               message="the fork server to exit")
+    wait_until(lambda: _state(server) in ("Z", None), timeout=20, message="the fork server to exit")
     assert "Traceback" not in daemon.log() and "BrokenPipeError" not in daemon.log()
 
 

@@ -23,8 +23,11 @@ def main(step, params):
 
 
 def _files_under(folder):
-    return sorted(os.path.relpath(os.path.join(root, f), folder)
-                  for root, _, files in os.walk(folder) for f in files)
+    return sorted(
+        os.path.relpath(os.path.join(root, f), folder)
+        for root, _, files in os.walk(folder)
+        for f in files
+    )
 
 
 def test_each_delivery_attempt_logs_its_stdout_and_stderr_to_its_own_file(daemon, tmp_path):
@@ -44,15 +47,16 @@ def test_each_delivery_attempt_logs_its_stdout_and_stderr_to_its_own_file(daemon
     assert lines(fx) == ["work"]
 
 
-def test_execution_id_with_slashes_works_end_to_end_and_its_logs_stay_inside_logs(
-        daemon, tmp_path):
+def test_execution_id_with_slashes_works_end_to_end_and_its_logs_stay_inside_logs(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "chatty", CHATTY)
     c = daemon.client()
     ids = ["corpus/tinystories/v1", "../../outside", "a%2Fb?c#d"]
     for execution_id in ids:
         assert c.trigger("chatty", {"d": str(fx)}, execution_id=execution_id) == {
-            "execution_id": execution_id, "started": True}
+            "execution_id": execution_id,
+            "started": True,
+        }
     for execution_id in ids:
         record = c.wait(execution_id, timeout=20)
         assert record["execution_id"] == execution_id
@@ -73,9 +77,22 @@ def test_execution_id_with_slashes_works_end_to_end_and_its_logs_stay_inside_log
     # nothing was written anywhere else in the home (scripts/ holds script versions, named
     # by their hash: no execution ID reaches it; code/ their compiled code, likewise;
     # daemon-id the daemon's ID)
-    outside = [f for f in _files_under(daemon.home)
-               if not f.startswith(("logs/", "workflows/", "run/", "ys.db", "daemon-test.log",
-                                    "scripts/", "code/", "daemon-id"))]
+    outside = [
+        f
+        for f in _files_under(daemon.home)
+        if not f.startswith(
+            (
+                "logs/",
+                "workflows/",
+                "run/",
+                "ys.db",
+                "daemon-test.log",
+                "scripts/",
+                "code/",
+                "daemon-id",
+            )
+        )
+    ]
     assert outside == []
     assert not (tmp_path / "outside").exists()
     assert lines(fx) == ["work"] * len(ids)

@@ -30,8 +30,11 @@ BAD = """
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
 
 
 def value(text: str, name: str, **labels: str) -> float | None:
@@ -51,8 +54,12 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
             for i in ids:
                 c.wait(i, timeout=60)
             # the dispatcher ends a delivery just after its outcome is recorded
-            wait_until(lambda: value(c.metrics(), "ys_deliveries_ended_total",
-                                     workflow="bad", result="failed") == 2)
+            wait_until(
+                lambda: (
+                    value(c.metrics(), "ys_deliveries_ended_total", workflow="bad", result="failed")
+                    == 2
+                )
+            )
         yield h
 
 
@@ -101,4 +108,5 @@ def test_ys_metrics_prints_the_same_families(worked):
     assert families["ys_admissions"]["type"] == "counter"
     assert families["ys_delivery_duration_seconds"]["type"] == "histogram"
     assert {"workflow": "bad", "status": "failed"} in [
-        s["labels"] for s in families["ys_executions"]["samples"]]
+        s["labels"] for s in families["ys_executions"]["samples"]
+    ]

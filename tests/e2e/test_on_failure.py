@@ -84,11 +84,13 @@ def test_a_failing_workflow_admits_exactly_one_handler_with_the_failure(shared):
         handler = wait_done(c, "boom-1.on-failure")
         assert handler["workflow"] == "notify" and handler["status"] == "completed"
         assert handler["params"] == {
-            "execution_id": "boom-1", "workflow": "boom", "attempts": 1, "tags": {},
+            "execution_id": "boom-1",
+            "workflow": "boom",
+            "attempts": 1,
+            "tags": {},
             "error": {"name": "ValueError", "message": "kaput"},
         }
-        assert [p for p in handled(out) if p.get("execution_id") == "boom-1"] == [
-            handler["params"]]
+        assert [p for p in handled(out) if p.get("execution_id") == "boom-1"] == [handler["params"]]
         assert [i for i in ids(c, "notify") if i.startswith("boom-1")] == ["boom-1.on-failure"]
 
 
@@ -121,15 +123,18 @@ def test_a_failing_handler_starts_nothing(shared):
         assert wait_done(c, "fragile-1.on-failure")["status"] == "failed"
         # the handler's own failure committed with nothing beside it
         everything = [r["execution_id"] for r in c.list(limit=1000)["executions"]]
-        assert [i for i in everything if i.startswith("fragile-1")] == ["fragile-1.on-failure",
-                                                                          "fragile-1"]
+        assert [i for i in everything if i.startswith("fragile-1")] == [
+            "fragile-1.on-failure",
+            "fragile-1",
+        ]
 
 
 def test_a_daemon_killed_right_after_the_failure_commits_keeps_its_one_handler(tmp_path):
     out = tmp_path / "handled.jsonl"
     marker = tmp_path / "killed"
-    with make_home(tmp_path, FX_HANDLED=str(out),
-                   YS_CRASH_POINTS=f"outcome.after_commit@{marker}") as h:
+    with make_home(
+        tmp_path, FX_HANDLED=str(out), YS_CRASH_POINTS=f"outcome.after_commit@{marker}"
+    ) as h:
         h.write("notify.py", RECORDER)
         h.write("boom.py", failing('on_failure="notify"'))
         h.start()
@@ -151,13 +156,16 @@ def test_a_schedule_slot_later_than_max_late_admits_its_handler(tmp_path):
     out = tmp_path / "handled.jsonl"
     with make_home(tmp_path, FX_HANDLED=str(out)) as h:
         h.write("notify.py", RECORDER)
-        h.write("job.py", """
+        h.write(
+            "job.py",
+            """
             import ys
 
             @ys.workflow(on_failure="notify")
             def main(step, params):
                 return "ran"
-        """)
+        """,
+        )
         [slot, *_] = minute_slots(11, time.time())  # ten minutes ago, at most 60 s late allowed
         put_schedule(h, "nightly", "job", [slot], max_late=60.0)
         h.start()
@@ -165,8 +173,11 @@ def test_a_schedule_slot_later_than_max_late_admits_its_handler(tmp_path):
             [handler_id] = wait_until(lambda: ids(c, "notify"), message="a handler")
             handler = wait_done(c, handler_id)
             assert handler_id.startswith("nightly@") and handler_id.endswith(".on-failure")
-            assert handler["params"] == {"schedule": "nightly", "reason": "late",
-                                         "slot": handler_id.split("@")[1].split(".")[0]}
+            assert handler["params"] == {
+                "schedule": "nightly",
+                "reason": "late",
+                "slot": handler_id.split("@")[1].split(".")[0],
+            }
             assert ids(c, "job") == []  # the slot itself never ran
 
 
@@ -195,8 +206,9 @@ def test_the_notify_example_posts_to_a_webhook_and_runs_notify_send(tmp_path):
     (stub / "notify-send").chmod(0o700)
     try:
         url = f"http://127.0.0.1:{server.server_port}/hook"
-        with make_home(tmp_path, YS_NOTIFY_URL=url,
-                       PATH=f"{stub}{os.pathsep}{os.environ['PATH']}") as h:
+        with make_home(
+            tmp_path, YS_NOTIFY_URL=url, PATH=f"{stub}{os.pathsep}{os.environ['PATH']}"
+        ) as h:
             shutil.copy(EXAMPLES / "notify.py", h.workflows / "notify.py")
             (h.workflows / "notify.py").chmod(0o600)
             h.write("boom.py", failing('on_failure="notify"'))

@@ -47,26 +47,26 @@ def test_a_bad_shell_header_while_running_leaves_the_watcher_alive(daemon):
     wait_until(lambda: "No closing quotation" in _error(c, "nightly"), message="its error")
     write_workflow(daemon, "latecomer", HELLO)  # the watcher still picks up what comes next
     wait_until(lambda: _listed(c, "latecomer"), message="the next script")
-    daemon.write("nightly", BAD_HEADER.replace('* * *\n', '* * *"\n'), mode=0o700)
+    daemon.write("nightly", BAD_HEADER.replace("* * *\n", '* * *"\n'), mode=0o700)
     wait_until(lambda: _listed(c, "nightly")["error"] is None, message="the fix")
     assert _listed(c, "nightly")["schedule"] == {"schedule": "0 3 * * *"}
 
 
 BAD_SCHEDULES = {
-    "short.py": '''
+    "short.py": """
         import ys
 
         @ys.workflow(schedule="0 3 * *")
         def main(step, params):
             return 1
-    ''',
-    "martian.py": '''
+    """,
+    "martian.py": """
         import ys
 
         @ys.workflow(schedule="0 3 * * *", tz="Mars/Olympus_Mons")
         def main(step, params):
             return 1
-    ''',
+    """,
     "zoned": '#!/bin/sh\n# ys: schedule="0 3 * * *" tz=Mars/Olympus_Mons\necho hi\n',
 }
 
@@ -99,10 +99,15 @@ def test_triggering_a_script_that_cannot_run_admits_it_and_warns_why(daemon, tmp
     daemon.write("open.py", "import ys\n" + HELLO, mode=0o666)
     write_workflow(daemon, "hello", HELLO)
     c = daemon.client()
-    expect = {"fragile": "SyntaxError", "open": "writable by others",
-              "escape": "symlink that leads out of the workflows folder"}
-    wait_until(lambda: all(_error(c, n) for n in expect) and _listed(c, "hello"),
-               message="every script listed")
+    expect = {
+        "fragile": "SyntaxError",
+        "open": "writable by others",
+        "escape": "symlink that leads out of the workflows folder",
+    }
+    wait_until(
+        lambda: all(_error(c, n) for n in expect) and _listed(c, "hello"),
+        message="every script listed",
+    )
     env = {} if fast else {"YS_NO_FAST_PATH": "1"}
     for name, why in expect.items():
         result = daemon.ys("trigger", name, "--id", f"{name}-1", env=env)
@@ -112,8 +117,10 @@ def test_triggering_a_script_that_cannot_run_admits_it_and_warns_why(daemon, tmp
         assert len(warning) == 1 and warning[0].startswith("warning: "), result.stderr
         assert "cannot run until its script is fixed" in warning[0] and why in warning[0]
         # admitted, and it waits: a delivery may be claiming it this instant, and gives it up
-        wait_until(lambda n=name: c.get(f"{n}-1")["status"] == "admitted",
-                   message=f"{name}-1 waiting for its script")
+        wait_until(
+            lambda n=name: c.get(f"{n}-1")["status"] == "admitted",
+            message=f"{name}-1 waiting for its script",
+        )
         as_json = daemon.ys("trigger", name, "--json", env=env)
         assert as_json.returncode == 0
         assert why in json.loads(as_json.stdout)["warning"]

@@ -40,19 +40,24 @@ def test_a_shell_workflow_is_named_by_its_file_name_without_the_extension(daemon
     wait_until(lambda: _listed(c, "backup") and _listed(c, "tidy"), message="both listed")
     backup = _listed(c, "backup")
     assert (backup["kind"], backup["path"], backup["error"]) == (
-        "shell", str(daemon.workflows / "backup.sh"), None)
+        "shell",
+        str(daemon.workflows / "backup.sh"),
+        None,
+    )
     assert _listed(c, "backup.sh") is None
     done = c.wait(c.trigger("backup")["execution_id"], timeout=30)
-    assert done["outcome"] == {"status": "completed",
-                               "result": {"exit_status": 0, "last_line": "backed up"}}
+    assert done["outcome"] == {
+        "status": "completed",
+        "result": {"exit_status": 0, "last_line": "backed up"},
+    }
     assert c.wait(c.trigger("tidy")["execution_id"], timeout=30)["outcome"]["status"] == (
-        "completed")
+        "completed"
+    )
     old_name = daemon.ys("trigger", "backup.sh")
     assert old_name.returncode == 4 and old_name.stderr.startswith("WORKFLOW_NOT_FOUND: ")
 
 
-def test_two_files_with_one_name_are_both_listed_with_an_error_and_neither_runs(daemon,
-                                                                               tmp_path):
+def test_two_files_with_one_name_are_both_listed_with_an_error_and_neither_runs(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
     daemon.write("backup.sh", "#!/bin/sh\necho from shell\n", mode=0o700)
     write_workflow(daemon, "backup", NOTE.format(what="python"))
@@ -88,7 +93,8 @@ def test_a_group_writable_notes_file_does_not_shadow_a_workflow_of_its_name(daem
     done = c.wait("shadow-1", timeout=30)
     assert done["outcome"] == {"status": "completed", "result": "python"}
     assert [w["path"] for w in _all(c) if w["name"] == "notes-shadow"] == [
-        str(daemon.workflows / "notes-shadow.py")]
+        str(daemon.workflows / "notes-shadow.py")
+    ]
     assert _listed(c, "notes-shadow")["error"] is None
 
 
@@ -133,14 +139,15 @@ def test_a_fifo_in_the_folder_is_no_script_and_freezes_nothing(ys_home, tmp_path
     assert done["outcome"]["result"] == "late"
 
 
-def test_a_folder_fixed_with_chmod_is_rechecked_and_its_waiting_execution_runs(daemon,
-                                                                              tmp_path):
+def test_a_folder_fixed_with_chmod_is_rechecked_and_its_waiting_execution_runs(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
     c = daemon.client()
     os.chmod(daemon.workflows, 0o770)
     write_workflow(daemon, "guarded", NOTE.format(what="ran"))
-    wait_until(lambda: "writable by others" in ((_listed(c, "guarded") or {}).get("error")
-                                                or ""), message="the unsafe folder listed")
+    wait_until(
+        lambda: "writable by others" in ((_listed(c, "guarded") or {}).get("error") or ""),
+        message="the unsafe folder listed",
+    )
     c.trigger("guarded", {"d": str(fx)}, execution_id="guarded-1")
     wait_until(lambda: _released(c, "guarded-1"), message="the delivery to give up")
 

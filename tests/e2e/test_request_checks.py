@@ -75,9 +75,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
         yield h
 
 
-def refused(h: DaemonHandle, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None, status: int = 400,
-            code: str = "INVALID_ARGUMENT") -> str:
+def refused(
+    h: DaemonHandle,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    status: int = 400,
+    code: str = "INVALID_ARGUMENT",
+) -> str:
     """Assert the refusal and a live daemon; returns the message."""
     got, err = send(h, method, path, body, headers)
     assert (got, err and err.get("code")) == (status, code), (method, path, body, err)
@@ -95,15 +101,21 @@ def sleeper_unchanged(h: DaemonHandle) -> None:
 @pytest.mark.parametrize("malformed", list(MALFORMED))
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 def test_a_body_no_route_can_read_is_400_and_the_daemon_lives_on(
-        daemon: DaemonHandle, method: str, path: str, malformed: str):
+    daemon: DaemonHandle, method: str, path: str, malformed: str
+):
     body, headers = MALFORMED[malformed]
     refused(daemon, method, path, body, headers)
     sleeper_unchanged(daemon)
 
 
 def test_nesting_below_the_json_limit_is_an_ordinary_refusal(daemon: DaemonHandle):
-    body = json.dumps({"workflow": "sleeper", "params": {"a": json.loads("[" * 900 + "]" * 900)},
-                      "execution_id": "rc-deep"}).encode()
+    body = json.dumps(
+        {
+            "workflow": "sleeper",
+            "params": {"a": json.loads("[" * 900 + "]" * 900)},
+            "execution_id": "rc-deep",
+        }
+    ).encode()
     message = refused(daemon, "POST", "/v1/executions", body, code="INVALID_EXECUTION_EVENT")
     assert "params" in message
     assert send(daemon, "GET", "/v1/executions/rc-deep")[0] == 404
@@ -125,56 +137,155 @@ def field(base: dict[str, Any], name: str, raw: str) -> bytes:
 
 # (method, path, base body, field, raw values, headers): each value refused naming the field
 FIELDS = [
-    ("POST", "/v1/executions", {"workflow": "sleeper"}, "workflow",
-     ["5", "null", "[]", '"../etc"', '""'], {}),
-    ("POST", "/v1/executions", {"workflow": "sleeper"}, "params",
-     ['"str"', "[1]", "5", "true"], {}),
-    ("POST", "/v1/executions", {"workflow": "sleeper"}, "context",
-     ['"str"', "[1]", "5", "true"], {}),
+    (
+        "POST",
+        "/v1/executions",
+        {"workflow": "sleeper"},
+        "workflow",
+        ["5", "null", "[]", '"../etc"', '""'],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/executions",
+        {"workflow": "sleeper"},
+        "params",
+        ['"str"', "[1]", "5", "true"],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/executions",
+        {"workflow": "sleeper"},
+        "context",
+        ['"str"', "[1]", "5", "true"],
+        {},
+    ),
     ("POST", "/v1/executions", {"workflow": "sleeper"}, "execution_id", ["5", "[]"], {}),
-    ("POST", "/v1/executions", {"workflow": "sleeper"}, "if_exists",
-     ['"sometimes"', "5", "true"], {}),
-    ("PUT", E + "/steps/nap", STEP, "attempts",
-     ['"x"', "[]", "null", "NaN", "Infinity", "1.5", "true", "0", "-1", str(2**64)], TOKEN),
-    ("PUT", E + "/steps/nap", STEP, "wake_at",
-     ['"x"', "NaN", "Infinity", "1e300", "-1", "true"], TOKEN),
+    (
+        "POST",
+        "/v1/executions",
+        {"workflow": "sleeper"},
+        "if_exists",
+        ['"sometimes"', "5", "true"],
+        {},
+    ),
+    (
+        "PUT",
+        E + "/steps/nap",
+        STEP,
+        "attempts",
+        ['"x"', "[]", "null", "NaN", "Infinity", "1.5", "true", "0", "-1", str(2**64)],
+        TOKEN,
+    ),
+    (
+        "PUT",
+        E + "/steps/nap",
+        STEP,
+        "wake_at",
+        ['"x"', "NaN", "Infinity", "1e300", "-1", "true"],
+        TOKEN,
+    ),
     ("PUT", E + "/steps/nap", STEP, "status", ['"done"', "5"], TOKEN),
     ("PUT", E + "/steps/nap", STEP, "kind", ["5", "null"], TOKEN),
     ("PUT", E + "/steps/nap", STEP, "value", ["5", "{}"], TOKEN),
-    ("POST", E + "/starts/child", {"workflow": "sleeper"}, "detached",
-     ['"false"', "1", "null"], {}),
+    (
+        "POST",
+        E + "/starts/child",
+        {"workflow": "sleeper"},
+        "detached",
+        ['"false"', "1", "null"],
+        {},
+    ),
     ("POST", E + "/starts/child", {"workflow": "sleeper"}, "workflow", ["5", "null"], {}),
     ("POST", E + "/outcome", {}, "outcome", ['"completed"', "[1]", "5", "true"], TOKEN),
-    ("PUT", "/v1/store/rc-key", {"value": 1}, "expected_version",
-     ['"1"', "-1", "1.5", "true", "NaN", str(2**64)], {}),
-    ("POST", "/v1/store/rc-key/wait", WAIT, "seen",
-     ['"x"', "NaN", "-1", "1.5", "true", "null", str(2**64)], {}),
-    ("POST", "/v1/store/rc-key/wait", WAIT, "timeout_at",
-     ['"x"', "NaN", "Infinity", "1e300", "true"], {}),
+    (
+        "PUT",
+        "/v1/store/rc-key",
+        {"value": 1},
+        "expected_version",
+        ['"1"', "-1", "1.5", "true", "NaN", str(2**64)],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/store/rc-key/wait",
+        WAIT,
+        "seen",
+        ['"x"', "NaN", "-1", "1.5", "true", "null", str(2**64)],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/store/rc-key/wait",
+        WAIT,
+        "timeout_at",
+        ['"x"', "NaN", "Infinity", "1e300", "true"],
+        {},
+    ),
     ("POST", "/v1/store/rc-key/wait", WAIT, "execution_id", ["5", "null"], {}),
-    ("POST", "/v1/schedules", SCHEDULE, "jitter",
-     ['"x"', "NaN", "Infinity", "-1", "true", "null", "1e300"], {}),
+    (
+        "POST",
+        "/v1/schedules",
+        SCHEDULE,
+        "jitter",
+        ['"x"', "NaN", "Infinity", "-1", "true", "null", "1e300"],
+        {},
+    ),
     ("POST", "/v1/schedules", SCHEDULE, "max_late", ['"x"', "NaN", "-1", "true"], {}),
     ("POST", "/v1/schedules", SCHEDULE, "params", ['"str"', "[1]", "5"], {}),
     ("POST", "/v1/schedules", SCHEDULE, "catch_up", ['"sometimes"', "5"], {}),
     ("POST", "/v1/schedules", SCHEDULE, "cron", ["5", "null"], {}),
-    ("POST", "/v1/gc", {"dry_run": True}, "older_than",
-     ["true", '"x"', "NaN", "Infinity", "-1", "[]"], {}),
+    (
+        "POST",
+        "/v1/gc",
+        {"dry_run": True},
+        "older_than",
+        ["true", '"x"', "NaN", "Infinity", "-1", "[]"],
+        {},
+    ),
     ("POST", "/v1/gc", {"older_than": 1e9}, "dry_run", ['"yes"', "1", "null"], {}),
-    ("POST", "/v1/effects/rc-effect/begin", {"operation": "op.v1", "input": {}, **EFFECT},
-     "step_key", ["5", "null"], {}),
-    ("POST", "/v1/effects/rc-effect/settle", {"operation": "op.v1"}, "result",
-     ["5", "null", '"not canonical"'], {}),
-    ("POST", "/v1/effects/rc-effect/wait", EFFECT, "wake_at",
-     ["null", '"x"', "NaN", "Infinity", "1e300", "true"], {}),
+    (
+        "POST",
+        "/v1/effects/rc-effect/begin",
+        {"operation": "op.v1", "input": {}, **EFFECT},
+        "step_key",
+        ["5", "null"],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/effects/rc-effect/settle",
+        {"operation": "op.v1"},
+        "result",
+        ["5", "null", '"not canonical"'],
+        {},
+    ),
+    (
+        "POST",
+        "/v1/effects/rc-effect/wait",
+        EFFECT,
+        "wake_at",
+        ["null", '"x"', "NaN", "Infinity", "1e300", "true"],
+        {},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "base", "name", "values", "headers"), FIELDS,
-                         ids=[f"{m} {p} {n}" for m, p, _, n, _, _ in FIELDS])
+@pytest.mark.parametrize(
+    ("method", "path", "base", "name", "values", "headers"),
+    FIELDS,
+    ids=[f"{m} {p} {n}" for m, p, _, n, _, _ in FIELDS],
+)
 def test_a_field_of_the_wrong_type_or_range_is_400_naming_it_before_the_token_is_checked(
-        daemon: DaemonHandle, method: str, path: str, base: dict[str, Any], name: str,
-        values: list[str], headers: dict[str, str]):
+    daemon: DaemonHandle,
+    method: str,
+    path: str,
+    base: dict[str, Any],
+    name: str,
+    values: list[str],
+    headers: dict[str, str],
+):
     for raw in values:
         message = refused(daemon, method, path, field(base, name, raw), headers)
         # the field, not the (stale) delivery token nor anything later, is what is refused
@@ -203,10 +314,12 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize(("path", "name", "values"), QUERIES,
-                         ids=[f"{p} {n}" for p, n, _ in QUERIES])
+@pytest.mark.parametrize(
+    ("path", "name", "values"), QUERIES, ids=[f"{p} {n}" for p, n, _ in QUERIES]
+)
 def test_a_query_parameter_of_the_wrong_type_or_range_is_400_naming_it(
-        daemon: DaemonHandle, path: str, name: str, values: list[str]):
+    daemon: DaemonHandle, path: str, name: str, values: list[str]
+):
     for raw in values:
         message = refused(daemon, "GET", f"{path}?{name}={raw}")
         assert name in message, (raw, message)
@@ -217,15 +330,28 @@ def _b64(raw: bytes) -> str:
 
 
 BAD_TOKENS = [
-    "%%not-a-token%%", "!!", "A", "AAAA", "gAAAAAAAAAA=", "gAAAAAAAAAA.", "a b", "x" * 5000,
-    _b64(b"\x00" * 9), _b64(b"[1e400, \"x\"]"), _b64(b"[NaN, \"x\"]"), _b64(b"[1, 2]"),
-    _b64(b"[" * 1500 + b"]" * 1500), _b64(b"\xff\xfe"), _b64(b"[true, \"x\"]"),
+    "%%not-a-token%%",
+    "!!",
+    "A",
+    "AAAA",
+    "gAAAAAAAAAA=",
+    "gAAAAAAAAAA.",
+    "a b",
+    "x" * 5000,
+    _b64(b"\x00" * 9),
+    _b64(b'[1e400, "x"]'),
+    _b64(b'[NaN, "x"]'),
+    _b64(b"[1, 2]"),
+    _b64(b"[" * 1500 + b"]" * 1500),
+    _b64(b"\xff\xfe"),
+    _b64(b'[true, "x"]'),
 ]
 
 
 @pytest.mark.parametrize("path", ["/v1/executions", E + "/history"])
 def test_every_malformed_page_token_on_every_paged_route_is_invalid_argument(
-        daemon: DaemonHandle, path: str):
+    daemon: DaemonHandle, path: str
+):
     from urllib.parse import quote
 
     for token in BAD_TOKENS:
@@ -242,7 +368,8 @@ def test_a_token_the_daemon_made_pages_on(daemon: DaemonHandle):
 
 @pytest.mark.parametrize("command", ["history", "list"])
 def test_ys_with_a_malformed_page_token_exits_2_with_invalid_argument(
-        daemon: DaemonHandle, command: str):
+    daemon: DaemonHandle, command: str
+):
     args = [command, ID] if command == "history" else [command]
     result = daemon.ys(*args, "--page-token", "%%not-a-token%%")
     assert result.returncode == 2, result.stderr
@@ -250,8 +377,7 @@ def test_ys_with_a_malformed_page_token_exits_2_with_invalid_argument(
     assert "INVALID_ARGUMENT" in line and "page token" in line
 
 
-def test_the_client_refuses_params_or_context_that_are_not_objects_without_sending(
-        tmp_path: Any):
+def test_the_client_refuses_params_or_context_that_are_not_objects_without_sending(tmp_path: Any):
     c = Client(str(tmp_path / "no-daemon.sock"))  # sending would be DAEMON_UNAVAILABLE
     for bad in ("str", [1], 5, True):
         with pytest.raises(InvalidArgument, match="params must be an object"):

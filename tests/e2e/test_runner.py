@@ -22,20 +22,27 @@ OUTCOMES = ("suspended", "completed", "failed", "cancelled")
 
 
 def test_workflow_that_returns_completes_with_its_result_acknowledged_under_its_lease(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "adder", """
+    write_workflow(
+        daemon,
+        "adder",
+        """
         @ys.workflow
         def main(step, params):
             total = step.run("add", lambda a, b: a + b, params["a"], params["b"])
             return {"total": total, "tags": ["x", None, 1.5]}
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("adder", {"a": 40, "b": 2, "d": str(fx)}, execution_id="adder-1")
     record = c.wait("adder-1", timeout=20)
     assert record["status"] == "completed"
-    assert record["outcome"] == {"status": "completed",
-                                 "result": {"total": 42, "tags": ["x", None, 1.5]}}
+    assert record["outcome"] == {
+        "status": "completed",
+        "result": {"total": 42, "tags": ["x", None, 1.5]},
+    }
     assert record["attempts"] == 1
     assert kinds(c, "adder-1") == ["admitted", "claimed", "step", "completed"]
     d = c.describe("adder-1")
@@ -46,9 +53,13 @@ def test_workflow_that_returns_completes_with_its_result_acknowledged_under_its_
 
 
 def test_workflow_that_throws_outside_a_step_fails_with_the_error_name_and_message(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "reject", """
+    write_workflow(
+        daemon,
+        "reject",
+        """
         class OrderRejected(Exception):
             pass
 
@@ -56,7 +67,8 @@ def test_workflow_that_throws_outside_a_step_fails_with_the_error_name_and_messa
         def main(step, params):
             step.run("load", note, params["d"], "load")
             raise OrderRejected("order 42 is closed")
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("reject", {"d": str(fx)}, execution_id="reject-1")
     record = c.wait("reject-1", timeout=20)
@@ -73,11 +85,15 @@ def test_workflow_that_throws_outside_a_step_fails_with_the_error_name_and_messa
 
 
 def test_infrastructure_failure_during_a_run_is_not_an_outcome_and_is_delivered_again(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
     # The runtime failing under a step (its socket or store) surfaces in the worker as
     # InfrastructureFailure; here it is provoked once, on the first attempt only.
-    write_workflow(daemon, "infra", """
+    write_workflow(
+        daemon,
+        "infra",
+        """
         from ys.sdk import InfrastructureFailure
 
         def save(d):
@@ -95,7 +111,8 @@ def test_infrastructure_failure_during_a_run_is_not_an_outcome_and_is_delivered_
             except Exception:  # workflow code cannot swallow an infrastructure failure
                 return "swallowed"
             return "saved"
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("infra", {"d": str(fx)}, execution_id="infra-1")
     record = c.wait("infra-1", timeout=20)
@@ -113,9 +130,13 @@ def test_infrastructure_failure_during_a_run_is_not_an_outcome_and_is_delivered_
 
 
 def test_child_exit_before_an_outcome_releases_the_lease_and_redelivers_after_the_delay(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "crash", """
+    write_workflow(
+        daemon,
+        "crash",
+        """
         def maybe_crash(d):
             marker = pathlib.Path(d, "crashed-once")
             if not marker.exists():
@@ -127,7 +148,8 @@ def test_child_exit_before_an_outcome_releases_the_lease_and_redelivers_after_th
         def main(step, params):
             step.run("load", note, params["d"], "load")
             return step.run("work", maybe_crash, params["d"])
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("crash", {"d": str(fx)}, execution_id="crash-1")
     record = c.wait("crash-1", timeout=20)
@@ -136,7 +158,7 @@ def test_child_exit_before_an_outcome_releases_the_lease_and_redelivers_after_th
     ks = [e["kind"] for e in evs]
     assert ks == ["admitted", "claimed", "step", "released", "claimed", "step", "completed"]
     # no outcome was recorded for the first delivery
-    first_delivery = ks[ks.index("claimed"):ks.index("released")]
+    first_delivery = ks[ks.index("claimed") : ks.index("released")]
     assert not set(first_delivery) & set(OUTCOMES)
     released = evs[3]
     assert released["data"]["reason"] == "worker_failed"
@@ -150,13 +172,17 @@ def test_child_exit_before_an_outcome_releases_the_lease_and_redelivers_after_th
 
 def test_sleep_records_the_step_and_its_wake_before_the_suspended_report(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "napper", """
+    write_workflow(
+        daemon,
+        "napper",
+        """
         @ys.workflow
         def main(step, params):
             step.run("load", note, params["d"], "load")
             step.sleep("nap", 3600)
             return "rested"
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("napper", {"d": str(fx)}, execution_id="napper-1")
     wait_until(lambda: c.get("napper-1")["status"] == "suspended", message="suspended")
@@ -178,13 +204,18 @@ def test_sleep_records_the_step_and_its_wake_before_the_suspended_report(daemon,
 
 
 def test_direct_trigger_resolves_once_admission_commits_and_the_dispatcher_delivers(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "slow", """
+    write_workflow(
+        daemon,
+        "slow",
+        """
         @ys.workflow
         def main(step, params):
             return step.run("work", block, params["d"], "work")
-    """)
+    """,
+    )
     # The workflow blocks until this test creates a file, which it does only after trigger
     # returned: a trigger that waited for the worker would never return (client timeout 10 s).
     c = daemon.client(timeout=10)

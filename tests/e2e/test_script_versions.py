@@ -67,8 +67,7 @@ def test_an_edit_applies_to_new_executions_only_when_pinned(tmp_path, pin):
             # a new execution is admitted, and runs, under B
             c.trigger("job", {"key": "go/2"}, execution_id="two")
             c.store_put("go/2", True)
-            assert c.wait("two", timeout=60)["outcome"]["result"] == {"first": "B",
-                                                                        "second": "B"}
+            assert c.wait("two", timeout=60)["outcome"]["result"] == {"first": "B", "second": "B"}
             assert c.describe("two")["script_changed"] is False
 
 

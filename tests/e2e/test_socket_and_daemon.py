@@ -59,8 +59,20 @@ def _python_for_nobody() -> str | None:
         if not os.path.exists(candidate):
             continue
         probe = subprocess.run(
-            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", candidate, "-I",
-             "-c", "print(1)"], capture_output=True, text=True, timeout=30)
+            [
+                "setpriv",
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                candidate,
+                "-I",
+                "-c",
+                "print(1)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if probe.returncode == 0:
             return candidate
     return None
@@ -91,8 +103,21 @@ def test_socket_connection_from_another_uid_is_refused(public_home):
 
     def as_nobody() -> dict:
         out = subprocess.run(
-            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-I",
-             "-c", PEER, str(daemon.socket)], capture_output=True, text=True, timeout=30)
+            [
+                "setpriv",
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                python,
+                "-I",
+                "-c",
+                PEER,
+                str(daemon.socket),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
@@ -131,8 +156,12 @@ def test_stale_socket_left_by_kill9_is_replaced_on_restart(daemon):
 
 def test_second_daemon_for_the_same_home_refuses_to_start(daemon):
     second = subprocess.run(
-        [sys.executable, "-m", "ys.daemon", "run"], env=daemon.env, capture_output=True,
-        text=True, timeout=60, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "ys.daemon", "run"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert second.returncode == 1
     assert "already running" in second.stderr

@@ -42,17 +42,29 @@ def _json(daemon: DaemonHandle, *args: str) -> dict:
 
 
 def test_history_shows_iso_times_and_describe_keeps_each_failed_attempts_error(
-        daemon: DaemonHandle, tmp_path):
+    daemon: DaemonHandle, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "retried", RETRIED)
     c = daemon.client()
     c.trigger("retried", {"d": str(fx)}, execution_id="retried-1")
-    wait_until(lambda: c.get("retried-1")["status"] == "suspended" and any(
-        s["key"] == "nap" for s in c.describe("retried-1")["steps"]), timeout=30,
-        message="the retried step done and the nap begun")
+    wait_until(
+        lambda: (
+            c.get("retried-1")["status"] == "suspended"
+            and any(s["key"] == "nap" for s in c.describe("retried-1")["steps"])
+        ),
+        timeout=30,
+        message="the retried step done and the nap begun",
+    )
     assert daemon.ys("wake", "retried-1").returncode == 0
-    wait_until(lambda: kinds(c, "retried-1").count("claimed") == 5 and c.get(
-        "retried-1")["status"] == "suspended", timeout=30, message="the woken delivery")
+    wait_until(
+        lambda: (
+            kinds(c, "retried-1").count("claimed") == 5
+            and c.get("retried-1")["status"] == "suspended"
+        ),
+        timeout=30,
+        message="the woken delivery",
+    )
 
     events = _json(daemon, "history", "retried-1")["events"]
     seen = {k for e in events for k in TIMES if k in e["data"]}
@@ -64,7 +76,8 @@ def test_history_shows_iso_times_and_describe_keeps_each_failed_attempts_error(
     failed = [e["data"] for e in events if e["kind"] == "step" and "error" in e["data"]]
     assert [(d["attempts"] if "attempts" in d else 1, d["error"]) for d in failed] == [
         (1, {"name": "ValueError", "message": "boom 1"}),
-        (2, {"name": "ValueError", "message": "boom 2"})]
+        (2, {"name": "ValueError", "message": "boom 2"}),
+    ]
 
     people = daemon.ys("history", "retried-1")
     assert people.returncode == 0, people.stderr
@@ -79,7 +92,8 @@ def test_history_shows_iso_times_and_describe_keeps_each_failed_attempts_error(
     assert (flaky["status"], flaky["attempts"], flaky["value"]) == ("completed", 3, "ok after 3")
     assert [(f["attempt"], f["error"]) for f in flaky["failed_attempts"]] == [
         (1, {"name": "ValueError", "message": "boom 1"}),
-        (2, {"name": "ValueError", "message": "boom 2"})]
+        (2, {"name": "ValueError", "message": "boom 2"}),
+    ]
     assert all(ISO.match(f["at"]) for f in flaky["failed_attempts"])
     nap = next(s for s in described["steps"] if s["key"] == "nap")
     assert nap["failed_attempts"] == []

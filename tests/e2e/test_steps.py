@@ -24,7 +24,8 @@ def main(step, params):
 
 
 def test_retry_step_failing_twice_then_succeeding_completes_with_its_attempts_recorded(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "flaky", FLAKY)
     c = daemon.client()
@@ -34,18 +35,28 @@ def test_retry_step_failing_twice_then_succeeding_completes_with_its_attempts_re
     assert lines(fx) == ["attempt 1", "attempt 2", "attempt 3"]
     [flaky_step] = c.describe("flaky-1")["steps"]
     assert (flaky_step["key"], flaky_step["status"], flaky_step["attempts"]) == (
-        "flaky", "completed", 3)
+        "flaky",
+        "completed",
+        3,
+    )
     # each failed attempt was recorded with its wake, and the execution suspended for it
     steps = [e["data"] for e in events(c, "flaky-1") if e["kind"] == "step"]
     assert [(s["status"], s.get("attempts", 1)) for s in steps] == [
-        ("waiting", 1), ("waiting", 2), ("completed", 3)]
+        ("waiting", 1),
+        ("waiting", 2),
+        ("completed", 3),
+    ]
     assert all("wake_at" in s for s in steps[:2])
     assert [d["outcome"] for d in c.describe("flaky-1")["deliveries"]] == [
-        "suspended", "suspended", "completed"]
+        "suspended",
+        "suspended",
+        "completed",
+    ]
 
 
 def test_retry_step_exhausting_its_attempts_fails_the_workflow_with_the_last_error(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "flaky", FLAKY)
     c = daemon.client()
@@ -61,13 +72,17 @@ def test_retry_step_exhausting_its_attempts_fails_the_workflow_with_the_last_err
 
 def test_step_key_used_twice_in_one_run_fails_the_workflow(daemon, tmp_path):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "twice", """
+    write_workflow(
+        daemon,
+        "twice",
+        """
         @ys.workflow
         def main(step, params):
             step.run("load", note, params["d"], "first")
             step.run("load", note, params["d"], "second")
             return "unreachable"
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("twice", {"d": str(fx)}, execution_id="twice-1")
     record = c.wait("twice-1", timeout=20)

@@ -46,11 +46,15 @@ def _start_pids(fx, name: str) -> list[int]:
 
 
 def test_daemon_killed_with_sigkill_recovers_admitted_running_and_suspended_executions(
-        ys_home, tmp_path):
+    ys_home, tmp_path
+):
     # One slot: the running execution holds it, so the third one stays admitted at the kill.
     daemon = ys_home.start(concurrency=1)
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "napper", """
+    write_workflow(
+        daemon,
+        "napper",
+        """
         @ys.workflow
         def main(step, params):
             d = params["d"]
@@ -58,8 +62,12 @@ def test_daemon_killed_with_sigkill_recovers_admitted_running_and_suspended_exec
             step.sleep("nap", 2)
             step.run("c2", note, d, "c2")
             return "rested"
-    """)
-    write_workflow(daemon, "worker", """
+    """,
+    )
+    write_workflow(
+        daemon,
+        "worker",
+        """
         @ys.workflow
         def main(step, params):
             d = params["d"]
@@ -67,15 +75,20 @@ def test_daemon_killed_with_sigkill_recovers_admitted_running_and_suspended_exec
             step.run("b2", block, d, "b2")
             step.run("b3", note, d, "b3")
             return "worked"
-    """)
-    write_workflow(daemon, "queued", """
+    """,
+    )
+    write_workflow(
+        daemon,
+        "queued",
+        """
         @ys.workflow
         def main(step, params):
             d = params["d"]
             step.run("a1", note, d, "a1")
             step.run("a2", note, d, "a2")
             return "queued"
-    """)
+    """,
+    )
     c = daemon.client()
     p = {"d": str(fx)}
     c.trigger("napper", p, execution_id="suspended-1")
@@ -100,8 +113,11 @@ def test_daemon_killed_with_sigkill_recovers_admitted_running_and_suspended_exec
     assert again != orphan
     go(fx, "b2")
     c = daemon.client()
-    for execution_id, result in (("admitted-1", "queued"), ("running-1", "worked"),
-                                 ("suspended-1", "rested")):
+    for execution_id, result in (
+        ("admitted-1", "queued"),
+        ("running-1", "worked"),
+        ("suspended-1", "rested"),
+    ):
         record = c.wait(execution_id, timeout=30)
         assert record["outcome"] == {"status": "completed", "result": result}, execution_id
 
@@ -117,7 +133,8 @@ def test_daemon_killed_with_sigkill_recovers_admitted_running_and_suspended_exec
 
 
 def test_worker_killed_with_sigkill_mid_step_is_redelivered_without_repeating_earlier_steps(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "three", THREE_STEPS)
     c = daemon.client()
@@ -141,9 +158,13 @@ def test_worker_killed_with_sigkill_mid_step_is_redelivered_without_repeating_ea
 
 
 def test_worker_stopped_past_its_lease_is_killed_redelivered_and_its_old_token_is_refused(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    write_workflow(daemon, "fenced", """
+    write_workflow(
+        daemon,
+        "fenced",
+        """
         def remember_token(d):
             note(d, "token:" + os.environ["YS_DELIVERY_TOKEN"])
 
@@ -154,7 +175,8 @@ def test_worker_stopped_past_its_lease_is_killed_redelivered_and_its_old_token_i
             remember_token(d)  # outside a step on purpose: once per delivery
             step.run("two", block, d, "two")
             return "done"
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("fenced", {"d": str(fx)}, execution_id="fenced-1")
     wait_until(lambda: count(fx, "two:start") == 1, message="step two blocked")
@@ -172,24 +194,32 @@ def test_worker_stopped_past_its_lease_is_killed_redelivered_and_its_old_token_i
         base = "/v1/executions/fenced-1"
         late = Transport(str(daemon.socket), token=old)
         with pytest.raises(ys.LeaseLost) as refused:
-            late.request("PUT", f"{base}/steps/x",
-                         {"kind": "run", "status": "completed", "value": "1"})
+            late.request(
+                "PUT", f"{base}/steps/x", {"kind": "run", "status": "completed", "value": "1"}
+            )
         assert refused.value.code == "LEASE_LOST"
         assert refused.value.context.get("status") == 409
         with pytest.raises(ys.LeaseLost):
-            late.request("POST", f"{base}/outcome",
-                         {"outcome": {"status": "completed", "result": "forged"}})
+            late.request(
+                "POST", f"{base}/outcome", {"outcome": {"status": "completed", "result": "forged"}}
+            )
         with pytest.raises(ys.LeaseLost):
             late.request("POST", f"{base}/lease", {})
         late.close()
 
         # the new delivery keeps its lease by renewing: it is still running (and renewing)
         # after its first lease would have run out, not killed along with the old one
-        second_claim = parse_iso([e for e in events(c, "fenced-1")
-                                  if e["kind"] == "claimed"][-1]["at"])
-        wait_until(lambda: parse_iso(c.describe("fenced-1")["lease_expires_at"])
-                   >= second_claim + 2 * LEASE + 0.5, timeout=15,
-                   message="the redelivered worker renewing past its first lease")
+        second_claim = parse_iso(
+            [e for e in events(c, "fenced-1") if e["kind"] == "claimed"][-1]["at"]
+        )
+        wait_until(
+            lambda: (
+                parse_iso(c.describe("fenced-1")["lease_expires_at"])
+                >= second_claim + 2 * LEASE + 0.5
+            ),
+            timeout=15,
+            message="the redelivered worker renewing past its first lease",
+        )
         assert alive(_start_pids(fx, "two")[1])
 
         go(fx, "two")
@@ -210,7 +240,8 @@ def test_worker_stopped_past_its_lease_is_killed_redelivered_and_its_old_token_i
 
 
 def test_sigterm_with_a_running_delivery_stops_within_grace_and_redelivers_after_restart(
-        daemon, tmp_path):
+    daemon, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "three", THREE_STEPS)
     c = daemon.client()

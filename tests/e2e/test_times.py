@@ -75,14 +75,28 @@ def raw(h: DaemonHandle, method: str, path: str, body: bytes) -> tuple[int, dict
 def suspended(h: DaemonHandle, execution_id: str) -> dict[str, Any]:
     c = h.client()
     c.trigger("sleeper", execution_id=execution_id)
-    return wait_until(lambda: (r := c.get(execution_id))["status"] == "suspended" and r,
-                      message=f"{execution_id} suspended")
+    return wait_until(
+        lambda: (r := c.get(execution_id))["status"] == "suspended" and r,
+        message=f"{execution_id} suspended",
+    )
 
 
-@pytest.mark.parametrize("case", ["sleep-inf", "sleep-far", "until-inf", "until-nan",
-                                  "until-far", "wait-inf", "wait-far", "retry-far"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "sleep-inf",
+        "sleep-far",
+        "until-inf",
+        "until-nan",
+        "until-far",
+        "wait-inf",
+        "wait-far",
+        "retry-far",
+    ],
+)
 def test_a_time_past_9999_or_not_finite_is_a_value_error_in_the_workflow_not_a_retry(
-        daemon: DaemonHandle, case: str):
+    daemon: DaemonHandle, case: str
+):
     c = daemon.client()
     c.trigger("times", {"case": case}, execution_id=f"times-{case}")
     record = c.wait(f"times-{case}", timeout=30)
@@ -93,8 +107,7 @@ def test_a_time_past_9999_or_not_finite_is_a_value_error_in_the_workflow_not_a_r
     assert record["attempts"] == 1  # one delivery: the refusal was never an infrastructure retry
 
 
-def test_an_effect_whose_retry_in_ends_past_9999_is_an_invalid_effect_request(
-        daemon: DaemonHandle):
+def test_an_effect_whose_retry_in_ends_past_9999_is_an_invalid_effect_request(daemon: DaemonHandle):
     c = daemon.client()
     c.trigger("times", {"case": "effect-far"}, execution_id="times-effect-far")
     record = c.wait("times-effect-far", timeout=30)
@@ -103,20 +116,35 @@ def test_an_effect_whose_retry_in_ends_past_9999_is_an_invalid_effect_request(
     assert record["attempts"] == 1
 
 
-@pytest.mark.parametrize("value", [b"Infinity", b"-Infinity", b"NaN", b"1e300", b"1e12",
-                                   b"-1", b'"soon"', b"true", b"[1]"])
+@pytest.mark.parametrize(
+    "value",
+    [b"Infinity", b"-Infinity", b"NaN", b"1e300", b"1e12", b"-1", b'"soon"', b"true", b"[1]"],
+)
 def test_the_wait_routes_refuse_a_time_that_is_not_finite_or_out_of_range_naming_the_field(
-        daemon: DaemonHandle, value: bytes):
+    daemon: DaemonHandle, value: bytes
+):
     name = "tw-" + "".join(ch for ch in value.decode() if ch.isalnum() or ch in "-.")
     before = suspended(daemon, name)
     c = daemon.client()
     history = len(events(c, name))
-    c.transport.request("POST", "/v1/effects/times%3Aroute/begin", {
-        "operation": "op.v1", "input": {}, "execution_id": name, "step_key": "e"})
-    for path, field in ((f"/v1/store/{name}-key/wait", b"timeout_at"),
-                        ("/v1/effects/times%3Aroute/wait", b"wake_at")):
-        body = (b'{"execution_id": "' + name.encode() + b'", "step_key": "w", "'
-                + field + b'": ' + value + b"}")
+    c.transport.request(
+        "POST",
+        "/v1/effects/times%3Aroute/begin",
+        {"operation": "op.v1", "input": {}, "execution_id": name, "step_key": "e"},
+    )
+    for path, field in (
+        (f"/v1/store/{name}-key/wait", b"timeout_at"),
+        ("/v1/effects/times%3Aroute/wait", b"wake_at"),
+    ):
+        body = (
+            b'{"execution_id": "'
+            + name.encode()
+            + b'", "step_key": "w", "'
+            + field
+            + b'": '
+            + value
+            + b"}"
+        )
         status, err = raw(daemon, "POST", path, body)
         assert (status, err["code"]) == (400, "INVALID_ARGUMENT"), (path, err)
         assert field.decode() in err["message"]

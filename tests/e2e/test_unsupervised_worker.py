@@ -17,7 +17,9 @@ pytestmark = pytest.mark.e2e
 def test_a_worker_whose_pid_cannot_be_recorded_is_killed_not_left_unwatched(tmp_path: Path):
     fx = fixture_dir(tmp_path)
     with make_home(tmp_path) as h:
-        h.write("long.py", f"""
+        h.write(
+            "long.py",
+            f"""
             import os, pathlib, time
             import ys
 
@@ -26,7 +28,8 @@ def test_a_worker_whose_pid_cannot_be_recorded_is_killed_not_left_unwatched(tmp_
                 pathlib.Path({str(fx)!r}, "pid").write_text(str(os.getpid()))
                 time.sleep(60)
                 return "ran unwatched"
-        """)
+        """,
+        )
         h.start()
         workers = h.home / "run" / "workers"
         if workers.is_dir():
@@ -35,8 +38,11 @@ def test_a_worker_whose_pid_cannot_be_recorded_is_killed_not_left_unwatched(tmp_
         h.client().trigger("long", {}, execution_id="long-1")
         # Twice: the second delivery comes after the first one's lease (3 s) expired, long
         # after an unkilled first worker would have written its pid.
-        wait_until(lambda: h.log().count("delivery of long-1 failed in the dispatcher") >= 2,
-                   timeout=30, message="two deliveries the dispatcher could not supervise")
+        wait_until(
+            lambda: h.log().count("delivery of long-1 failed in the dispatcher") >= 2,
+            timeout=30,
+            message="two deliveries the dispatcher could not supervise",
+        )
         pid_file = fx / "pid"
 
         def gone() -> bool:  # killed before or after it wrote its pid; never left running

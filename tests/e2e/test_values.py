@@ -24,14 +24,16 @@ def test_minus_zero_and_zero_are_the_same_params_to_use_existing(daemon: DaemonH
     first = daemon.ys("trigger", "echo", "--id", "zero-1", "-p", "x=0.0", "--json")
     assert json.loads(first.stdout) == {"execution_id": "zero-1", "started": True}, first.stderr
 
-    again = daemon.ys("trigger", "echo", "--id", "zero-1", "-p", "x=-0.0",
-                      "--if-exists", "use-existing", "--json")
+    again = daemon.ys(
+        "trigger", "echo", "--id", "zero-1", "-p", "x=-0.0", "--if-exists", "use-existing", "--json"
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == {"execution_id": "zero-1", "started": False}
 
     # 0 (an int) is another durable value than 0.0, as 1 is another than 1.0
-    other = daemon.ys("trigger", "echo", "--id", "zero-1", "-p", "x=0",
-                      "--if-exists", "use-existing")
+    other = daemon.ys(
+        "trigger", "echo", "--id", "zero-1", "-p", "x=0", "--if-exists", "use-existing"
+    )
     assert other.returncode == 3, other.stderr
     assert other.stderr.startswith("EXECUTION_ID_CONFLICT: ")
     record = daemon.client().wait("zero-1", timeout=30)
@@ -57,7 +59,8 @@ def main(step, params):
 
 
 def test_a_step_result_too_big_to_save_is_the_steps_failure_recorded_once(
-        daemon: DaemonHandle, tmp_path):
+    daemon: DaemonHandle, tmp_path
+):
     fx = fixture_dir(tmp_path)
     write_workflow(daemon, "bigstep", BIG_STEP)
     c = daemon.client()
@@ -84,11 +87,15 @@ def test_a_step_result_too_big_to_save_is_the_steps_failure_recorded_once(
 
 
 def test_a_workflow_result_too_big_to_save_fails_the_execution(daemon: DaemonHandle):
-    write_workflow(daemon, "bigresult", """
+    write_workflow(
+        daemon,
+        "bigresult",
+        """
         @ys.workflow
         def main(step, params):
             return "z" * 10_000_000
-    """)
+    """,
+    )
     c = daemon.client()
     c.trigger("bigresult", execution_id="big-result")
     record = c.wait("big-result", timeout=60)
@@ -101,13 +108,18 @@ def test_a_workflow_result_too_big_to_save_fails_the_execution(daemon: DaemonHan
 
 
 def test_a_shell_step_whose_output_is_too_big_to_save_fails_once_with_the_limit(
-        daemon: DaemonHandle, tmp_path):
+    daemon: DaemonHandle, tmp_path
+):
     fx = fixture_dir(tmp_path)
-    daemon.write("bigout", f"""#!/bin/sh
+    daemon.write(
+        "bigout",
+        f"""#!/bin/sh
 set -e
 ys step run big -- sh -c 'echo ran >> {fx}/effects; head -c 4000000 /dev/zero | tr "\\0" z'
 echo "never printed"
-""", mode=0o700)
+""",
+        mode=0o700,
+    )
     c = daemon.client()
     c.trigger("bigout", execution_id="big-out")
     record = c.wait("big-out", timeout=60)

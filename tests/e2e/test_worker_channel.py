@@ -33,12 +33,16 @@ def test_steps_go_over_the_channel(daemon, tmp_path):
     assert lines(d) == ["s0", "s1", "s2"]
 
 
-@pytest.mark.parametrize("point, effects", [
-    ("channel.before_save", ["s0", "s1", "s1", "s2"]),  # not recorded: run again
-    ("channel.after_save", ["s0", "s1", "s2"]),  # recorded: never run again
-])
+@pytest.mark.parametrize(
+    "point, effects",
+    [
+        ("channel.before_save", ["s0", "s1", "s1", "s2"]),  # not recorded: run again
+        ("channel.after_save", ["s0", "s1", "s2"]),  # recorded: never run again
+    ],
+)
 def test_a_daemon_killed_between_a_save_and_its_answer_loses_no_step(
-        ys_home, tmp_path, point, effects):
+    ys_home, tmp_path, point, effects
+):
     d = fixture_dir(tmp_path)
     write_script(ys_home, "three", STEPS, prelude(start_pid=False))
     marker = tmp_path / "crashed"
@@ -54,8 +58,11 @@ def test_a_daemon_killed_between_a_save_and_its_answer_loses_no_step(
     del ys_home.env["YS_CRASH_POINTS"]
     ys_home.start()
     with ys_home.client() as c:
-        record = wait_until(lambda: (r := c.get(eid))["status"] == "completed" and r,
-                            timeout=60, message=f"{eid} completed")
+        record = wait_until(
+            lambda: (r := c.get(eid))["status"] == "completed" and r,
+            timeout=60,
+            message=f"{eid} completed",
+        )
         assert record["outcome"]["result"] == ["s0", "s1", "s2"]
         saved = [e["data"]["key"] for e in events(c, eid) if e["kind"] == "step"]
     assert lines(d) == effects
@@ -63,8 +70,9 @@ def test_a_daemon_killed_between_a_save_and_its_answer_loses_no_step(
 
 
 def test_the_channel_route_refuses_a_request_that_is_not_an_upgrade(daemon):
-    status, body = send(daemon, "GET", "/v1/executions/some-id/channel",
-                        headers={"X-Ys-Token": "t"})
+    status, body = send(
+        daemon, "GET", "/v1/executions/some-id/channel", headers={"X-Ys-Token": "t"}
+    )
     assert status == 400
     assert body["code"] == "INVALID_ARGUMENT"
     assert "WebSocket upgrade" in body["message"]

@@ -16,8 +16,19 @@ from ys.errors import WorkflowEffectError
 from ys.sdk import NotFound, SavedStep, Settled, Step, Unknown, run_workflow
 
 __all__ = [
-    "EFFECTS_DIR", "T0", "Crash", "DaemonHandle", "FakeClient", "FakeProvider", "NotFound",
-    "Settled", "Unknown", "events", "kinds", "script", "wait_until",
+    "EFFECTS_DIR",
+    "T0",
+    "Crash",
+    "DaemonHandle",
+    "FakeClient",
+    "FakeProvider",
+    "NotFound",
+    "Settled",
+    "Unknown",
+    "events",
+    "kinds",
+    "script",
+    "wait_until",
 ]
 
 EFFECTS_DIR = Path(__file__).resolve().parent
@@ -67,8 +78,15 @@ class FakeClient:
     def now(self) -> float:
         return self.clock
 
-    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> bool | None:
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
         self.calls.append(("save", key, status))
         self.saved[key] = SavedStep(kind, status, value, attempts, wake_at)
         return False
@@ -79,8 +97,7 @@ class FakeClient:
     def get(self, execution_id: str) -> dict[str, Any]:
         raise AssertionError("the effect driver never reads records")
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any,
-                     key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
         self.calls.append(("begin", effect_id))
         scripted = self._scripted("begin")
         if scripted is not None:
@@ -88,12 +105,17 @@ class FakeClient:
         canonical = codec.dumps(input)
         e = self.effects.get(effect_id)
         if e is None:
-            self.effects[effect_id] = {"operation": operation, "input": canonical,
-                                       "status": "pending", "result": None}
+            self.effects[effect_id] = {
+                "operation": operation,
+                "input": canonical,
+                "status": "pending",
+                "result": None,
+            }
             return {"status": "new"}
         if e["operation"] != operation or e["input"] != canonical:
-            raise WorkflowEffectError("EFFECT_REQUEST_MISMATCH",
-                                      f"effect {effect_id!r} exists with another request")
+            raise WorkflowEffectError(
+                "EFFECT_REQUEST_MISMATCH", f"effect {effect_id!r} exists with another request"
+            )
         if e["status"] == "settled":
             return {"status": "settled", "result": e["result"]}
         return {"status": "pending"}
@@ -131,19 +153,30 @@ class FakeClient:
             del self.waiters[ident]
         return {"status": "settled", "result": result}
 
-    def pending(self, effect_id: str, operation: str = "charge.v1",
-                input: dict[str, Any] | None = None) -> None:
+    def pending(
+        self, effect_id: str, operation: str = "charge.v1", input: dict[str, Any] | None = None
+    ) -> None:
         """An effect some earlier attempt began (its outcome unknown)."""
-        self.effects[effect_id] = {"operation": operation,
-                                   "input": codec.dumps({"amount": 49.99} if input is None else input),
-                                   "status": "pending", "result": None}
+        self.effects[effect_id] = {
+            "operation": operation,
+            "input": codec.dumps({"amount": 49.99} if input is None else input),
+            "status": "pending",
+            "result": None,
+        }
 
     # -- deliveries ----------------------------------------------------------------------------
 
     def step(self, attempt: int = 1) -> Step:
         """A Step for one delivery attempt, replaying what has been saved so far."""
-        return Step(self, execution_id=self.execution_id, workflow="charge-order", context={},
-                    attempt=attempt, steps=dict(self.saved), cancel_requested=False)
+        return Step(
+            self,
+            execution_id=self.execution_id,
+            workflow="charge-order",
+            context={},
+            attempt=attempt,
+            steps=dict(self.saved),
+            cancel_requested=False,
+        )
 
     def run(self, fn: Callable[..., Any], params: Any = None, attempt: int = 1) -> dict[str, Any]:
         return run_workflow(fn, self.step(attempt), params or {})
@@ -164,8 +197,10 @@ class FakeProvider:
 
     def charge(self, effect_id: str) -> dict[str, Any]:
         if effect_id not in self.charges:
-            self.charges[effect_id] = {"charge_id": f"ch_{len(self.charges) + 1}",
-                                       "amount": self.amount}
+            self.charges[effect_id] = {
+                "charge_id": f"ch_{len(self.charges) + 1}",
+                "amount": self.amount,
+            }
         return self.charges[effect_id]
 
     def perform(self, effect_id: str) -> Any:
@@ -195,7 +230,7 @@ class FakeProvider:
 # -- workflow scripts for a real daemon --------------------------------------------------------
 
 
-PRELUDE = f'''\
+PRELUDE = f"""\
 import os
 import pathlib
 import signal
@@ -205,7 +240,7 @@ sys.path.insert(0, {str(EFFECTS_DIR)!r})
 import ys
 from fake_provider import FileProvider
 
-'''
+"""
 
 
 def script(daemon: DaemonHandle, name: str, body: str) -> Path:

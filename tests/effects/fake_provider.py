@@ -70,8 +70,11 @@ class FileProvider:
             for c in charges:
                 if c["effect_id"] == effect_id:
                     return c
-            charge = {"effect_id": effect_id, "amount": amount,
-                      "charge_id": f"ch_{len(charges) + 1}"}
+            charge = {
+                "effect_id": effect_id,
+                "amount": amount,
+                "charge_id": f"ch_{len(charges) + 1}",
+            }
             with open(self.path, "a") as f:
                 f.write(json.dumps(charge, sort_keys=True) + "\n")
                 f.flush()

@@ -60,11 +60,18 @@ def provider(client: FakeClient) -> FakeProvider:
     return FakeProvider(client)
 
 
-def charge_order(provider: FakeProvider, then: Callable[[], Any] | None = None,
-                 **overrides: Any) -> Callable[..., Any]:
+def charge_order(
+    provider: FakeProvider, then: Callable[[], Any] | None = None, **overrides: Any
+) -> Callable[..., Any]:
     """The workflow: one effect step `charge`, then (optionally) `then()` as its continuation."""
-    kw: dict[str, Any] = dict(effect_id=EID, operation=OP, input=INPUT,
-                              perform=provider.perform, lookup=provider.lookup, retry_in=60)
+    kw: dict[str, Any] = dict(
+        effect_id=EID,
+        operation=OP,
+        input=INPUT,
+        perform=provider.perform,
+        lookup=provider.lookup,
+        retry_in=60,
+    )
     kw.update(overrides)
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
@@ -153,14 +160,16 @@ def test_pending_effect_with_lookup_settled_stores_that_result_without_performin
 # -- interruptions ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("when", ["during perform", "after external completion",
-                                  "after its response"])
+@pytest.mark.parametrize(
+    "when", ["during perform", "after external completion", "after its response"]
+)
 def test_interrupted_perform_is_followed_by_lookup_before_another_perform(
     client: FakeClient, provider: FakeProvider, crash_at: Callable[[str], None], when: str
 ) -> None:
     if when == "during perform":  # dies before the provider accepted anything
         provider.perform_script.append(Crash("during perform"))
     elif when == "after external completion":  # the provider charged; no response came back
+
         def charged_then_died(effect_id: str) -> Any:
             provider.charge(effect_id)
             raise Crash("after external completion")
@@ -253,8 +262,9 @@ def test_recorded_step_returns_without_the_client_even_if_the_effect_record_disa
 # -- unknown outcomes ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["lookup unknown", "lookup rejects", "lookup rejects async",
-                                  "perform rejects"])
+@pytest.mark.parametrize(
+    "case", ["lookup unknown", "lookup rejects", "lookup rejects async", "perform rejects"]
+)
 def test_unknown_outcome_completes_wait_before_the_step_suspends(
     client: FakeClient, provider: FakeProvider, case: str
 ) -> None:
@@ -267,6 +277,7 @@ def test_unknown_outcome_completes_wait_before_the_step_suspends(
         elif case == "lookup rejects":
             provider.lookup_script.append(TimeoutError("provider timed out"))
         else:
+
             async def rejects(effect_id: str) -> Any:
                 raise TimeoutError("provider timed out")
 
@@ -286,8 +297,10 @@ def test_unknown_outcome_completes_wait_before_the_step_suspends(
     client.clock = T0 + 30
     if case == "perform rejects":
         provider.charge(EID)  # the timed-out call had landed after all
-    completed(client.run(charge_order(provider, retry_in=30), attempt=2),
-              provider.charges.get(EID, CHARGE))
+    completed(
+        client.run(charge_order(provider, retry_in=30), attempt=2),
+        provider.charges.get(EID, CHARGE),
+    )
     assert client.names()[:2] == ["begin", "lookup"]
     assert len(provider.charges) == 1
 
@@ -327,12 +340,25 @@ def catching(provider: FakeProvider, **overrides: Any) -> Callable[..., Any]:
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"effect_id": ""}, {"effect_id": 42}, {"effect_id": "line\nbreak"},
-        {"effect_id": "x" * 257}, {"operation": ""}, {"operation": None},
-        {"input": [49.99]}, {"input": None}, {"input": {"amount": float("nan")}},
-        {"input": {"amount": math.inf}}, {"input": {"when": {1, 2}}}, {"input": {1: "x"}},
-        {"retry_in": -1}, {"retry_in": math.inf}, {"retry_in": math.nan}, {"retry_in": True},
-        {"retry_in": "60"}, {"perform": None}, {"lookup": "not callable"},
+        {"effect_id": ""},
+        {"effect_id": 42},
+        {"effect_id": "line\nbreak"},
+        {"effect_id": "x" * 257},
+        {"operation": ""},
+        {"operation": None},
+        {"input": [49.99]},
+        {"input": None},
+        {"input": {"amount": float("nan")}},
+        {"input": {"amount": math.inf}},
+        {"input": {"when": {1, 2}}},
+        {"input": {1: "x"}},
+        {"retry_in": -1},
+        {"retry_in": math.inf},
+        {"retry_in": math.nan},
+        {"retry_in": True},
+        {"retry_in": "60"},
+        {"perform": None},
+        {"lookup": "not callable"},
     ],
     ids=lambda o: f"{next(iter(o))}={next(iter(o.values()))!r}"[:40],
 )
@@ -362,8 +388,9 @@ def test_uncaught_invalid_request_fails_the_workflow_with_its_code(
 
 
 @pytest.mark.parametrize("settled", [False, True], ids=["pending", "settled"])
-@pytest.mark.parametrize("change", [{"operation": "charge.v2"}, {"input": {"amount": 59.99}}],
-                         ids=["operation", "input"])
+@pytest.mark.parametrize(
+    "change", [{"operation": "charge.v2"}, {"input": {"amount": 59.99}}], ids=["operation", "input"]
+)
 def test_changed_operation_or_input_records_mismatch_for_workflow_code_without_a_callback(
     client: FakeClient, provider: FakeProvider, change: dict[str, Any], settled: bool
 ) -> None:
@@ -386,10 +413,14 @@ def test_changed_operation_or_input_records_mismatch_for_workflow_code_without_a
 
 
 def unavailable_errors() -> list[BaseException]:
-    return [OSError("connection reset"), ConnectionRefusedError("no daemon"),
-            DaemonUnavailable("DAEMON_UNAVAILABLE", "nothing answers"),
-            ResourceExhausted("RESOURCE_EXHAUSTED", "disk full"),
-            YsError("INTERNAL", "500 from the daemon"), KeyError("status")]
+    return [
+        OSError("connection reset"),
+        ConnectionRefusedError("no daemon"),
+        DaemonUnavailable("DAEMON_UNAVAILABLE", "nothing answers"),
+        ResourceExhausted("RESOURCE_EXHAUSTED", "disk full"),
+        YsError("INTERNAL", "500 from the daemon"),
+        KeyError("status"),
+    ]
 
 
 def prepare(client: FakeClient, provider: FakeProvider, method: str) -> None:
@@ -415,16 +446,22 @@ def test_client_availability_failure_records_no_step_and_retries_with_client_una
 
     # the retried delivery completes, charging once
     client.calls.clear()
-    completed(client.run(charge_order(provider), attempt=2),
-              provider.charges.get(EID, CHARGE))
+    completed(client.run(charge_order(provider), attempt=2), provider.charges.get(EID, CHARGE))
     assert len(provider.charges) == 1
 
 
 @pytest.mark.parametrize(
     "case",
-    ["lookup returns a plain dict", "lookup returns None", "lookup returns a charge",
-     "lookup settles a set", "perform returns a set", "perform returns a tuple",
-     "perform returns NaN", "perform returns Settled"],
+    [
+        "lookup returns a plain dict",
+        "lookup returns None",
+        "lookup returns a charge",
+        "lookup settles a set",
+        "perform returns a set",
+        "perform returns a tuple",
+        "perform returns NaN",
+        "perform returns Settled",
+    ],
 )
 def test_malformed_lookup_or_invalid_callback_result_records_no_step_and_keeps_the_effect_pending(
     client: FakeClient, provider: FakeProvider, case: str
@@ -440,9 +477,12 @@ def test_malformed_lookup_or_invalid_callback_result_records_no_step_and_keeps_t
         }[case]
         provider.lookup_script.append(lambda e: value)
     else:
-        value = {"perform returns a set": {"ch_1"}, "perform returns a tuple": ("ch_1", 49.99),
-                 "perform returns NaN": {"amount": math.nan},
-                 "perform returns Settled": Settled(CHARGE)}[case]
+        value = {
+            "perform returns a set": {"ch_1"},
+            "perform returns a tuple": ("ch_1", 49.99),
+            "perform returns NaN": {"amount": math.nan},
+            "perform returns Settled": Settled(CHARGE),
+        }[case]
         provider.perform_script.append(lambda e: value)
 
     with pytest.raises(InfrastructureFailure) as info:
@@ -458,8 +498,9 @@ def test_client_invariant_records_no_step_and_retries_with_runtime_invariant(
     client: FakeClient, provider: FakeProvider, method: str
 ) -> None:
     prepare(client, provider, method)
-    client.script[method] = [EffectInvariantError("EFFECT_RUNTIME_INVARIANT",
-                                                  "effect record is corrupt")]
+    client.script[method] = [
+        EffectInvariantError("EFFECT_RUNTIME_INVARIANT", "effect record is corrupt")
+    ]
     with pytest.raises(InfrastructureFailure) as info:
         client.run(charge_order(provider))
     assert info.value.code == "EFFECT_RUNTIME_INVARIANT"
@@ -468,10 +509,15 @@ def test_client_invariant_records_no_step_and_retries_with_runtime_invariant(
 
 @pytest.mark.parametrize(
     "method, answer",
-    [("begin", {"status": "bogus"}), ("begin", {}), ("begin", {"status": "settled"}),
-     ("begin", {"status": "settled", "result": "{not canonical"}),
-     ("settle", {"status": "settled"}), ("settle", {"status": "bogus", "result": "1"}),
-     ("settle", {"status": "conflict", "result": "NaN", "conflicting_result": "1"})],
+    [
+        ("begin", {"status": "bogus"}),
+        ("begin", {}),
+        ("begin", {"status": "settled"}),
+        ("begin", {"status": "settled", "result": "{not canonical"}),
+        ("settle", {"status": "settled"}),
+        ("settle", {"status": "bogus", "result": "1"}),
+        ("settle", {"status": "conflict", "result": "NaN", "conflicting_result": "1"}),
+    ],
     ids=lambda v: str(v)[:30],
 )
 def test_invalid_answer_from_the_client_is_a_runtime_invariant_that_performs_and_records_nothing(
@@ -525,8 +571,13 @@ def test_a_new_effect_in_a_waiting_step_is_not_begun_twice_in_one_run(
     client: FakeClient, provider: FakeProvider
 ) -> None:
     def twice(step: ys.sdk.Step, params: Any) -> Any:
-        kw: dict[str, Any] = dict(effect_id=EID, operation=OP, input=INPUT,
-                                  perform=provider.perform, lookup=provider.lookup)
+        kw: dict[str, Any] = dict(
+            effect_id=EID,
+            operation=OP,
+            input=INPUT,
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
         step.effect("charge", **kw)
         return step.effect("charge", **kw)
 
@@ -536,13 +587,17 @@ def test_a_new_effect_in_a_waiting_step_is_not_begun_twice_in_one_run(
     assert client.names() == ["begin", "perform", "settle", "save"]
 
 
-def test_step_key_and_effect_id_are_independent(client: FakeClient,
-                                                provider: FakeProvider) -> None:
+def test_step_key_and_effect_id_are_independent(client: FakeClient, provider: FakeProvider) -> None:
     """Two steps naming one payment (one effect ID) charge once; both read the same result."""
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        kw: dict[str, Any] = dict(effect_id=EID, operation=OP, input=INPUT,
-                                  perform=provider.perform, lookup=provider.lookup)
+        kw: dict[str, Any] = dict(
+            effect_id=EID,
+            operation=OP,
+            input=INPUT,
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
         return [step.effect("charge", **kw), step.effect("check", **kw)]
 
     completed(client.run(main), [CHARGE, CHARGE])

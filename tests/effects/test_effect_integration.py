@@ -69,13 +69,18 @@ def charge(step, params):
 
 
 def params(tmp_path: Path, effect_id: str, **extra: Any) -> dict[str, Any]:
-    return {"ledger": str(tmp_path / "ledger.jsonl"), "dir": str(tmp_path),
-            "effect_id": effect_id, **extra}
+    return {
+        "ledger": str(tmp_path / "ledger.jsonl"),
+        "dir": str(tmp_path),
+        "effect_id": effect_id,
+        **extra,
+    }
 
 
 def effect(client: Any, effect_id: str) -> dict[str, Any]:
     out: dict[str, Any] = client.transport.request(
-        "GET", f"/v1/effects/{quote(effect_id, safe='')}")
+        "GET", f"/v1/effects/{quote(effect_id, safe='')}"
+    )
     return out
 
 
@@ -100,20 +105,26 @@ def test_wait_committed_then_worker_killed_before_the_step_record_reuses_the_fir
 ) -> None:
     ys_home.env["YS_CRASH_POINTS"] = f"effect.after_wait@{tmp_path / 'killed-after-wait'}"
     daemon = ys_home.start()
-    script(daemon, "pay", PAY + """
+    script(
+        daemon,
+        "pay",
+        PAY
+        + """
 @ys.workflow
 def main(step, params):
     return charge(step, params)
-""")
+""",
+    )
     c = daemon.client()
-    eid = c.trigger("pay", params(tmp_path, "eff:after-wait", retry_in=30),
-                    execution_id="pay-1")["execution_id"]
+    eid = c.trigger("pay", params(tmp_path, "eff:after-wait", retry_in=30), execution_id="pay-1")[
+        "execution_id"
+    ]
     wait_until(lambda: suspended_after_release(c, eid), message="a suspension after the kill")
 
     evs = events(c, eid)
     ks = [e["kind"] for e in evs]
     # delivery 1: wait committed (its wake request), then SIGKILL: no step, released
-    first = ks[ks.index("claimed"):ks.index("released")]
+    first = ks[ks.index("claimed") : ks.index("released")]
     assert "step" not in first and "wake_requested" in first
     released = evs[ks.index("released")]["data"]
     assert released["reason"] == "worker_failed"
@@ -121,7 +132,7 @@ def main(step, params):
     wakes = [e["data"] for e in evs if e["kind"] == "wake_requested"]
     assert len(wakes) == 1  # the repeated wait added no wake request
     # delivery 2: the same registration; the unfinished step carries the first wake
-    waiting, = step_events(c, eid)
+    (waiting,) = step_events(c, eid)
     assert waiting["status"] == "waiting"
     assert waiting["wake_at"] == wakes[0]["due_at"]
     registered = effect(c, "eff:after-wait")
@@ -135,7 +146,7 @@ def main(step, params):
     (tmp_path / "provider-up").touch()
     c.wake(eid)  # rather than waiting 30 s for the registered wake
     record = c.wait(eid, timeout=30)
-    charge, = FileProvider(tmp_path / "ledger.jsonl").charges()
+    (charge,) = FileProvider(tmp_path / "ledger.jsonl").charges()
     assert record["outcome"] == {"status": "completed", "result": charge}
     assert effect(c, "eff:after-wait")["waiters"] == []
 
@@ -147,7 +158,11 @@ def test_unfinished_step_recorded_then_worker_killed_before_replying_keeps_the_n
     shared_daemon: DaemonHandle, tmp_path: Path
 ) -> None:
     c = shared_daemon.client()
-    script(shared_daemon, "pay-kill-after-record", PAY + """
+    script(
+        shared_daemon,
+        "pay-kill-after-record",
+        PAY
+        + """
 @ys.workflow
 def main(step, params):
     backend = step._backend
@@ -163,14 +178,18 @@ def main(step, params):
 
     backend.save_step = save_then_die
     return charge(step, params)
-""")
-    eid = c.trigger("pay-kill-after-record", params(tmp_path, "eff:after-record", retry_in=30),
-                    execution_id="pay-2")["execution_id"]
+""",
+    )
+    eid = c.trigger(
+        "pay-kill-after-record",
+        params(tmp_path, "eff:after-record", retry_in=30),
+        execution_id="pay-2",
+    )["execution_id"]
     wait_until(lambda: suspended_after_release(c, eid), message="a suspension after the kill")
 
     ks = kind_seq(c, eid)
     assert ks.count("claimed") == 2
-    first = ks[ks.index("claimed"):ks.index("released")]
+    first = ks[ks.index("claimed") : ks.index("released")]
     assert "step" in first and "suspended" not in first  # recorded, never acknowledged
     deliveries = c.describe(eid)["deliveries"]
     assert deliveries[0]["outcome"] == "retry (worker_failed)"
@@ -184,7 +203,7 @@ def main(step, params):
     c.wake(eid)
     record = c.wait(eid, timeout=30)
     provider = FileProvider(tmp_path / "ledger.jsonl")
-    charge, = provider.charges()
+    (charge,) = provider.charges()
     assert record["outcome"] == {"status": "completed", "result": charge}
     # the only perform that reached the provider came after a lookup proved nothing existed
     assert provider.calls() == ["lookup eff:after-record not-found", "perform eff:after-record"]
@@ -202,8 +221,15 @@ def test_requested_wake_becoming_due_is_delivered_once_and_acknowledgement_clear
             lookups.append(step._backend.now())
             return answers.pop(0)
 
-        return step.effect("charge", effect_id="eff", operation=OP, input={},
-                           perform=lambda e: {"charge_id": "ch_1"}, lookup=lookup, retry_in=30)
+        return step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={},
+            perform=lambda e: {"charge_id": "ch_1"},
+            lookup=lookup,
+            retry_in=30,
+        )
 
     with WorkflowTest({"charge-order": main}, start=T0) as t:
         t.store.effect_begin(OP, "eff", {}, "support-tool", "check", now=T0)  # already pending
@@ -239,29 +265,39 @@ def test_settle_committing_with_waiting_executions_wakes_each_and_each_reads_the
     shared_daemon: DaemonHandle, tmp_path: Path
 ) -> None:
     c = shared_daemon.client()
-    script(shared_daemon, "pay-wait", PAY + """
+    script(
+        shared_daemon,
+        "pay-wait",
+        PAY
+        + """
 @ys.workflow
 def main(step, params):
     return charge(step, params)
-""")
+""",
+    )
     effect_id = "eff:two-waiters"
     ids = []
     for n in (1, 2):
-        ids.append(c.trigger("pay-wait", params(tmp_path, effect_id, retry_in=3600),
-                             execution_id=f"waiter-{n}")["execution_id"])
+        ids.append(
+            c.trigger(
+                "pay-wait", params(tmp_path, effect_id, retry_in=3600), execution_id=f"waiter-{n}"
+            )["execution_id"]
+        )
 
     def both_registered() -> bool:
         e = effect(c, effect_id)
-        return len(e["waiters"]) == 2 and all(
-            c.get(i)["status"] == "suspended" for i in ids)
+        return len(e["waiters"]) == 2 and all(c.get(i)["status"] == "suspended" for i in ids)
 
     wait_until(both_registered, message="two registered waiters, both suspended")
     assert {w["execution_id"] for w in effect(c, effect_id)["waiters"]} == set(ids)
 
     # another runtime (say a support tool that asked the provider) settles the effect
     result = {"charge_id": "ch_support", "amount": 49.99}
-    answer = c.transport.request("POST", f"/v1/effects/{quote(effect_id, safe='')}/settle",
-                                 {"operation": OP, "result": codec.dumps(result)})
+    answer = c.transport.request(
+        "POST",
+        f"/v1/effects/{quote(effect_id, safe='')}/settle",
+        {"operation": OP, "result": codec.dumps(result)},
+    )
     assert answer == {"status": "settled", "result": codec.dumps(result)}
 
     for i in ids:
@@ -280,9 +316,20 @@ def main(step, params):
 def test_effect_client_failing_in_process_releases_the_lease_with_client_unavailable(
     monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    with WorkflowTest({"charge-order": lambda step, params: step.effect(
-            "charge", effect_id="eff", operation=OP, input={}, perform=provider.perform,
-            lookup=provider.lookup, retry_in=30)}, start=T0) as t:
+    with WorkflowTest(
+        {
+            "charge-order": lambda step, params: step.effect(
+                "charge",
+                effect_id="eff",
+                operation=OP,
+                input={},
+                perform=provider.perform,
+                lookup=provider.lookup,
+                retry_in=30,
+            )
+        },
+        start=T0,
+    ) as t:
         provider = FakeProvider(FakeClient())  # (the fake client only records the calls)
         if method == "effect_wait":
             t.store.effect_begin(OP, "eff", {}, "elsewhere", "check", now=T0)
@@ -297,14 +344,14 @@ def test_effect_client_failing_in_process_releases_the_lease_with_client_unavail
 
         monkeypatch.setattr(t.store, method, flaky)
         eid = t.trigger("charge-order", {})
-        d, = t.store.claim_due(limit=1)
+        (d,) = t.store.claim_due(limit=1)
         t._deliver(d)
 
         record = t.store.get(eid)
         assert record is not None and record.status == "admitted"  # released, no outcome
         assert t.store.held_leases() == []
         assert t.store.steps(eid) == []
-        delivery, = t.store.describe(eid).deliveries
+        (delivery,) = t.store.describe(eid).deliveries
         assert delivery["outcome"] == "retry (worker_failed)"
         assert delivery["detail"].startswith("EFFECT_CLIENT_UNAVAILABLE")
         assert t.store.effect("eff") is None or t.store.effect("eff")["status"] == "pending"  # type: ignore[index]
@@ -321,7 +368,11 @@ def test_effect_client_failing_in_a_worker_replies_retry_and_the_next_delivery_c
     shared_daemon: DaemonHandle, tmp_path: Path
 ) -> None:
     c = shared_daemon.client()
-    script(shared_daemon, "pay-settle-fails", PAY + """
+    script(
+        shared_daemon,
+        "pay-settle-fails",
+        PAY
+        + """
 @ys.workflow
 def main(step, params):
     backend = step._backend
@@ -336,13 +387,15 @@ def main(step, params):
 
     backend.effect_settle = settle_fails_once
     return charge(step, params)
-""")
+""",
+    )
     (tmp_path / "provider-up").touch()
-    eid = c.trigger("pay-settle-fails", params(tmp_path, "eff:settle-fails"),
-                    execution_id="pay-settle-fails")["execution_id"]
+    eid = c.trigger(
+        "pay-settle-fails", params(tmp_path, "eff:settle-fails"), execution_id="pay-settle-fails"
+    )["execution_id"]
     record = c.wait(eid, timeout=30)
     provider = FileProvider(tmp_path / "ledger.jsonl")
-    charge, = provider.charges()
+    (charge,) = provider.charges()
     assert record["outcome"] == {"status": "completed", "result": charge}
 
     first, second = c.describe(eid)["deliveries"]
@@ -351,7 +404,7 @@ def main(step, params):
     assert "EFFECT_CLIENT_UNAVAILABLE" in first["detail"]
     assert second["outcome"] == "completed"
     ks = kind_seq(c, eid)
-    assert "step" not in ks[:ks.index("released")]  # the failed delivery recorded no step
+    assert "step" not in ks[: ks.index("released")]  # the failed delivery recorded no step
     # the charge made before settle failed was found by lookup, not made again
     assert provider.calls() == ["perform eff:settle-fails", "lookup eff:settle-fails settled"]
     log = (shared_daemon.home / "logs" / quote(eid, safe="") / "1.log").read_text()
@@ -362,15 +415,22 @@ def test_invalid_callback_result_in_a_worker_is_retried_with_handler_invalid_and
     shared_daemon: DaemonHandle, tmp_path: Path
 ) -> None:
     c = shared_daemon.client()
-    script(shared_daemon, "pay-returns-a-set", """
+    script(
+        shared_daemon,
+        "pay-returns-a-set",
+        """
 @ys.workflow
 def main(step, params):
     return step.effect("charge", effect_id=params["effect_id"], operation="charge.v1",
                        input={"amount": 49.99}, perform=lambda effect_id: {"ch_1", "ch_2"},
                        lookup=lambda effect_id: ys.NotFound(), retry_in=60)
-""")
-    eid = c.trigger("pay-returns-a-set", {"effect_id": "eff:handler-invalid"},
-                    execution_id="pay-handler-invalid")["execution_id"]
+""",
+    )
+    eid = c.trigger(
+        "pay-returns-a-set",
+        {"effect_id": "eff:handler-invalid"},
+        execution_id="pay-handler-invalid",
+    )["execution_id"]
 
     def released_twice() -> list[dict[str, Any]]:
         ds = c.describe(eid)["deliveries"]
@@ -403,4 +463,6 @@ def test_effect_routes_take_no_delivery_token(shared_daemon: DaemonHandle) -> No
     assert c.transport.request("POST", path + "/begin", begin) == {"status": "new"}
     assert c.transport.request("POST", path + "/begin", begin) == {"status": "pending"}
     assert c.transport.request("POST", path + "/settle", {"operation": OP, "result": "1"}) == {
-        "status": "settled", "result": "1"}
+        "status": "settled",
+        "result": "1",
+    }

@@ -59,8 +59,9 @@ _ids = itertools.count()
 # -- round trips --------------------------------------------------------------------------------
 
 
-@settings(max_examples=75, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(value=durable_values)
 @example(value=ERROR_SHAPED[0])
 @example(value=ERROR_SHAPED[1])
@@ -76,11 +77,11 @@ def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_
 ) -> None:
     effect_id = f"effect-{next(_ids)}"
     expected = normalized(value)
-    assert shared_store.effect_begin(OP, effect_id, {"v": value}, "order-42", "charge",
-                                     now=T0) == {"status": "new"}
+    assert shared_store.effect_begin(OP, effect_id, {"v": value}, "order-42", "charge", now=T0) == {
+        "status": "new"
+    }
     # the same input (as decoded) matches the stored one: nothing was lost in the encoding
-    again = shared_store.effect_begin(OP, effect_id, {"v": expected}, "order-43", "charge",
-                                      now=T0)
+    again = shared_store.effect_begin(OP, effect_id, {"v": expected}, "order-43", "charge", now=T0)
     assert again == {"status": "pending"}
     described = shared_store.effect(effect_id)
     assert described is not None
@@ -99,17 +100,25 @@ def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_
 @example(value=ERROR_SHAPED[1])
 @example(value=ErrorValue("ValueError", "card declined", "DECLINED"))
 def test_every_durable_value_round_trips_through_the_driver_and_its_recorded_step(
-    value: Any
+    value: Any,
 ) -> None:
     client = FakeClient()
     provider = FakeProvider(client)
     provider.perform_script.append(lambda e: value)
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        got = step.effect("charge", effect_id="eff", operation=OP, input={"v": value},
-                          perform=provider.perform, lookup=provider.lookup)
-        return {"type": type(got).__name__, "same": got == normalized(value) or (
-            isinstance(value, float) and math.isnan(value))}
+        got = step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={"v": value},
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
+        return {
+            "type": type(got).__name__,
+            "same": got == normalized(value) or (isinstance(value, float) and math.isnan(value)),
+        }
 
     assert client.run(main)["result"]["type"] == type(normalized(value)).__name__
     assert_same(codec.decode(client.effects["eff"]["input"]), {"v": normalized(value)})
@@ -118,8 +127,16 @@ def test_every_durable_value_round_trips_through_the_driver_and_its_recorded_ste
     seen: list[Any] = []
 
     def replay(step: ys.sdk.Step, params: Any) -> None:
-        seen.append(step.effect("charge", effect_id="eff", operation=OP, input={"v": value},
-                                perform=provider.perform, lookup=provider.lookup))
+        seen.append(
+            step.effect(
+                "charge",
+                effect_id="eff",
+                operation=OP,
+                input={"v": value},
+                perform=provider.perform,
+                lookup=provider.lookup,
+            )
+        )
 
     client.run(replay, attempt=2)
     assert client.calls == []
@@ -128,7 +145,7 @@ def test_every_durable_value_round_trips_through_the_driver_and_its_recorded_ste
 
 @pytest.mark.parametrize("shaped", ERROR_SHAPED, ids=range(len(ERROR_SHAPED)))
 def test_error_shaped_plain_dict_stays_a_plain_dict_through_lookup_settle_and_replay(
-    shaped: dict[str, Any]
+    shaped: dict[str, Any],
 ) -> None:
     client = FakeClient()
     provider = FakeProvider(client)
@@ -137,8 +154,16 @@ def test_error_shaped_plain_dict_stays_a_plain_dict_through_lookup_settle_and_re
     got: list[Any] = []
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        got.append(step.effect("charge", effect_id="eff", operation=OP, input={"v": shaped},
-                               perform=provider.perform, lookup=provider.lookup))
+        got.append(
+            step.effect(
+                "charge",
+                effect_id="eff",
+                operation=OP,
+                input={"v": shaped},
+                perform=provider.perform,
+                lookup=provider.lookup,
+            )
+        )
 
     client.run(main)
     client.run(main, attempt=2)
@@ -169,10 +194,21 @@ def _deep() -> list[Any]:
 
 
 INVALID = {
-    "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "set": {1, 2},
-    "frozenset": frozenset([1]), "tuple": (1, 2), "bytes": b"x", "object": Opaque(),
-    "int-key": {1: "x"}, "cycle": _cycle(), "too-deep": _deep(), "surrogate": ["\udc80"],
-    "huge-int": 10**5000, "callable": print, "Settled": ys.Settled(1),
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "set": {1, 2},
+    "frozenset": frozenset([1]),
+    "tuple": (1, 2),
+    "bytes": b"x",
+    "object": Opaque(),
+    "int-key": {1: "x"},
+    "cycle": _cycle(),
+    "too-deep": _deep(),
+    "surrogate": ["\udc80"],
+    "huge-int": 10**5000,
+    "callable": print,
+    "Settled": ys.Settled(1),
     "error-with-bad-code": ErrorValue("E", "m", 5),  # type: ignore[arg-type]
 }
 
@@ -192,8 +228,14 @@ def test_invalid_values_are_refused_as_input_by_the_store_and_the_driver(
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
         try:
-            step.effect("charge", effect_id=effect_id, operation=OP, input={"v": value},
-                        perform=provider.perform, lookup=provider.lookup)
+            step.effect(
+                "charge",
+                effect_id=effect_id,
+                operation=OP,
+                input={"v": value},
+                perform=provider.perform,
+                lookup=provider.lookup,
+            )
         except WorkflowEffectError as exc:
             return exc.code
 
@@ -213,8 +255,14 @@ def test_invalid_values_are_refused_as_results_of_perform_and_lookup(value: Any)
             provider.perform_script.append(lambda e: value)
 
         def main(step: ys.sdk.Step, params: Any, provider: FakeProvider = provider) -> Any:
-            return step.effect("charge", effect_id="eff", operation=OP, input={},
-                               perform=provider.perform, lookup=provider.lookup)
+            return step.effect(
+                "charge",
+                effect_id="eff",
+                operation=OP,
+                input={},
+                perform=provider.perform,
+                lookup=provider.lookup,
+            )
 
         with pytest.raises(InfrastructureFailure) as info:
             client.run(main)
@@ -228,8 +276,14 @@ def test_a_lone_surrogate_str_result_is_refused_as_an_invalid_callback_result() 
     provider.perform_script.append(lambda e: "\udc80")
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        return step.effect("charge", effect_id="eff", operation=OP, input={},
-                           perform=provider.perform, lookup=provider.lookup)
+        return step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={},
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
 
     with pytest.raises(InfrastructureFailure) as info:
         client.run(main)
@@ -242,8 +296,14 @@ def test_a_result_too_big_to_save_is_refused_as_an_invalid_callback_result() -> 
     provider.perform_script.append(lambda e: "z" * 10_000_000)
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        return step.effect("charge", effect_id="eff", operation=OP, input={},
-                           perform=provider.perform, lookup=provider.lookup)
+        return step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={},
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
 
     with pytest.raises(InfrastructureFailure) as info:
         client.run(main)
@@ -261,8 +321,14 @@ def test_workflow_effect_error_code_survives_serialization_of_the_recorded_step(
     client.pending("eff", operation="charge.v0")
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        return step.effect("charge", effect_id="eff", operation=OP, input={"amount": 49.99},
-                           perform=provider.perform, lookup=provider.lookup)
+        return step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={"amount": 49.99},
+            perform=provider.perform,
+            lookup=provider.lookup,
+        )
 
     client.run(main)
     saved = client.saved["charge"]
@@ -292,8 +358,15 @@ def test_suspended_effect_step_stays_unfinished_after_serialization_and_replays_
         raise TimeoutError("no answer from the provider")
 
     def main(step: ys.sdk.Step, params: Any) -> Any:
-        return step.effect("charge", effect_id="eff", operation=OP, input={"amount": 49.99},
-                           perform=perform, lookup=lookup, retry_in=30)
+        return step.effect(
+            "charge",
+            effect_id="eff",
+            operation=OP,
+            input={"amount": 49.99},
+            perform=perform,
+            lookup=lookup,
+            retry_in=30,
+        )
 
     with WorkflowTest({"charge-order": main}, start=T0) as t:
         begins: list[str] = []
@@ -307,16 +380,30 @@ def test_suspended_effect_step_stays_unfinished_after_serialization_and_replays_
         eid = t.trigger("charge-order", {})
         t.run()
         assert t.get(eid)["status"] == "suspended"
-        step, = t.store.steps(eid)
+        (step,) = t.store.steps(eid)
         assert (step.kind, step.status, step.value, step.wake_at) == (
-            "effect", "waiting", None, T0 + 30)
+            "effect",
+            "waiting",
+            None,
+            T0 + 30,
+        )
 
         # serialized as a worker receives it (GET .../run) and deserialized into a SavedStep
-        wire = json.loads(json.dumps({"key": step.key, "kind": step.kind,
-                                      "status": step.status, "value": step.value,
-                                      "attempts": step.attempts, "wake_at": step.wake_at}))
-        saved = SavedStep(wire["kind"], wire["status"], wire.get("value"), wire["attempts"],
-                          wire.get("wake_at"))
+        wire = json.loads(
+            json.dumps(
+                {
+                    "key": step.key,
+                    "kind": step.kind,
+                    "status": step.status,
+                    "value": step.value,
+                    "attempts": step.attempts,
+                    "wake_at": step.wake_at,
+                }
+            )
+        )
+        saved = SavedStep(
+            wire["kind"], wire["status"], wire.get("value"), wire["attempts"], wire.get("wake_at")
+        )
         assert saved.status == "waiting"  # unfinished, not a result
 
         # each later delivery starts the effect step again from begin

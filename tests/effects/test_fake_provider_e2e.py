@@ -46,10 +46,10 @@ def main(step, params):
 """
 
 
-def order_params(tmp_path: Path, order: int = 42, amount: float = 49.99,
-                 **extra: Any) -> dict[str, Any]:
-    return {"ledger": str(tmp_path / "ledger.jsonl"), "order": order, "amount": amount,
-            **extra}
+def order_params(
+    tmp_path: Path, order: int = 42, amount: float = 49.99, **extra: Any
+) -> dict[str, Any]:
+    return {"ledger": str(tmp_path / "ledger.jsonl"), "order": order, "amount": amount, **extra}
 
 
 def effect_path(effect_id: str) -> str:
@@ -58,15 +58,21 @@ def effect_path(effect_id: str) -> str:
 
 def begin_elsewhere(client: Any, effect_id: str, amount: float = 49.99) -> None:
     """An earlier attempt (say, another runtime) began the effect: it is pending."""
-    answer = client.transport.request("POST", effect_path(effect_id) + "/begin", {
-        "operation": OP, "input": {"amount": amount}, "execution_id": "support-tool",
-        "step_key": "charge"})
+    answer = client.transport.request(
+        "POST",
+        effect_path(effect_id) + "/begin",
+        {
+            "operation": OP,
+            "input": {"amount": amount},
+            "execution_id": "support-tool",
+            "step_key": "charge",
+        },
+    )
     assert answer == {"status": "new"}
 
 
 def parse_iso(text: str) -> float:
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=dt.UTC).timestamp()
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
 
 
 # what the provider was asked, in order, after one SIGKILL at each point
@@ -95,12 +101,11 @@ def test_worker_killed_at_each_interruption_point_charges_once_and_returns_the_c
     if point == "effect.after_lookup":
         begin_elsewhere(c, effect_id)  # so that the first delivery looks up
 
-    eid = c.trigger("charge-order", order_params(tmp_path), execution_id="order-42")[
-        "execution_id"]
+    eid = c.trigger("charge-order", order_params(tmp_path), execution_id="order-42")["execution_id"]
     record = c.wait(eid, timeout=30)
 
     provider = FileProvider(tmp_path / "ledger.jsonl")
-    charge, = provider.charges()  # exactly one charge
+    (charge,) = provider.charges()  # exactly one charge
     assert charge["effect_id"] == effect_id and charge["amount"] == 49.99
     assert record["outcome"] == {"status": "completed", "result": charge}
     assert marker.exists()  # the worker really was killed there
@@ -111,14 +116,15 @@ def test_worker_killed_at_each_interruption_point_charges_once_and_returns_the_c
     assert ks.count("claimed") == 2
     released = evs[ks.index("released")]["data"]
     assert released["reason"] == "worker_failed" and "status -9" in released["detail"]
-    assert "step" not in ks[:ks.index("released")]  # the killed delivery recorded no step
+    assert "step" not in ks[: ks.index("released")]  # the killed delivery recorded no step
     stored = c.transport.request("GET", effect_path(effect_id))
     assert stored["status"] == "settled" and stored["result"] == charge
     assert stored["conflicts"] == []
 
     # a second execution naming the same payment gets the stored result, with no provider call
     again = c.trigger("charge-order", order_params(tmp_path), execution_id="order-42-again")[
-        "execution_id"]
+        "execution_id"
+    ]
     assert c.wait(again, timeout=30)["outcome"] == {"status": "completed", "result": charge}
     assert provider.charges() == [charge]
     assert provider.calls() == [c_.format(e=effect_id) for c_ in EXPECTED_CALLS[point]]
@@ -142,7 +148,7 @@ def test_second_execution_with_the_same_effect_id_gets_the_stored_result_without
     first = c.trigger("charge-order", order_params(tmp_path, order=7), execution_id="o7-a")
     record = c.wait(first["execution_id"], timeout=30)
     provider = FileProvider(tmp_path / "ledger.jsonl")
-    charge, = provider.charges()
+    (charge,) = provider.charges()
     assert record["outcome"] == {"status": "completed", "result": charge}
     calls = provider.calls()
     assert calls == ["perform shop:charge:order-7"]
@@ -153,8 +159,9 @@ def test_second_execution_with_the_same_effect_id_gets_the_stored_result_without
     assert provider.charges() == [charge] and provider.calls() == calls
 
     # the same payment with another amount is refused, not charged again
-    third = c.trigger("charge-order", order_params(tmp_path, order=7, amount=59.99),
-                      execution_id="o7-c")
+    third = c.trigger(
+        "charge-order", order_params(tmp_path, order=7, amount=59.99), execution_id="o7-c"
+    )
     record = c.wait(third["execution_id"], timeout=30)
     assert record["outcome"]["status"] == "failed"
     assert record["outcome"]["error"]["code"] == "EFFECT_REQUEST_MISMATCH"
@@ -165,10 +172,14 @@ def test_concurrent_executions_of_one_payment_charge_once_and_read_one_result(
     shop: DaemonHandle, tmp_path: Path
 ) -> None:
     c = shop.client()
-    ids = [c.trigger("charge-order", order_params(tmp_path, order=8),
-                     execution_id=f"o8-{n}")["execution_id"] for n in range(4)]
+    ids = [
+        c.trigger("charge-order", order_params(tmp_path, order=8), execution_id=f"o8-{n}")[
+            "execution_id"
+        ]
+        for n in range(4)
+    ]
     results = [c.wait(i, timeout=30)["outcome"] for i in ids]
-    charge, = FileProvider(tmp_path / "ledger.jsonl").charges()
+    (charge,) = FileProvider(tmp_path / "ledger.jsonl").charges()
     assert results == [{"status": "completed", "result": charge}] * 4
     stored = c.transport.request("GET", effect_path("shop:charge:order-8"))
     assert stored["result"] == charge and stored["conflicts"] == []
@@ -181,14 +192,17 @@ def test_lookup_unknown_suspends_and_looks_up_again_after_retry_in_through_a_wak
     effect_id = "shop:charge:order-9"
     begin_elsewhere(c, effect_id)  # an earlier attempt's outcome is uncertain
     gate = tmp_path / "provider-knows"
-    eid = c.trigger("charge-order", order_params(tmp_path, order=9, gate=str(gate),
-                                                 retry_in=0.3),
-                    execution_id="o9")["execution_id"]
+    eid = c.trigger(
+        "charge-order",
+        order_params(tmp_path, order=9, gate=str(gate), retry_in=0.3),
+        execution_id="o9",
+    )["execution_id"]
 
     def suspended_waiting() -> bool:
         ks = [(e["kind"], e["data"].get("status")) for e in events(c, eid)]
         return ("step", "waiting") in ks and ("suspended", None) in ks[
-            ks.index(("step", "waiting")):]
+            ks.index(("step", "waiting")) :
+        ]
 
     wait_until(suspended_waiting, message="the effect step waiting, the execution suspended")
     provider = FileProvider(tmp_path / "ledger.jsonl")
@@ -197,15 +211,16 @@ def test_lookup_unknown_suspends_and_looks_up_again_after_retry_in_through_a_wak
 
     gate.touch()  # the provider can answer now (it has no charge: absence is proved)
     record = c.wait(eid, timeout=30)
-    charge, = provider.charges()
+    (charge,) = provider.charges()
     assert record["outcome"] == {"status": "completed", "result": charge}
     assert provider.calls() == [f"lookup {effect_id} not-found", f"perform {effect_id}"]
 
     evs = events(c, eid)
     ks = [e["kind"] for e in evs]
     assert "released" not in ks  # no delivery failed: the retries came from wakes
-    first_wait = next(i for i, e in enumerate(evs)
-                      if e["kind"] == "step" and e["data"]["status"] == "waiting")
+    first_wait = next(
+        i for i, e in enumerate(evs) if e["kind"] == "step" and e["data"]["status"] == "waiting"
+    )
     wake_at = parse_iso(evs[first_wait]["data"]["wake_at"])
     assert evs[first_wait + 1]["kind"] == "suspended"
     later_claim = next(e for e in evs[first_wait:] if e["kind"] == "claimed")

@@ -12,22 +12,46 @@ from typing import Any
 
 from tests.support import DaemonHandle, wait_until
 
-__all__ = ["T0", "DaemonHandle", "KEY", "suspend_waiters", "wait_until",
-           "APPROVAL_WORKFLOW", "CRASH_SITECUSTOMIZE", "approval", "patient",
-           "make_home", "store_path", "api_put", "api_get", "claimed", "waiting_on",
-           "suspended_on"]
+__all__ = [
+    "T0",
+    "DaemonHandle",
+    "KEY",
+    "suspend_waiters",
+    "wait_until",
+    "APPROVAL_WORKFLOW",
+    "CRASH_SITECUSTOMIZE",
+    "approval",
+    "patient",
+    "make_home",
+    "store_path",
+    "api_put",
+    "api_get",
+    "claimed",
+    "waiting_on",
+    "suspended_on",
+]
 
 T0 = 1_800_000_000.0  # a fixed "now" for store tests (explicit now= everywhere)
 KEY = "approve/order-42"
 
 
-def suspend_waiters(store: Any, key: str, n: int, *, now: float = T0, seen: int = 0,
-                    prefix: str = "waiter", step_key: str = "approval") -> list[str]:
+def suspend_waiters(
+    store: Any,
+    key: str,
+    n: int,
+    *,
+    now: float = T0,
+    seen: int = 0,
+    prefix: str = "waiter",
+    step_key: str = "approval",
+) -> list[str]:
     """Admit `n` executions, deliver each once, register it as a waiter on `key` (as
     step.wait_for does) and acknowledge it suspended: afterwards each is suspended with no
     pending wake (due_at None), so any wake a put requests is visible."""
-    ids = [store.admit("approval", {"i": i}, execution_id=f"{prefix}-{i}", now=now).execution_id
-           for i in range(n)]
+    ids = [
+        store.admit("approval", {"i": i}, execution_id=f"{prefix}-{i}", now=now).execution_id
+        for i in range(n)
+    ]
     deliveries = {d.execution_id: d for d in store.claim_due(now=now, limit=n + 100)}
     for eid in ids:
         d = deliveries[eid]
@@ -93,8 +117,12 @@ if _spec and not os.environ.get("YS_EXECUTION_ID"):  # the daemon, not its worke
 
 def approval(step: Any, params: dict[str, Any]) -> Any:
     """Wait for the approval key (params: key, timeout, newer_than) and return its value."""
-    value = step.wait_for("approval", params.get("key", KEY), timeout=params.get("timeout"),
-                          newer_than=params.get("newer_than", 0))
+    value = step.wait_for(
+        "approval",
+        params.get("key", KEY),
+        timeout=params.get("timeout"),
+        newer_than=params.get("newer_than", 0),
+    )
     return {"approved": value}
 
 
@@ -120,8 +148,16 @@ def make_home(root: Path, **extra_env: str) -> DaemonHandle:
     home.mkdir(mode=0o700)
     workflows = home / "workflows"
     workflows.mkdir(mode=0o700)
-    h = DaemonHandle(home, workflows, {"YS_LEASE_SECONDS": "3", "YS_RETRY_BASE_SECONDS": "0.2",
-                                       "YS_GRACE_SECONDS": "2", **extra_env})
+    h = DaemonHandle(
+        home,
+        workflows,
+        {
+            "YS_LEASE_SECONDS": "3",
+            "YS_RETRY_BASE_SECONDS": "0.2",
+            "YS_GRACE_SECONDS": "2",
+            **extra_env,
+        },
+    )
     h.write("approval.py", APPROVAL_WORKFLOW)
     return h
 
@@ -132,8 +168,9 @@ def store_path(key: str) -> str:
     return "/v1/store/" + quote(key, safe="")
 
 
-def api_put(daemon: DaemonHandle, key: str, value: Any,
-            expected_version: int | None = None) -> dict[str, Any]:
+def api_put(
+    daemon: DaemonHandle, key: str, value: Any, expected_version: int | None = None
+) -> dict[str, Any]:
     """PUT /v1/store/KEY (what `ys store put` sends)."""
     from ys.client import Transport
 
@@ -172,10 +209,12 @@ def claimed(client: Any, execution_id: str) -> int:
 
 def waiting_on(client: Any, execution_id: str) -> list[str]:
     """The store keys `describe` says the execution waits on."""
-    return [w["key"] for w in client.describe(execution_id)["waiting_on"]
-            if w.get("kind") == "store"]
+    return [
+        w["key"] for w in client.describe(execution_id)["waiting_on"] if w.get("kind") == "store"
+    ]
 
 
 def suspended_on(client: Any, execution_id: str, key: str) -> bool:
-    return (client.get(execution_id)["status"] == "suspended"
-            and waiting_on(client, execution_id) == [key])
+    return client.get(execution_id)["status"] == "suspended" and waiting_on(
+        client, execution_id
+    ) == [key]

@@ -34,7 +34,8 @@ def _cli_has_store(daemon: DaemonHandle) -> bool:
 
 @pytest.mark.parametrize("via", ["api", "cli"])
 def test_an_approval_wakes_the_waiting_execution_once_and_it_completes_with_the_value(
-        shared_daemon: DaemonHandle, via: str) -> None:
+    shared_daemon: DaemonHandle, via: str
+) -> None:
     daemon = shared_daemon
     if via == "cli" and not _cli_has_store(daemon):
         pytest.skip("`ys store` is not in the command line yet")
@@ -83,10 +84,12 @@ def test_a_put_before_the_wait_completes_without_suspending(shared_daemon: Daemo
 
 
 def test_a_timeout_fails_the_waiting_execution_with_wait_timeout(
-        shared_daemon: DaemonHandle) -> None:
+    shared_daemon: DaemonHandle,
+) -> None:
     c = shared_daemon.client()
-    eid = c.trigger("approval", {"key": "approve/never", "timeout": 0.5},
-                    execution_id="approval-timeout")["execution_id"]
+    eid = c.trigger(
+        "approval", {"key": "approve/never", "timeout": 0.5}, execution_id="approval-timeout"
+    )["execution_id"]
     done = c.wait(eid, timeout=30)
     assert done["status"] == "failed"
     assert done["outcome"]["error"]["name"] == "WaitTimeout"
@@ -121,7 +124,8 @@ def _crashing(home: DaemonHandle, tmp_path: Path, spec: str) -> DaemonHandle:
     site.mkdir()
     (site / "sitecustomize.py").write_text(CRASH_SITECUSTOMIZE)
     home.env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(site), home.env.get("PYTHONPATH", "")) if p)
+        p for p in (str(site), home.env.get("PYTHONPATH", "")) if p
+    )
     home.env["YS_TEST_KV_CRASH"] = spec
     return home.start()
 
@@ -145,8 +149,10 @@ def _state(db: Path, ids: list[str]) -> tuple[list[tuple[object, ...]], list[obj
     conn = sqlite3.connect(str(db))
     try:
         kv = conn.execute("SELECT key, version, deleted FROM kv").fetchall()
-        due = [conn.execute("SELECT due_at FROM executions WHERE execution_id=?",
-                            (eid,)).fetchone()[0] for eid in ids]
+        due = [
+            conn.execute("SELECT due_at FROM executions WHERE execution_id=?", (eid,)).fetchone()[0]
+            for eid in ids
+        ]
         registered = conn.execute("SELECT COUNT(*) FROM kv_waiters").fetchone()[0]
         return kv, due, registered
     finally:
@@ -155,15 +161,18 @@ def _state(db: Path, ids: list[str]) -> tuple[list[tuple[object, ...]], list[obj
 
 def _suspend_three(daemon: DaemonHandle) -> list[str]:
     c = daemon.client()
-    ids = [c.trigger("approval", {"key": KEY}, execution_id=f"order-42-{i}")["execution_id"]
-           for i in range(3)]
+    ids = [
+        c.trigger("approval", {"key": KEY}, execution_id=f"order-42-{i}")["execution_id"]
+        for i in range(3)
+    ]
     for eid in ids:
         wait_until(lambda eid=eid: suspended_on(c, eid, KEY), message=f"{eid} suspended")
     return ids
 
 
 def test_a_daemon_killed_inside_a_put_commit_keeps_neither_the_value_nor_any_wake(
-        own_daemon: DaemonHandle, tmp_path: Path) -> None:
+    own_daemon: DaemonHandle, tmp_path: Path
+) -> None:
     daemon = _crashing(own_daemon, tmp_path, "waiter:2")  # dies at the 2nd waiter's wake
     ids = _suspend_three(daemon)
 
@@ -188,7 +197,8 @@ def test_a_daemon_killed_inside_a_put_commit_keeps_neither_the_value_nor_any_wak
 
 
 def test_a_daemon_killed_right_after_a_put_commits_delivers_every_woken_execution(
-        own_daemon: DaemonHandle, tmp_path: Path) -> None:
+    own_daemon: DaemonHandle, tmp_path: Path
+) -> None:
     daemon = _crashing(own_daemon, tmp_path, "after")  # dies after COMMIT, before answering
     ids = _suspend_three(daemon)
 
@@ -206,4 +216,3 @@ def test_a_daemon_killed_right_after_a_put_commits_delivers_every_woken_executio
         assert done["outcome"]["result"] == {"approved": {"approved": True}}
         assert claimed(c, eid) == 2  # no lost wake, no extra delivery
     assert api_get(daemon, KEY)["version"] == 1
-

@@ -51,13 +51,15 @@ def test_a_put_before_the_wait_is_seen_without_suspending(wt: WorkflowTest) -> N
 
 
 def test_a_wait_suspends_and_a_put_wakes_it_once_and_it_completes_with_the_value(
-        wt: WorkflowTest) -> None:
+    wt: WorkflowTest,
+) -> None:
     eid = wt.trigger("approval")
     assert wt.run() == 1
     assert wt.get(eid)["status"] == "suspended"
     assert wt.get(eid)["due_at"] is None  # no timeout: only a put can wake it
     assert [(w["kind"], w["key"], w["step_key"]) for w in wt.store.waits(eid)] == [
-        ("store", KEY, "approval")]
+        ("store", KEY, "approval")
+    ]
     wt.advance(86400)
     assert wt.run() == 0  # nothing but the put wakes it
 
@@ -121,7 +123,8 @@ def test_a_timeout_raises_wait_timeout_in_the_workflow(wt: WorkflowTest) -> None
 
 
 def test_the_workflow_can_catch_the_timeout_and_a_replay_raises_it_again_without_a_new_check(
-        wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     eid = wt.trigger("patient")
     assert wt.run() == 1
     wt.advance(60)
@@ -149,8 +152,7 @@ def test_the_workflow_can_catch_the_timeout_and_a_replay_raises_it_again_without
     assert deliveries(wt, eid) == 3  # the wait, its timeout, the end of the sleep
 
 
-def test_a_timeout_of_zero_checks_once_and_times_out_without_suspending(
-        wt: WorkflowTest) -> None:
+def test_a_timeout_of_zero_checks_once_and_times_out_without_suspending(wt: WorkflowTest) -> None:
     eid = wt.trigger("approval", {"timeout": 0})
     assert wt.run() == 1
     assert wt.get(eid)["status"] == "failed"
@@ -163,10 +165,12 @@ def test_a_timeout_of_zero_checks_once_and_times_out_without_suspending(
     assert wt.get(done)["outcome"]["result"] == {"approved": True}
 
 
-@pytest.mark.parametrize("before", [0.0, 0.5, 59.0], ids=["at-the-timeout", "just-before",
-                                                          "well-before"])
-def test_a_value_that_arrives_at_or_before_the_timeout_wins(wt: WorkflowTest,
-                                                           before: float) -> None:
+@pytest.mark.parametrize(
+    "before", [0.0, 0.5, 59.0], ids=["at-the-timeout", "just-before", "well-before"]
+)
+def test_a_value_that_arrives_at_or_before_the_timeout_wins(
+    wt: WorkflowTest, before: float
+) -> None:
     eid = wt.trigger("approval", {"timeout": 60})
     assert wt.run() == 1
     wt.advance(60 - before)
@@ -227,7 +231,8 @@ def test_the_registration_and_its_timeout_wake_are_recorded_together(wt: Workflo
     eid = wt.trigger("approval", {"timeout": 90})
     assert wt.run() == 1
     assert [(w["key"], w["step_key"], w["since"]) for w in wt.store.waits(eid)] == [
-        (KEY, "approval", T0)]
+        (KEY, "approval", T0)
+    ]
     assert wt.store.get(eid).due_at == T0 + 90
     wake = [e for e in wt.store.events(eid) if e.kind == "wake_requested"]
     assert [e.data["due_at"] for e in wake] == [T0 + 90]
@@ -237,7 +242,8 @@ def test_the_registration_and_its_timeout_wake_are_recorded_together(wt: Workflo
 
 
 def test_a_put_between_the_check_and_the_suspension_is_not_missed(
-        wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = wt.store.value_wait
     raced: list[dict[str, Any]] = []
 

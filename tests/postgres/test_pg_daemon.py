@@ -37,7 +37,8 @@ def home_on(root: Path, url: str, name: str) -> DaemonHandle:
 
 
 def test_start_passes_the_url_through_the_environment_and_status_hides_the_password(
-        tmp_path, pg_url):
+    tmp_path, pg_url
+):
     url = with_password(pg_url)
     with make_home(tmp_path) as h:
         started = h.ys("daemon", "start", "--json", "--database", url)
@@ -56,9 +57,13 @@ def test_start_passes_the_url_through_the_environment_and_status_hides_the_passw
             assert "postgresql://ys:***@" in people.stdout
         finally:
             h.ys("daemon", "stop")
-            wait_until(lambda: not Path(f"/proc/{pid}").exists()
-                       or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
-                       message="the daemon to exit")
+            wait_until(
+                lambda: (
+                    not Path(f"/proc/{pid}").exists()
+                    or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+                ),
+                message="the daemon to exit",
+            )
 
 
 def test_two_daemons_on_one_database_deliver_each_execution_once(tmp_path, pg_url):
@@ -75,16 +80,20 @@ def test_two_daemons_on_one_database_deliver_each_execution_once(tmp_path, pg_ur
         for i in range(12):
             h = (a, b)[i % 2]
             with h.client() as c:
-                ids.append(c.trigger("three", {"dir": str(fx), "id": f"x{i}"},
-                                     execution_id=f"x{i}")["execution_id"])
+                ids.append(
+                    c.trigger("three", {"dir": str(fx), "id": f"x{i}"}, execution_id=f"x{i}")[
+                        "execution_id"
+                    ]
+                )
         with a.client() as ca, b.client() as cb:
             for execution_id in ids:
                 record = ca.wait(execution_id, timeout=60)
                 assert record["status"] == "completed", record
                 assert cb.get(execution_id)["status"] == "completed"  # the other box sees it
         done = lines(fx)
-        assert sorted(done) == sorted(f"x{i}:{s}" for i in range(12)
-                                      for s in ("one", "two", "three"))
+        assert sorted(done) == sorted(
+            f"x{i}:{s}" for i in range(12) for s in ("one", "two", "three")
+        )
         ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
         idb = json.loads(b.ys("daemon", "status", "--json").stdout)["daemon_id"]
         assert ida != idb
@@ -141,7 +150,8 @@ BOOM = """
 
 
 def test_failure_handlers_versions_metrics_and_the_event_stream_across_two_daemons(
-        tmp_path, pg_url):
+    tmp_path, pg_url
+):
     """main's store rules on a shared database: a failure on one box admits its handler once
     (whichever box runs it), the record names the script version, the other box's metrics
     count it and its event stream carries every event once, in order."""
@@ -164,11 +174,13 @@ def test_failure_handlers_versions_metrics_and_the_event_stream_across_two_daemo
             assert handler["status"] == "completed" and handler["workflow"] == "notify"
             assert handler["params"]["error"] == {"name": "ValueError", "message": "kaput"}
             assert [json.loads(x)["execution_id"] for x in out.read_text().splitlines()] == [
-                "boom-1"]
+                "boom-1"
+            ]
             described = cb.describe("boom-1")
             assert described["script_sha256"] and not described["script_changed"]
-            assert all(d["script_sha256"] == described["script_sha256"]
-                       for d in described["deliveries"])
+            assert all(
+                d["script_sha256"] == described["script_sha256"] for d in described["deliveries"]
+            )
             text = cb.metrics()
             assert value(text, "ys_executions", workflow="boom", status="failed") == 1
             assert value(text, "ys_executions", workflow="notify", status="completed") == 1

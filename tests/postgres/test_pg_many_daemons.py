@@ -36,8 +36,12 @@ def daemons(pg_url: str) -> Iterator[Callable[..., list[PostgresStore]]]:
 
 def test_64_identical_admissions_spread_over_three_daemons_make_one_execution(daemons):
     stores = daemons(3, group_commit=True)
-    results = Threads(64, lambda i: stores[i % 3].admit(
-        "charge", {"order": 42}, execution_id="order-42", if_exists="use-existing")).results()
+    results = Threads(
+        64,
+        lambda i: stores[i % 3].admit(
+            "charge", {"order": 42}, execution_id="order-42", if_exists="use-existing"
+        ),
+    ).results()
     assert all(not isinstance(r, BaseException) for r in results), results
     assert sum(r.started for r in results) == 1
     assert {r.execution_id for r in results} == {"order-42"}
@@ -71,8 +75,9 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     before = b.events("x")
     for write in (
         lambda: a.renew("x", old.token, now=later),
-        lambda: a.save_step("x", old.token, "s", kind="run", status="completed",
-                            value="1", now=later),
+        lambda: a.save_step(
+            "x", old.token, "s", kind="run", status="completed", value="1", now=later
+        ),
         lambda: a.acknowledge("x", old.token, {"status": "completed", "result": 1}, now=later),
         lambda: a.release("x", old.token, now=later),
     ):
@@ -82,8 +87,10 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     kinds = [e.kind for e in before]
     assert kinds == ["admitted", "claimed", "released", "claimed"]
     assert before[2].data["reason"] == "lease_expired"
-    assert b.acknowledge("x", new.token, {"status": "completed", "result": 2},
-                         now=later)["result"] == 2
+    assert (
+        b.acknowledge("x", new.token, {"status": "completed", "result": 2}, now=later)["result"]
+        == 2
+    )
 
 
 def test_recovery_sees_only_the_leases_its_own_daemon_holds(daemons):
@@ -101,8 +108,9 @@ def test_recovery_sees_only_the_leases_its_own_daemon_holds(daemons):
     assert again.held_leases() == []
     assert sorted(b.held_leases()) == sorted((d.execution_id, d.token) for d in theirs)
     for d in mine:
-        assert [e.data.get("reason") for e in again.events(d.execution_id)][-1] == \
-            "daemon_restarted"
+        assert [e.data.get("reason") for e in again.events(d.execution_id)][
+            -1
+        ] == "daemon_restarted"
 
 
 def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
@@ -110,13 +118,17 @@ def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
     rounds = 20
     for i in range(rounds):
         a.admit("approve", {}, execution_id=f"w{i}", now=T0)
-    a_claims = {d.execution_id: d for d in a.claim_due(now=T0, limit=rounds,
-                                                          lease_seconds=LEASE)}
+    a_claims = {d.execution_id: d for d in a.claim_due(now=T0, limit=rounds, lease_seconds=LEASE)}
     assert len(a_claims) == rounds
     for i in range(rounds):  # the wait and the put of one key race, each round
-        waited, put = Threads(2, lambda j, i=i: (
-            a.value_wait(f"k{i}", f"w{i}", "approval", seen=0, now=T0 + 1) if j == 0
-            else b.value_put(f"k{i}", "yes", now=T0 + 1))).results()
+        waited, put = Threads(
+            2,
+            lambda j, i=i: (
+                a.value_wait(f"k{i}", f"w{i}", "approval", seen=0, now=T0 + 1)
+                if j == 0
+                else b.value_put(f"k{i}", "yes", now=T0 + 1)
+            ),
+        ).results()
         # either the wait saw the value, or the put found the waiter and woke it
         record = a.get(f"w{i}")
         assert waited is not None or put["woken"] == 1, (i, waited, put)
@@ -126,8 +138,9 @@ def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
 def test_one_start_of_a_step_from_two_daemons_is_one_child(daemons):
     a, b = daemons(2)
     a.admit("parent", {}, execution_id="p", now=T0)
-    results = Threads(8, lambda i: (a, b)[i % 2].start(
-        "p", "ship", "ship-order", {"order": 1}, now=T0)).results()
+    results = Threads(
+        8, lambda i: (a, b)[i % 2].start("p", "ship", "ship-order", {"order": 1}, now=T0)
+    ).results()
     assert all(isinstance(r, str) for r in results), results
     assert len(set(results)) == 1
     assert [r.execution_id for r in a.list(parent="p").items] == [results[0]]
@@ -136,8 +149,12 @@ def test_one_start_of_a_step_from_two_daemons_is_one_child(daemons):
 def test_first_begins_of_one_effect_on_two_daemons_make_one_record(daemons):
     a, b = daemons(2)
     a.admit("pay", {}, execution_id="p", now=T0)
-    results = Threads(8, lambda i: (a, b)[i % 2].effect_begin(
-        "charge.v1", "shop:charge:1", {"amount": 5}, "p", "charge", now=T0)).results()
+    results = Threads(
+        8,
+        lambda i: (a, b)[i % 2].effect_begin(
+            "charge.v1", "shop:charge:1", {"amount": 5}, "p", "charge", now=T0
+        ),
+    ).results()
     assert Counter(r["status"] for r in results) == {"new": 1, "pending": 7}, results
     with pytest.raises(YsError) as err:
         b.effect_begin("charge.v1", "shop:charge:1", {"amount": 6}, "p", "charge", now=T0)
@@ -187,9 +204,11 @@ def _advisory_waits(url: str) -> int:
     from ys.store.postgres import connect
 
     with connect(url) as conn:
-        return int(conn.execute(
-            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()[0]
+        )
 
 
 def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
@@ -213,12 +232,16 @@ def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
     try:
         wait_until(appended.is_set, timeout=10, message="b's event appended")
         fast_write = threading.Thread(
-            target=lambda: a.admit("wf", {}, execution_id="y", now=T0 + 2))
+            target=lambda: a.admit("wf", {}, execution_id="y", now=T0 + 2)
+        )
         fast_write.start()
         # a's admission either waits behind b's transaction (appends in commit order) or
         # commits first; either way a reader looks now, before b commits
-        wait_until(lambda: not fast_write.is_alive() or _advisory_waits(pg_url) > 0,
-                   timeout=10, message="a's admission committed or waiting")
+        wait_until(
+            lambda: not fast_write.is_alive() or _advisory_waits(pg_url) > 0,
+            timeout=10,
+            message="a's admission committed or waiting",
+        )
         seen, cursor = a.event_stream(start)
     finally:
         hold.set()

@@ -13,7 +13,8 @@ from ys.store.postgres import connect, schema
 def tables(url: str) -> set[str]:
     with connect(url) as conn:
         rows = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
     return {r[0] for r in rows}
 
 
@@ -22,8 +23,9 @@ def test_a_new_database_is_migrated_to_the_newest_version_once(pg_url):
         assert schema.version(conn) == 0
         assert schema.migrate(conn) == len(schema.MIGRATIONS)
         assert schema.migrate(conn) == len(schema.MIGRATIONS)  # nothing left to do
-        versions = [r[0] for r in conn.execute(
-            "SELECT version FROM schema_migrations ORDER BY version")]
+        versions = [
+            r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+        ]
     assert versions == list(range(1, len(schema.MIGRATIONS) + 1))
     assert set(schema.TABLES) | {"schema_migrations"} <= tables(pg_url)
 
@@ -55,9 +57,11 @@ def test_a_failing_migration_leaves_nothing_of_itself(pg_url, monkeypatch):
 def test_a_due_row_notifies_listeners_at_commit_and_a_rollback_never(pg_url):
     with connect(pg_url) as conn:
         schema.migrate(conn)
-    insert = ("INSERT INTO executions (execution_id, workflow, params, context, status, "
-              "admitted_at, updated_at, due_at, attempts, history_length, history_bytes) "
-              "VALUES (%s, 'w', '{}', '{}', 'admitted', 1, 1, 1, 0, 1, 10)")
+    insert = (
+        "INSERT INTO executions (execution_id, workflow, params, context, status, "
+        "admitted_at, updated_at, due_at, attempts, history_length, history_bytes) "
+        "VALUES (%s, 'w', '{}', '{}', 'admitted', 1, 1, 1, 0, 1, 10)"
+    )
     with connect(pg_url) as listener, connect(pg_url) as writer:
         listener.execute("LISTEN ys_due")
         with pytest.raises(RuntimeError), writer.transaction():

@@ -54,21 +54,27 @@ def test_300_executions_on_three_daemons_each_complete_once(tmp_path, pg_url):
 
         def trigger(i: int) -> str:
             with hs[i % 3].client() as c:
-                return str(c.trigger("three", {"dir": str(fx), "id": ids[i]},
-                                     execution_id=ids[i])["execution_id"])
+                return str(
+                    c.trigger("three", {"dir": str(fx), "id": ids[i]}, execution_id=ids[i])[
+                        "execution_id"
+                    ]
+                )
 
         assert Threads(len(ids), trigger).results() == ids
         with hs[0].client() as c:
             for execution_id in ids:
                 assert c.wait(execution_id, timeout=300)["status"] == "completed"
-            ends = Counter(e["kind"] for i in ids for e in c.history(i, limit=100)["events"]
-                           if e["kind"] in ("completed", "failed", "cancelled"))
+            ends = Counter(
+                e["kind"]
+                for i in ids
+                for e in c.history(i, limit=100)["events"]
+                if e["kind"] in ("completed", "failed", "cancelled")
+            )
         assert ends == {"completed": 300}
         counts = Counter(lines(fx))
         assert set(counts) == {f"{i}:{s}" for i in ids for s in ("one", "two", "three")}
         assert set(counts.values()) == {1}, [k for k, v in counts.items() if v > 1][:10]
-        holders = {json.loads(h.ys("daemon", "status", "--json").stdout)["daemon_id"]
-                   for h in hs}
+        holders = {json.loads(h.ys("daemon", "status", "--json").stdout)["daemon_id"] for h in hs}
         assert len(holders) == 3
     finally:
         for h in hs:
@@ -86,8 +92,14 @@ def test_64_identical_triggers_over_three_daemons_make_one_execution(tmp_path, p
 
         def trigger(i: int) -> dict:
             with hs[i % 3].client() as c:
-                return dict(c.trigger("three", {"dir": str(fx), "id": "once"},
-                                      execution_id="once", if_exists="use-existing"))
+                return dict(
+                    c.trigger(
+                        "three",
+                        {"dir": str(fx), "id": "once"},
+                        execution_id="once",
+                        if_exists="use-existing",
+                    )
+                )
 
         results = Threads(64, trigger).results()
         assert all(isinstance(r, dict) for r in results), results
@@ -148,8 +160,11 @@ def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_ur
         os.kill(a.proc.pid, signal.SIGSTOP)  # a and its renewals stop; its lease runs out
         try:
             b.start()
-            wait_until(lambda: lines(fx).count("gate:start") == 2, timeout=60,
-                       message="b to claim the expired lease and deliver again")
+            wait_until(
+                lambda: lines(fx).count("gate:start") == 2,
+                timeout=60,
+                message="b to claim the expired lease and deliver again",
+            )
             (fx / "gate.go").touch()
             with b.client() as c:
                 assert c.wait("g", timeout=60)["status"] == "completed"
@@ -195,8 +210,7 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
             h.start(concurrency=4)
         for i, execution_id in enumerate(ids):
             with hs[i % 3].client() as c:
-                c.trigger("three", {"dir": str(fx), "id": execution_id},
-                          execution_id=execution_id)
+                c.trigger("three", {"dir": str(fx), "id": execution_id}, execution_id=execution_id)
         (fx / "go").touch()
 
         def completed() -> int:
@@ -206,8 +220,11 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
         kills = 0
         while (done := completed()) < len(ids):
             # kill -9 box 0 each time 30 more have completed (a condition, not a clock)
-            wait_until(lambda d=done: completed() >= min(len(ids), d + 30), timeout=120,
-                       message="more executions to complete")
+            wait_until(
+                lambda d=done: completed() >= min(len(ids), d + 30),
+                timeout=120,
+                message="more executions to complete",
+            )
             if completed() < len(ids):
                 hs[0].kill9()  # its workers live on, as after a real crash
                 kills += 1
@@ -217,8 +234,11 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
             for execution_id in ids:
                 events = c.history(execution_id, limit=1000)["events"]
                 assert [e["kind"] for e in events].count("completed") == 1
-                saved = Counter(e["data"]["key"] for e in events if e["kind"] == "step"
-                                and e["data"]["status"] == "completed")
+                saved = Counter(
+                    e["data"]["key"]
+                    for e in events
+                    if e["kind"] == "step" and e["data"]["status"] == "completed"
+                )
                 assert saved == {"one": 1, "two": 1, "three": 1}, (execution_id, saved)
         counts = Counter(lines(fx))
         assert set(counts) == {f"{i}:{s}" for i in ids for s in ("one", "two", "three")}

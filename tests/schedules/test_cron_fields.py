@@ -9,18 +9,26 @@ import pytest
 from ys import cron
 
 
-@pytest.mark.parametrize("expr,five", [
-    ("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"),
-    ("@weekly", "0 0 * * 0"), ("@monthly", "0 0 1 * *"), ("@yearly", "0 0 1 1 *"),
-    ("@annually", "0 0 1 1 *"), ("@DAILY", "0 0 * * *"), (" 0 3 * * * ", "0 3 * * *"),
-])
+@pytest.mark.parametrize(
+    "expr,five",
+    [
+        ("@hourly", "0 * * * *"),
+        ("@daily", "0 0 * * *"),
+        ("@midnight", "0 0 * * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@monthly", "0 0 1 * *"),
+        ("@yearly", "0 0 1 1 *"),
+        ("@annually", "0 0 1 1 *"),
+        ("@DAILY", "0 0 * * *"),
+        (" 0 3 * * * ", "0 3 * * *"),
+    ],
+)
 def test_shortcuts_expand_and_five_fields_pass(expr, five):
     assert cron.fields(expr) == five
     cron.validate(expr, "UTC")
 
 
-@pytest.mark.parametrize("expr", ["0 3 * * * *", "* * * * * *", "0 3 * *", "", "@reboot",
-                                  "@often"])
+@pytest.mark.parametrize("expr", ["0 3 * * * *", "* * * * * *", "0 3 * *", "", "@reboot", "@often"])
 def test_six_fields_and_anything_else_are_refused(expr):
     with pytest.raises(ValueError, match="bad cron expression"):
         cron.validate(expr, "UTC")

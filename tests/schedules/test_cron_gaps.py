@@ -31,7 +31,8 @@ def test_a_gap_longer_than_the_walk_keeps_the_newest_slots():
     every, cursor = cron.plan("* * * * *", "UTC", start, T, catch_up="all")
     assert len(every) == cron.MAX_SLOTS and every[-1].slot == T - 20 and cursor == T - 20
     assert [b.slot - a.slot for a, b in zip(every, every[1:], strict=False)] == [60.0] * (
-        cron.MAX_SLOTS - 1)
+        cron.MAX_SLOTS - 1
+    )
 
 
 def test_slots_between_is_exclusive_of_after_and_inclusive_of_until():

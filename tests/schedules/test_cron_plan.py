@@ -47,21 +47,30 @@ def test_job_in_the_skipped_hour_runs_at_three_on_the_spring_forward_day():
 def test_every_half_hour_follows_local_time_through_fall_back():
     fires = fires_between("*/30 * * * *", t(2026, 11, 1, 0, 10), t(2026, 11, 1, 2, 10))
     assert [local(f) for f in fires] == [
-        "2026-11-01 00:30 EDT", "2026-11-01 01:00 EDT", "2026-11-01 01:30 EDT",
-        "2026-11-01 01:00 EST", "2026-11-01 01:30 EST", "2026-11-01 02:00 EST",
+        "2026-11-01 00:30 EDT",
+        "2026-11-01 01:00 EDT",
+        "2026-11-01 01:30 EDT",
+        "2026-11-01 01:00 EST",
+        "2026-11-01 01:30 EST",
+        "2026-11-01 02:00 EST",
     ]
 
 
 def test_every_half_hour_follows_local_time_through_spring_forward():
     fires = fires_between("*/30 * * * *", t(2026, 3, 8, 0, 10), t(2026, 3, 8, 4, 10))
     assert [local(f) for f in fires] == [
-        "2026-03-08 00:30 EST", "2026-03-08 01:00 EST", "2026-03-08 01:30 EST",
-        "2026-03-08 03:00 EDT", "2026-03-08 03:30 EDT", "2026-03-08 04:00 EDT",
+        "2026-03-08 00:30 EST",
+        "2026-03-08 01:00 EST",
+        "2026-03-08 01:30 EST",
+        "2026-03-08 03:00 EDT",
+        "2026-03-08 03:30 EDT",
+        "2026-03-08 04:00 EDT",
     ]
 
 
-def sleep_over(expr: str, catch_up: str, max_late: float | None = None,
-               tz: str = "UTC") -> list[cron.Fire]:
+def sleep_over(
+    expr: str, catch_up: str, max_late: float | None = None, tz: str = "UTC"
+) -> list[cron.Fire]:
     """A laptop that slept from 22:00 to 06:00 (8 hours), then wakes."""
     before = t(2026, 6, 1, 22, 0, tz)
     after = t(2026, 6, 2, 6, 0, tz)

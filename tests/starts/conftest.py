@@ -32,8 +32,10 @@ def crash_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHan
     before the step is recorded. The marker files are `<home>/start.marker` and
     `<home>/call.marker`; workers inherit the daemon's environment."""
     with make_home(tmp_path_factory.mktemp("crash-home")) as h:
-        h.env["YS_CRASH_POINTS"] = (f"start.after_client@{h.home / 'start.marker'},"
-                                    f"call.after_client@{h.home / 'call.marker'}")
+        h.env["YS_CRASH_POINTS"] = (
+            f"start.after_client@{h.home / 'start.marker'},"
+            f"call.after_client@{h.home / 'call.marker'}"
+        )
         yield h.start(concurrency=8)
 
 

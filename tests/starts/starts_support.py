@@ -21,8 +21,19 @@ from tests.support import events as history
 from ys.errors import NotFoundError, WorkflowStartError
 from ys.sdk import SavedStep, Step, run_workflow
 
-__all__ = ["PRELUDE", "T0", "DaemonHandle", "FakeBackend", "fixture_dir",
-           "history", "kinds", "lines", "make_home", "wait_until", "write_scripts"]
+__all__ = [
+    "PRELUDE",
+    "T0",
+    "DaemonHandle",
+    "FakeBackend",
+    "fixture_dir",
+    "history",
+    "kinds",
+    "lines",
+    "make_home",
+    "wait_until",
+    "write_scripts",
+]
 
 
 # -- the fake start client (workflow driver) -------------------------------------------------
@@ -53,8 +64,15 @@ class FakeBackend:
     def now(self) -> float:
         return self.clock
 
-    def save_step(self, key: str, kind: str, status: str, value: str | None, attempts: int,
-                  wake_at: float | None) -> bool | None:
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
         if self.fail_saves:
             self.fail_saves -= 1
             raise OSError("the connection dropped before the step was recorded")
@@ -78,12 +96,17 @@ class FakeBackend:
         if known is None:
             target = f"{workflow}-{len(self.requests) + 1}"
             self.requests[request_id] = (workflow, canonical, target)
-            self.records[target] = {"execution_id": target, "workflow": workflow,
-                                    "status": "admitted", "outcome": None}
+            self.records[target] = {
+                "execution_id": target,
+                "workflow": workflow,
+                "status": "admitted",
+                "outcome": None,
+            }
             return target
         if known[:2] != (workflow, canonical):
-            raise WorkflowStartError("START_REQUEST_MISMATCH",
-                                     f"step {key!r} already started {known[0]} ({known[2]})")
+            raise WorkflowStartError(
+                "START_REQUEST_MISMATCH", f"step {key!r} already started {known[0]} ({known[2]})"
+            )
         return known[2]
 
     def get(self, execution_id: str) -> dict[str, Any]:
@@ -93,16 +116,29 @@ class FakeBackend:
 
     def end(self, execution_id: str, outcome: dict[str, Any]) -> None:
         """The child reached a terminal outcome."""
-        self.records[execution_id] = dict(self.records[execution_id],
-                                          status=outcome["status"], outcome=outcome)
+        self.records[execution_id] = dict(
+            self.records[execution_id], status=outcome["status"], outcome=outcome
+        )
 
     def step(self, attempt: int = 1, cancel_requested: bool = False) -> Step:
         """A Step for one delivery attempt, replaying what has been saved so far."""
-        return Step(self, execution_id=self.execution_id, workflow="charge-order", context={},
-                    attempt=attempt, steps=dict(self.saved), cancel_requested=cancel_requested)
+        return Step(
+            self,
+            execution_id=self.execution_id,
+            workflow="charge-order",
+            context={},
+            attempt=attempt,
+            steps=dict(self.saved),
+            cancel_requested=cancel_requested,
+        )
 
-    def run(self, fn: Callable[..., Any], params: Any = None, attempt: int = 1,
-            cancel_requested: bool = False) -> dict[str, Any]:
+    def run(
+        self,
+        fn: Callable[..., Any],
+        params: Any = None,
+        attempt: int = 1,
+        cancel_requested: bool = False,
+    ) -> dict[str, Any]:
         """One delivery attempt: run_workflow's outcome (InfrastructureFailure propagates)."""
         return run_workflow(fn, self.step(attempt, cancel_requested), params or {})
 

@@ -128,7 +128,8 @@ def _children(c: Any, pid: str) -> list[dict[str, Any]]:
 
 
 def test_a_parent_killed_after_start_commits_and_before_its_step_is_recorded_has_exactly_one_child(  # noqa: E501
-        cr_daemon: DaemonHandle, fx: Path):
+    cr_daemon: DaemonHandle, fx: Path
+):
     c = cr_daemon.client()
     pid = c.trigger("cr-start", {"d": str(fx)})["execution_id"]
     rec = c.wait(pid, timeout=40)
@@ -141,20 +142,23 @@ def test_a_parent_killed_after_start_commits_and_before_its_step_is_recorded_has
     # exactly one child, linked to its parent, and it is what the step returns
     children = _children(c, pid)
     assert [ch["execution_id"] for ch in children] == [rec["outcome"]["result"]]
-    assert children[0]["parent"] == {"execution_id": pid, "step_key": "ship",
-                                     "detached": False}
-    wait_until(lambda: _status(c, children[0]["execution_id"], "completed"),
-               message="the child completed")
+    assert children[0]["parent"] == {"execution_id": pid, "step_key": "ship", "detached": False}
+    wait_until(
+        lambda: _status(c, children[0]["execution_id"], "completed"), message="the child completed"
+    )
     assert lines(fx).count("shipped:42") == 1
     assert lines(fx).count("parent-after") == 1
     steps = c.describe(pid)["steps"]
     assert [(s["key"], s["kind"], s["status"]) for s in steps] == [
-        ("ship", "start", "completed"), ("after", "run", "completed")]
+        ("ship", "start", "completed"),
+        ("after", "run", "completed"),
+    ]
     assert steps[0]["value"]["execution_id"] == children[0]["execution_id"]
 
 
 def test_a_parent_killed_after_step_call_starts_its_child_has_one_child_and_its_result(
-        cr_daemon: DaemonHandle, fx: Path):
+    cr_daemon: DaemonHandle, fx: Path
+):
     c = cr_daemon.client()
     pid = c.trigger("cr-call", {"d": str(fx)})["execution_id"]
     rec = c.wait(pid, timeout=40)
@@ -163,8 +167,7 @@ def test_a_parent_killed_after_step_call_starts_its_child_has_one_child_and_its_
     assert [e["kind"] for e in history(c, pid)].count("released") >= 1
     children = _children(c, pid)
     assert len(children) == 1
-    assert children[0]["parent"] == {"execution_id": pid, "step_key": "quote",
-                                     "detached": False}
+    assert children[0]["parent"] == {"execution_id": pid, "step_key": "quote", "detached": False}
     assert lines(fx).count("shipped:7") == 1
 
 
@@ -180,8 +183,7 @@ def test_step_call_returns_the_childs_result(ch_daemon: DaemonHandle):
     assert child["workflow"] == "ch-double" and child["outcome"]["result"] == 42
     assert child["parent"] == {"execution_id": pid, "step_key": "double", "detached": False}
     steps = c.describe(pid)["steps"]
-    assert [(s["key"], s["kind"], s["status"]) for s in steps] == [
-        ("double", "call", "completed")]
+    assert [(s["key"], s["kind"], s["status"]) for s in steps] == [("double", "call", "completed")]
 
 
 def test_a_failing_child_raises_child_workflow_failed_in_its_caller(ch_daemon: DaemonHandle):
@@ -203,14 +205,18 @@ def test_a_failing_child_raises_child_workflow_failed_in_its_caller(ch_daemon: D
 
 
 def test_a_cancelled_parent_cancels_its_attached_child_and_leaves_its_detached_child_running(
-        ch_daemon: DaemonHandle):
+    ch_daemon: DaemonHandle,
+):
     c = ch_daemon.client()
     pid = c.trigger("ch-cancel-parent")["execution_id"]
 
     def settled() -> dict[str, dict[str, Any]] | None:
         kids = {k["parent"]["step_key"]: k for k in _children(c, pid)}
-        if (c.get(pid)["status"] == "suspended" and set(kids) == {"audit", "work"}
-                and all(k["status"] == "suspended" for k in kids.values())):
+        if (
+            c.get(pid)["status"] == "suspended"
+            and set(kids) == {"audit", "work"}
+            and all(k["status"] == "suspended" for k in kids.values())
+        ):
             return kids
         return None
 
@@ -243,7 +249,8 @@ def test_cancel_reaches_a_suspended_sleeper_promptly(ch_daemon: DaemonHandle):
 
 
 def test_a_running_workflow_sees_workflow_cancelled_error_at_its_next_step_and_can_clean_up(
-        ch_daemon: DaemonHandle, fx: Path):
+    ch_daemon: DaemonHandle, fx: Path
+):
     c = ch_daemon.client()
     eid = c.trigger("ch-blocker", {"d": str(fx)})["execution_id"]
     wait_until(lambda: "work:start" in lines(fx), message="the workflow blocked in its step")
@@ -254,8 +261,10 @@ def test_a_running_workflow_sees_workflow_cancelled_error_at_its_next_step_and_c
     assert rec["outcome"] == {"status": "cancelled"}
     assert lines(fx) == ["work:start", "work:end", "cleanup"]  # "after" never ran
     steps = c.describe(eid)["steps"]
-    assert [(s["key"], s["status"]) for s in steps] == [("work", "completed"),
-                                                        ("cleanup", "completed")]
+    assert [(s["key"], s["status"]) for s in steps] == [
+        ("work", "completed"),
+        ("cleanup", "completed"),
+    ]
 
 
 def test_cancelling_a_terminal_execution_changes_nothing(ch_daemon: DaemonHandle):
@@ -272,7 +281,10 @@ def test_cancelling_a_terminal_execution_changes_nothing(ch_daemon: DaemonHandle
     after = c.wait(eid, timeout=1)
     assert after["history_length"] == rec["history_length"] == len(before)
     assert (after["status"], after["outcome"], after["updated_at"]) == (
-        rec["status"], rec["outcome"], rec["updated_at"])
+        rec["status"],
+        rec["outcome"],
+        rec["updated_at"],
+    )
 
 
 # -- describe and list show the parent links -----------------------------------------------------
@@ -290,10 +302,20 @@ def test_describe_lists_children_and_list_filters_by_parent(ch_daemon: DaemonHan
 
     children = c.describe(pid)["children"]
     assert sorted(children, key=lambda k: k["step_key"]) == [
-        {"execution_id": a, "workflow": "ch-double", "status": "completed", "step_key": "a",
-         "detached": False},
-        {"execution_id": b, "workflow": "ch-double", "status": "completed", "step_key": "b",
-         "detached": True},
+        {
+            "execution_id": a,
+            "workflow": "ch-double",
+            "status": "completed",
+            "step_key": "a",
+            "detached": False,
+        },
+        {
+            "execution_id": b,
+            "workflow": "ch-double",
+            "status": "completed",
+            "step_key": "b",
+            "detached": True,
+        },
     ]
     assert c.get(a)["parent"] == {"execution_id": pid, "step_key": "a", "detached": False}
     assert c.get(b)["parent"] == {"execution_id": pid, "step_key": "b", "detached": True}
@@ -308,7 +330,8 @@ def test_describe_lists_children_and_list_filters_by_parent(ch_daemon: DaemonHan
 
 
 def test_the_start_route_is_idempotent_unfenced_and_refuses_with_start_error_codes(
-        ch_daemon: DaemonHandle):
+    ch_daemon: DaemonHandle,
+):
     from urllib.parse import quote
 
     from ys.client import Transport
@@ -329,8 +352,11 @@ def test_the_start_route_is_idempotent_unfenced_and_refuses_with_start_error_cod
         stale.request("POST", path, dict(body, workflow="ch-sleeper"))
     assert exc.value.code == "START_REQUEST_MISMATCH"
     with pytest.raises(WorkflowStartError) as exc:
-        no_token.request("POST", f"/v1/executions/{quote(caller, safe='')}/starts/bad",
-                         dict(body, params=["not", "an", "object"]))
+        no_token.request(
+            "POST",
+            f"/v1/executions/{quote(caller, safe='')}/starts/bad",
+            dict(body, params=["not", "an", "object"]),
+        )
     assert exc.value.code == "INVALID_START_PARAMETERS"
     assert [k["execution_id"] for k in _children(c, caller)] == [first]
     assert c.wait(first, timeout=20)["outcome"] == {"status": "completed", "result": 6}

@@ -98,8 +98,7 @@ def rd_daemon(shared_daemon: DaemonHandle) -> DaemonHandle:
 
 
 def _iso(text: str) -> float:
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=dt.UTC).timestamp()
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
 
 
 def _events(t: WorkflowTest, execution_id: str) -> list[tuple[str, dict[str, Any]]]:
@@ -117,8 +116,10 @@ def test_workflow_returns_deliver_resolves_completed_with_the_result():
     with WorkflowTest({"adder": adder}, start=T) as t:
         eid = t.trigger("adder", {"a": 40, "b": 2})
         assert t.run() == 1
-        assert t.get(eid)["outcome"] == {"status": "completed",
-                                         "result": {"total": 42, "tags": ["x", None, 1.5]}}
+        assert t.get(eid)["outcome"] == {
+            "status": "completed",
+            "result": {"total": 42, "tags": ["x", None, 1.5]},
+        }
         assert [k for k, _ in _events(t, eid)] == ["admitted", "claimed", "step", "completed"]
 
 
@@ -142,7 +143,8 @@ def test_workflow_throws_outside_a_step_deliver_resolves_failed_with_the_error()
 
 
 def test_an_infrastructure_failure_during_a_run_records_no_outcome_and_is_delivered_again(
-        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch: pytest.MonkeyPatch,
+):
     seen: list[str] = []
 
     def swallow(step: ys.Step, params: Any) -> Any:
@@ -167,13 +169,20 @@ def test_an_infrastructure_failure_during_a_run_records_no_outcome_and_is_delive
         assert seen == []
         assert t.get(eid)["outcome"] == {"status": "completed", "result": "done"}
         evs = _events(t, eid)
-        assert [k for k, _ in evs] == ["admitted", "claimed", "released", "claimed", "step",
-                                       "completed"]
+        assert [k for k, _ in evs] == [
+            "admitted",
+            "claimed",
+            "released",
+            "claimed",
+            "step",
+            "completed",
+        ]
         assert evs[2][1]["reason"] == "worker_failed" and "disk I/O error" in evs[2][1]["detail"]
 
 
 def test_a_delay_suspends_after_the_unfinished_step_and_its_wake_are_recorded(
-        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch: pytest.MonkeyPatch,
+):
     def nap(step: ys.Step, params: Any) -> Any:
         step.sleep("cooldown", 600)
         return "woke"
@@ -193,12 +202,17 @@ def test_a_delay_suspends_after_the_unfinished_step_and_its_wake_are_recorded(
         outcome, steps, record = at_ack[0]
         assert outcome == {"status": "suspended"}
         assert [(s.key, s.kind, s.status, s.wake_at) for s in steps] == [
-            ("cooldown", "sleep", "waiting", T + 600)]
+            ("cooldown", "sleep", "waiting", T + 600)
+        ]
         assert record.due_at == T + 600  # the wake is pending before the outcome
         evs = _events(t, eid)
         assert [k for k, _ in evs] == ["admitted", "claimed", "step", "suspended"]
-        assert evs[2][1] == {"key": "cooldown", "kind": "sleep", "status": "waiting",
-                             "wake_at": T + 600}
+        assert evs[2][1] == {
+            "key": "cooldown",
+            "kind": "sleep",
+            "status": "waiting",
+            "wake_at": T + 600,
+        }
         assert t.get(eid)["status"] == "suspended"
         t.advance(600)
         t.run()
@@ -209,7 +223,8 @@ def test_a_delay_suspends_after_the_unfinished_step_and_its_wake_are_recorded(
 
 
 def test_deliver_resolves_and_the_outcome_is_acknowledged_under_its_lease(
-        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch: pytest.MonkeyPatch,
+):
     def wf(step: ys.Step, params: Any) -> Any:
         return step.run("a", lambda: 1)
 
@@ -258,14 +273,22 @@ def test_deliver_resolves_under_a_real_dispatcher_ending_its_lease(rd_daemon: Da
 
 
 def test_the_worker_exits_before_an_outcome_the_lease_is_released_and_it_is_delivered_again_after_the_redelivery_delay(  # noqa: E501
-        rd_daemon: DaemonHandle, fx: Path):
+    rd_daemon: DaemonHandle, fx: Path
+):
     c = rd_daemon.client()
     eid = c.trigger("rd-exits", {"d": str(fx)})["execution_id"]
     rec = c.wait(eid, timeout=30)
     assert rec["outcome"] == {"status": "completed", "result": "after"}
     evs = history(c, eid)
-    assert [e["kind"] for e in evs] == ["admitted", "claimed", "step", "released", "claimed",
-                                        "step", "completed"]
+    assert [e["kind"] for e in evs] == [
+        "admitted",
+        "claimed",
+        "step",
+        "released",
+        "claimed",
+        "step",
+        "completed",
+    ]
     released = evs[3]
     assert released["data"]["reason"] == "worker_failed"
     assert "status 3" in released["data"]["detail"]
@@ -278,7 +301,8 @@ def test_the_worker_exits_before_an_outcome_the_lease_is_released_and_it_is_deli
 
 
 def test_the_start_client_throws_no_step_is_recorded_the_workflow_cannot_catch_it_and_it_is_delivered_again(  # noqa: E501
-        rd_daemon: DaemonHandle, fx: Path):
+    rd_daemon: DaemonHandle, fx: Path
+):
     c = rd_daemon.client()
     eid = c.trigger("rd-start-fails", {"d": str(fx)})["execution_id"]
     rec = c.wait(eid, timeout=30)
@@ -286,14 +310,21 @@ def test_the_start_client_throws_no_step_is_recorded_the_workflow_cannot_catch_i
     child = rec["outcome"]["result"]
     assert lines(fx) == ["started"]  # no "caught ...": workflow code never saw the failure
     evs = history(c, eid)
-    assert [e["kind"] for e in evs] == ["admitted", "claimed", "released", "claimed", "step",
-                                        "completed"]
+    assert [e["kind"] for e in evs] == [
+        "admitted",
+        "claimed",
+        "released",
+        "claimed",
+        "step",
+        "completed",
+    ]
     assert evs[2]["data"]["reason"] == "worker_failed"  # the worker replied retry (exit 75)
     assert [x["execution_id"] for x in c.list(parent=eid)["executions"]] == [child]
 
 
 def test_the_start_client_throws_in_the_test_invoker_no_step_and_delivered_again(
-        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch: pytest.MonkeyPatch,
+):
     seen: list[str] = []
 
     def parent(step: ys.Step, params: Any) -> Any:
@@ -323,16 +354,17 @@ def test_the_start_client_throws_in_the_test_invoker_no_step_and_delivered_again
         rec = t.run_until_terminal(eid)
         assert seen == []
         assert rec["status"] == "completed"
-        assert [k for k, _ in _events(t, eid)][:4] == ["admitted", "claimed", "released",
-                                                      "claimed"]
+        assert [k for k, _ in _events(t, eid)][:4] == ["admitted", "claimed", "released", "claimed"]
         assert [s.key for s in t.store.steps(eid)] == ["ship"]
         assert steps_at_failure == [[]]
         assert [r.execution_id for r in t.store.list(parent=eid).items] == [
-            rec["outcome"]["result"]]
+            rec["outcome"]["result"]
+        ]
 
 
 def test_a_direct_trigger_resolves_once_admission_commits_and_the_dispatcher_delivers_it(
-        rd_daemon: DaemonHandle, fx: Path):
+    rd_daemon: DaemonHandle, fx: Path
+):
     c = rd_daemon.client()
     answer = c.trigger("rd-blocks", {"d": str(fx)}, execution_id="direct-1")
     assert answer == {"execution_id": "direct-1", "started": True}
@@ -347,8 +379,7 @@ def test_a_direct_trigger_resolves_once_admission_commits_and_the_dispatcher_del
     wait_until(lambda: "work:start" in lines(fx), message="the dispatcher delivered it")
     assert kinds(c, "direct-1")[:2] == ["admitted", "claimed"]
     (fx / "work.go").touch()
-    assert c.wait("direct-1", timeout=20)["outcome"] == {"status": "completed",
-                                                         "result": "work"}
+    assert c.wait("direct-1", timeout=20)["outcome"] == {"status": "completed", "result": "work"}
 
 
 def test_a_direct_trigger_in_the_test_invoker_admits_and_run_delivers():
@@ -367,13 +398,19 @@ def test_a_direct_trigger_in_the_test_invoker_admits_and_run_delivers():
 
 
 def test_worker_and_test_invokers_give_the_same_results_for_a_parent_that_starts_and_calls_children(  # noqa: E501
-        rd_daemon: DaemonHandle):
+    rd_daemon: DaemonHandle,
+):
     c = rd_daemon.client()
     pid = c.trigger("rd-parent")["execution_id"]
     real = c.wait(pid, timeout=60)
-    assert real["outcome"] == {"status": "completed", "result": {
-        "doubled": 42, "audit": True,
-        "failed": {"name": "OutOfStock", "message": "no stock for order 42"}}}
+    assert real["outcome"] == {
+        "status": "completed",
+        "result": {
+            "doubled": 42,
+            "audit": True,
+            "failed": {"name": "OutOfStock", "message": "no stock for order 42"},
+        },
+    }
 
     def children_done() -> list[dict[str, Any]] | None:
         kids = c.list(parent=pid)["executions"]
@@ -390,13 +427,27 @@ def test_worker_and_test_invokers_give_the_same_results_for_a_parent_that_starts
         fake_steps = [(s.key, s.kind, s.status) for s in t.store.steps(tid)]
 
     assert fake["outcome"] == real["outcome"]
-    assert fake_steps == real_steps == [("audit", "start", "completed"),
-                                        ("double", "call", "completed"),
-                                        ("fail", "call", "failed")]
+    assert (
+        fake_steps
+        == real_steps
+        == [
+            ("audit", "start", "completed"),
+            ("double", "call", "completed"),
+            ("fail", "call", "failed"),
+        ]
+    )
 
     def shape(kids: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        return sorted((k["workflow"], k["parent"]["step_key"], k["parent"]["detached"],
-                       k["status"], str(k["outcome"])) for k in kids)
+        return sorted(
+            (
+                k["workflow"],
+                k["parent"]["step_key"],
+                k["parent"]["detached"],
+                k["status"],
+                str(k["outcome"]),
+            )
+            for k in kids
+        )
 
     assert shape(fake_children) == shape(real_children)
     assert len(real_children) == 3

@@ -22,15 +22,15 @@ PARAMS = {"order": 42}
 
 
 def ship(step: ys.Step, params: dict[str, Any]) -> Any:
-    child = step.start("ship", params.get("workflow", "ship-order"),
-                       params.get("params", PARAMS))
+    child = step.start("ship", params.get("workflow", "ship-order"), params.get("params", PARAMS))
     return {"child": child}
 
 
 def ship_catching(step: ys.Step, params: dict[str, Any]) -> Any:
     try:
-        child = step.start("ship", params.get("workflow", "ship-order"),
-                           params.get("params", PARAMS))
+        child = step.start(
+            "ship", params.get("workflow", "ship-order"), params.get("params", PARAMS)
+        )
     except WorkflowStartError as exc:
         return {"caught": type(exc).__name__, "code": exc.code}
     return {"child": child}
@@ -71,17 +71,21 @@ def test_returns_accepted_records_and_returns_the_execution_id_and_replay_makes_
 
 
 @pytest.mark.parametrize("code", ["START_REQUEST_MISMATCH", "INVALID_START_PARAMETERS"])
-def test_returns_rejected_records_and_throws_workflow_start_error_and_replay_restores_it(
-        code: str):
+def test_returns_rejected_records_and_throws_workflow_start_error_and_replay_restores_it(code: str):
     fake = FakeBackend()
     fake.script = [WorkflowStartError(code, "refused by the start client")]
     caught = fake.run(ship_catching)
-    assert caught == {"status": "completed",
-                      "result": {"caught": "WorkflowStartError", "code": code}}
+    assert caught == {
+        "status": "completed",
+        "result": {"caught": "WorkflowStartError", "code": code},
+    }
     assert len(fake.calls) == 1
     err = _saved_error(fake, "ship")
-    assert (err.name, err.code, err.message) == ("WorkflowStartError", code,
-                                                 "refused by the start client")
+    assert (err.name, err.code, err.message) == (
+        "WorkflowStartError",
+        code,
+        "refused by the start client",
+    )
 
     # replay: the same class and code, thrown again, without a client call
     assert fake.run(ship_catching, attempt=2) == caught
@@ -98,13 +102,13 @@ def test_returns_rejected_records_and_throws_workflow_start_error_and_replay_res
     assert len(fake.calls) == 1
 
 
-@pytest.mark.parametrize("params", [{"amount": float("nan")}, {"tags": {"a"}}, ["x"]],
-                         ids=["nan", "set", "not-a-dict"])
+@pytest.mark.parametrize(
+    "params", [{"amount": float("nan")}, {"tags": {"a"}}, ["x"]], ids=["nan", "set", "not-a-dict"]
+)
 def test_returns_invalid_start_parameters_records_and_throws_after_one_client_call(params: Any):
     fake = FakeBackend()
     outcome = fake.run(ship_catching, {"params": params})
-    assert outcome["result"] == {"caught": "WorkflowStartError",
-                                 "code": "INVALID_START_PARAMETERS"}
+    assert outcome["result"] == {"caught": "WorkflowStartError", "code": "INVALID_START_PARAMETERS"}
     assert len(fake.calls) == 1
     assert fake.requests == {}  # the client admitted nothing
     assert _saved_error(fake, "ship").code == "INVALID_START_PARAMETERS"
@@ -123,16 +127,21 @@ def test_an_invalid_workflow_name_is_recorded_and_replays_as_the_same_class_and_
     assert code == _saved_error(fake, "ship").code
 
 
-@pytest.mark.parametrize("error", [
-    OSError("connection refused"),
-    ConnectionResetError("connection reset"),
-    DaemonUnavailable("DAEMON_UNAVAILABLE", "no daemon answers"),
-    YsError("INTERNAL", "internal error"),
-    ValueError("malformed response"),
-    RuntimeError("a bug in the client"),
-], ids=["oserror", "reset", "daemon-unavailable", "internal", "valueerror", "runtimeerror"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError("connection refused"),
+        ConnectionResetError("connection reset"),
+        DaemonUnavailable("DAEMON_UNAVAILABLE", "no daemon answers"),
+        YsError("INTERNAL", "internal error"),
+        ValueError("malformed response"),
+        RuntimeError("a bug in the client"),
+    ],
+    ids=["oserror", "reset", "daemon-unavailable", "internal", "valueerror", "runtimeerror"],
+)
 def test_throws_records_no_step_cannot_be_caught_and_the_next_attempt_calls_again(
-        error: BaseException):
+    error: BaseException,
+):
     fake = FakeBackend()
     fake.script = [error]
     with pytest.raises(InfrastructureFailure) as exc:
@@ -163,7 +172,8 @@ def test_caller_stops_after_accepted_before_recording_then_repeats_the_request_i
 
 
 def test_caller_killed_at_the_crash_point_repeats_the_request_id_and_records_the_first_id(
-        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch: pytest.MonkeyPatch,
+):
     class Killed(BaseException):
         """The process dies here (SIGKILL): nothing after this point runs."""
 
@@ -186,16 +196,19 @@ def test_caller_killed_at_the_crash_point_repeats_the_request_id_and_records_the
 # -- deployed new code (replay with a different request) ---------------------------------------
 
 
-@pytest.mark.parametrize("change", [{"workflow": "ship-express"}, {"params": {"order": 43}},
-                                    {"params": None}], ids=["workflow", "params", "no-params"])
+@pytest.mark.parametrize(
+    "change",
+    [{"workflow": "ship-express"}, {"params": {"order": 43}}, {"params": None}],
+    ids=["workflow", "params", "no-params"],
+)
 def test_a_recorded_start_replayed_with_a_changed_request_raises_mismatch_without_a_call(
-        change: dict[str, Any]):
+    change: dict[str, Any],
+):
     fake = FakeBackend()
     assert fake.run(ship)["status"] == "completed"
     recorded = fake.saved["ship"]
     outcome = fake.run(ship_catching, change, attempt=2)
-    assert outcome["result"] == {"caught": "WorkflowStartError",
-                                 "code": "START_REQUEST_MISMATCH"}
+    assert outcome["result"] == {"caught": "WorkflowStartError", "code": "START_REQUEST_MISMATCH"}
     assert len(fake.calls) == 1  # no client call: the recorded step decides
     assert fake.saved["ship"] == recorded  # the recorded start is unchanged
     # the unchanged code still replays to the original target
@@ -209,8 +222,7 @@ def test_an_unrecorded_start_replayed_with_a_changed_request_records_the_clients
         fake.run(ship)
     # new code: ship-express under the same step key; the client refuses it
     outcome = fake.run(ship_catching, {"workflow": "ship-express"}, attempt=2)
-    assert outcome["result"] == {"caught": "WorkflowStartError",
-                                 "code": "START_REQUEST_MISMATCH"}
+    assert outcome["result"] == {"caught": "WorkflowStartError", "code": "START_REQUEST_MISMATCH"}
     assert [c[1] for c in fake.calls] == ["ship-order", "ship-express"]
     assert _saved_error(fake, "ship").code == "START_REQUEST_MISMATCH"
     # it is recorded: replay throws it again without calling the client
@@ -224,11 +236,17 @@ def test_an_unrecorded_start_replayed_with_a_changed_request_records_the_clients
 
 def call_child(step: ys.Step, params: dict[str, Any]) -> Any:
     try:
-        return {"result": step.call("quote", params.get("workflow", "quote-order"),
-                                    params.get("params", PARAMS))}
+        return {
+            "result": step.call(
+                "quote", params.get("workflow", "quote-order"), params.get("params", PARAMS)
+            )
+        }
     except ys.ChildWorkflowFailed as exc:
-        return {"child_failed": exc.name, "message": exc.context.get("child_message"),
-                "child": exc.child_id}
+        return {
+            "child_failed": exc.name,
+            "message": exc.context.get("child_message"),
+            "child": exc.child_id,
+        }
     except WorkflowStartError as exc:
         return {"start_error": exc.code}
 
@@ -240,8 +258,10 @@ def test_call_waits_for_the_child_then_returns_its_result_without_starting_it_ag
     child = fake.requests[("order-42", "quote")][2]
     assert fake.run(call_child, attempt=2) == {"status": "suspended"}  # still running
     fake.end(child, {"status": "completed", "result": {"price": 10}})
-    assert fake.run(call_child, attempt=3) == {"status": "completed",
-                                                "result": {"result": {"price": 10}}}
+    assert fake.run(call_child, attempt=3) == {
+        "status": "completed",
+        "result": {"result": {"price": 10}},
+    }
     assert len(fake.calls) == 1  # started once; later attempts read the recorded request
     assert fake.save_log[-1] == ("quote", "call", "completed")
     assert fake.run(call_child, attempt=4)["result"] == {"result": {"price": 10}}
@@ -252,8 +272,10 @@ def test_call_of_a_failing_child_raises_child_workflow_failed_also_on_replay():
     fake = FakeBackend()
     fake.run(call_child)
     child = fake.requests[("order-42", "quote")][2]
-    fake.end(child, {"status": "failed",
-                     "error": {"name": "OutOfStock", "message": "no stock for order 42"}})
+    fake.end(
+        child,
+        {"status": "failed", "error": {"name": "OutOfStock", "message": "no stock for order 42"}},
+    )
     expected = {"child_failed": "OutOfStock", "message": "no stock for order 42", "child": child}
     assert fake.run(call_child, attempt=2)["result"] == expected
     assert fake.save_log[-1] == ("quote", "call", "failed")
@@ -310,19 +332,23 @@ def test_a_cancelled_caller_replays_recorded_starts_and_is_cancelled_at_its_next
 
 
 @pytest.mark.parametrize("ending", ["completed", "failed"])
-def test_call_replayed_after_the_child_ended_with_a_changed_request_raises_mismatch(
-        ending: str):
+def test_call_replayed_after_the_child_ended_with_a_changed_request_raises_mismatch(ending: str):
     fake = FakeBackend()
     fake.run(call_child)
     child = fake.requests[("order-42", "quote")][2]
-    fake.end(child, {"status": "completed", "result": 1} if ending == "completed" else
-             {"status": "failed", "error": {"name": "E", "message": "m"}})
+    fake.end(
+        child,
+        {"status": "completed", "result": 1}
+        if ending == "completed"
+        else {"status": "failed", "error": {"name": "E", "message": "m"}},
+    )
     first = fake.run(call_child, attempt=2)
     assert first["status"] == "completed" and "start_error" not in first["result"]
     # deployed new code: the recorded call must not hide the change behind the old outcome
     changed = fake.run(call_child, {"workflow": "quote-express"}, attempt=3)
     assert changed["result"] == {"start_error": "START_REQUEST_MISMATCH"}
     assert fake.run(call_child, {"params": {"order": 43}}, attempt=4)["result"] == {
-        "start_error": "START_REQUEST_MISMATCH"}
+        "start_error": "START_REQUEST_MISMATCH"
+    }
     assert fake.run(call_child, attempt=5) == first  # the unchanged code replays as before
     assert len(fake.calls) == 1

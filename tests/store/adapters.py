@@ -45,8 +45,7 @@ class Adapter(Protocol):
     def tamper(self, location: str, execution_id: str, **columns: Any) -> None:
         """Change a stored record behind the store's back (for verify)."""
 
-    def update_rows(self, location: str, table: str, where: dict[str, Any],
-                    **columns: Any) -> None:
+    def update_rows(self, location: str, table: str, where: dict[str, Any], **columns: Any) -> None:
         """Change the rows of `table` that match `where`, behind the store's back (a row an
         older version wrote, say)."""
 
@@ -64,15 +63,23 @@ class Adapter(Protocol):
         """Block the store's writer until `waiting` writes queue behind it, then let them run;
         yields the sizes of the batches committed meanwhile."""
 
-    def fail_on_insert(self, store: Store, table: str, *, kind: str | None = None,
-                       skip: int = 0, after_row: bool = False) -> AbstractContextManager[None]:
+    def fail_on_insert(
+        self,
+        store: Store,
+        table: str,
+        *,
+        kind: str | None = None,
+        skip: int = 0,
+        after_row: bool = False,
+    ) -> AbstractContextManager[None]:
         """Inside the block, the transaction that inserts its (skip+1)th row into `table`
         (with that `kind`, for events) fails there, with an error whose text holds
         "injected failure": what a full disk or a crash at that point would do. With
         after_row, the failure comes just after that row is written."""
 
-    def on_statement(self, store: Store,
-                     callback: Callable[[str], None]) -> AbstractContextManager[None]:
+    def on_statement(
+        self, store: Store, callback: Callable[[str], None]
+    ) -> AbstractContextManager[None]:
         """Call `callback(sql)` before each statement the store's writer runs."""
 
     def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
@@ -115,15 +122,15 @@ class SqliteAdapter:
     def tamper(self, location: str, execution_id: str, **columns: Any) -> None:
         self.update_rows(location, "executions", {"execution_id": execution_id}, **columns)
 
-    def update_rows(self, location: str, table: str, where: dict[str, Any],
-                    **columns: Any) -> None:
+    def update_rows(self, location: str, table: str, where: dict[str, Any], **columns: Any) -> None:
         conn = _connect(location)
         try:
             sets = ", ".join(f"{name} = ?" for name in columns)
             match = " AND ".join(f"{name} = ?" for name in where)
             with conn:
-                conn.execute(f"UPDATE {table} SET {sets} WHERE {match}",
-                             (*columns.values(), *where.values()))
+                conn.execute(
+                    f"UPDATE {table} SET {sets} WHERE {match}", (*columns.values(), *where.values())
+                )
         finally:
             conn.close()
 
@@ -185,15 +192,26 @@ class SqliteAdapter:
         try:
             assert entered.wait(30), "the writer never ran the blocking request"
             yield sizes
-            wait_until(lambda: writer._queue.qsize() >= waiting, timeout=30.0,
-                       interval=0.001, message=f"{waiting} writes queued")
+            wait_until(
+                lambda: writer._queue.qsize() >= waiting,
+                timeout=30.0,
+                interval=0.001,
+                message=f"{waiting} writes queued",
+            )
         finally:
             release.set()
             blocker.join(30)
 
     @contextmanager
-    def fail_on_insert(self, store: Store, table: str, *, kind: str | None = None,
-                       skip: int = 0, after_row: bool = False) -> Iterator[None]:
+    def fail_on_insert(
+        self,
+        store: Store,
+        table: str,
+        *,
+        kind: str | None = None,
+        skip: int = 0,
+        after_row: bool = False,
+    ) -> Iterator[None]:
         # A trigger made on a connection of our own holds for the store's connections too.
         # The count lives in a table so that it is rolled back with the failed transaction.
         location = store.path  # type: ignore[attr-defined]

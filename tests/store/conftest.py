@@ -60,9 +60,11 @@ class StoreFactory:
         """`table`'s rows in `store`'s database, read as another process would."""
         return self.adapter.rows(self.location_of(store), table)
 
-    def snapshot(self, store: Any,
-                 tables: tuple[str, ...] = ("executions", "events", "steps", "kv",
-                                            "kv_waiters")) -> dict[str, Any]:
+    def snapshot(
+        self,
+        store: Any,
+        tables: tuple[str, ...] = ("executions", "events", "steps", "kv", "kv_waiters"),
+    ) -> dict[str, Any]:
         """Every row a write can touch, to compare before and after."""
         return {table: self.rows(store, table) for table in tables}
 

@@ -18,8 +18,10 @@ PUBLIC = {"ys.store", "ys.store.protocols"}
 FORBIDDEN_ROOTS = {"sqlite3", "sqlite_utils"}
 # A statement of SQL in a string: a keyword and what it works on (not "DELETE" alone, an HTTP
 # method).
-SQL = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
-                 r"CREATE\s+(TABLE|INDEX|TRIGGER)|PRAGMA\s+\w+)\b")
+SQL = re.compile(
+    r"\b(SELECT\b.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+    r"CREATE\s+(TABLE|INDEX|TRIGGER)|PRAGMA\s+\w+)\b"
+)
 
 
 def _outside_modules() -> list[Path]:
@@ -41,8 +43,9 @@ def _imports(tree: ast.AST, module: str) -> list[tuple[int, str]]:
                 base = f"{parent}.{base}" if base else parent
             out.append((node.lineno, base))
             # `from ys.store import sqlite` names the module ys.store.sqlite
-            out += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
-                    if base == "ys.store"]
+            out += [
+                (node.lineno, f"{base}.{alias.name}") for alias in node.names if base == "ys.store"
+            ]
     return out
 
 
@@ -62,8 +65,11 @@ def _refused(name: str) -> bool:
 def _is_public_name(name: str) -> bool:
     """`ys.store.open_store` or `ys.store.Store` (a name of the package, not a module)."""
     head, _, tail = name.rpartition(".")
-    return head == "ys.store" and not (PACKAGE / "store" / tail).exists() and not (
-        PACKAGE / "store" / f"{tail}.py").exists()
+    return (
+        head == "ys.store"
+        and not (PACKAGE / "store" / tail).exists()
+        and not (PACKAGE / "store" / f"{tail}.py").exists()
+    )
 
 
 def test_no_module_outside_the_store_imports_sqlite_or_the_stores_private_modules():
@@ -71,8 +77,11 @@ def test_no_module_outside_the_store_imports_sqlite_or_the_stores_private_module
     for path in _outside_modules():
         module = _module_name(path)
         tree = ast.parse(path.read_text(), str(path))
-        found += [f"{path.relative_to(PACKAGE.parent)}:{line}: imports {name}"
-                  for line, name in _imports(tree, module) if _refused(name)]
+        found += [
+            f"{path.relative_to(PACKAGE.parent)}:{line}: imports {name}"
+            for line, name in _imports(tree, module)
+            if _refused(name)
+        ]
     assert found == [], "\n".join(found)
 
 
@@ -87,31 +96,37 @@ def test_no_module_outside_the_store_holds_sql():
     assert found == [], "\n".join(found)
 
 
-@pytest.mark.parametrize("source, refused", [
-    ("import sqlite3", True),
-    ("from sqlite3 import connect", True),
-    ("import sqlite_utils", True),
-    ("from ys.store.sqlite import SqliteStore", True),
-    ("from ys.store.sqlite.reads import verify", True),
-    ("from ys.store import sqlite", True),
-    ("from ys.store.base import Delivery", True),
-    ("from ys.store.records import Record", True),
-    ("from ys.store import open_store", False),
-    ("from ys.store.protocols import Store", False),
-    ("import ys.store.protocols", False),
-    ("def f():\n    from ys.store.sqlite.schedules import check\n", True),
-])
+@pytest.mark.parametrize(
+    "source, refused",
+    [
+        ("import sqlite3", True),
+        ("from sqlite3 import connect", True),
+        ("import sqlite_utils", True),
+        ("from ys.store.sqlite import SqliteStore", True),
+        ("from ys.store.sqlite.reads import verify", True),
+        ("from ys.store import sqlite", True),
+        ("from ys.store.base import Delivery", True),
+        ("from ys.store.records import Record", True),
+        ("from ys.store import open_store", False),
+        ("from ys.store.protocols import Store", False),
+        ("import ys.store.protocols", False),
+        ("def f():\n    from ys.store.sqlite.schedules import check\n", True),
+    ],
+)
 def test_the_guard_tells_allowed_imports_from_refused_ones(source: str, refused: bool):
     names = [name for _, name in _imports(ast.parse(source), "ys.daemon.example")]
     assert any(_refused(n) for n in names) is refused, names
 
 
-@pytest.mark.parametrize("text, sql", [
-    ("SELECT execution_id FROM executions WHERE workflow=?", True),
-    ("UPDATE executions SET status='failed'", True),
-    ("PRAGMA query_only=ON", True),
-    ("DELETE", False),
-    ("select a workflow from the list", False),
-])
+@pytest.mark.parametrize(
+    "text, sql",
+    [
+        ("SELECT execution_id FROM executions WHERE workflow=?", True),
+        ("UPDATE executions SET status='failed'", True),
+        ("PRAGMA query_only=ON", True),
+        ("DELETE", False),
+        ("select a workflow from the list", False),
+    ],
+)
 def test_the_sql_guard_tells_statements_from_prose(text: str, sql: bool):
     assert bool(SQL.search(text)) is sql

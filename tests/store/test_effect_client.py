@@ -44,8 +44,9 @@ CHARGE = {"charge_id": "ch_1", "amount": 49.99}
 
 
 def admitted(store: Store, execution_id: str = "order-42") -> str:
-    return store.admit("charge-order", {"order": 42}, execution_id=execution_id,
-                       now=T0).execution_id
+    return store.admit(
+        "charge-order", {"order": 42}, execution_id=execution_id, now=T0
+    ).execution_id
 
 
 def idle(store: Store, *execution_ids: str, now: float = T0) -> None:
@@ -90,20 +91,28 @@ def open_store(store_factory: StoreFactory) -> Callable[..., Store]:
 
 
 def effect_row(db: Db, effect_id: str) -> tuple[Any, ...] | None:
-    found = [(r["operation"], r["input"], r["status"], r["result"])
-             for r in db.rows("effects") if r["effect_id"] == effect_id]
+    found = [
+        (r["operation"], r["input"], r["status"], r["result"])
+        for r in db.rows("effects")
+        if r["effect_id"] == effect_id
+    ]
     return found[0] if found else None
 
 
 def waiters(db: Db, effect_id: str = EID) -> list[tuple[Any, ...]]:
-    return sorted((r["execution_id"], r["step_key"], r["wake_at"])
-                  for r in db.rows("effect_waiters") if r["effect_id"] == effect_id)
+    return sorted(
+        (r["execution_id"], r["step_key"], r["wake_at"])
+        for r in db.rows("effect_waiters")
+        if r["effect_id"] == effect_id
+    )
 
 
 def conflicts(db: Db, effect_id: str = EID) -> list[tuple[Any, ...]]:
-    return [(r["result"], r["conflicting_result"])
-            for r in sorted(db.rows("effect_conflicts"), key=lambda r: r["id"])
-            if r["effect_id"] == effect_id]
+    return [
+        (r["result"], r["conflicting_result"])
+        for r in sorted(db.rows("effect_conflicts"), key=lambda r: r["id"])
+        if r["effect_id"] == effect_id
+    ]
 
 
 def run_together(n: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -129,9 +138,11 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
 
     # repeats, from the same step or from another caller, read the current state
     assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1) == {
-        "status": "pending"}
-    assert store.effect_begin(OP, EID, dict(reversed(INPUT.items())), "support-tool", "check",
-                              now=T0 + 2) == {"status": "pending"}  # canonical form matches
+        "status": "pending"
+    }
+    assert store.effect_begin(
+        OP, EID, dict(reversed(INPUT.items())), "support-tool", "check", now=T0 + 2
+    ) == {"status": "pending"}  # canonical form matches
 
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 3)
     for caller in ("order-42", "support-tool"):
@@ -146,9 +157,7 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
     assert {b["execution_id"] for b in described["began_by"]} == {"order-42", "support-tool"}
 
 
-def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(
-    store: Store
-) -> None:
+def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(store: Store) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0)
     assert store.effect_begin(OP, EID, INPUT, "x", "y", now=T0)["result"] == codec.dumps(CHARGE)
@@ -186,8 +195,9 @@ def test_begin_with_changed_operation_or_input_is_rejected_without_changing_the_
     assert db_path.rows("effect_begins") == began  # the rejected caller left no trace
     # the original request still matches
     expected = "settled" if settled else "pending"
-    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 2)[
-        "status"] == expected
+    assert (
+        store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 2)["status"] == expected
+    )
 
 
 def test_begin_compares_canonical_encodings_so_equal_values_match(store: Store) -> None:
@@ -213,8 +223,9 @@ def test_settle_with_equal_results_concurrently_leaves_one_settled_result(
     result = codec.dumps(CHARGE)
     stores = [store] * 5 + others
 
-    answers = run_together(len(stores), lambda i: stores[i].effect_settle(
-        OP, EID, result, now=T0 + 1))
+    answers = run_together(
+        len(stores), lambda i: stores[i].effect_settle(OP, EID, result, now=T0 + 1)
+    )
 
     assert answers == [{"status": "settled", "result": result}] * len(stores)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "settled", result)
@@ -260,8 +271,7 @@ def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_
     assert described["conflicts"][0]["conflicting_result"] == codec.decode(second)
     assert [e["effect_id"] for e in store.effects(status="conflict")] == [EID]
     # and a later equal settlement still returns the first result
-    assert store.effect_settle(OP, EID, first, now=T0 + 2) == {"status": "settled",
-                                                                "result": first}
+    assert store.effect_settle(OP, EID, first, now=T0 + 2) == {"status": "settled", "result": first}
 
 
 def test_settle_of_an_effect_never_begun_or_with_another_operation_is_a_runtime_invariant(
@@ -301,9 +311,7 @@ def test_failure_before_wait_commits_schedules_no_wake_and_a_repeat_succeeds_as_
     assert store.get("order-42").due_at == T0 + 61  # type: ignore[union-attr]
 
 
-def test_wait_for_an_unknown_execution_or_effect_commits_nothing(
-    store: Store, db_path: Db
-) -> None:
+def test_wait_for_an_unknown_execution_or_effect_commits_nothing(store: Store, db_path: Db) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     with pytest.raises(NotFoundError):
         store.effect_wait(EID, "no-such-execution", "charge", T0 + 60, now=T0)
@@ -357,11 +365,13 @@ def test_settlement_racing_wait_wakes_the_waiting_execution_and_leaves_no_regist
         # (which thread leaves the barrier first is biased, so the roles alternate)
         waits = i % 2
 
-        def race(k: int, effect_id: str = effect_id, execution_id: str = execution_id,
-                 waits: int = waits) -> Any:
+        def race(
+            k: int, effect_id: str = effect_id, execution_id: str = execution_id, waits: int = waits
+        ) -> Any:
             if k == waits:
-                return waiter_store.effect_wait(effect_id, execution_id, "charge", T0 + 3600,
-                                                now=T0 + 1)
+                return waiter_store.effect_wait(
+                    effect_id, execution_id, "charge", T0 + 3600, now=T0 + 1
+                )
             return settler_store.effect_settle(OP, effect_id, codec.dumps(CHARGE), now=T0 + 1)
 
         answers = run_together(2, race)
@@ -372,8 +382,7 @@ def test_settlement_racing_wait_wakes_the_waiting_execution_and_leaves_no_regist
         assert waiter_store.get(execution_id).due_at == T0 + 1  # type: ignore[union-attr]
         assert waiters(db_path, effect_id) == []
     assert outcomes  # (both orders are usually seen; each must keep the invariant)
-    assert [d.execution_id for d in settler_store.claim_due(now=T0 + 1, limit=n + 1)] == sorted(
-        ids)
+    assert [d.execution_id for d in settler_store.claim_due(now=T0 + 1, limit=n + 1)] == sorted(ids)
 
 
 def test_wait_after_settlement_wakes_at_once_and_settlement_wakes_every_waiter(
@@ -434,7 +443,7 @@ def test_wake_request_resubmitted_after_a_lost_response_merges_into_the_same_pen
 
     assert store.events("order-42") == history  # nothing new: merged
     assert store.get("order-42").due_at == T0 + 60  # type: ignore[union-attr]
-    d, = store.claim_due(now=T0 + 60, limit=5)
+    (d,) = store.claim_due(now=T0 + 60, limit=5)
     store.acknowledge("order-42", d.token, {"status": "suspended"}, now=T0 + 61)
     assert store.claim_due(now=T0 + 120, limit=5) == []  # one delivery, not one per request
 
@@ -464,23 +473,27 @@ def test_effect_records_outlive_their_executions(store: Store, db_path: Db) -> N
     for execution_id in ("order-42", "order-43"):
         store.request_wake(execution_id, T0 + 1, now=T0 + 1)
     for d in store.claim_due(now=T0 + 1, limit=5):
-        store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": None},
-                          now=T0 + 1)
+        store.acknowledge(
+            d.execution_id, d.token, {"status": "completed", "result": None}, now=T0 + 1
+        )
     assert {store.get(e).status for e in ("order-42", "order-43")} == {"completed"}  # type: ignore[union-attr]
 
     # delete the executions as pruning would (history, steps and record): nothing ties an
     # effect record to an execution, so nothing cascades and nothing refuses
-    db_path.factory.adapter.delete_rows(db_path.factory.location, "events", "steps",
-                                        "executions")
+    db_path.factory.adapter.delete_rows(db_path.factory.location, "events", "steps", "executions")
 
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "settled", codec.dumps(CHARGE))
     assert effect_row(db_path, "still-pending") == (OP, codec.dumps(INPUT), "pending", None)
     # a later caller still gets the stored result, and the pending effect may still settle
     admitted(store, "order-44")
     assert store.effect_begin(OP, EID, INPUT, "order-44", "charge", now=T0 + 2) == {
-        "status": "settled", "result": codec.dumps(CHARGE)}
-    assert store.effect_settle(OP, "still-pending", codec.dumps(CHARGE), now=T0 + 2)[
-        "status"] == "settled"
+        "status": "settled",
+        "result": codec.dumps(CHARGE),
+    }
+    assert (
+        store.effect_settle(OP, "still-pending", codec.dumps(CHARGE), now=T0 + 2)["status"]
+        == "settled"
+    )
     assert len(db_path.rows("effects")) == 2
 
 
@@ -491,7 +504,7 @@ def test_cancelling_an_execution_leaves_its_pending_effect_pending_and_settleabl
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0)
     assert store.cancel("order-42", now=T0 + 1)
-    d, = store.claim_due(now=T0 + 1, limit=1)
+    (d,) = store.claim_due(now=T0 + 1, limit=1)
     store.acknowledge("order-42", d.token, {"status": "cancelled"}, now=T0 + 1)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "pending", None)
     assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 2)["status"] == "settled"
@@ -511,22 +524,27 @@ def test_begin_settle_and_wait_take_no_delivery_token(
     assert "token" in inspect.signature(store.save_step).parameters
 
     admitted(store, "order-42")
-    d, = store.claim_due(now=T0, limit=1)  # another delivery holds the lease
+    (d,) = store.claim_due(now=T0, limit=1)  # another delivery holds the lease
     assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1)["status"] == "new"
     assert store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0 + 1) == T0 + 60
     # the lease has expired and nobody holds it: still accepted
     assert store.effect_wait(EID, "order-42", "charge", T0 + 61, now=T0 + 31) == T0 + 60
     assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 40)["status"] == "settled"
-    assert store.effect_begin(OP, EID, INPUT, "support-tool", "check", now=T0 + 41)[
-        "status"] == "settled"
+    assert (
+        store.effect_begin(OP, EID, INPUT, "support-tool", "check", now=T0 + 41)["status"]
+        == "settled"
+    )
 
 
-def test_begin_refuses_an_invalid_request_without_a_trace(
-    store: Store, db_path: Db
-) -> None:
+def test_begin_refuses_an_invalid_request_without_a_trace(store: Store, db_path: Db) -> None:
     bad: list[tuple[Any, Any, Any]] = [
-        ("", OP, INPUT), (EID, "", INPUT), (EID, OP, [1]), (EID, OP, {"x": float("nan")}),
-        ("a\nb", OP, INPUT), ("x" * 257, OP, INPUT), (EID, OP, {"x": {1, 2}}),
+        ("", OP, INPUT),
+        (EID, "", INPUT),
+        (EID, OP, [1]),
+        (EID, OP, {"x": float("nan")}),
+        ("a\nb", OP, INPUT),
+        ("x" * 257, OP, INPUT),
+        (EID, OP, {"x": {1, 2}}),
     ]
     for effect_id, operation, input in bad:
         with pytest.raises(WorkflowEffectError) as info:
@@ -536,8 +554,7 @@ def test_begin_refuses_an_invalid_request_without_a_trace(
     assert len(db_path.rows("effect_begins")) == 0
 
 
-def test_settle_refuses_text_that_is_not_a_durable_value(store: Store,
-                                                        db_path: Db) -> None:
+def test_settle_refuses_text_that_is_not_a_durable_value(store: Store, db_path: Db) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     for text in ("NaN", "{not json", '{"$x": 1}', json.dumps({"a": float("inf")})):
         with pytest.raises((ValueError, YsError)):

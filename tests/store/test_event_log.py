@@ -29,7 +29,11 @@ def test_events_of_every_execution_come_once_in_commit_order(store):
     store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=T0 + 2)
     got, _ = drain(store)
     assert [(e["execution_id"], e["seq"], e["kind"]) for e in got] == [
-        ("x", 1, "admitted"), ("y", 1, "admitted"), ("x", 2, "claimed"), ("x", 3, "completed")]
+        ("x", 1, "admitted"),
+        ("y", 1, "admitted"),
+        ("x", 2, "claimed"),
+        ("x", 3, "completed"),
+    ]
     assert [e["pos"] for e in got] == sorted({e["pos"] for e in got})
 
 

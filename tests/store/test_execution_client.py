@@ -42,7 +42,9 @@ def history(store: Any, execution_id: str) -> list[dict[str, Any]]:
 def snapshot(store: Any, execution_id: str) -> tuple[Any, ...]:
     """Everything a refused or ignored write must leave as it was."""
     return (
-        store.get(execution_id), history(store, execution_id), store.steps(execution_id),
+        store.get(execution_id),
+        history(store, execution_id),
+        store.steps(execution_id),
         store.describe(execution_id).lease_expires_at,
     )
 
@@ -138,8 +140,12 @@ def test_admission_without_id_returns_a_new_id_unlike_every_existing_one(store):
 def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
     store = store_factory()
     params = {
-        "order": 42, "items": [{"sku": "ä-1", "qty": 2}, None, True], "price": 12.5,
-        "$ref": "escaped key", "big": 2**70, "note": "日本語",
+        "order": 42,
+        "items": [{"sku": "ä-1", "qty": 2}, None, True],
+        "price": 12.5,
+        "$ref": "escaped key",
+        "big": 2**70,
+        "note": "日本語",
     }
     context = {"trace_id": "abc", "tenant": {"id": 7}}
     store.admit("charge-order", params, context=context, execution_id="order-42", now=T0)
@@ -156,11 +162,19 @@ def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
 
 def test_delivery_reads_workflow_params_and_context_from_the_record_not_the_wake(store):
     params = {"order": "marker-5f1e", "total": 99}
-    store.admit("charge-order", params, context={"tenant": "ctx-marker-9b2"},
-                execution_id="order-42", now=T0)
+    store.admit(
+        "charge-order",
+        params,
+        context={"tenant": "ctx-marker-9b2"},
+        execution_id="order-42",
+        now=T0,
+    )
     # A wake names an execution and a time: there is nothing else to pass.
     assert set(inspect.signature(store.request_wake).parameters) <= {
-        "execution_id", "at", "now", "reason"
+        "execution_id",
+        "at",
+        "now",
+        "reason",
     }
     store.request_wake("order-42", at=T0, now=T0)
     store.request_wake("order-42", at=T0 - 5, now=T0)
@@ -266,7 +280,8 @@ def test_wake_for_an_unknown_execution_is_not_found_and_creates_nothing(store):
 
 
 NOT_A_TIME = pytest.mark.parametrize(
-    "at", [float("nan"), float("inf"), float("-inf"), "soon", True],
+    "at",
+    [float("nan"), float("inf"), float("-inf"), "soon", True],
     ids=["nan", "inf", "-inf", "str", "bool"],
 )
 
@@ -283,15 +298,21 @@ def test_wake_at_a_time_that_is_not_a_finite_number_is_refused_and_changes_nothi
 
 
 @NOT_A_TIME
-def test_step_wake_at_a_time_that_is_not_a_finite_number_is_refused_and_changes_nothing(
-    store, at
-):
+def test_step_wake_at_a_time_that_is_not_a_finite_number_is_refused_and_changes_nothing(store, at):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     before = snapshot(store, "order-42")
     with refused("INVALID_ARGUMENT"):
-        store.save_step("order-42", d.token, "cooldown", kind="sleep", status="waiting",
-                        value=None, wake_at=at, now=T0 + 1)
+        store.save_step(
+            "order-42",
+            d.token,
+            "cooldown",
+            kind="sleep",
+            status="waiting",
+            value=None,
+            wake_at=at,
+            now=T0 + 1,
+        )
     assert snapshot(store, "order-42") == before
     assert store.verify() == []
 
@@ -346,8 +367,16 @@ def test_admitted_and_suspended_executions_survive_a_restart_and_are_delivered(s
     deliveries = {d.execution_id: d for d in claim(store, T0 + 1)}
     assert set(deliveries) == {"admitted-1", "suspended-2", "running-3", "completed-4"}
     d2 = deliveries["suspended-2"]
-    store.save_step("suspended-2", d2.token, "cooldown", kind="sleep", status="waiting",
-                    value=None, wake_at=T0 + 600, now=T0 + 2)
+    store.save_step(
+        "suspended-2",
+        d2.token,
+        "cooldown",
+        kind="sleep",
+        status="waiting",
+        value=None,
+        wake_at=T0 + 600,
+        now=T0 + 2,
+    )
     store.acknowledge("suspended-2", d2.token, SUSPENDED, now=T0 + 3)
     store.acknowledge("completed-4", deliveries["completed-4"].token, COMPLETED, now=T0 + 3)
     store.release("admitted-1", deliveries["admitted-1"].token, retry_at=T0 + 5, now=T0 + 3)
@@ -509,8 +538,16 @@ def _stale_write(store: Any, op: str, token: str, now: float) -> None:
     elif op == "acknowledge-failed":
         store.acknowledge("order-42", token, FAILED, now=now)
     elif op == "save_step":
-        store.save_step("order-42", token, "charge", kind="run", status="completed",
-                        value=codec.dumps({"receipt": "stale"}), wake_at=now + 5, now=now)
+        store.save_step(
+            "order-42",
+            token,
+            "charge",
+            kind="run",
+            status="completed",
+            value=codec.dumps({"receipt": "stale"}),
+            wake_at=now + 5,
+            now=now,
+        )
     elif op == "renew":
         store.renew("order-42", token, now=now, lease_seconds=LEASE)
     elif op == "release":
@@ -520,8 +557,12 @@ def _stale_write(store: Any, op: str, token: str, now: float) -> None:
 
 
 STALE_WRITES = [
-    "acknowledge-suspended", "acknowledge-completed", "acknowledge-failed", "save_step",
-    "renew", "release",
+    "acknowledge-suspended",
+    "acknowledge-completed",
+    "acknowledge-failed",
+    "save_step",
+    "renew",
+    "release",
 ]
 
 
@@ -530,8 +571,15 @@ STALE_WRITES = [
 def test_stale_token_is_refused_and_writes_nothing(store, op, staleness):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     first = claim_one(store, "order-42", T0)
-    store.save_step("order-42", first.token, "load", kind="run", status="completed",
-                    value=codec.dumps({"id": 42}), now=T0 + 1)
+    store.save_step(
+        "order-42",
+        first.token,
+        "load",
+        kind="run",
+        status="completed",
+        value=codec.dumps({"id": 42}),
+        now=T0 + 1,
+    )
     current = None
     if staleness == "redelivered":
         current = claim_one(store, "order-42", T0 + LEASE)
@@ -552,8 +600,16 @@ def test_live_token_writes_steps_and_their_wakes(store):
     """The positive control of the stale-token test: the same writes with the live token."""
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    store.save_step("order-42", d.token, "cooldown", kind="sleep", status="waiting",
-                    value=None, wake_at=T0 + 600, now=T0 + 1)
+    store.save_step(
+        "order-42",
+        d.token,
+        "cooldown",
+        kind="sleep",
+        status="waiting",
+        value=None,
+        wake_at=T0 + 600,
+        now=T0 + 1,
+    )
     assert [(s.key, s.status, s.wake_at) for s in store.steps("order-42")] == [
         ("cooldown", "waiting", T0 + 600)
     ]
@@ -588,7 +644,8 @@ def test_claim_with_a_limit_hands_out_the_earliest_due_first(store):
         admit_and_suspend(store, f"order-{n}")
         store.request_wake(f"order-{n}", at=at, now=T0 + 1)
     assert sorted(d.execution_id for d in store.claim_due(now=T0 + 10, limit=2)) == [
-        "order-0", "order-2"
+        "order-0",
+        "order-2",
     ]
     assert [d.execution_id for d in store.claim_due(now=T0 + 10, limit=2)] == ["order-1"]
 
@@ -599,22 +656,27 @@ def test_concurrent_claimers_get_each_due_execution_once(store_factory):
     ids = {f"order-{n}" for n in range(8)}
     for execution_id in sorted(ids):
         stores[0].admit("charge-order", execution_id=execution_id, now=T0)
-    claimed: list[list[Delivery]] = Threads(16, lambda i: stores[i % 2].claim_due(
-        now=T0, limit=3, lease_seconds=LEASE)).results()
+    claimed: list[list[Delivery]] = Threads(
+        16, lambda i: stores[i % 2].claim_due(now=T0, limit=3, lease_seconds=LEASE)
+    ).results()
     delivered = sorted(d.execution_id for batch in claimed for d in batch)
     assert len(claimed) == 16
     assert delivered == sorted(ids)  # every due execution once, none twice
     assert all(r.status == "running" for r in stores[1].list(limit=100).items)
 
 
-@pytest.mark.parametrize("error", [
-    {"name": "E", "message": "m", "code": 5},
-    {"name": "E", "message": "m", "traceback": ["not", "text"]},
-    {"name": "E", "message": "m", "cause": float("nan")},
-    {"name": "E", "message": "m", "cause": {"deep": [float("inf")]}},
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"name": "E", "message": "m", "code": 5},
+        {"name": "E", "message": "m", "traceback": ["not", "text"]},
+        {"name": "E", "message": "m", "cause": float("nan")},
+        {"name": "E", "message": "m", "cause": {"deep": [float("inf")]}},
+    ],
+)
 def test_a_failed_outcome_whose_error_fields_are_not_durable_is_refused_and_changes_nothing(
-        store, error):
+    store, error
+):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     before = snapshot(store, "order-42")

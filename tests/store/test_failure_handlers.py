@@ -10,12 +10,19 @@ from typing import Any
 from ys.contract import handler_id
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the hour
-FAILED = {"status": "failed", "error": {"name": "CardDeclined", "message": "card declined",
-                                        "code": "X", "traceback": "long"}}
+FAILED = {
+    "status": "failed",
+    "error": {"name": "CardDeclined", "message": "card declined", "code": "X", "traceback": "long"},
+}
 
 
-def _fail(store: Any, execution_id: str, outcome: dict[str, Any] = FAILED,
-          on_failure: str | None = "notify", now: float = T0) -> dict[str, Any]:
+def _fail(
+    store: Any,
+    execution_id: str,
+    outcome: dict[str, Any] = FAILED,
+    on_failure: str | None = "notify",
+    now: float = T0,
+) -> dict[str, Any]:
     [d] = store.claim_due(now=now, limit=10, lease_seconds=30)
     assert d.execution_id == execution_id
     return store.acknowledge(execution_id, d.token, outcome, now=now + 1, on_failure=on_failure)
@@ -28,7 +35,10 @@ def test_a_failure_admits_one_handler_with_the_failure_in_its_params(store):
     assert handler is not None and handler.workflow == "notify"
     assert handler.status == "admitted" and handler.due_at is not None
     assert json.loads(handler.params_json) == {
-        "execution_id": "order-1", "workflow": "charge", "attempts": 1, "tags": {},
+        "execution_id": "order-1",
+        "workflow": "charge",
+        "attempts": 1,
+        "tags": {},
         "error": {"name": "CardDeclined", "message": "card declined"},
     }
     assert handler.admitted_at == T0 + 1  # the failure's own transaction
@@ -73,8 +83,7 @@ def test_a_slot_later_than_max_late_admits_its_handler_in_the_tick(store):
     assert [a["action"] for a in actions] == ["missed"]
     handler = store.get(f"hourly@{slot}.on-failure")
     assert handler is not None and handler.workflow == "notify"
-    assert json.loads(handler.params_json) == {"schedule": "hourly", "slot": slot,
-                                               "reason": "late"}
+    assert json.loads(handler.params_json) == {"schedule": "hourly", "slot": slot, "reason": "late"}
     assert store.get(f"hourly@{slot}") is None  # the slot itself never ran
     # the next tick plans nothing again, so no second handler
     store.schedule_tick("hourly", now=T0 + 700, on_failure="notify")
@@ -84,8 +93,9 @@ def test_a_slot_later_than_max_late_admits_its_handler_in_the_tick(store):
 def test_a_missed_slot_under_catch_up_skip_admits_its_handler(store):
     store.schedule_add("hourly", "job", "0 * * * *", tz="UTC", catch_up="skip", now=T0 - 1)
     store.schedule_tick("hourly", now=T0 + 3600 + 600, on_failure="notify")
-    reasons = sorted(json.loads(r.params_json)["reason"]
-                     for r in store.list(workflow="notify", limit=10).items)
+    reasons = sorted(
+        json.loads(r.params_json)["reason"] for r in store.list(workflow="notify", limit=10).items
+    )
     assert reasons == ["catch_up_skip", "catch_up_skip"]
 
 

@@ -29,8 +29,11 @@ def test_new_admissions_in_one_batch_are_each_admitted_once(store_factory):
     assert all(r.started for r in results) and len(set(ids)) == n
     for i, execution_id in enumerate(ids):
         record = store.get(execution_id)
-        assert (record.workflow, record.params_json, record.status) == ("echo", f'{{"n":{i}}}',
-                                                                          "admitted")
+        assert (record.workflow, record.params_json, record.status) == (
+            "echo",
+            f'{{"n":{i}}}',
+            "admitted",
+        )
         assert record.admitted_at == record.due_at == T0 + i
         assert [e["kind"] for e in history(store, execution_id)] == ["admitted"]
     assert store.verify() == []
@@ -73,20 +76,19 @@ def test_a_prepared_admission_of_a_taken_id_is_decided_by_its_transaction(
 ):
     store = store_factory(group_commit=group_commit)
     first = store.admit("echo", {"n": 1}, execution_id="order-42", now=T0)
-    same = store.admit("echo", {"n": 1}, execution_id="order-42", if_exists="use-existing",
-                       now=T0 + 1)
+    same = store.admit(
+        "echo", {"n": 1}, execution_id="order-42", if_exists="use-existing", now=T0 + 1
+    )
     assert (first.started, same.started, same.execution_id) == (True, False, "order-42")
     with refused("EXECUTION_ID_CONFLICT"):
-        store.admit("echo", {"n": 2}, execution_id="order-42", if_exists="use-existing",
-                    now=T0 + 2)
+        store.admit("echo", {"n": 2}, execution_id="order-42", if_exists="use-existing", now=T0 + 2)
     with refused("EXECUTION_ID_CONFLICT"):
         store.admit("echo", {"n": 1}, execution_id="order-42", now=T0 + 3)
     assert store.get("order-42").admitted_at == T0
     assert len(history(store, "order-42")) == 1
 
 
-def test_a_generated_id_draws_again_when_its_prepared_insert_collides(store_factory,
-                                                                       monkeypatch):
+def test_a_generated_id_draws_again_when_its_prepared_insert_collides(store_factory, monkeypatch):
     store = store_factory(group_commit=True)
     stamp = f"{int(T0 * 1000):011x}"
     store.admit("echo", {}, execution_id=f"echo-{stamp}00000000", now=T0)
@@ -110,15 +112,16 @@ def test_generated_ids_sort_in_admission_order(store):
 
 
 @pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "direct"])
-def test_admit_async_from_many_coroutines_gives_one_execution_per_id(
-    store_factory, group_commit
-):
+def test_admit_async_from_many_coroutines_gives_one_execution_per_id(store_factory, group_commit):
     store = store_factory(group_commit=group_commit)
 
     async def main() -> list[Any]:
-        same = [store.admit_async("echo", {"k": 1}, execution_id="once",
-                                  if_exists="use-existing", now=T0)
-                for _ in range(CONCURRENT)]
+        same = [
+            store.admit_async(
+                "echo", {"k": 1}, execution_id="once", if_exists="use-existing", now=T0
+            )
+            for _ in range(CONCURRENT)
+        ]
         fresh = [store.admit_async("echo", {"n": i}, now=T0 + i) for i in range(CONCURRENT)]
         return await asyncio.gather(*same, *fresh, return_exceptions=True)
 
@@ -145,17 +148,22 @@ def test_admit_async_refuses_like_admit_and_writes_nothing(store_factory):
         return "admitted"
 
     async def main() -> list[str]:
-        return list(await asyncio.gather(
-            attempt(workflow="echo", params={"n": 2}, execution_id="taken", now=T0),
-            attempt(workflow="echo", params={"x": float("nan")}, execution_id="nan", now=T0),
-            attempt(workflow="../evil", params={}, execution_id="evil", now=T0),
-            attempt(workflow="echo", params={}, execution_id="x" * 300, now=T0),
-            attempt(workflow="echo", params={}, execution_id="ok", now=T0),
-        ))
+        return list(
+            await asyncio.gather(
+                attempt(workflow="echo", params={"n": 2}, execution_id="taken", now=T0),
+                attempt(workflow="echo", params={"x": float("nan")}, execution_id="nan", now=T0),
+                attempt(workflow="../evil", params={}, execution_id="evil", now=T0),
+                attempt(workflow="echo", params={}, execution_id="x" * 300, now=T0),
+                attempt(workflow="echo", params={}, execution_id="ok", now=T0),
+            )
+        )
 
     assert asyncio.run(main()) == [
-        "EXECUTION_ID_CONFLICT", "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT",
-        "INVALID_ARGUMENT", "admitted",
+        "EXECUTION_ID_CONFLICT",
+        "INVALID_EXECUTION_EVENT",
+        "INVALID_ARGUMENT",
+        "INVALID_ARGUMENT",
+        "admitted",
     ]
     assert {r.execution_id for r in store.list().items} == {"taken", "ok"}
     assert store.verify() == []
@@ -166,15 +174,20 @@ def test_admissions_from_a_loop_and_from_threads_share_batches(store_factory):
     n = 8
 
     async def main() -> list[Any]:
-        tasks = [asyncio.ensure_future(store.admit_async("echo", {"a": i}, now=T0))
-                 for i in range(n)]
+        tasks = [
+            asyncio.ensure_future(store.admit_async("echo", {"a": i}, now=T0)) for i in range(n)
+        ]
         await asyncio.sleep(0)  # each task has queued its write by now
         return list(await asyncio.gather(*tasks))
 
     out: dict[str, Any] = {}
     with store_factory.adapter.hold_writes(store, waiting=2 * n) as batches:
-        threads = [threading.Thread(target=lambda i=i: out.__setitem__(
-            f"t{i}", store.admit("echo", {"t": i}, now=T0))) for i in range(n)]
+        threads = [
+            threading.Thread(
+                target=lambda i=i: out.__setitem__(f"t{i}", store.admit("echo", {"t": i}, now=T0))
+            )
+            for i in range(n)
+        ]
         for t in threads:
             t.start()
         loop_results: list[Any] = []
@@ -195,7 +208,8 @@ def test_a_cancelled_admit_async_still_commits_and_the_writer_goes_on(store_fact
     async def main() -> Any:
         with store_factory.adapter.hold_writes(store, waiting=1):
             task = asyncio.ensure_future(
-                store.admit_async("echo", {}, execution_id="cancelled", now=T0))
+                store.admit_async("echo", {}, execution_id="cancelled", now=T0)
+            )
             await asyncio.sleep(0)
             task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -232,9 +246,12 @@ def test_full_storage_mid_batch_fails_only_what_did_not_fit(store_factory):
 
     async def main() -> list[Any]:
         with store_factory.adapter.hold_writes(store, waiting=n) as batches:
-            tasks = [asyncio.ensure_future(
-                store.admit_async("echo", {"blob": blob}, execution_id=f"big-{i}", now=T0))
-                for i in range(n)]
+            tasks = [
+                asyncio.ensure_future(
+                    store.admit_async("echo", {"blob": blob}, execution_id=f"big-{i}", now=T0)
+                )
+                for i in range(n)
+            ]
             await asyncio.sleep(0)
         out = await asyncio.gather(*tasks, return_exceptions=True)
         assert n in batches
@@ -264,18 +281,39 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
         out["renewed"] = await store.renew_async("e", d.token, now=T0 + 10)
-        out["saved"] = await asyncio.gather(*(
-            store.save_step_async("e", d.token, f"s{i}", kind="run", status="completed",
-                                  value=str(i), now=T0 + 11) for i in range(5)))
+        out["saved"] = await asyncio.gather(
+            *(
+                store.save_step_async(
+                    "e", d.token, f"s{i}", kind="run", status="completed", value=str(i), now=T0 + 11
+                )
+                for i in range(5)
+            )
+        )
         for name, call in (
-            ("stale_step", store.save_step_async("e", "stale", "x", kind="run",
-                                                 status="completed", value="1", now=T0 + 12)),
+            (
+                "stale_step",
+                store.save_step_async(
+                    "e", "stale", "x", kind="run", status="completed", value="1", now=T0 + 12
+                ),
+            ),
             ("stale_renew", store.renew_async("e", "stale", now=T0 + 12)),
-            ("stale_ack", store.acknowledge_async("e", "stale", {"status": "completed"},
-                                                  now=T0 + 12)),
-            ("bad_wake", store.save_step_async("e", d.token, "w", kind="sleep",
-                                               status="waiting", value=None,
-                                               wake_at=float("nan"), now=T0 + 12)),
+            (
+                "stale_ack",
+                store.acknowledge_async("e", "stale", {"status": "completed"}, now=T0 + 12),
+            ),
+            (
+                "bad_wake",
+                store.save_step_async(
+                    "e",
+                    d.token,
+                    "w",
+                    kind="sleep",
+                    status="waiting",
+                    value=None,
+                    wake_at=float("nan"),
+                    now=T0 + 12,
+                ),
+            ),
         ):
             try:
                 await call
@@ -283,10 +321,11 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
             except YsError as exc:
                 out[name] = exc.code
         out["ack"] = await store.acknowledge_async(
-            "e", d.token, {"status": "completed", "result": 7}, now=T0 + 13)
+            "e", d.token, {"status": "completed", "result": 7}, now=T0 + 13
+        )
         out["again"] = await store.acknowledge_async(
-            "e", d.token, {"status": "failed", "error": {"name": "E", "message": "m"}},
-            now=T0 + 14)
+            "e", d.token, {"status": "failed", "error": {"name": "E", "message": "m"}}, now=T0 + 14
+        )
         return out
 
     out = asyncio.run(main())
@@ -297,7 +336,8 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
     assert out["ack"] == out["again"] == {"status": "completed", "result": 7}
     # (direct mode runs each awaited write in its own thread: they commit in any order)
     assert sorted((s.key, s.value) for s in store.steps("e")) == [
-        (f"s{i}", str(i)) for i in range(5)]
+        (f"s{i}", str(i)) for i in range(5)
+    ]
     assert store.get("e").status == "completed"
     assert store.verify() == []
 
@@ -308,8 +348,9 @@ def test_save_step_async_reports_a_requested_cancellation(store_factory):
     (d,) = store.claim_due(now=T0, limit=1)
 
     async def save(key: str) -> bool:
-        return await store.save_step_async("e", d.token, key, kind="run", status="completed",
-                                           value="1", now=T0 + 1)
+        return await store.save_step_async(
+            "e", d.token, key, kind="run", status="completed", value="1", now=T0 + 1
+        )
 
     assert asyncio.run(save("before")) is False
     assert store.cancel("e", now=T0 + 2)

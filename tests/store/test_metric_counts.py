@@ -22,14 +22,22 @@ def test_executions_by_workflow_and_status_follow_admission_delivery_and_gc(stor
     store.admit("b", {}, execution_id="b-0", now=T0 + 1)
     assert counts(store).executions == {("a", "admitted"): 3, ("b", "admitted"): 1}
     deliveries: list[Delivery] = store.claim_due(now=T0 + 2, limit=2, lease_seconds=30)
-    assert counts(store).executions == {("a", "admitted"): 1, ("a", "running"): 2,
-                                        ("b", "admitted"): 1}
+    assert counts(store).executions == {
+        ("a", "admitted"): 1,
+        ("a", "running"): 2,
+        ("b", "admitted"): 1,
+    }
     first, second = deliveries
-    store.acknowledge(first.execution_id, first.token, {"status": "completed", "result": 1},
-                      now=T0 + 3)
+    store.acknowledge(
+        first.execution_id, first.token, {"status": "completed", "result": 1}, now=T0 + 3
+    )
     store.acknowledge(second.execution_id, second.token, FAILED, now=T0 + 3)
-    assert counts(store).executions == {("a", "admitted"): 1, ("a", "completed"): 1,
-                                        ("a", "failed"): 1, ("b", "admitted"): 1}
+    assert counts(store).executions == {
+        ("a", "admitted"): 1,
+        ("a", "completed"): 1,
+        ("a", "failed"): 1,
+        ("b", "admitted"): 1,
+    }
     store.gc(0, now=T0 + 10)
     assert counts(store).executions == {("a", "admitted"): 1, ("b", "admitted"): 1}
 

@@ -23,8 +23,9 @@ def _ids(page: object) -> list[str]:
 
 
 @pytest.mark.parametrize("many", [False, True])
-def test_find_by_id_prefix_pages_newest_first(store_factory: StoreFactory, store: Store,
-                                             many: bool):
+def test_find_by_id_prefix_pages_newest_first(
+    store_factory: StoreFactory, store: Store, many: bool
+):
     n = store_factory.adapter.many_ids if many else 30
     for i in range(n):
         store.admit("wf", execution_id=f"a/{i:05d}", now=T0 + i)
@@ -33,8 +34,9 @@ def test_find_by_id_prefix_pages_newest_first(store_factory: StoreFactory, store
     assert _ids(first) == [f"a/{i:05d}" for i in range(n - 1, n - 6, -1)]
     second = store.find(id_prefix="a/", limit=5, page_token=first.next_page_token)
     assert _ids(second) == [f"a/{i:05d}" for i in range(n - 6, n - 11, -1)]
-    assert _ids(store.find(id_prefix="a/0000", limit=20)) == [f"a/{i:05d}"
-                                                              for i in range(9, -1, -1)]
+    assert _ids(store.find(id_prefix="a/0000", limit=20)) == [
+        f"a/{i:05d}" for i in range(9, -1, -1)
+    ]
     assert _ids(store.find(id_prefix="b/")) == ["b/1"]
     assert _ids(store.find(id_prefix="c")) == []
 
@@ -56,8 +58,12 @@ def test_running_due_and_recent_failures(store: Store):
     assert running[first.execution_id].claimed_at == T0 + 10
     assert running[first.execution_id].lease_expires_at == T0 + 40
     assert [r.execution_id for r in store.due()] == ["r2"]
-    store.acknowledge(first.execution_id, first.token,
-                      {"status": "failed", "error": {"name": "E", "message": "m"}}, now=T0 + 20)
+    store.acknowledge(
+        first.execution_id,
+        first.token,
+        {"status": "failed", "error": {"name": "E", "message": "m"}},
+        now=T0 + 20,
+    )
     assert [r.execution_id for r in store.failed_since(T0)] == [first.execution_id]
     assert store.failed_since(T0 + 21) == []
     assert store.count_status("running") == 1 and store.count_status("admitted") == 1

@@ -21,16 +21,26 @@ def store(store_factory: StoreFactory):
 
 
 def add(store, name="hourly", overlap="skip", catch_up="once", **kw):
-    return store.schedule_add(name, "job", "0 * * * *", tz="UTC", overlap=overlap,
-                              catch_up=catch_up, now=T0 - 1, params={"p": 1}, **kw)
+    return store.schedule_add(
+        name,
+        "job",
+        "0 * * * *",
+        tz="UTC",
+        overlap=overlap,
+        catch_up=catch_up,
+        now=T0 - 1,
+        params={"p": 1},
+        **kw,
+    )
 
 
 def finish(store, execution_id, now):
     """Run an execution to completion as a worker would."""
     for d in store.claim_due(now=now, limit=100):
         if d.execution_id == execution_id:
-            store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1},
-                              now=now)
+            store.acknowledge(
+                d.execution_id, d.token, {"status": "completed", "result": 1}, now=now
+            )
         else:
             store.release(d.execution_id, d.token, retry_at=now, now=now)
 
@@ -70,8 +80,7 @@ def test_overlap_skip_does_not_fire_while_the_previous_run_is_going(store):
     actions = store.schedule_tick("hourly", now=T0 + 3600 + 5)
     assert [a["action"] for a in actions] == ["skipped"]
     finish(store, first, T0 + 3600 + 10)
-    assert fired(store.schedule_tick("hourly", now=T0 + 7200 + 5)) == [
-        slot_id("hourly", T0 + 7200)]
+    assert fired(store.schedule_tick("hourly", now=T0 + 7200 + 5)) == [slot_id("hourly", T0 + 7200)]
 
 
 def test_overlap_queue_keeps_at_most_one_waiting_fire(store):
@@ -158,8 +167,9 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
         return [a["action"] for a in store.schedule_tick("hourly", now=at)]
 
     def running() -> list[str]:
-        return [r.execution_id for r in store.list(workflow="job").items
-                if r.status not in TERMINAL]
+        return [
+            r.execution_id for r in store.list(workflow="job").items if r.status not in TERMINAL
+        ]
 
     assert tick(T0 + 1) == ["fired"]
     [long_run] = store.claim_due(now=T0 + 2, limit=10)  # the delivery starts: running
@@ -172,8 +182,12 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
     # the queue holds one fire, the newest; it waits while the long run goes on
     assert (store.schedule("hourly")["queued_slot"] is not None) == (policy == "queue")
     assert tick(T0 + 2 * HOUR + 30) == []
-    store.acknowledge(long_run.execution_id, long_run.token,
-                      {"status": "completed", "result": None}, now=T0 + 2 * HOUR + 40)
+    store.acknowledge(
+        long_run.execution_id,
+        long_run.token,
+        {"status": "completed", "result": None},
+        now=T0 + 2 * HOUR + 40,
+    )
     after = tick(T0 + 2 * HOUR + 50)
     assert after == (["fired"] if policy == "queue" else [])
     ids = sorted(r.execution_id for r in store.list(workflow="job").items)
@@ -185,14 +199,16 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
 
 
 def test_a_six_field_schedule_stored_before_the_check_stops_being_due(
-        store_factory: StoreFactory) -> None:
+    store_factory: StoreFactory,
+) -> None:
     """A row written before six fields were refused: its tick says why once and leaves it
     with no next fire, instead of failing at every tick; resuming it says what to do."""
     t0 = dt.datetime(2026, 6, 2, 3, 0, tzinfo=dt.UTC).timestamp()
     store = store_factory()
     store.schedule_add("old", "job", "0 3 * * *", tz="UTC", now=t0 - 86400)
-    store_factory.adapter.update_rows(store_factory.location, "schedules", {"name": "old"},
-                                      cron="0 3 * * * *")
+    store_factory.adapter.update_rows(
+        store_factory.location, "schedules", {"name": "old"}, cron="0 3 * * * *"
+    )
     actions = store.schedule_tick("old", now=t0 + 1)
     assert [a["action"] for a in actions] == ["refused"]
     assert "6 fields" in actions[0]["why"]

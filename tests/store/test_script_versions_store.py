@@ -17,8 +17,9 @@ def test_an_admission_records_the_current_version_on_every_path(store_factory):
     store.admit("job", {}, execution_id="direct", now=T0)
 
     async def batch() -> None:
-        await asyncio.gather(*(store.admit_async("job", {"i": i}, execution_id=f"b{i}", now=T0)
-                               for i in range(5)))
+        await asyncio.gather(
+            *(store.admit_async("job", {"i": i}, execution_id=f"b{i}", now=T0) for i in range(5))
+        )
 
     asyncio.run(batch())
     [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
@@ -37,8 +38,10 @@ def test_a_pinned_execution_runs_its_admission_version_an_unpinned_one_the_curre
     store.admit("loose", {}, execution_id="l", now=T0)
     store.set_script("pinned", B, pin=True, now=T0 + 1)
     store.set_script("loose", B, now=T0 + 1)
-    runs = {d.execution_id: d.script_sha256 for d in store.claim_due(now=T0 + 2, limit=5,
-                                                                      lease_seconds=30)}
+    runs = {
+        d.execution_id: d.script_sha256
+        for d in store.claim_due(now=T0 + 2, limit=5, lease_seconds=30)
+    }
     assert runs == {"p": A, "l": B}
     deliveries = store.describe("p").deliveries
     assert [x["script_sha256"] for x in deliveries] == [A]
@@ -51,8 +54,9 @@ def test_needed_versions_and_live_executions_under_an_older_one(store):
     store.admit("job", {}, execution_id="new", now=T0 + 1)
     assert store.stale_scripts() == {"job": 1}
     assert store.scripts_needed() == {A, B}
-    [d] = [x for x in store.claim_due(now=T0 + 2, limit=5, lease_seconds=30)
-           if x.execution_id == "old"] or [None]
+    [d] = [
+        x for x in store.claim_due(now=T0 + 2, limit=5, lease_seconds=30) if x.execution_id == "old"
+    ] or [None]
     assert d is not None
     store.acknowledge("old", d.token, {"status": "completed", "result": 1}, now=T0 + 3)
     assert store.stale_scripts() == {}

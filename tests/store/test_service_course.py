@@ -66,10 +66,14 @@ def test_hand_worked_example(store):
     assert page.next_page_token is None
     assert page.items == [
         {
-            "seq": 1, "at": T0, "kind": "admitted",
+            "seq": 1,
+            "at": T0,
+            "kind": "admitted",
             "data": {
-                "execution_id": "demo-1", "workflow": "echo",
-                "params": {"input": "hi"}, "context": {},
+                "execution_id": "demo-1",
+                "workflow": "echo",
+                "params": {"input": "hi"},
+                "context": {},
             },
         }
     ]
@@ -178,8 +182,14 @@ def test_conflicting_start_is_refused_and_appends_nothing(store, workflow, param
     _admit_demo(store)
     before = (store.get("demo-1"), history(store, "demo-1"))
     with refused("EXECUTION_ID_CONFLICT"):
-        store.admit(workflow, params, context=context, execution_id="demo-1",
-                    if_exists="use-existing", now=T0 + 1)
+        store.admit(
+            workflow,
+            params,
+            context=context,
+            execution_id="demo-1",
+            if_exists="use-existing",
+            now=T0 + 1,
+        )
     assert (store.get("demo-1"), history(store, "demo-1")) == before
     assert len(store.list().items) == 1
 
@@ -250,8 +260,18 @@ def test_valid_workflow_names_are_accepted(store, workflow):
 @pytest.mark.parametrize(
     "workflow",
     ["", "X" * 129, "a/b", "../echo", ".", "..", "sp ace", "é", "new\nline", None],
-    ids=["empty", "129", "slash", "parent", "dot", "dotdot", "space", "non-ascii", "newline",
-         "none"],
+    ids=[
+        "empty",
+        "129",
+        "slash",
+        "parent",
+        "dot",
+        "dotdot",
+        "space",
+        "non-ascii",
+        "newline",
+        "none",
+    ],
 )
 def test_invalid_workflow_names_are_refused_and_nothing_is_stored(store, workflow):
     with refused("INVALID_ARGUMENT"):
@@ -272,8 +292,15 @@ def _run_to_completion(store: Any, execution_id: str = "demo-1") -> list[str]:
     """admitted, claimed, step, suspended, wake_requested, claimed, completed."""
     store.admit("echo", {"input": "hi"}, execution_id=execution_id, now=T0)
     (d,) = store.claim_due(now=T0, limit=1, lease_seconds=LEASE)
-    store.save_step(execution_id, d.token, "say", kind="run", status="completed",
-                    value=codec.dumps("hi"), now=T0 + 1)
+    store.save_step(
+        execution_id,
+        d.token,
+        "say",
+        kind="run",
+        status="completed",
+        value=codec.dumps("hi"),
+        now=T0 + 1,
+    )
     store.acknowledge(execution_id, d.token, {"status": "suspended"}, now=T0 + 2)
     store.request_wake(execution_id, at=T0 + 10, now=T0 + 3)
     (d,) = store.claim_due(now=T0 + 10, limit=1, lease_seconds=LEASE)
@@ -323,7 +350,8 @@ def test_describe_reports_history_length_bytes_and_deliveries(store):
     assert description.history_bytes >= sum(canonical_size(e["data"]) for e in events)
     assert [s.key for s in description.steps] == ["say"]
     assert [(d["attempt"], d["outcome"]) for d in description.deliveries] == [
-        (1, "suspended"), (2, "completed")
+        (1, "suspended"),
+        (2, "completed"),
     ]
 
 
@@ -361,8 +389,9 @@ def _admit_list_fixture(store: Any) -> None:
     store.admit("shout", execution_id="s5", now=T0 + 3)
     for d in store.claim_due(now=T0 + 3, limit=100, lease_seconds=LEASE):
         if d.execution_id in ("e1", "tie-a", "s5"):
-            store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1},
-                              now=T0 + 4)
+            store.acknowledge(
+                d.execution_id, d.token, {"status": "completed", "result": 1}, now=T0 + 4
+            )
         else:
             store.acknowledge(d.execution_id, d.token, {"status": "suspended"}, now=T0 + 4)
 

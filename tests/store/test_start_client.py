@@ -30,8 +30,7 @@ def store(store_factory: StoreFactory) -> Store:
 @pytest.fixture
 def caller(store: Store) -> str:
     """A directly triggered caller execution (`order-42`)."""
-    return store.admit("charge-order", {"order": 42}, execution_id="order-42",
-                       now=T0).execution_id
+    return store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0).execution_id
 
 
 def _start(s: Store, caller: str, key: str, workflow: str, params: Any, **kw: Any) -> str:
@@ -50,8 +49,10 @@ def count_targets(factory: StoreFactory, s: Store, caller_id: str | None = None)
 
 def start_rows(factory: StoreFactory, s: Store) -> list[tuple[Any, ...]]:
     """The recorded start requests: (caller, step key, workflow, params, detached, target)."""
-    return [(r["caller_id"], r["step_key"], r["workflow"], r["params"], r["detached"],
-             r["target_id"]) for r in factory.rows(s, "start_requests")]
+    return [
+        (r["caller_id"], r["step_key"], r["workflow"], r["params"], r["detached"], r["target_id"])
+        for r in factory.rows(s, "start_requests")
+    ]
 
 
 def _finish(s: Store, execution_id: str, at: float) -> None:
@@ -66,7 +67,8 @@ def _finish(s: Store, execution_id: str, at: float) -> None:
 
 @pytest.mark.parametrize("group_commit", [False, True], ids=["direct", "group"])
 def test_failure_before_a_new_start_commits_admits_nothing_and_a_repeat_succeeds_as_a_first_call(
-        store_factory: StoreFactory, group_commit: bool):
+    store_factory: StoreFactory, group_commit: bool
+):
     s = store_factory(group_commit=group_commit, clock=lambda: T0)
     adapter = store_factory.adapter
     s.admit("charge-order", {}, execution_id="order-42", now=T0)
@@ -80,8 +82,7 @@ def test_failure_before_a_new_start_commits_admits_nothing_and_a_repeat_succeeds
     adapter.limit_space(s, None)
     assert count_targets(store_factory, s) == 0
     assert start_rows(store_factory, s) == []
-    assert [r.execution_id for r in s.list().items] == [
-        r.execution_id for r in executions_before]
+    assert [r.execution_id for r in s.list().items] == [r.execution_id for r in executions_before]
 
     # 2. The transaction fails after the target was admitted but before the request record is
     #    written (the exact gap RFC 003 closes): the admission is rolled back with it.
@@ -110,7 +111,8 @@ def test_failure_before_a_new_start_commits_admits_nothing_and_a_repeat_succeeds
 
 
 def test_start_commit_followed_by_a_lost_response_repeats_to_the_committed_id_and_one_target(
-        store_factory: StoreFactory):
+    store_factory: StoreFactory,
+):
     s = store_factory(clock=lambda: T0)
     s.admit("charge-order", {}, execution_id="order-42", now=T0)
     # The start commits; the caller never sees this answer (the connection dropped).
@@ -127,7 +129,8 @@ def test_start_commit_followed_by_a_lost_response_repeats_to_the_committed_id_an
 
 @pytest.mark.parametrize("mode", ["direct", "group", "two-stores"])
 def test_two_concurrent_calls_with_one_start_request_id_return_one_id_and_admit_one_target(
-        store_factory: StoreFactory, mode: str):
+    store_factory: StoreFactory, mode: str
+):
     first = store_factory(group_commit=(mode == "group"), clock=lambda: T0)
     first.admit("charge-order", {}, execution_id="order-42", now=T0)
     second = store_factory(clock=lambda: T0) if mode == "two-stores" else first
@@ -147,7 +150,8 @@ def test_two_concurrent_calls_with_one_start_request_id_return_one_id_and_admit_
 
 
 def test_two_different_start_request_ids_each_receive_a_different_execution_id(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     store.admit("other-order", {}, execution_id="order-43", now=T0)
     a = _start(store, caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
     b = _start(store, caller, "ship-again", "ship-order", {"order": 42}, now=T0 + 1)
@@ -157,12 +161,12 @@ def test_two_different_start_request_ids_each_receive_a_different_execution_id(
 
 
 def test_a_new_start_commits_the_target_admitted_due_and_linked_to_its_caller(
-        store: Store, caller: str):
+    store: Store, caller: str
+):
     target = _start(store, caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
     rec = store.get(target)
     assert rec is not None
-    assert (rec.workflow, rec.status, rec.params_json) == ("ship-order", "admitted",
-                                                           '{"order":42}')
+    assert (rec.workflow, rec.status, rec.params_json) == ("ship-order", "admitted", '{"order":42}')
     assert rec.parent == {"execution_id": caller, "step_key": "ship", "detached": False}
     assert rec.due_at == T0 + 1  # its first wake is in the same commit
     # the admission event carries the parent link: the record is a fold of its history
@@ -178,30 +182,40 @@ def test_a_new_start_commits_the_target_admitted_due_and_linked_to_its_caller(
 
 
 def test_a_start_with_detached_true_marks_the_parent_link_detached(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     attached = _start(store, caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
-    detached = _start(store, caller, "audit", "audit-order", {"order": 42}, detached=True,
-                           now=T0 + 1)
-    assert store.get(detached).parent == {"execution_id": caller, "step_key": "audit",
-                                          "detached": True}
+    detached = _start(
+        store, caller, "audit", "audit-order", {"order": 42}, detached=True, now=T0 + 1
+    )
+    assert store.get(detached).parent == {
+        "execution_id": caller,
+        "step_key": "audit",
+        "detached": True,
+    }
     assert store.get(attached).parent["detached"] is False
     # detached is part of the stored request, beside the target
     assert [(r[1], r[4]) for r in start_rows(store_factory, store)] == [("audit", 1), ("ship", 0)]
 
 
-@pytest.mark.parametrize("params", [
-    {"amount": float("nan")},
-    {"amount": float("inf")},
-    {"tags": {"a", "b"}},
-    {"when": object()},
-    {1: "non-text key"},
-    {"nested": [1, {"f": lambda: 1}]},
-    ["not", "an", "object"],
-    "text",
-    42,
-], ids=["nan", "inf", "set", "object", "int-key", "function", "list", "str", "int"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"amount": float("nan")},
+        {"amount": float("inf")},
+        {"tags": {"a", "b"}},
+        {"when": object()},
+        {1: "non-text key"},
+        {"nested": [1, {"f": lambda: 1}]},
+        ["not", "an", "object"],
+        "text",
+        42,
+    ],
+    ids=["nan", "inf", "set", "object", "int-key", "function", "list", "str", "int"],
+)
 def test_invalid_start_parameters_return_invalid_start_parameters_and_admit_nothing(
-        store_factory: StoreFactory, store: Store, caller: str, params: Any):
+    store_factory: StoreFactory, store: Store, caller: str, params: Any
+):
     before = store.history(caller).items
     with pytest.raises(WorkflowStartError) as exc:
         _start(store, caller, "ship", "ship-order", params, now=T0 + 1)
@@ -214,13 +228,38 @@ def test_invalid_start_parameters_return_invalid_start_parameters_and_admit_noth
     assert count_targets(store_factory, store) == 1
 
 
-@pytest.mark.parametrize("params_json", [
-    '["not", "an", "object"]', '"text"', "42", "true", '{"amount": NaN}', "{not json",
-    '{"b": 1, "a": 2}', '{"b":1,"a":2}', ' {"a":1}', "", '{"x":"' + "y" * MAX_PARAMS_BYTES + '"}',
-], ids=["list", "str", "int", "bool", "nan", "not-json", "spaces", "key-order", "leading-space",
-        "empty", "over-2-MiB"])
+@pytest.mark.parametrize(
+    "params_json",
+    [
+        '["not", "an", "object"]',
+        '"text"',
+        "42",
+        "true",
+        '{"amount": NaN}',
+        "{not json",
+        '{"b": 1, "a": 2}',
+        '{"b":1,"a":2}',
+        ' {"a":1}',
+        "",
+        '{"x":"' + "y" * MAX_PARAMS_BYTES + '"}',
+    ],
+    ids=[
+        "list",
+        "str",
+        "int",
+        "bool",
+        "nan",
+        "not-json",
+        "spaces",
+        "key-order",
+        "leading-space",
+        "empty",
+        "over-2-MiB",
+    ],
+)
 def test_params_text_that_is_not_a_canonical_object_is_invalid_start_parameters(
-        store_factory: StoreFactory, store: Store, caller: str, params_json: str):
+    store_factory: StoreFactory, store: Store, caller: str, params_json: str
+):
     """The store checks the worker's text once: an object, within the limit, in the one
     canonical form requests are compared in (any other spelling would never match)."""
     before = store.history(caller).items
@@ -236,7 +275,8 @@ def test_params_text_that_is_not_a_canonical_object_is_invalid_start_parameters(
 
 
 def test_a_reference_cycle_is_invalid_start_parameters(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     loop: dict[str, Any] = {"a": 1}
     loop["self"] = loop
     with pytest.raises(WorkflowStartError) as exc:
@@ -246,18 +286,23 @@ def test_a_reference_cycle_is_invalid_start_parameters(
 
 
 def test_parameter_objects_with_different_key_order_encode_the_same_and_the_requests_match(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     # -0.0 encodes as 0.0 (equal floats encode alike; 0 and 0.0 stay apart, as in Python)
-    one = {"order": 42, "lines": [{"sku": "a", "qty": 1}], "zero": 0.0,
-           "address": {"b": 2, "a": 1}}
-    two = {"address": {"a": 1, "b": 2}, "zero": -0.0, "lines": [{"qty": 1, "sku": "a"}],
-           "order": 42}
+    one = {"order": 42, "lines": [{"sku": "a", "qty": 1}], "zero": 0.0, "address": {"b": 2, "a": 1}}
+    two = {
+        "address": {"a": 1, "b": 2},
+        "zero": -0.0,
+        "lines": [{"qty": 1, "sku": "a"}],
+        "order": 42,
+    }
     assert list(one) != list(two)
     enc1, enc2 = codec.encode(one), codec.encode(two)
     assert enc1.status == enc2.status == "encoded"
     assert enc1.canonical == enc2.canonical
-    assert enc1.canonical == ('{"address":{"a":1,"b":2},"lines":[{"qty":1,"sku":"a"}],'
-                              '"order":42,"zero":0.0}')
+    assert enc1.canonical == (
+        '{"address":{"a":1,"b":2},"lines":[{"qty":1,"sku":"a"}],"order":42,"zero":0.0}'
+    )
     first = _start(store, caller, "ship", "ship-order", one, now=T0 + 1)
     assert _start(store, caller, "ship", "ship-order", two, now=T0 + 2) == first
     assert count_targets(store_factory, store) == 1
@@ -265,7 +310,8 @@ def test_parameter_objects_with_different_key_order_encode_the_same_and_the_requ
 
 @pytest.mark.parametrize("change", ["workflow", "params", "params-type", "params-missing"])
 def test_a_repeated_request_that_changes_workflow_or_params_is_start_request_mismatch(
-        store_factory: StoreFactory, store: Store, caller: str, change: str):
+    store_factory: StoreFactory, store: Store, caller: str, change: str
+):
     original = _start(store, caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
     rows, rec = start_rows(store_factory, store), store.get(original)
     changed = {
@@ -285,7 +331,8 @@ def test_a_repeated_request_that_changes_workflow_or_params_is_start_request_mis
 
 
 def test_missing_params_and_an_empty_object_do_not_match(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     assert request_params(None) != request_params({})
     missing = _start(store, caller, "no-params", "ship-order", None, now=T0 + 1)
     empty = _start(store, caller, "empty-params", "ship-order", {}, now=T0 + 1)
@@ -301,7 +348,8 @@ def test_missing_params_and_an_empty_object_do_not_match(
 
 
 def test_a_matching_request_after_the_target_is_terminal_returns_the_original_id(
-        store_factory: StoreFactory, store: Store, caller: str):
+    store_factory: StoreFactory, store: Store, caller: str
+):
     target = _start(store, caller, "ship", "ship-order", {"order": 42}, now=T0 + 1)
     _finish(store, target, T0 + 2)
     assert store.get(target).status == "completed"
@@ -320,8 +368,8 @@ def test_a_matching_request_after_the_target_is_terminal_returns_the_original_id
 
 
 def test_started_target_ids_never_collide_with_directly_triggered_ones(
-        store_factory: StoreFactory, store: Store, caller: str,
-        monkeypatch: pytest.MonkeyPatch):
+    store_factory: StoreFactory, store: Store, caller: str, monkeypatch: pytest.MonkeyPatch
+):
     # A directly triggered execution already holds the first ID the generator will offer.
     # (a generated ID is the admission time in ms, 11 hex digits, then 8 random hex digits)
     stamp = f"{int((T0 + 1) * 1000):011x}"
@@ -339,8 +387,9 @@ def test_started_target_ids_never_collide_with_directly_triggered_ones(
     # an idempotent trigger (RFC 001's use-existing) of the same request finds it: still one
     # record, nothing admitted, the parent link kept
     before = store.get(target)
-    again = store.admit("ship-order", {"order": 42}, execution_id=target,
-                        if_exists="use-existing", now=T0 + 2)
+    again = store.admit(
+        "ship-order", {"order": 42}, execution_id=target, if_exists="use-existing", now=T0 + 2
+    )
     assert (again.execution_id, again.started) == (target, False)
     assert store.get(target) == before
     # many starts: all distinct, none equal to a direct ID
@@ -348,8 +397,7 @@ def test_started_target_ids_never_collide_with_directly_triggered_ones(
     assert len(ids) == 50 and taken not in ids and target not in ids
 
 
-def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(
-        store_factory: StoreFactory):
+def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(store_factory: StoreFactory):
     s = store_factory(lease_seconds=30, clock=lambda: T0)
     s.admit("charge-order", {}, execution_id="order-42", now=T0)
     (stale,) = s.claim_due(now=T0, limit=1)
@@ -359,8 +407,15 @@ def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(
     assert fresh.token != stale.token
     # the stale holder may not record anything ...
     with pytest.raises(LeaseLost):
-        s.save_step("order-42", stale.token, "ship", kind="start", status="completed",
-                    value=None, now=T0 + 32)
+        s.save_step(
+            "order-42",
+            stale.token,
+            "ship",
+            kind="start",
+            status="completed",
+            value=None,
+            now=T0 + 32,
+        )
     # ... but its start (which takes no token at all) answers as for anyone: the same target
     assert _start(s, "order-42", "ship", "ship-order", {"order": 42}, now=T0 + 32) == target
     # the new holder replays the step and gets the same target too
@@ -373,7 +428,8 @@ def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(
 
 
 def test_a_start_whose_caller_does_not_exist_admits_nothing(
-        store_factory: StoreFactory, store: Store):
+    store_factory: StoreFactory, store: Store
+):
     from ys.errors import NotFoundError
 
     with pytest.raises(NotFoundError):

@@ -127,7 +127,8 @@ class StoreMachine(RuleBasedStateMachine):
 
     def with_token(self, live: bool | None = None) -> list[str]:
         return sorted(
-            e for e, m in self.model.items()
+            e
+            for e, m in self.model.items()
             if m.token is not None and (live is None or self.live(m) == live)
         )
 
@@ -156,7 +157,10 @@ class StoreMachine(RuleBasedStateMachine):
 
         if execution_id in self.model:
             m = self.model[execution_id]
-            if if_exists == "use-existing" and (m.workflow, m.params_json) == (workflow, params_json):
+            if if_exists == "use-existing" and (m.workflow, m.params_json) == (
+                workflow,
+                params_json,
+            ):
                 before = self.snapshot(execution_id)
                 assert write() == Admission(execution_id, started=False)
                 assert self.snapshot(execution_id) == before
@@ -202,7 +206,8 @@ class StoreMachine(RuleBasedStateMachine):
     def claim_due(self, limit: int) -> None:
         self.release_expired_in_model()
         due = {
-            e: m.due for e, m in self.model.items()
+            e: m.due
+            for e, m in self.model.items()
             if m.token is None and m.due is not None and m.due <= self.now
         }
         deliveries = self.store.claim_due(now=self.now, limit=limit, lease_seconds=LEASE)
@@ -219,7 +224,11 @@ class StoreMachine(RuleBasedStateMachine):
             m.covered, m.due = m.due, None
             m.attempts += 1
             m.token, m.expires = d.token, self.now + LEASE
-            assert (d.attempt, d.lease_expires_at, d.workflow) == (m.attempts, m.expires, m.workflow)
+            assert (d.attempt, d.lease_expires_at, d.workflow) == (
+                m.attempts,
+                m.expires,
+                m.workflow,
+            )
             assert d.token not in m.old_tokens
 
     @precondition(lambda self: self.with_token(live=False))
@@ -259,13 +268,22 @@ class StoreMachine(RuleBasedStateMachine):
         store, now = self.store, self.now
 
         def sleep_step() -> None:
-            store.save_step(execution_id, token, f"sleep-{m.attempts}", kind="sleep",
-                            status="waiting", value=None, wake_at=now + sleep, now=now)
+            store.save_step(
+                execution_id,
+                token,
+                f"sleep-{m.attempts}",
+                kind="sleep",
+                status="waiting",
+                value=None,
+                wake_at=now + sleep,
+                now=now,
+            )
 
         if not self.live(m):  # expired: fenced, even before recovery released it
             self.refused("LEASE_LOST", execution_id, sleep_step)
             self.refused(
-                "LEASE_LOST", execution_id,
+                "LEASE_LOST",
+                execution_id,
                 lambda: store.acknowledge(execution_id, token, OUTCOMES[outcome], now=now),
             )
             return
@@ -287,8 +305,9 @@ class StoreMachine(RuleBasedStateMachine):
         execution_id = data.draw(st.sampled_from(self.with_token(live=True)))
         m = self.model[execution_id]
         assert m.token is not None and m.covered is not None
-        self.store.release(execution_id, m.token, retry_at=self.now + delay, reason="crash",
-                           now=self.now)
+        self.store.release(
+            execution_id, m.token, retry_at=self.now + delay, reason="crash", now=self.now
+        )
         m.status = m.prior or "admitted"
         m.due = earliest(m.due, max(m.covered, self.now + delay))
         self.end_delivery(m)
@@ -297,9 +316,9 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), outcome=st.sampled_from(sorted(OUTCOMES)))
     def late_acknowledgement(self, data: st.DataObject, outcome: str) -> None:
         """Any report after a terminal outcome gets that outcome back and changes nothing."""
-        execution_id = data.draw(st.sampled_from(
-            sorted(e for e, m in self.model.items() if m.terminal)
-        ))
+        execution_id = data.draw(
+            st.sampled_from(sorted(e for e, m in self.model.items() if m.terminal))
+        )
         m = self.model[execution_id]
         token = data.draw(st.sampled_from(m.old_tokens))
         before = self.snapshot(execution_id)
@@ -313,9 +332,11 @@ class StoreMachine(RuleBasedStateMachine):
         write=st.sampled_from(["suspended", "completed", "failed", "step", "renew", "release"]),
     )
     def stale_write(self, data: st.DataObject, write: str) -> None:
-        execution_id = data.draw(st.sampled_from(
-            sorted(e for e, m in self.model.items() if m.old_tokens and not m.terminal)
-        ))
+        execution_id = data.draw(
+            st.sampled_from(
+                sorted(e for e, m in self.model.items() if m.old_tokens and not m.terminal)
+            )
+        )
         token = data.draw(st.sampled_from(self.model[execution_id].old_tokens))
         store, now = self.store, self.now
 
@@ -323,8 +344,16 @@ class StoreMachine(RuleBasedStateMachine):
             if write in OUTCOMES:
                 return store.acknowledge(execution_id, token, OUTCOMES[write], now=now)
             if write == "step":
-                return store.save_step(execution_id, token, "stale", kind="run",
-                                       status="completed", value="1", wake_at=now, now=now)
+                return store.save_step(
+                    execution_id,
+                    token,
+                    "stale",
+                    kind="run",
+                    status="completed",
+                    value="1",
+                    wake_at=now,
+                    now=now,
+                )
             if write == "renew":
                 return store.renew(execution_id, token, now=now, lease_seconds=LEASE)
             return store.release(execution_id, token, retry_at=now, now=now)
@@ -380,8 +409,9 @@ class StoreMachine(RuleBasedStateMachine):
                 keep = m.expires - self.now if token == m.token and self.live(m) else LEASE
                 length = self.store.get(execution_id).history_length
                 try:
-                    expires = self.store.renew(execution_id, token, now=self.now,
-                                               lease_seconds=keep)
+                    expires = self.store.renew(
+                        execution_id, token, now=self.now, lease_seconds=keep
+                    )
                 except YsError as exc:
                     assert exc.code == "LEASE_LOST"
                     assert self.store.get(execution_id).history_length == length

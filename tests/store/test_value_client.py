@@ -40,14 +40,19 @@ def test_each_put_grows_the_version_by_one(store: Store) -> None:
         assert out["version"] == expected
         assert out["key"] == KEY and out["updated_at"] == T0 + expected
         got = store.value_get(KEY)
-        assert got == {"key": KEY, "value": {"n": expected}, "version": expected,
-                       "updated_at": T0 + expected}
+        assert got == {
+            "key": KEY,
+            "value": {"n": expected},
+            "version": expected,
+            "updated_at": T0 + expected,
+        }
     other = store.value_put("approve/order-43", True, now=T0)
     assert other["version"] == 1  # versions are per key
 
 
 def test_a_delete_is_a_commit_that_hides_the_key_and_a_later_put_continues_the_version(
-        store: Store, store_factory: StoreFactory) -> None:
+    store: Store, store_factory: StoreFactory
+) -> None:
     store.value_put(KEY, "a", now=T0)
     store.value_put(KEY, "b", now=T0 + 1)
     store.value_put("approve/order-43", "c", now=T0)
@@ -65,8 +70,7 @@ def test_a_delete_is_a_commit_that_hides_the_key_and_a_later_put_continues_the_v
 
     out = store.value_put(KEY, "d", now=T0 + 4)
     assert out["version"] == 4  # versions never go back, so a waiter's "seen" stays valid
-    assert store.value_get(KEY) == {"key": KEY, "value": "d", "version": 4,
-                                    "updated_at": T0 + 4}
+    assert store.value_get(KEY) == {"key": KEY, "value": "d", "version": 4, "updated_at": T0 + 4}
     assert [e["key"] for e in store.value_list()] == [KEY, "approve/order-43"]
 
 
@@ -90,7 +94,8 @@ def test_compare_and_set_commits_only_at_the_expected_version(store: Store) -> N
 
 
 def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
-        store: Store, store_factory: StoreFactory) -> None:
+    store: Store, store_factory: StoreFactory
+) -> None:
     store.value_put(KEY, "v1", now=T0)
     store.value_put(KEY, "v2", now=T0 + 1)
     waiters = suspend_waiters(store, KEY, 3, seen=2, now=T0 + 2)
@@ -114,10 +119,19 @@ def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
 # -- keys and values ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", [
-    "approve/order-42", "a" * 256, "é" * 128, "corpus/tinystories/v1", "with space",
-    "%_*?[]\\", "../../etc/passwd",
-], ids=["slash", "256-bytes", "256-bytes-utf8", "path-like", "space", "wildcards", "dots"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "approve/order-42",
+        "a" * 256,
+        "é" * 128,
+        "corpus/tinystories/v1",
+        "with space",
+        "%_*?[]\\",
+        "../../etc/passwd",
+    ],
+    ids=["slash", "256-bytes", "256-bytes-utf8", "path-like", "space", "wildcards", "dots"],
+)
 def test_a_key_is_any_printable_text_up_to_256_bytes(store: Store, key: str) -> None:
     assert store.value_put(key, 1, now=T0)["version"] == 1
     assert store.value_get(key)["value"] == 1
@@ -125,13 +139,40 @@ def test_a_key_is_any_printable_text_up_to_256_bytes(store: Store, key: str) -> 
     assert store.value_delete(key, now=T0) is True
 
 
-@pytest.mark.parametrize("key", [
-    "", "a" * 257, "é" * 128 + "a", "approve\norder-42", "nul\x00", "tab\there", "del\x7f",
-    "esc\x1b[0m", "\ud800", 42, None, b"approve",
-], ids=["empty", "257-bytes", "257-bytes-utf8", "newline", "nul", "tab", "del", "escape",
-        "lone-surrogate", "int", "none", "bytes"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "a" * 257,
+        "é" * 128 + "a",
+        "approve\norder-42",
+        "nul\x00",
+        "tab\there",
+        "del\x7f",
+        "esc\x1b[0m",
+        "\ud800",
+        42,
+        None,
+        b"approve",
+    ],
+    ids=[
+        "empty",
+        "257-bytes",
+        "257-bytes-utf8",
+        "newline",
+        "nul",
+        "tab",
+        "del",
+        "escape",
+        "lone-surrogate",
+        "int",
+        "none",
+        "bytes",
+    ],
+)
 def test_a_key_that_is_not_a_valid_execution_id_is_refused_and_nothing_is_stored(
-        store: Store, store_factory: StoreFactory, key: Any) -> None:
+    store: Store, store_factory: StoreFactory, key: Any
+) -> None:
     eid = store.admit("approval", execution_id="w", now=T0).execution_id
     store.claim_due(now=T0)
     before = store_factory.snapshot(store)
@@ -147,12 +188,23 @@ def test_a_key_that_is_not_a_valid_execution_id_is_refused_and_nothing_is_stored
     assert store.waits(eid) == []
 
 
-@pytest.mark.parametrize("value", [
-    math.nan, math.inf, -math.inf, {"amount": math.nan}, [1, object()], {1, 2}, {1: "int key"},
-    b"bytes",
-], ids=["nan", "inf", "-inf", "nested-nan", "object", "set", "int-key", "bytes"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        {"amount": math.nan},
+        [1, object()],
+        {1, 2},
+        {1: "int key"},
+        b"bytes",
+    ],
+    ids=["nan", "inf", "-inf", "nested-nan", "object", "set", "int-key", "bytes"],
+)
 def test_a_value_that_is_not_durable_is_refused_and_nothing_is_stored(
-        store: Store, store_factory: StoreFactory, value: Any) -> None:
+    store: Store, store_factory: StoreFactory, value: Any
+) -> None:
     store.value_put(KEY, "kept", now=T0)
     waiters = suspend_waiters(store, KEY, 2, seen=1, now=T0)
     before = store_factory.snapshot(store)
@@ -170,8 +222,17 @@ def test_a_value_that_is_not_durable_is_refused_and_nothing_is_stored(
 
 
 def test_durable_values_come_back_as_they_were_put(store: Store) -> None:
-    values: list[Any] = [True, None, 0, -1.5, "", "naïve ✓", [], {},
-                         {"approved": True, "by": ["ana", "bo"], "amount": 12.5, "n": None}]
+    values: list[Any] = [
+        True,
+        None,
+        0,
+        -1.5,
+        "",
+        "naïve ✓",
+        [],
+        {},
+        {"approved": True, "by": ["ana", "bo"], "amount": 12.5, "n": None},
+    ]
     for i, value in enumerate(values):
         store.value_put(f"v/{i}", value, now=T0)
         got = store.value_get(f"v/{i}")
@@ -181,10 +242,22 @@ def test_durable_values_come_back_as_they_were_put(store: Store) -> None:
 # -- listing --------------------------------------------------------------------------------
 
 
-def test_list_by_prefix_matches_the_prefix_literally_and_case_sensitively(
-        store: Store) -> None:
-    keys = ["approve/order-42", "approve/order-43", "Approve/order-44", "approvex",
-            "a%b", "axb", "a_c", "abc", "a*d", "a?e", "a[f]", "a\\g", "b"]
+def test_list_by_prefix_matches_the_prefix_literally_and_case_sensitively(store: Store) -> None:
+    keys = [
+        "approve/order-42",
+        "approve/order-43",
+        "Approve/order-44",
+        "approvex",
+        "a%b",
+        "axb",
+        "a_c",
+        "abc",
+        "a*d",
+        "a?e",
+        "a[f]",
+        "a\\g",
+        "b",
+    ]
     for k in keys:
         store.value_put(k, k, now=T0)
 
@@ -211,7 +284,8 @@ def test_list_by_prefix_matches_the_prefix_literally_and_case_sensitively(
 
 
 def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registrations(
-        store: Store) -> None:
+    store: Store,
+) -> None:
     waiters = suspend_waiters(store, KEY, 3, now=T0)
     bystander = suspend_waiters(store, "approve/order-43", 1, now=T0, prefix="bystander")[0]
     # a waiter that ended meanwhile (cancelled) is skipped, not an error
@@ -260,7 +334,8 @@ def test_a_delete_wakes_nobody_and_keeps_the_waiters(store: Store) -> None:
 
 @pytest.mark.parametrize("group", [False, True], ids=["direct", "group-commit"])
 def test_a_registration_whose_timeout_wake_fails_leaves_no_waiter(
-        store_factory: StoreFactory, group: bool) -> None:
+    store_factory: StoreFactory, group: bool
+) -> None:
     store = store_factory(group_commit=group, clock=lambda: T0)
     eid = store.admit("approval", execution_id="order-42", now=T0).execution_id
     assert [d.execution_id for d in store.claim_due(now=T0)] == [eid]
@@ -291,13 +366,21 @@ def test_a_put_racing_the_registration_is_never_missed(store_factory: StoreFacto
         barrier = threading.Barrier(2, timeout=30)
         out: dict[str, Any] = {}
 
-        def wait(eid: str = eid, key: str = key, barrier: threading.Barrier = barrier,
-                 out: dict[str, Any] = out) -> None:
+        def wait(
+            eid: str = eid,
+            key: str = key,
+            barrier: threading.Barrier = barrier,
+            out: dict[str, Any] = out,
+        ) -> None:
             barrier.wait()
             out["found"] = store.value_wait(key, eid, "approval", 0, None)
 
-        def put(i: int = i, key: str = key, barrier: threading.Barrier = barrier,
-                out: dict[str, Any] = out) -> None:
+        def put(
+            i: int = i,
+            key: str = key,
+            barrier: threading.Barrier = barrier,
+            out: dict[str, Any] = out,
+        ) -> None:
             barrier.wait()
             out["put"] = store.value_put(key, {"n": i})
 
@@ -324,8 +407,9 @@ def test_a_put_racing_the_registration_is_never_missed(store_factory: StoreFacto
 # -- RFC 001: a store commit and its wakes are all-or-nothing -------------------------------
 
 
-def _assert_all_or_nothing(store: Store, waiters: list[str], put_at: float,
-                           before: dict[str, Any], after: dict[str, Any]) -> str:
+def _assert_all_or_nothing(
+    store: Store, waiters: list[str], put_at: float, before: dict[str, Any], after: dict[str, Any]
+) -> str:
     """Either the new version and every waiter's wake (registrations gone), or exactly the
     state before the put. Returns which one."""
     got = store.value_get(KEY)
@@ -345,7 +429,8 @@ def _assert_all_or_nothing(store: Store, waiters: list[str], put_at: float,
 
 
 def test_a_put_that_fails_part_way_through_its_wakes_leaves_neither_version_nor_wakes(
-        store: Store, store_factory: StoreFactory) -> None:
+    store: Store, store_factory: StoreFactory
+) -> None:
     store.value_put(KEY, "old", now=T0)
     waiters = suspend_waiters(store, KEY, 3, seen=1, now=T0)
     before = store_factory.snapshot(store)
@@ -409,18 +494,35 @@ store.close()
 
 
 def _put_child(adapter: str, location: str, group: bool, mode: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
     return subprocess.Popen(
-        [sys.executable, "-c", PUT_CHILD, adapter, location, KEY, repr(T0 + 10),
-         "1" if group else "0", mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            PUT_CHILD,
+            adapter,
+            location,
+            KEY,
+            repr(T0 + 10),
+            "1" if group else "0",
+            mode,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["direct", "group-commit"])
 def test_a_put_killed_with_sigkill_at_any_point_leaves_all_or_nothing(
-        store_factory: StoreFactory, tmp_path: Path, group: bool) -> None:
+    store_factory: StoreFactory, tmp_path: Path, group: bool
+) -> None:
     """Power-cut style: a child process puts to a key with several waiters and SIGKILLs
     itself at every statement of the commit in turn (and at each waiter's wake, and right
     after the commit); reopening the database must find all or nothing."""
@@ -458,8 +560,9 @@ def test_a_put_killed_with_sigkill_at_any_point_leaves_all_or_nothing(
                 child.wait()
     for mode, db in dbs.items():
         store = store_factory.open(db)  # a restart: reopen the database and recover
-        result = _assert_all_or_nothing(store, waiters, T0 + 10, before,
-                                        store_factory.snapshot(store))
+        result = _assert_all_or_nothing(
+            store, waiters, T0 + 10, before, store_factory.snapshot(store)
+        )
         store.close()
         # Killed before COMMIT ran, the put must be gone; killed after it returned, it must
         # all be there.

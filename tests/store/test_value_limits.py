@@ -28,14 +28,22 @@ def test_a_run_step_value_over_the_limit_is_refused_and_changes_nothing(store):
     token = _claimed(store)
     before = _snapshot(store)
     with pytest.raises(ValueTooLarge) as over:
-        store.save_step("big-1", token, "big", kind="run", status="completed",
-                        value=codec.dumps("z" * MAX_VALUE_BYTES), now=T0 + 1)
+        store.save_step(
+            "big-1",
+            token,
+            "big",
+            kind="run",
+            status="completed",
+            value=codec.dumps("z" * MAX_VALUE_BYTES),
+            now=T0 + 1,
+        )
     assert over.value.code == "INVALID_ARGUMENT" and "2 MiB" in over.value.message
     assert _snapshot(store) == before
     # at the limit it is saved
     at_limit = codec.dumps("z" * (MAX_VALUE_BYTES - 4))
-    store.save_step("big-1", token, "big", kind="run", status="completed", value=at_limit,
-                    now=T0 + 1)
+    store.save_step(
+        "big-1", token, "big", kind="run", status="completed", value=at_limit, now=T0 + 1
+    )
     assert [s.value for s in store.steps("big-1")] == [at_limit]
     assert store.verify() == []
 
@@ -44,7 +52,8 @@ def test_a_completed_outcome_over_the_limit_is_refused_and_changes_nothing(store
     token = _claimed(store)
     before = _snapshot(store)
     with pytest.raises(ValueTooLarge):
-        store.acknowledge("big-1", token, {"status": "completed", "result": "z" * MAX_VALUE_BYTES},
-                          now=T0 + 1)
+        store.acknowledge(
+            "big-1", token, {"status": "completed", "result": "z" * MAX_VALUE_BYTES}, now=T0 + 1
+        )
     assert _snapshot(store) == before
     assert store.verify() == []

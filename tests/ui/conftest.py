@@ -12,8 +12,9 @@ import pytest
 from tests.support import GATE, DaemonHandle
 from tests.ui.ui_support import UiSession
 
-SCREENSHOTS = Path(os.environ.get("YS_UI_SCREENSHOTS")
-                   or Path(tempfile.gettempdir()) / "ys-ui-screenshots")
+SCREENSHOTS = Path(
+    os.environ.get("YS_UI_SCREENSHOTS") or Path(tempfile.gettempdir()) / "ys-ui-screenshots"
+)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -64,25 +64,38 @@ def test_off_a_terminal_it_prints_one_frame(daemon: DaemonHandle):
 def test_live_in_tmux_until_q(daemon: DaemonHandle, gated: Any):
     gate = gated("tmux/job")
     session = f"ys-top-{uuid.uuid4().hex[:8]}"
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in daemon.env.items()
-                   if k.startswith("YS_") or k in ("PATH", "HOME"))
+    env = " ".join(
+        f"{k}={shlex.quote(v)}"
+        for k, v in daemon.env.items()
+        if k.startswith("YS_") or k in ("PATH", "HOME")
+    )
     command = f"env {env} {shlex.quote(sys.executable)} -m ys top"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45",
-                    command], check=True)
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "45", command], check=True
+    )
 
     def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     def alive() -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", session],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode
+            == 0
+        )
 
     try:
         wait_until(lambda: "tmux/job" in screen(), message="the running execution in tmux")
         Path(gate).touch()
-        wait_until(lambda: "Running (0)" in screen(), timeout=30,
-                   message="the frame to follow the execution's end")
+        wait_until(
+            lambda: "Running (0)" in screen(),
+            timeout=30,
+            message="the frame to follow the execution's end",
+        )
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         wait_until(lambda: not alive(), message="ys top to quit on q")
     finally:

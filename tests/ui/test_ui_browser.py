@@ -21,14 +21,22 @@ from tests.ui.conftest import SCREENSHOTS
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                       reason="Debian's chromium and chromium-driver are not installed "
-                              "(.ci/run installs them)"),
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+        reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)",
+    ),
 ]
 
 NAPPING = """
@@ -63,9 +71,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
 
 @pytest.fixture(scope="module")
 def url(home: DaemonHandle) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
-                            env=home.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
+        env=home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         yield json.loads(proc.stdout.readline())["url"]
@@ -83,14 +95,18 @@ def browser(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
-                 "--window-size=1280,900"]:
+    for flag in [
+        *FLAGS,
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+        "--window-size=1280,900",
+    ]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         driver.get(url)  # the one-time token becomes the session cookie
-        wait_until(lambda: driver.find_element("css selector", "h1").text == "Now",
-                   message="the Now page")
+        wait_until(
+            lambda: driver.find_element("css selector", "h1").text == "Now", message="the Now page"
+        )
         yield driver
     finally:
         driver.quit()
@@ -105,14 +121,23 @@ def screenshots() -> Path:
 
 def shoot(driver: Any, name: str, *, dark: bool = False, width: int = 1280) -> Path:
     """A screenshot of the whole page (not only the window), light or dark."""
-    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
-        {"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
+    driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]},
+    )
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
-        "format": "png", "captureBeyondViewport": True,
-        "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 6000), "scale": 1}})
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 6000), "scale": 1},
+        },
+    )
     driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     path = SCREENSHOTS / f"{name}.png"
@@ -142,7 +167,8 @@ def section(driver: Any, title: str) -> str:
 
 
 def test_now_lists_a_running_execution_and_updates_when_it_completes(
-        home: DaemonHandle, browser: Any, tmp_path: Path):
+    home: DaemonHandle, browser: Any, tmp_path: Path
+):
     gate = tmp_path / "gate.go"
     c = home.client()
     c.trigger("gate", {"gate": str(gate)}, execution_id="report/nightly")
@@ -153,8 +179,10 @@ def test_now_lists_a_running_execution_and_updates_when_it_completes(
     c.wait("charge/41", timeout=30)
     wait_until(lambda: c.get("nap/1")["status"] == "suspended", message="nap/1 suspended")
     browser.get(browser.current_url.split("/ui/")[0] + "/ui/")
-    wait_until(lambda: "report/nightly" in section(browser, "Running"),
-               message="the running execution on the Now page")
+    wait_until(
+        lambda: "report/nightly" in section(browser, "Running"),
+        message="the running execution on the Now page",
+    )
     wait_until(lambda: "left" in section(browser, "Running"), message="relative times")
     assert "charge/41" in section(browser, "Failed in the last 24 hours")
     shoot(browser, "now")
@@ -162,8 +190,11 @@ def test_now_lists_a_running_execution_and_updates_when_it_completes(
     shoot(browser, "now-phone", width=390)
     browser.execute_script("window.ysNotReloaded = true")
     gate.touch()
-    wait_until(lambda: "Nothing is running." in section(browser, "Running"), timeout=30,
-               message="the Now page to show the execution ended")
+    wait_until(
+        lambda: "Nothing is running." in section(browser, "Running"),
+        timeout=30,
+        message="the Now page to show the execution ended",
+    )
     assert browser.execute_script("return window.ysNotReloaded") is True
 
 
@@ -209,22 +240,36 @@ def test_cancel_from_the_page(home: DaemonHandle, browser: Any):
     alert.accept()
     wait_until(lambda: "Cancellation requested" in browser.page_source, message="the notice")
     assert c.wait("nap/cancel-me", timeout=30)["status"] == "cancelled"
-    wait_until(lambda: text_of(browser, "#status") == "cancelled", timeout=30,
-               message="the page to show it cancelled")
+    wait_until(
+        lambda: text_of(browser, "#status") == "cancelled",
+        timeout=30,
+        message="the page to show it cancelled",
+    )
     shoot(browser, "execution-cancelled")
 
 
 def test_a_screenshot_of_every_page(home: DaemonHandle, browser: Any):
     base = browser.current_url.split("/ui/")[0]
-    for name, path in [("schedules", "/ui/schedules"), ("effects", "/ui/effects"),
-                       ("values", "/ui/values"), ("workflows", "/ui/workflows"),
-                       ("value", "/ui/values/approve%2F7")]:
+    for name, path in [
+        ("schedules", "/ui/schedules"),
+        ("effects", "/ui/effects"),
+        ("values", "/ui/values"),
+        ("workflows", "/ui/workflows"),
+        ("value", "/ui/values/approve%2F7"),
+    ]:
         browser.get(base + path)
         assert browser.find_element("css selector", "h1").text
         shoot(browser, name)
     browser.get(base + "/ui/schedules")
     assert "nightly" in browser.page_source
     shoot(browser, "schedules-dark", dark=True)
-    expected = {"now", "executions", "execution-failed", "schedules", "effects", "values",
-                "workflows"}
+    expected = {
+        "now",
+        "executions",
+        "execution-failed",
+        "schedules",
+        "effects",
+        "values",
+        "workflows",
+    }
     assert expected <= {p.stem for p in SCREENSHOTS.glob("*.png")}

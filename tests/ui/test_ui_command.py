@@ -27,8 +27,9 @@ class Served:
     url: str
     port: int
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None,
-                body: str | None = None) -> tuple[int, Any, str]:
+    def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None, body: str | None = None
+    ) -> tuple[int, Any, str]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
             conn.request(method, path, body=body, headers=headers or {})
@@ -40,9 +41,13 @@ class Served:
 
 @pytest.fixture
 def served(daemon: DaemonHandle) -> Iterator[Served]:
-    proc = subprocess.Popen([sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
-                            env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -90,8 +95,10 @@ def test_the_printed_url_signs_in_and_only_the_dashboard_is_forwarded(served: Se
 
 
 def test_an_action_through_the_port(daemon: DaemonHandle, served: Served):
-    daemon.write("nap.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n"
-                           "    step.sleep('nap', 3600)\n")
+    daemon.write(
+        "nap.py",
+        "import ys\n\n@ys.workflow\ndef main(step, params):\n    step.sleep('nap', 3600)\n",
+    )
     c = daemon.client()
     c.trigger("nap", execution_id="via/port")
     wait_until(lambda: c.get("via/port")["status"] == "suspended", message="suspended")
@@ -104,9 +111,11 @@ def test_an_action_through_the_port(daemon: DaemonHandle, served: Served):
     form = f"csrf={csrf.group(1)}&confirm=1"
     origin = f"http://127.0.0.1:{served.port}"
     status, headers, _ = served.request(
-        "POST", "/ui/executions/via%2Fport/cancel",
-        {"Cookie": cookie, "Origin": origin,
-         "Content-Type": "application/x-www-form-urlencoded"}, form)
+        "POST",
+        "/ui/executions/via%2Fport/cancel",
+        {"Cookie": cookie, "Origin": origin, "Content-Type": "application/x-www-form-urlencoded"},
+        form,
+    )
     assert status == 303
     assert c.wait("via/port", timeout=30)["status"] == "cancelled"
 

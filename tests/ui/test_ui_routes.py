@@ -109,10 +109,14 @@ def test_every_page_answers_with_its_content(daemon: DaemonHandle, ui: UiSession
 
 
 def test_an_execution_page_shows_steps_failures_logs_params_and_outcome(
-        daemon: DaemonHandle, ui: UiSession):
-    daemon.write("fail.py", FAILING.replace('step.run("boom"',
-                                            'print("about to fail", flush=True)\n'
-                                            '    step.run("boom"'))
+    daemon: DaemonHandle, ui: UiSession
+):
+    daemon.write(
+        "fail.py",
+        FAILING.replace(
+            'step.run("boom"', 'print("about to fail", flush=True)\n    step.run("boom"'
+        ),
+    )
     daemon.client().trigger("fail", {"order": 7}, execution_id="bad/2")
     daemon.client().wait("bad/2", timeout=30)
     page = ui.get("/ui/executions/bad%2F2").text
@@ -127,8 +131,7 @@ def test_an_execution_page_shows_steps_failures_logs_params_and_outcome(
     assert ui.get("/ui/executions/bad%2F2/logs/9").status == 404
 
 
-def test_executions_filter_by_status_workflow_prefix_and_since(daemon: DaemonHandle,
-                                                               ui: UiSession):
+def test_executions_filter_by_status_workflow_prefix_and_since(daemon: DaemonHandle, ui: UiSession):
     daemon.write("fail.py", FAILING)
     daemon.write("nap.py", NAPPING)
     c = daemon.client()
@@ -149,8 +152,7 @@ def test_executions_filter_by_status_workflow_prefix_and_since(daemon: DaemonHan
     assert bad.status == 200 and "is not a duration" in bad.text
 
 
-def test_executions_page_through_with_older_and_newest_links(daemon: DaemonHandle,
-                                                             ui: UiSession):
+def test_executions_page_through_with_older_and_newest_links(daemon: DaemonHandle, ui: UiSession):
     daemon.write("fail.py", FAILING)
     c = daemon.client()
     for i in range(55):
@@ -203,11 +205,17 @@ def test_an_action_needs_the_csrf_token_and_this_origin(daemon: DaemonHandle, ui
     csrf = ui.csrf("/ui/executions/n%2F1")
     assert ui.post("/ui/executions/n%2F1/cancel", {"confirm": "1"}).status == 403
     assert ui.post("/ui/executions/n%2F1/cancel", {"confirm": "1", "csrf": "x" * 32}).status == 403
-    other = ui.post("/ui/executions/n%2F1/cancel", {"confirm": "1", "csrf": csrf},
-                    headers={"Origin": "http://evil.example"})
+    other = ui.post(
+        "/ui/executions/n%2F1/cancel",
+        {"confirm": "1", "csrf": csrf},
+        headers={"Origin": "http://evil.example"},
+    )
     assert other.status == 403
-    cross = ui.post("/ui/executions/n%2F1/cancel", {"confirm": "1", "csrf": csrf},
-                    headers={"Sec-Fetch-Site": "cross-site"})
+    cross = ui.post(
+        "/ui/executions/n%2F1/cancel",
+        {"confirm": "1", "csrf": csrf},
+        headers={"Sec-Fetch-Site": "cross-site"},
+    )
     assert cross.status == 403
     assert c.get("n/1")["cancel_requested"] is False
 
@@ -221,8 +229,11 @@ def test_cancel_asks_first_then_cancels(daemon: DaemonHandle, ui: UiSession):
     asked = ui.post("/ui/executions/n%2F2/cancel", {"csrf": csrf, "confirm": "0"})
     assert asked.status == 200 and "Yes, cancel" in asked.text
     assert c.get("n/2")["cancel_requested"] is False
-    done = ui.post("/ui/executions/n%2F2/cancel", {"csrf": csrf, "confirm": "1"},
-                   headers={"Origin": "http://127.0.0.1:1"})
+    done = ui.post(
+        "/ui/executions/n%2F2/cancel",
+        {"csrf": csrf, "confirm": "1"},
+        headers={"Origin": "http://127.0.0.1:1"},
+    )
     assert done.status == 303
     assert done.header("Location") == "/ui/executions/n%2F2?done=cancel-requested"
     assert c.wait("n/2", timeout=30)["status"] == "cancelled"
@@ -238,8 +249,10 @@ def test_wake_makes_a_sleeper_due_now(daemon: DaemonHandle, ui: UiSession):
     done = ui.post("/ui/executions/n%2F3/wake", {"csrf": csrf, "confirm": "1"})
     assert done.status == 303 and done.header("Location").endswith("?done=woken")
     # delivered again at once (its timer has an hour to go, so it goes back to sleep)
-    wait_until(lambda: c.get("n/3")["attempts"] == 2 and c.get("n/3")["status"] == "suspended",
-               message="a second delivery of n/3")
+    wait_until(
+        lambda: c.get("n/3")["attempts"] == 2 and c.get("n/3")["status"] == "suspended",
+        message="a second delivery of n/3",
+    )
     unknown = ui.post("/ui/executions/n%2F3/explode", {"csrf": csrf, "confirm": "1"})
     assert unknown.status == 400
 
@@ -258,8 +271,9 @@ def test_pause_and_resume_a_schedule(daemon: DaemonHandle, ui: UiSession):
     assert missing.status == 404
 
 
-def test_no_page_can_be_framed_or_load_anything_from_outside(daemon: DaemonHandle,
-                                                             ui: UiSession, gated: Any):
+def test_no_page_can_be_framed_or_load_anything_from_outside(
+    daemon: DaemonHandle, ui: UiSession, gated: Any
+):
     gated("frame/1")
     daemon.client().store_put("k", 1)
     for path in [*PAGES, "/ui/executions/frame%2F1", "/ui/values/k", "/ui/nope"]:
@@ -271,11 +285,13 @@ def test_no_page_can_be_framed_or_load_anything_from_outside(daemon: DaemonHandl
         assert outside_references(answer.text) == [], path
     for path in ["/ui/", "/ui/static/ys.css"]:
         assert "frame-ancestors 'none'" in UiSession(daemon).get(path).header(
-            "Content-Security-Policy")
+            "Content-Security-Policy"
+        )
 
 
-def test_a_live_region_answers_when_the_page_changes(daemon: DaemonHandle, ui: UiSession,
-                                                     gated: Any):
+def test_a_live_region_answers_when_the_page_changes(
+    daemon: DaemonHandle, ui: UiSession, gated: Any
+):
     gate = gated("live/1")
     c = daemon.client()
     wait_until(lambda: c.get("live/1")["status"] == "running", message="live/1 running")
@@ -306,5 +322,4 @@ def test_the_overview_route(daemon: DaemonHandle, gated: Any):
     assert r["claimed_at"].endswith("Z") and r["lease_expires_at"].endswith("Z")
     assert o["counts"]["running"] == 1
     assert o["daemon"]["database"]["schema_version"] >= 7
-    assert set(o) >= {"now", "daemon", "counts", "running", "due", "waiting", "failures",
-                      "slots"}
+    assert set(o) >= {"now", "daemon", "counts", "running", "due", "waiting", "failures", "slots"}

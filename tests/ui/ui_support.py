@@ -42,8 +42,14 @@ class UiSession:
     daemon: DaemonHandle
     cookies: dict[str, str] = field(default_factory=dict)
 
-    def request(self, method: str, path: str, form: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None, timeout: float = 60) -> Answer:
+    def request(
+        self,
+        method: str,
+        path: str,
+        form: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 60,
+    ) -> Answer:
         conn = _UnixConnection(str(self.daemon.socket), timeout)
         h = {"Host": "127.0.0.1:1", **(headers or {})}
         if self.cookies:
@@ -83,16 +89,18 @@ class UiSession:
         return m.group(1)
 
 
-PAGES = ["/ui/", "/ui/executions", "/ui/schedules", "/ui/effects", "/ui/values",
-         "/ui/workflows"]
+PAGES = ["/ui/", "/ui/executions", "/ui/schedules", "/ui/effects", "/ui/values", "/ui/workflows"]
 
 
 def outside_references(html: str) -> list[str]:
     """Every src/href/action that leaves the daemon's origin (absolute or protocol-relative
     URLs), and every inline script or style: the pages must load only their own files."""
-    bad = [m.group(2) for m in re.finditer(r'\b(src|href|action)="([^"]*)"', html)
-           if re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", m.group(2), re.I)
-           and not m.group(2).startswith("data:")]  # data: is inline, not from outside
+    bad = [
+        m.group(2)
+        for m in re.finditer(r'\b(src|href|action)="([^"]*)"', html)
+        if re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", m.group(2), re.I)
+        and not m.group(2).startswith("data:")
+    ]  # data: is inline, not from outside
     bad += [m.group(0) for m in re.finditer(r"<script(?![^>]*\bsrc=)[^>]*>", html)]
     bad += [m.group(0) for m in re.finditer(r"<style\b[^>]*>", html)]
     bad += [m.group(0) for m in re.finditer(r'\bstyle="', html)]

@@ -25,8 +25,15 @@ class StepCore(Protocol):
 
     def _infra(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 
-    def _save(self, key: str, kind: str, status: str, value: str | None, attempts: int = 1,
-              wake_at: float | None = None) -> None: ...
+    def _save(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None: ...
 
 
 if TYPE_CHECKING:

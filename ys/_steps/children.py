@@ -14,8 +14,9 @@ class ChildSteps(StepMethods):
     """step.start and step.call; a child's request is recorded with the step and checked on
     replay."""
 
-    def _request(self, key: str, kind: str, workflow: str, params: Any,
-                 saved: sdk.SavedStep | None) -> str | None:
+    def _request(
+        self, key: str, kind: str, workflow: str, params: Any, saved: sdk.SavedStep | None
+    ) -> str | None:
         """The child a recorded start step names, after checking the request is unchanged;
         None when nothing is recorded. A recorded rejection is raised again."""
         if saved is None:
@@ -25,8 +26,9 @@ class ChildSteps(StepMethods):
             # whatever the code (revive would turn INVALID_ARGUMENT into InvalidArgument).
             rejected = codec.decode(saved.value or "null")
             if isinstance(rejected, codec.ErrorValue) and rejected.name == "WorkflowStartError":
-                raise WorkflowStartError(rejected.code or "START_REQUEST_MISMATCH",
-                                         rejected.message)
+                raise WorkflowStartError(
+                    rejected.code or "START_REQUEST_MISMATCH", rejected.message
+                )
             raise sdk.revive(rejected)
         info = codec.decode(saved.value or "null")
         if isinstance(info, dict) and "request" in info:
@@ -34,9 +36,11 @@ class ChildSteps(StepMethods):
         from ys.contract import request_params
 
         asked = request_params(params)
-        if not isinstance(info, dict) or info.get("workflow") != workflow or info.get(
-            "params"
-        ) != asked:
+        if (
+            not isinstance(info, dict)
+            or info.get("workflow") != workflow
+            or info.get("params") != asked
+        ):
             raise WorkflowStartError(
                 "START_REQUEST_MISMATCH",
                 f"step {key!r} already started {info.get('workflow') if isinstance(info, dict) else '?'}"
@@ -56,8 +60,9 @@ class ChildSteps(StepMethods):
             # Whatever else the client throws is not the workflow's to catch (RFC 003).
             raise sdk.InfrastructureFailure(exc) from exc
 
-    def start(self, key: str, workflow: str, params: dict[str, Any] | None = None,
-              detached: bool = False) -> str:
+    def start(
+        self, key: str, workflow: str, params: dict[str, Any] | None = None, detached: bool = False
+    ) -> str:
         """Start a child workflow once, however often this step replays; returns its ID."""
         saved = self._begin(key)
         child = self._request(key, "start", workflow, params, saved)
@@ -99,10 +104,15 @@ class ChildSteps(StepMethods):
             self._save(key, "call", "completed", codec.dumps(value))
             return outcome.get("result")
         error = outcome.get("error") or {
-            "name": "WorkflowCancelledError", "message": f"child {child} was cancelled"
+            "name": "WorkflowCancelledError",
+            "message": f"child {child} was cancelled",
         }
-        failed = {"request": request, "child": child, "name": error.get("name", "Error"),
-                  "message": error.get("message", "")}
+        failed = {
+            "request": request,
+            "child": child,
+            "name": error.get("name", "Error"),
+            "message": error.get("message", ""),
+        }
         self._save(key, "call", "failed", codec.dumps(failed))
         raise _child_failed(failed)
 
@@ -112,5 +122,6 @@ def _child_failed(value: Any) -> ChildWorkflowFailed:
     child = str(v.get("child") or (v.get("request") or {}).get("execution_id", ""))
     name = str(v.get("name", "Error"))
     message = str(v.get("message", ""))
-    return ChildWorkflowFailed(f"child {child} failed: {name}: {message}", child_id=child,
-                               name=name, child_message=message)
+    return ChildWorkflowFailed(
+        f"child {child} failed: {name}: {message}", child_id=child, name=name, child_message=message
+    )

@@ -19,9 +19,17 @@ class _Failed:
 class EffectSteps(StepMethods):
     """step.effect and the driver's helpers."""
 
-    def effect(self, key: str, *, effect_id: str, operation: str, input: dict[str, Any],
-               perform: Callable[[str], Any], lookup: Callable[[str], Any],
-               retry_in: float = 60.0) -> Any:
+    def effect(
+        self,
+        key: str,
+        *,
+        effect_id: str,
+        operation: str,
+        input: dict[str, Any],
+        perform: Callable[[str], Any],
+        lookup: Callable[[str], Any],
+        retry_in: float = 60.0,
+    ) -> Any:
         """Perform an external operation at most once per effect ID, asking `lookup` what
         happened after any uncertain attempt (RFC 004's driver table)."""
         saved = self._begin(key)
@@ -34,20 +42,23 @@ class EffectSteps(StepMethods):
 
             check_effect_request(effect_id, operation, input, retry_in, now=self._backend.now())
             if not callable(perform) or not callable(lookup):
-                raise WorkflowEffectError("INVALID_EFFECT_REQUEST",
-                                          "perform and lookup must be callables")
+                raise WorkflowEffectError(
+                    "INVALID_EFFECT_REQUEST", "perform and lookup must be callables"
+                )
             state = self._effect_call(self._backend.effect_begin, operation, effect_id, input, key)
         except WorkflowEffectError as exc:
             error = codec.ErrorValue("WorkflowEffectError", exc.message, exc.code)
             self._save(key, "effect", "failed", codec.dumps(error))
             raise
         sdk.crash_point("effect.after_begin")
-        if not isinstance(state, dict) or state.get("status") not in ("new", "pending",
-                                                                      "settled"):
+        if not isinstance(state, dict) or state.get("status") not in ("new", "pending", "settled"):
             # Never perform on an answer the driver cannot read.
-            raise sdk.InfrastructureFailure(EffectInvariantError(
-                "EFFECT_RUNTIME_INVARIANT", f"effect begin answered {state!r}"),
-                "EFFECT_RUNTIME_INVARIANT")
+            raise sdk.InfrastructureFailure(
+                EffectInvariantError(
+                    "EFFECT_RUNTIME_INVARIANT", f"effect begin answered {state!r}"
+                ),
+                "EFFECT_RUNTIME_INVARIANT",
+            )
         if state["status"] == "settled":
             return self._effect_done(key, state.get("result"))
         result_json: str | None = None
@@ -62,8 +73,11 @@ class EffectSteps(StepMethods):
                 return self._effect_wait(key, effect_id, retry_in)
             else:
                 raise sdk.InfrastructureFailure(
-                    TypeError(f"lookup returned {type(found).__name__}, not Settled, NotFound "
-                              "or Unknown"), "EFFECT_HANDLER_INVALID")
+                    TypeError(
+                        f"lookup returned {type(found).__name__}, not Settled, NotFound or Unknown"
+                    ),
+                    "EFFECT_HANDLER_INVALID",
+                )
         if result_json is None:
             performed = self._callback(perform, effect_id, "perform")
             sdk.crash_point("effect.after_perform")
@@ -73,14 +87,18 @@ class EffectSteps(StepMethods):
         settled = self._effect_call(self._backend.effect_settle, operation, effect_id, result_json)
         sdk.crash_point("effect.after_settle")
         if not isinstance(settled, dict) or settled.get("status") not in ("settled", "conflict"):
-            raise sdk.InfrastructureFailure(EffectInvariantError(
-                "EFFECT_RUNTIME_INVARIANT", f"effect settle answered {settled!r}"),
-                "EFFECT_RUNTIME_INVARIANT")
+            raise sdk.InfrastructureFailure(
+                EffectInvariantError(
+                    "EFFECT_RUNTIME_INVARIANT", f"effect settle answered {settled!r}"
+                ),
+                "EFFECT_RUNTIME_INVARIANT",
+            )
         if settled["status"] == "conflict":
             sys.stderr.write(
                 f"ys: EFFECT_CONFLICT: effect {effect_id!r} was already settled with another "
                 "result; the first result is kept and the conflict is reported (ys effect "
-                f"{effect_id})\n")
+                f"{effect_id})\n"
+            )
         return self._effect_done(key, settled.get("result"))
 
     def _effect_call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -91,8 +109,11 @@ class EffectSteps(StepMethods):
         except WorkflowEffectError:
             raise
         except YsError as exc:
-            code = exc.code if exc.code == "EFFECT_RUNTIME_INVARIANT" else (
-                "EFFECT_CLIENT_UNAVAILABLE")
+            code = (
+                exc.code
+                if exc.code == "EFFECT_RUNTIME_INVARIANT"
+                else ("EFFECT_CLIENT_UNAVAILABLE")
+            )
             raise sdk.InfrastructureFailure(exc, code) from exc
         except Exception as exc:
             raise sdk.InfrastructureFailure(exc, "EFFECT_CLIENT_UNAVAILABLE") from exc
@@ -103,8 +124,10 @@ class EffectSteps(StepMethods):
         try:
             return sdk._call(fn, (effect_id,))
         except Exception as exc:
-            sys.stderr.write(f"ys: {what} for effect {effect_id!r} raised "
-                             f"{type(exc).__name__}: {exc}; its outcome is unknown\n")
+            sys.stderr.write(
+                f"ys: {what} for effect {effect_id!r} raised "
+                f"{type(exc).__name__}: {exc}; its outcome is unknown\n"
+            )
             return _Failed()
 
     @staticmethod
@@ -125,16 +148,20 @@ class EffectSteps(StepMethods):
         try:
             result = codec.decode(result_json)
         except (TypeError, ValueError) as exc:
-            raise sdk.InfrastructureFailure(EffectInvariantError(
-                "EFFECT_RUNTIME_INVARIANT", f"the effect client's result is not durable: {exc}"),
-                "EFFECT_RUNTIME_INVARIANT") from exc
+            raise sdk.InfrastructureFailure(
+                EffectInvariantError(
+                    "EFFECT_RUNTIME_INVARIANT", f"the effect client's result is not durable: {exc}"
+                ),
+                "EFFECT_RUNTIME_INVARIANT",
+            ) from exc
         self._save(key, "effect", "completed", result_json)
         return result
 
     def _effect_wait(self, key: str, effect_id: str, retry_in: float) -> Any:
         """Register as a waiter (the wake comes with it), then record the unfinished step."""
-        wake_at = self._effect_call(self._backend.effect_wait, effect_id, key,
-                                    self._backend.now() + retry_in)
+        wake_at = self._effect_call(
+            self._backend.effect_wait, effect_id, key, self._backend.now() + retry_in
+        )
         sdk.crash_point("effect.after_wait")
         self._save(key, "effect", "waiting", None, 1, float(wake_at))
         raise sdk.Suspend(key)

@@ -33,5 +33,6 @@ def checked_wake(what: str, now: float, seconds: float) -> float:
     try:
         return check_time(now + seconds, what)
     except (InvalidArgument, OverflowError):  # OverflowError: an int past any float
-        raise ValueError(f"{what} must end before the year 10000, not {seconds!r} s from now"
-                         ) from None
+        raise ValueError(
+            f"{what} must end before the year 10000, not {seconds!r} s from now"
+        ) from None

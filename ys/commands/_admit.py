@@ -22,8 +22,11 @@ def _conflict(exc: YsError, c: Any, execution_id: str) -> YsError:
     except YsError:
         return exc
     st = record["status"]
-    since = (f"{st} {relative(record['updated_at'])}" if st in TERMINAL
-             else f"{st}, admitted {relative(record['admitted_at'])}")
+    since = (
+        f"{st} {relative(record['updated_at'])}"
+        if st in TERMINAL
+        else f"{st}, admitted {relative(record['admitted_at'])}"
+    )
     exc.message = re.sub(r"\(\w+\)$", f"({since})", exc.message)
     return exc
 
@@ -33,17 +36,30 @@ def _unanswered(exc: YsError, workflow: str, execution_id: str | None) -> YsErro
     retry without admitting twice."""
     what = exc.message.split(", so ", 1)[0]
     if execution_id is not None:
-        return error("DAEMON_UNAVAILABLE", f"{what}, so {execution_id} may have been admitted; "
-                     "retrying the same command with --if-exists use-existing is safe (it "
-                     f"admits {execution_id} at most once)")
-    return error("DAEMON_UNAVAILABLE", f"{what}, so an execution of {workflow} may have been "
-                 f"admitted; `ys list --workflow {workflow}` shows it, and giving --id with "
-                 "--if-exists use-existing makes a retry safe")
+        return error(
+            "DAEMON_UNAVAILABLE",
+            f"{what}, so {execution_id} may have been admitted; "
+            "retrying the same command with --if-exists use-existing is safe (it "
+            f"admits {execution_id} at most once)",
+        )
+    return error(
+        "DAEMON_UNAVAILABLE",
+        f"{what}, so an execution of {workflow} may have been "
+        f"admitted; `ys list --workflow {workflow}` shows it, and giving --id with "
+        "--if-exists use-existing makes a retry safe",
+    )
 
 
-def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
-            spec: str | None, if_exists: str, json_: bool, wait: bool = False,
-            timeout: float | None = None) -> int:
+def trigger(
+    workflow: str,
+    execution_id: str | None,
+    pairs: list[str] | None,
+    spec: str | None,
+    if_exists: str,
+    json_: bool,
+    wait: bool = False,
+    timeout: float | None = None,
+) -> int:
     """Admit, print the ID (or the JSON), and with `wait` wait; returns the exit code."""
     body = build_params(pairs, spec)
     with client(timeout=None if wait else 60.0) as c:
@@ -72,8 +88,11 @@ def trigger(workflow: str, execution_id: str | None, pairs: list[str] | None,
     if record["status"] not in TERMINAL:
         from shlex import quote
 
-        fail("TIMEOUT", f"{new_id} is still {record['status']} after "
-             f"{format_duration(timeout or 0)}", hint=f"wait for it with `ys wait {quote(new_id)}`")
+        fail(
+            "TIMEOUT",
+            f"{new_id} is still {record['status']} after {format_duration(timeout or 0)}",
+            hint=f"wait for it with `ys wait {quote(new_id)}`",
+        )
     if not json_:
         from ys.commands import _render
 
@@ -86,8 +105,14 @@ def fast_argv(argv: list[str]) -> dict[str, Any] | None:
     keyword arguments for `trigger`, or None for anything else (typer parses that)."""
     if len(argv) < 2 or argv[0] != "trigger" or argv[1].startswith("-"):
         return None
-    out: dict[str, Any] = {"workflow": argv[1], "execution_id": None, "pairs": [],
-                           "spec": None, "if_exists": "fail", "json_": False}
+    out: dict[str, Any] = {
+        "workflow": argv[1],
+        "execution_id": None,
+        "pairs": [],
+        "spec": None,
+        "if_exists": "fail",
+        "json_": False,
+    }
     given: set[str] = set()
     rest = argv[2:]
     i = 0

@@ -25,9 +25,15 @@ def _steps(d: dict[str, Any]) -> Any:
         return None
     t = r.table("KEY", "KIND", "STATUS", "ATTEMPTS", "WAKE", "VALUE")
     for s in d["steps"]:
-        r.add_row(t, s["key"], s.get("kind", ""), r.status(s.get("status")),
-                  str(s.get("attempts", "")), r.relative(s.get("wake_at")),
-                  r.compact(s["value"], 60) if "value" in s else r.DASH)
+        r.add_row(
+            t,
+            s["key"],
+            s.get("kind", ""),
+            r.status(s.get("status")),
+            str(s.get("attempts", "")),
+            r.relative(s.get("wake_at")),
+            r.compact(s["value"], 60) if "value" in s else r.DASH,
+        )
     return r.fit(t, "KEY", "VALUE")
 
 
@@ -40,8 +46,13 @@ def _failed_attempts(d: dict[str, Any]) -> Any:
     t = r.table("STEP", "ATTEMPT", "FAILED", "ERROR")
     for key, f in rows:
         error = f.get("error") or {}
-        r.add_row(t, key, str(f.get("attempt", "")), r.local(f.get("at")),
-                  r.cut(f"{error.get('name', '')}: {error.get('message', '')}", 200))
+        r.add_row(
+            t,
+            key,
+            str(f.get("attempt", "")),
+            r.local(f.get("at")),
+            r.cut(f"{error.get('name', '')}: {error.get('message', '')}", 200),
+        )
     return r.fit(t, "STEP", "ERROR")
 
 
@@ -53,11 +64,15 @@ def _deliveries(d: dict[str, Any]) -> Any:
         outcome = dl.get("outcome") or ("running" if dl.get("ended_at") is None else r.DASH)
         if dl.get("detail"):
             outcome += f": {dl['detail']}"
-        r.add_row(t, str(dl.get("attempt")), _short(dl.get("script_sha256")),
-                  r.local(dl.get("started_at")),
-                  r.local(dl.get("ended_at")),
-                  _span(dl.get("started_at"), dl.get("ended_at")),
-                  r.status(outcome) if outcome in r.STATUS_STYLE else r.cut(outcome, 80))
+        r.add_row(
+            t,
+            str(dl.get("attempt")),
+            _short(dl.get("script_sha256")),
+            r.local(dl.get("started_at")),
+            r.local(dl.get("ended_at")),
+            _span(dl.get("started_at"), dl.get("ended_at")),
+            r.status(outcome) if outcome in r.STATUS_STYLE else r.cut(outcome, 80),
+        )
     return r.fit(t, "OUTCOME")
 
 
@@ -78,8 +93,14 @@ def _children(d: dict[str, Any]) -> Any:
         return None
     t = r.table("ID", "WORKFLOW", "STATUS", "STEP", "DETACHED")
     for c in d["children"]:
-        r.add_row(t, c["execution_id"], c.get("workflow", ""), r.status(c.get("status")),
-                  str(c.get("step_key") or r.DASH), "yes" if c.get("detached") else "no")
+        r.add_row(
+            t,
+            c["execution_id"],
+            c.get("workflow", ""),
+            r.status(c.get("status")),
+            str(c.get("step_key") or r.DASH),
+            "yes" if c.get("detached") else "no",
+        )
     return r.fit(t, "ID", "STEP")
 
 
@@ -88,9 +109,13 @@ def _effects(d: dict[str, Any]) -> Any:
         return None
     t = r.table("EFFECT", "OPERATION", "STATUS", "RESULT")
     for e in d["effects"]:
-        r.add_row(t, str(e.get("effect_id", "")), str(e.get("operation", "")),
-                  r.effect_status(e),
-                  r.compact(e.get("result"), 60) if e.get("status") == "settled" else r.DASH)
+        r.add_row(
+            t,
+            str(e.get("effect_id", "")),
+            str(e.get("operation", "")),
+            r.effect_status(e),
+            r.compact(e.get("result"), 60) if e.get("status") == "settled" else r.DASH,
+        )
     return r.fit(t, "EFFECT", "RESULT")
 
 
@@ -101,17 +126,25 @@ def _waiting_on(d: dict[str, Any]) -> Any:
     t = r.table("KIND", "KEY", "STEP", "SINCE", "WAKE")
     for w in d["waiting_on"]:
         store = w.get("kind") == "store"
-        r.add_row(t, str(w.get("kind", "")), str(w.get("key") if store else w.get("effect_id")),
-                  str(w.get("step_key") or r.DASH), r.relative(w.get("since")),
-                  r.relative(w.get("wake_at")))
+        r.add_row(
+            t,
+            str(w.get("kind", "")),
+            str(w.get("key") if store else w.get("effect_id")),
+            str(w.get("step_key") or r.DASH),
+            r.relative(w.get("since")),
+            r.relative(w.get("wake_at")),
+        )
     return r.fit(t, "KEY", "STEP")
 
 
 def show(d: dict[str, Any]) -> None:
     g = r.grid()
     r.record_rows(g, d)
-    r.add_row(g, "history", f"{d.get('history_length', 0)} events, "
-                         f"{_size(int(d.get('history_bytes') or 0))}")
+    r.add_row(
+        g,
+        "history",
+        f"{d.get('history_length', 0)} events, {_size(int(d.get('history_bytes') or 0))}",
+    )
     if d.get("lease_expires_at"):
         r.add_row(g, "lease ends", r.local_and_relative(d["lease_expires_at"]))
     if d.get("script_sha256"):

@@ -19,10 +19,14 @@ def check_settings(paths: Paths) -> tuple[Check, Settings | None]:
         return failed("settings", f"{exc.message} (the daemon refuses to start with it)"), None
     path = config_file(paths.config)
     where = str(path) if path.exists() else f"defaults ({path} does not exist)"
-    database = (f"PostgreSQL at {redact(settings.database)}" if settings.database
-                else f"the SQLite file {paths.db}")
-    return passed("settings", f"{where}; database: {database}; concurrency "
-                              f"{settings.concurrency}"), settings
+    database = (
+        f"PostgreSQL at {redact(settings.database)}"
+        if settings.database
+        else f"the SQLite file {paths.db}"
+    )
+    return passed(
+        "settings", f"{where}; database: {database}; concurrency {settings.concurrency}"
+    ), settings
 
 
 def check_postgres(url: str) -> list[Check]:
@@ -34,15 +38,24 @@ def check_postgres(url: str) -> list[Check]:
     try:
         report: dict[str, Any] = inspect_postgres(url)
     except ImportError as exc:
-        return [failed("database", f"PostgreSQL at {shown}, but the adapter cannot load "
-                                   f"({exc}); run pip install 'ys[postgres]'")]
+        return [
+            failed(
+                "database",
+                f"PostgreSQL at {shown}, but the adapter cannot load "
+                f"({exc}); run pip install 'ys[postgres]'",
+            )
+        ]
     except YsError as exc:
         return [failed("database", f"PostgreSQL at {shown}: {exc.message}")]
     out = [passed("database", f"PostgreSQL at {shown} (server {report['server_version']})")]
     version, latest = report["schema_version"], report["latest_version"]
     if version != latest:
-        out.append(failed("schema", f"version {version} of {latest}; start the daemon of this "
-                                    "version to migrate"))
+        out.append(
+            failed(
+                "schema",
+                f"version {version} of {latest}; start the daemon of this version to migrate",
+            )
+        )
         return out
     sizes = ", ".join(f"{name} {n}" for name, n in report["rows"].items())
     out.append(passed("schema", f"version {version}; rows: {sizes}"))
@@ -51,10 +64,17 @@ def check_postgres(url: str) -> list[Check]:
         return out
     if mismatches:
         listed = "; ".join(mismatches[:5]) + (
-            f" (and {len(mismatches) - 5} more)" if len(mismatches) > 5 else "")
-        out.append(failed("histories", f"{len(mismatches)} record(s) differ from their "
-                                       f"history: {listed}"))
+            f" (and {len(mismatches) - 5} more)" if len(mismatches) > 5 else ""
+        )
+        out.append(
+            failed("histories", f"{len(mismatches)} record(s) differ from their history: {listed}")
+        )
     else:
-        out.append(passed("histories", f"{report['rows'].get('executions', 0)} execution(s); "
-                                       "every record equals its folded history"))
+        out.append(
+            passed(
+                "histories",
+                f"{report['rows'].get('executions', 0)} execution(s); "
+                "every record equals its folded history",
+            )
+        )
     return out

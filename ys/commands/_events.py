@@ -35,16 +35,21 @@ def stream(c: Any, cursor: str | None, since: float | None, follow: bool, json_:
     away = False
     while True:
         try:
-            page = c.events(cursor, since=since if cursor is None else None,
-                            wait=POLL_SECONDS if follow else 0.0)
+            page = c.events(
+                cursor,
+                since=since if cursor is None else None,
+                wait=POLL_SECONDS if follow else 0.0,
+            )
         except DaemonUnavailable:
             if not follow:
                 raise
             if not away:
                 from ys.commands import _render
 
-                _render.note("the daemon does not answer; waiting for it (the stream resumes "
-                             "where it stopped)")
+                _render.note(
+                    "the daemon does not answer; waiting for it (the stream resumes "
+                    "where it stopped)"
+                )
                 away = True
             time.sleep(RETRY_SECONDS)
             continue

@@ -24,13 +24,19 @@ def _ask(fn: Any) -> list[str]:
 
 
 def complete_workflows(incomplete: str) -> list[str]:
-    return [n for n in _ask(lambda c: (w["name"] for w in c.workflows()["workflows"]))
-            if n.startswith(incomplete)]
+    return [
+        n
+        for n in _ask(lambda c: (w["name"] for w in c.workflows()["workflows"]))
+        if n.startswith(incomplete)
+    ]
 
 
 def complete_executions(incomplete: str) -> list[str]:
-    return [i for i in _ask(lambda c: (r["execution_id"] for r in c.list(limit=200)["executions"]))
-            if i.startswith(incomplete)]
+    return [
+        i
+        for i in _ask(lambda c: (r["execution_id"] for r in c.list(limit=200)["executions"]))
+        if i.startswith(incomplete)
+    ]
 
 
 def non_empty(value: str | None) -> str | None:
@@ -41,16 +47,31 @@ def non_empty(value: str | None) -> str | None:
     return value
 
 
-Json = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document on stdout instead of text for people.")]
+Json = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON document on stdout instead of text for people."),
+]
 
-ExecutionId = Annotated[str, typer.Argument(
-    metavar="ID", help="The execution's ID.", autocompletion=complete_executions,
-    callback=non_empty, show_default=False)]
+ExecutionId = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID",
+        help="The execution's ID.",
+        autocompletion=complete_executions,
+        callback=non_empty,
+        show_default=False,
+    ),
+]
 
-Timeout = Annotated[str | None, typer.Option(
-    "--timeout", metavar="DURATION",
-    help="Give up after this long (90, 90s, 10m, 2h, 1d) and exit 6.", show_default=False)]
+Timeout = Annotated[
+    str | None,
+    typer.Option(
+        "--timeout",
+        metavar="DURATION",
+        help="Give up after this long (90, 90s, 10m, 2h, 1d) and exit 6.",
+        show_default=False,
+    ),
+]
 
 
 def timeout_seconds(text: str | None) -> float | None:

@@ -35,8 +35,11 @@ def parse_pairs(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            fail("INVALID_ARGUMENT", f"-p {pair!r} is not key=value",
-                 hint="write -p key=value, for example -p order=42")
+            fail(
+                "INVALID_ARGUMENT",
+                f"-p {pair!r} is not key=value",
+                hint="write -p key=value, for example -p order=42",
+            )
         if key in out:
             fail("INVALID_ARGUMENT", f"-p {key} is given twice", hint="give each key once")
         out[key] = param_value(value)
@@ -53,18 +56,27 @@ def read_params(spec: str, what: str = "--params") -> Any:
             with open(spec[1:], encoding="utf-8") as f:
                 text = f.read()
         except (OSError, UnicodeDecodeError) as exc:
-            fail("INVALID_ARGUMENT", f"{what}: cannot read {spec[1:]!r} "
-                 f"({getattr(exc, 'strerror', None) or exc})", hint="check the path")
+            fail(
+                "INVALID_ARGUMENT",
+                f"{what}: cannot read {spec[1:]!r} ({getattr(exc, 'strerror', None) or exc})",
+                hint="check the path",
+            )
         where = spec[1:]
     else:
         text, where = spec, what
     try:
         return _strict(text)
     except ValueError as exc:
-        detail = (f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-                  if isinstance(exc, json.JSONDecodeError) else f"{exc} is not JSON")
-        fail("INVALID_ARGUMENT", f"{what} from {where} is not valid JSON ({detail})",
-             hint="give a JSON value, @FILE or - for stdin")
+        detail = (
+            f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else f"{exc} is not JSON"
+        )
+        fail(
+            "INVALID_ARGUMENT",
+            f"{what} from {where} is not valid JSON ({detail})",
+            hint="give a JSON value, @FILE or - for stdin",
+        )
 
 
 def build_params(pairs: list[str] | None, spec: str | None) -> Any:
@@ -76,10 +88,16 @@ def build_params(pairs: list[str] | None, spec: str | None) -> Any:
     if base is None:
         return extra
     if not isinstance(base, dict):
-        fail("INVALID_ARGUMENT", "--params must be a JSON object to combine it with -p",
-             hint="put every key in --params, or use only -p")
+        fail(
+            "INVALID_ARGUMENT",
+            "--params must be a JSON object to combine it with -p",
+            hint="put every key in --params, or use only -p",
+        )
     both = sorted(set(base) & set(extra))
     if both:
-        fail("INVALID_ARGUMENT", f"{both[0]} is given by both --params and -p",
-             hint="give each key once")
+        fail(
+            "INVALID_ARGUMENT",
+            f"{both[0]} is given by both --params and -p",
+            hint="give each key once",
+        )
     return {**base, **extra}

@@ -23,8 +23,12 @@ from rich.text import Text
 from ys.durations import format_duration, relative
 
 STATUS_STYLE = {
-    "admitted": "blue", "running": "cyan", "suspended": "magenta",
-    "completed": "green", "failed": "red", "cancelled": "yellow",
+    "admitted": "blue",
+    "running": "cyan",
+    "suspended": "magenta",
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "yellow",
 }
 EVENT_STYLE = {"completed": "green", "failed": "red", "cancelled": "yellow", "claimed": "cyan"}
 EFFECT_STYLE = {"pending": "magenta", "settled": "green"}
@@ -84,7 +88,7 @@ def ident(text: str, limit: int = ID_WIDTH) -> str:
     if len(text) <= limit:
         return text
     head = (limit - 1) // 2
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
 
 
 def compact(value: Any, limit: int = 60) -> str:
@@ -137,8 +141,13 @@ def outcome(record: dict[str, Any], limit: int = 60) -> Text:
 
 def table(*columns: str) -> Table:
     tty = out().is_terminal
-    t = Table(box=box.SIMPLE_HEAD if tty else None, show_edge=False, pad_edge=False,
-              header_style="bold" if tty else "", padding=(0, 1, 0, 0) if tty else (0, 2, 0, 0))
+    t = Table(
+        box=box.SIMPLE_HEAD if tty else None,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold" if tty else "",
+        padding=(0, 1, 0, 0) if tty else (0, 2, 0, 0),
+    )
     for c in columns:
         t.add_column(c, overflow="ellipsis", no_wrap=True)
     return t
@@ -186,23 +195,36 @@ def grid() -> Table:
 
 def panel(title: str, body: RenderableType) -> None:
     if out().is_terminal:
-        show(Panel(body, title=Text(title, style="bold"), title_align="left", box=box.ROUNDED,
-                   expand=False))
+        show(
+            Panel(
+                body,
+                title=Text(title, style="bold"),
+                title_align="left",
+                box=box.ROUNDED,
+                expand=False,
+            )
+        )
     else:
         show(Text(title, style="bold"), body)
 
 
 def section(title: str, body: RenderableType | None, empty: str) -> None:
-    show(Text(""), Text(title, style="bold"),
-         body if body is not None else Text(f"  {empty}", style="dim"))
+    show(
+        Text(""),
+        Text(title, style="bold"),
+        body if body is not None else Text(f"  {empty}", style="dim"),
+    )
 
 
 # -- records --------------------------------------------------------------------------------
 
 
 def record_rows(g: Table, r: dict[str, Any]) -> None:
-    cancel = " (cancel requested)" if r.get("cancel_requested") and r["status"] not in (
-        "completed", "failed", "cancelled") else ""
+    cancel = (
+        " (cancel requested)"
+        if r.get("cancel_requested") and r["status"] not in ("completed", "failed", "cancelled")
+        else ""
+    )
     add_row(g, "workflow", r["workflow"])
     add_row(g, "status", status(r["status"], cancel))
     o = r.get("outcome") or {}
@@ -235,15 +257,29 @@ def executions(records: list[dict[str, Any]], ps: bool = False) -> None:
     if ps:
         t = table("ID", "WORKFLOW", "STATUS", "DUE", "ATTEMPT", "LEASE", "ADMITTED")
         for r in records:
-            add_row(t, ident(r["execution_id"]), r["workflow"], status(r["status"]),
-                      relative(r.get("due_at")), str(r.get("attempts", 0)),
-                      r.get("lease_holder") or DASH, relative(r.get("admitted_at")))
+            add_row(
+                t,
+                ident(r["execution_id"]),
+                r["workflow"],
+                status(r["status"]),
+                relative(r.get("due_at")),
+                str(r.get("attempts", 0)),
+                r.get("lease_holder") or DASH,
+                relative(r.get("admitted_at")),
+            )
     else:
         t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "UPDATED", "ATTEMPTS", "OUTCOME")
         for r in records:
-            add_row(t, ident(r["execution_id"]), r["workflow"], status(r["status"]),
-                      relative(r.get("admitted_at")), relative(r.get("updated_at")),
-                      str(r.get("attempts", 0)), outcome(r, 50))
+            add_row(
+                t,
+                ident(r["execution_id"]),
+                r["workflow"],
+                status(r["status"]),
+                relative(r.get("admitted_at")),
+                relative(r.get("updated_at")),
+                str(r.get("attempts", 0)),
+                outcome(r, 50),
+            )
     show(fit(t, "ID", "OUTCOME"))
 
 

@@ -36,8 +36,11 @@ def _env() -> tuple[str, str, str]:
     values = [os.environ.get(k, "") for k in ENV]
     if not all(values):
         missing = ", ".join(k for k, v in zip(ENV, values, strict=True) if not v)
-        fail("INVALID_ARGUMENT", f"ys step runs only inside a shell workflow ({missing} not set)",
-             hint="put the script in the workflows folder and run it with `ys trigger NAME`")
+        fail(
+            "INVALID_ARGUMENT",
+            f"ys step runs only inside a shell workflow ({missing} not set)",
+            hint="put the script in the workflows folder and run it with `ys trigger NAME`",
+        )
     return values[0], values[1], values[2]
 
 
@@ -76,8 +79,11 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
     """Run `action(step)` on a Step made from the delivery's state; a suspension, cancellation
     or infrastructure failure ends the script, so this returns only when the script goes on."""
     if not key or not key.isprintable():
-        fail("INVALID_ARGUMENT", f"step key {key!r} must be printable text",
-             hint="name each step, for example ys step run fetch -- curl ...")
+        fail(
+            "INVALID_ARGUMENT",
+            f"step key {key!r} must be printable text",
+            hint="name each step, for example ys step run fetch -- curl ...",
+        )
     from ys.client import Transport
     from ys.sdk import InfrastructureFailure, Suspend
     from ys.worker import ApiBackend, make_step
@@ -116,7 +122,8 @@ def _state() -> dict[str, Any]:
     transport = Transport(socket_path, timeout=60.0, token=token)
     try:
         out: dict[str, Any] = transport.request(
-            "GET", f"{ApiBackend(transport, execution_id).base}/run")
+            "GET", f"{ApiBackend(transport, execution_id).base}/run"
+        )
     except YsError as exc:
         _infra(exc)  # no script goes on with params it could not read
     return out
@@ -141,20 +148,28 @@ def _execute(argv: list[str]) -> dict[str, Any]:
         sys.stderr.write(f"ys step run: {argv[0]}: {exc.strerror or exc}\n")
         return {"stdout": "", "status": 127}
     code = done.returncode
-    return {"stdout": done.stdout.decode("utf-8", errors="replace"),
-            "status": 128 - code if code < 0 else code}
+    return {
+        "stdout": done.stdout.decode("utf-8", errors="replace"),
+        "status": 128 - code if code < 0 else code,
+    }
 
 
 def run(key: str, command: list[str], json_: bool = False) -> int:
     """Run the command once and record its stdout and exit status; on replay print the saved
     stdout and exit with the saved status without running it."""
     if not command:
-        fail("INVALID_ARGUMENT", "ys step run needs a command after the key",
-             hint="write ys step run KEY -- CMD [ARGS...]")
+        fail(
+            "INVALID_ARGUMENT",
+            "ys step run needs a command after the key",
+            hint="write ys step run KEY -- CMD [ARGS...]",
+        )
     saved = _with_step(key, lambda step: step.run(key, _execute, list(command)))
     if not isinstance(saved, dict) or not isinstance(saved.get("status"), int):
-        fail("INVALID_ARGUMENT", f"step {key!r} was recorded by another kind of step",
-             hint="give each step its own key")
+        fail(
+            "INVALID_ARGUMENT",
+            f"step {key!r} was recorded by another kind of step",
+            hint="give each step its own key",
+        )
     if json_:
         emit_json({"stdout": saved.get("stdout", ""), "status": saved["status"]})
     else:
@@ -173,8 +188,14 @@ def sleep(key: str, duration: str, json_: bool = False) -> int:
     return 0
 
 
-def start(key: str, workflow: str, pairs: list[str] | None, spec: str | None,
-          detached: bool = False, json_: bool = False) -> int:
+def start(
+    key: str,
+    workflow: str,
+    pairs: list[str] | None,
+    spec: str | None,
+    detached: bool = False,
+    json_: bool = False,
+) -> int:
     """Start a child workflow once, however often the script runs; print its ID."""
     from ys.commands._params import build_params
 
@@ -202,8 +223,13 @@ def wait(key: str, store_key: str, timeout: str | None = None, json_: bool = Fal
 
     value = _with_step(key, action)
     if isinstance(value, WaitTimeout):
-        report(error("WAIT_TIMEOUT", value.message,
-                     hint=f"`ys store put {store_key} VALUE` gives it a value"))
+        report(
+            error(
+                "WAIT_TIMEOUT",
+                value.message,
+                hint=f"`ys store put {store_key} VALUE` gives it a value",
+            )
+        )
         return EXIT_TIMEOUT
     _print_value(value, json_)
     return 0
@@ -217,8 +243,11 @@ def params(key: str | None = None, json_: bool = False) -> int:
         emit_json(values)
         return 0
     if not isinstance(values, dict) or key not in values:
-        fail("NOT_FOUND", f"the execution has no param named {key!r}",
-             hint="`ys step params` prints them all")
+        fail(
+            "NOT_FOUND",
+            f"the execution has no param named {key!r}",
+            hint="`ys step params` prints them all",
+        )
     _print_value(values[key], json_)
     return 0
 
@@ -234,8 +263,9 @@ _SHAPES: dict[str, tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]]
 }
 
 
-def _parse(shape: tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]],
-           args: list[str]) -> dict[str, Any] | None:
+def _parse(
+    shape: tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]], args: list[str]
+) -> dict[str, Any] | None:
     names, optional, valued, flags = shape
     pos: list[str] = []
     opts: dict[str, Any] = {}
@@ -287,11 +317,13 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
             return None
         pairs = o.get("-p", []) + o.get("--param", [])
         spec = (o.get("--params") or [None])[0]
-        return lambda: start(parsed["key"], parsed["workflow"], pairs or None, spec,
-                             bool(o.get("--detached")), j)
+        return lambda: start(
+            parsed["key"], parsed["workflow"], pairs or None, spec, bool(o.get("--detached")), j
+        )
     if cmd == "wait":
         if len(o.get("--timeout", [])) > 1:
             return None
-        return lambda: wait(parsed["key"], parsed["store_key"], (o.get("--timeout") or [None])[0],
-                            j)
+        return lambda: wait(
+            parsed["key"], parsed["store_key"], (o.get("--timeout") or [None])[0], j
+        )
     return lambda: params(parsed.get("key"), j)

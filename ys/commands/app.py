@@ -78,7 +78,10 @@ def _version(value: bool) -> None:
 
 def _root(
     version: bool = typer.Option(
-        False, "--version", is_eager=True, callback=_version,
+        False,
+        "--version",
+        is_eager=True,
+        callback=_version,
         help="Print the version of ys and exit.",
     ),
 ) -> None:

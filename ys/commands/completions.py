@@ -36,8 +36,9 @@ def script(shell: str) -> str:
 
 
 def completions(
-    shell: Annotated[Shell, typer.Argument(help="The shell: bash, zsh or fish.",
-                                           show_default=False)],
+    shell: Annotated[
+        Shell, typer.Argument(help="The shell: bash, zsh or fish.", show_default=False)
+    ],
 ) -> None:
     """Print the shell completion script for bash, zsh or fish.
 

@@ -17,22 +17,42 @@ from ys.commands._opts import Json, add
 from ys.commands._output import client, emit_json, fail
 
 daemon_app = typer.Typer(
-    help="Run, start, stop and inspect the daemon.", no_args_is_help=True, suggest_commands=False,
+    help="Run, start, stop and inspect the daemon.",
+    no_args_is_help=True,
+    suggest_commands=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-Workflows = Annotated[str | None, typer.Option(
-    "--workflows", metavar="DIR", help="The workflows folder (default: YS_WORKFLOWS, or "
-                                       "workflows/ in the config folder).", show_default=False)]
-Concurrency = Annotated[int | None, typer.Option(
-    "--concurrency", min=1, help="How many deliveries may run at once (default: "
-                                 "YS_CONCURRENCY, concurrency in config.toml, or 4).",
-    show_default=False)]
-Database = Annotated[str | None, typer.Option(
-    "--database", metavar="URL", help="A PostgreSQL URL (postgresql://user@host:port/db) to "
-                                      "share with other daemons (default: YS_DATABASE, "
-                                      "database in config.toml, or the SQLite file).",
-    show_default=False)]
+Workflows = Annotated[
+    str | None,
+    typer.Option(
+        "--workflows",
+        metavar="DIR",
+        help="The workflows folder (default: YS_WORKFLOWS, or workflows/ in the config folder).",
+        show_default=False,
+    ),
+]
+Concurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        min=1,
+        help="How many deliveries may run at once (default: "
+        "YS_CONCURRENCY, concurrency in config.toml, or 4).",
+        show_default=False,
+    ),
+]
+Database = Annotated[
+    str | None,
+    typer.Option(
+        "--database",
+        metavar="URL",
+        help="A PostgreSQL URL (postgresql://user@host:port/db) to "
+        "share with other daemons (default: YS_DATABASE, "
+        "database in config.toml, or the SQLite file).",
+        show_default=False,
+    ),
+]
 
 
 def _alive(pid: int) -> bool:
@@ -49,8 +69,9 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def run(workflows: Workflows = None, concurrency: Concurrency = None,
-        database: Database = None) -> None:
+def run(
+    workflows: Workflows = None, concurrency: Concurrency = None, database: Database = None
+) -> None:
     """Run the daemon in the foreground until SIGTERM or Ctrl-C.
 
     This is what systemd or launchd runs. Its log goes to stderr. Settings that are wrong
@@ -62,8 +83,12 @@ def run(workflows: Workflows = None, concurrency: Concurrency = None,
     raise typer.Exit(run_daemon(resolve(workflows), concurrency=concurrency, database=database))
 
 
-def start(workflows: Workflows = None, concurrency: Concurrency = None,
-          database: Database = None, json_: Json = False) -> None:
+def start(
+    workflows: Workflows = None,
+    concurrency: Concurrency = None,
+    database: Database = None,
+    json_: Json = False,
+) -> None:
     """Start the daemon in the background and print its pid once it answers.
 
     If one already answers, print its pid and leave it as it is. The database URL reaches
@@ -77,8 +102,11 @@ def start(workflows: Workflows = None, concurrency: Concurrency = None,
     # refuse bad settings here, with their own message, rather than as a daemon that died
     settings.load(paths.config, concurrency=concurrency, database=database)
     running = ping(paths.socket)
-    pid = int(running["pid"]) if running else start_daemon(
-        paths, concurrency=concurrency, database=database)
+    pid = (
+        int(running["pid"])
+        if running
+        else start_daemon(paths, concurrency=concurrency, database=database)
+    )
     if json_:
         emit_json({"pid": pid, "started": running is None, "socket": str(paths.socket)})
         return
@@ -88,14 +116,21 @@ def start(workflows: Workflows = None, concurrency: Concurrency = None,
     if running:
         _render.note(f"a daemon already runs (pid {pid}) on {paths.socket}")
     else:
-        _render.note(f"started the daemon (pid {pid}) on {paths.socket}; "
-                     f"workflows in {paths.workflows}; log in {paths.daemon_log}")
+        _render.note(
+            f"started the daemon (pid {pid}) on {paths.socket}; "
+            f"workflows in {paths.workflows}; log in {paths.daemon_log}"
+        )
 
 
 def stop(
-    timeout: Annotated[str, typer.Option(
-        "--timeout", metavar="DURATION",
-        help="Wait this long for it to exit (90, 90s, 10m, ...), then exit 6.")] = "30s",
+    timeout: Annotated[
+        str,
+        typer.Option(
+            "--timeout",
+            metavar="DURATION",
+            help="Wait this long for it to exit (90, 90s, 10m, ...), then exit 6.",
+        ),
+    ] = "30s",
     json_: Json = False,
 ) -> None:
     """Stop the daemon gracefully and return once it has exited.
@@ -112,16 +147,22 @@ def stop(
     try:
         info = c.shutdown()
     except DaemonUnavailable:
-        fail("DAEMON_UNAVAILABLE", f"no daemon answers on {c.socket_path}; there is nothing "
-             "to stop", hint="`ys daemon status` says whether one runs")
+        fail(
+            "DAEMON_UNAVAILABLE",
+            f"no daemon answers on {c.socket_path}; there is nothing to stop",
+            hint="`ys daemon status` says whether one runs",
+        )
     finally:
         c.close()
     pid = int(info["pid"])
     deadline = time.monotonic() + seconds
     while _alive(pid) or ping(Path(c.socket_path), timeout=1.0) is not None:
         if time.monotonic() > deadline:
-            fail("TIMEOUT", f"the daemon (pid {pid}) is still running after {timeout}",
-                 hint=f"wait, or kill it with `kill {pid}`")
+            fail(
+                "TIMEOUT",
+                f"the daemon (pid {pid}) is still running after {timeout}",
+                hint=f"wait, or kill it with `kill {pid}`",
+            )
         time.sleep(0.05)
     if json_:
         emit_json({"pid": pid, "stopped": True})
@@ -143,8 +184,9 @@ def _status_rows(info: dict[str, Any]) -> Any:
     _render.add_row(g, "database", f"{database.get('location')} ({database.get('kind')})")
     _render.add_row(g, "uptime", format_duration(float(info.get("uptime_seconds") or 0)))
     _render.add_row(g, "started", _render.local(info.get("started_at")))
-    _render.add_row(g, "running",
-                    f"{info.get('running', 0)} of {info.get('concurrency', '?')} deliveries")
+    _render.add_row(
+        g, "running", f"{info.get('running', 0)} of {info.get('concurrency', '?')} deliveries"
+    )
     for key, value in (info.get("paths") or {}).items():
         _render.add_row(g, key, str(value))
     return g

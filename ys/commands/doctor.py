@@ -27,13 +27,31 @@ if TYPE_CHECKING:
 
 # The YS_ variables ys reads; any other is likely a typo.
 KNOWN_ENV = {
-    "YS_HOME", "YS_DB", "YS_WORKFLOWS", "YS_SOCKET", "YS_AUTOSTART", "YS_LOG_LEVEL",
-    "YS_LEASE_SECONDS", "YS_GRACE_SECONDS", "YS_RETRY_BASE_SECONDS", "YS_RETENTION_DAYS",
+    "YS_HOME",
+    "YS_DB",
+    "YS_WORKFLOWS",
+    "YS_SOCKET",
+    "YS_AUTOSTART",
+    "YS_LOG_LEVEL",
+    "YS_LEASE_SECONDS",
+    "YS_GRACE_SECONDS",
+    "YS_RETRY_BASE_SECONDS",
+    "YS_RETENTION_DAYS",
     "YS_READ_TIMEOUT_SECONDS",
     "YS_KEEPALIVE_SECONDS",
-    "YS_NO_FAST_PATH", "YS_DEBUG", "YS_CRASH_POINTS", "YS_EXECUTION_ID", "YS_DELIVERY_TOKEN",
-    "YS_WORKFLOW_FILE", "YS_ATTEMPT", "YS_CANCEL_GRACE_SECONDS", "YS_LOG_MAX_BYTES",
-    "YS_DAEMON_LOG_MAX_BYTES", "YS_DATABASE", "YS_CONCURRENCY", "YS_ON_FAILURE",
+    "YS_NO_FAST_PATH",
+    "YS_DEBUG",
+    "YS_CRASH_POINTS",
+    "YS_EXECUTION_ID",
+    "YS_DELIVERY_TOKEN",
+    "YS_WORKFLOW_FILE",
+    "YS_ATTEMPT",
+    "YS_CANCEL_GRACE_SECONDS",
+    "YS_LOG_MAX_BYTES",
+    "YS_DAEMON_LOG_MAX_BYTES",
+    "YS_DATABASE",
+    "YS_CONCURRENCY",
+    "YS_ON_FAILURE",
 }
 PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
 MAX_LISTED = 5
@@ -73,15 +91,20 @@ def _private(path: Path, what: str, mode: int) -> str | None:
     if st.st_uid != os.getuid():
         return f"{what} {path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
     if st.st_mode & 0o077:
-        return (f"{what} {path} is mode {stat.S_IMODE(st.st_mode):04o}, not {mode:04o}; "
-                f"run chmod {mode:o} {path}")
+        return (
+            f"{what} {path} is mode {stat.S_IMODE(st.st_mode):04o}, not {mode:04o}; "
+            f"run chmod {mode:o} {path}"
+        )
     return None
 
 
 def check_folders(paths: Paths) -> list[Check]:
     out = []
-    for name, path in (("home", paths.data), ("logs folder", paths.logs),
-                       ("runtime folder", paths.runtime)):
+    for name, path in (
+        ("home", paths.data),
+        ("logs folder", paths.logs),
+        ("runtime folder", paths.runtime),
+    ):
         if not path.exists():
             out.append(warning(name, f"{path} does not exist yet (the daemon makes it)"))
             continue
@@ -115,8 +138,9 @@ def check_workflows(paths: Paths) -> Check:
     if not folder.is_dir():
         return warning("workflows folder", f"{folder} does not exist yet (the daemon makes it)")
     problems = [p for p in [_unsafe(folder.resolve())] if p]
-    scripts = [p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "_"))
-               and p.is_file()]
+    scripts = [
+        p for p in sorted(folder.iterdir()) if not p.name.startswith((".", "_")) and p.is_file()
+    ]
     for script in scripts:
         try:
             why = _unsafe(script.resolve())
@@ -129,8 +153,11 @@ def check_workflows(paths: Paths) -> Check:
             problems.append(f"{name}: {error}")
     if problems:
         return failed("workflows folder", _listed(problems))
-    return passed("workflows folder", f"{folder}: {len(scripts)} file(s), owned by you and "
-                                      "not writable by others; every script loads")
+    return passed(
+        "workflows folder",
+        f"{folder}: {len(scripts)} file(s), owned by you and "
+        "not writable by others; every script loads",
+    )
 
 
 def script_errors(paths: Paths) -> list[tuple[str, str]]:
@@ -168,29 +195,45 @@ def check_daemon(paths: Paths, database: str | None = None) -> Check:
         if exc.code == "DAEMON_UNAVAILABLE":
             holder = lock_holder(paths.lock)
             if holder is not None:
-                return failed("daemon", f"pid {holder} holds the database lock {paths.lock} "
-                                        f"but does not answer on {paths.socket}: it is starting, "
-                                        f"or stuck; if it stays so, stop it with kill {holder}")
-            return warning("daemon", f"no daemon answers on {paths.socket}; commands start one "
-                                     "when needed (or `ys daemon start`)")
+                return failed(
+                    "daemon",
+                    f"pid {holder} holds the database lock {paths.lock} "
+                    f"but does not answer on {paths.socket}: it is starting, "
+                    f"or stuck; if it stays so, stop it with kill {holder}",
+                )
+            return warning(
+                "daemon",
+                f"no daemon answers on {paths.socket}; commands start one "
+                "when needed (or `ys daemon start`)",
+            )
         return failed("daemon", f"the daemon answered {exc.code}: {exc.message}")
     except OSError as exc:
         return failed("daemon", f"cannot reach {paths.socket}: {exc}")
     version = info.get("version")
     if version != __version__:
-        return failed("daemon", f"the daemon (pid {info.get('pid')}) runs ys {version}, this "
-                                f"command is ys {__version__}; restart it: ys daemon stop && "
-                                "ys daemon start")
+        return failed(
+            "daemon",
+            f"the daemon (pid {info.get('pid')}) runs ys {version}, this "
+            f"command is ys {__version__}; restart it: ys daemon stop && "
+            "ys daemon start",
+        )
     shown = (info.get("database") or {}).get("location")
     if database is not None and shown is not None and shown != database:
-        return failed("daemon", f"the daemon on {paths.socket} uses the database {shown}, not "
-                                f"{database}; check YS_DATABASE, config.toml and YS_SOCKET")
+        return failed(
+            "daemon",
+            f"the daemon on {paths.socket} uses the database {shown}, not "
+            f"{database}; check YS_DATABASE, config.toml and YS_SOCKET",
+        )
     served = (info.get("paths") or {}).get("db")
     if database is None and served and Path(served) != paths.db:
-        return failed("daemon", f"the daemon on {paths.socket} serves {served}, not {paths.db}; "
-                                "check YS_HOME, YS_DB and YS_SOCKET")
-    return passed("daemon", f"ys {version}, pid {info.get('pid')}, up "
-                            f"{_duration(info.get('uptime_seconds'))}")
+        return failed(
+            "daemon",
+            f"the daemon on {paths.socket} serves {served}, not {paths.db}; "
+            "check YS_HOME, YS_DB and YS_SOCKET",
+        )
+    return passed(
+        "daemon", f"ys {version}, pid {info.get('pid')}, up {_duration(info.get('uptime_seconds'))}"
+    )
 
 
 def lock_holder(lock: Path) -> int | None:
@@ -213,8 +256,7 @@ def lock_holder(lock: Path) -> int | None:
     except OSError:
         return pid  # elsewhere, a live pid is the best we know
     for fields in held:
-        if len(fields) > 5 and fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(
-                inode):
+        if len(fields) > 5 and fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(inode):
             return pid
     return None
 
@@ -251,27 +293,48 @@ def check_database(paths: Paths) -> list[Check]:
     problems = [why for f in health.files if (why := _private(f, "database file", 0o600))]
     if health.integrity:
         problems.append(f"integrity_check: {_listed(health.integrity)}")
-    out = [failed("database", _listed(problems)) if problems
-           else passed("database", f"{db}: integrity ok, private"), check_schema(health)]
+    out = [
+        failed("database", _listed(problems))
+        if problems
+        else passed("database", f"{db}: integrity ok, private"),
+        check_schema(health),
+    ]
     if health.mismatches:
-        out.append(failed("histories", f"{len(health.mismatches)} record(s) differ from their "
-                                       f"history: {_listed(health.mismatches)}"))
+        out.append(
+            failed(
+                "histories",
+                f"{len(health.mismatches)} record(s) differ from their "
+                f"history: {_listed(health.mismatches)}",
+            )
+        )
     else:
-        out.append(passed("histories", f"{health.executions} execution(s); every record equals "
-                                       "its folded history"))
+        out.append(
+            passed(
+                "histories",
+                f"{health.executions} execution(s); every record equals its folded history",
+            )
+        )
     return out
 
 
 def check_schema(health: Health) -> Check:
     """The schema's version and tables, as the store reports them."""
-    version, expected, missing = (health.schema_version, health.schema_expected,
-                                  health.missing_tables)
+    version, expected, missing = (
+        health.schema_version,
+        health.schema_expected,
+        health.missing_tables,
+    )
     if version != expected or missing:
-        return failed("schema", f"version {version} of {expected}"
-                                + (f"; missing tables: {', '.join(missing)}" if missing else "")
-                                + "; start the daemon of this version to migrate")
-    rows = ", ".join(f"{name} {health.rows.get(name, 0)}" for name in
-                     ("executions", "events", "steps", "effects", "kv", "schedules"))
+        return failed(
+            "schema",
+            f"version {version} of {expected}"
+            + (f"; missing tables: {', '.join(missing)}" if missing else "")
+            + "; start the daemon of this version to migrate",
+        )
+    rows = ", ".join(
+        f"{name} {health.rows.get(name, 0)}"
+        for name in ("executions", "events", "steps", "effects", "kv", "schedules")
+    )
     return passed("schema", f"version {version}; rows: {rows}")
 
 
@@ -287,8 +350,11 @@ def check_timezone() -> Check:
     try:
         ZoneInfo(name)
     except (ValueError, OSError, LookupError) as exc:
-        return failed("time zone", f"the local zone {name!r} does not load ({exc}); set TZ "
-                                   "to an IANA name such as Europe/Paris")
+        return failed(
+            "time zone",
+            f"the local zone {name!r} does not load ({exc}); set TZ "
+            "to an IANA name such as Europe/Paris",
+        )
     return passed("time zone", f"{name} (schedules without --tz use it)")
 
 
@@ -297,15 +363,23 @@ def check_environment() -> Check:
     unknown = [k for k in names if k not in KNOWN_ENV]
     stray = [k for k in names if k in PER_DELIVERY]
     if unknown:
-        return warning("environment", f"unknown variable(s) {', '.join(unknown)}: ys does not "
-                                      "read them (a typo?)")
+        return warning(
+            "environment",
+            f"unknown variable(s) {', '.join(unknown)}: ys does not read them (a typo?)",
+        )
     if stray:
-        return warning("environment", f"{', '.join(stray)} set outside a workflow; the daemon "
-                                      "sets these for each delivery")
+        return warning(
+            "environment",
+            f"{', '.join(stray)} set outside a workflow; the daemon sets these for each delivery",
+        )
     from ys.settings import redact
 
-    shown = ", ".join(f"{k}={redact(os.environ[k]) if k == 'YS_DATABASE' else os.environ[k]}"
-                      for k in names) or "no YS_ variables set"
+    shown = (
+        ", ".join(
+            f"{k}={redact(os.environ[k]) if k == 'YS_DATABASE' else os.environ[k]}" for k in names
+        )
+        or "no YS_ variables set"
+    )
     return passed("environment", shown)
 
 
@@ -315,15 +389,21 @@ def check_path() -> Check:
     bindir = os.path.dirname(sys.executable)
     scripts = shutil.which("ys", path=bindir + os.pathsep + os.environ.get("PATH", os.defpath))
     if scripts is None:
-        return failed("ys for scripts", f"no ys command in {bindir} or on PATH, so shell "
-                                        "workflows cannot run `ys step`; reinstall ys")
+        return failed(
+            "ys for scripts",
+            f"no ys command in {bindir} or on PATH, so shell "
+            "workflows cannot run `ys step`; reinstall ys",
+        )
     if Path(scripts).parent != Path(bindir):
-        return warning("ys for scripts", f"shell workflows would run {scripts}, from PATH, not "
-                                         f"the ys beside {sys.executable}")
+        return warning(
+            "ys for scripts",
+            f"shell workflows would run {scripts}, from PATH, not the ys beside {sys.executable}",
+        )
     yours = shutil.which("ys")
     if yours is not None and Path(yours).resolve() != Path(scripts).resolve():
-        return warning("ys for scripts", f"shell workflows run {scripts}, but `ys` on your "
-                                         f"PATH is {yours}")
+        return warning(
+            "ys for scripts", f"shell workflows run {scripts}, but `ys` on your PATH is {yours}"
+        )
     return passed("ys for scripts", f"{scripts} (shell workflows get {bindir} first on PATH)")
 
 
@@ -338,9 +418,17 @@ def checks() -> list[Check]:
         stored = check_postgres(settings.database)
     else:
         database, stored = None, check_database(paths)
-    return [settings_check, *check_folders(paths), check_socket(paths), check_workflows(paths),
-            check_daemon(paths, database), *stored, check_timezone(),
-            check_environment(), check_path()]
+    return [
+        settings_check,
+        *check_folders(paths),
+        check_socket(paths),
+        check_workflows(paths),
+        check_daemon(paths, database),
+        *stored,
+        check_timezone(),
+        check_environment(),
+        check_path(),
+    ]
 
 
 def doctor(json_: Json = False) -> None:
@@ -362,8 +450,7 @@ def doctor(json_: Json = False) -> None:
     else:
         from ys.commands import _render
 
-        marks = {"ok": ("ok  ", "green"), "warning": ("warn", "yellow"),
-                 "error": ("FAIL", "red")}
+        marks = {"ok": ("ok  ", "green"), "warning": ("warn", "yellow"), "error": ("FAIL", "red")}
         lines = []
         for c in results:
             mark, style = marks[c.level]
@@ -373,8 +460,9 @@ def doctor(json_: Json = False) -> None:
             lines.append(line)
         _render.show(*lines)
         bad = [c.name for c in results if not c.ok]
-        _render.note(f"{len(bad)} check(s) failed: {', '.join(bad)}" if bad
-                     else "all checks passed")
+        _render.note(
+            f"{len(bad)} check(s) failed: {', '.join(bad)}" if bad else "all checks passed"
+        )
     raise typer.Exit(0 if all(c.ok for c in results) else 1)
 
 

@@ -63,19 +63,38 @@ def ps(json_: Json = False) -> None:
 
 
 def list_(
-    status: Annotated[list[Status] | None, typer.Option(
-        "--status", help="Only executions with this status (repeat for several).",
-        show_default=False)] = None,
-    workflow: Annotated[str | None, typer.Option(
-        "--workflow", help="Only executions of this workflow.", show_default=False)] = None,
-    parent: Annotated[str | None, typer.Option(
-        "--parent", metavar="ID", help="Only the children this execution started.",
-        autocompletion=complete_executions, callback=non_empty, show_default=False)] = None,
-    limit: Annotated[int, typer.Option(
-        "--limit", min=1, max=1000, help="At most this many executions per page.")] = LIST_LIMIT,
-    page_token: Annotated[str | None, typer.Option(
-        "--page-token", help="Continue from where the previous page ended.",
-        show_default=False)] = None,
+    status: Annotated[
+        list[Status] | None,
+        typer.Option(
+            "--status",
+            help="Only executions with this status (repeat for several).",
+            show_default=False,
+        ),
+    ] = None,
+    workflow: Annotated[
+        str | None,
+        typer.Option("--workflow", help="Only executions of this workflow.", show_default=False),
+    ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--parent",
+            metavar="ID",
+            help="Only the children this execution started.",
+            autocompletion=complete_executions,
+            callback=non_empty,
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
+    ] = LIST_LIMIT,
+    page_token: Annotated[
+        str | None,
+        typer.Option(
+            "--page-token", help="Continue from where the previous page ended.", show_default=False
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """List all executions, newest admitted first, a page at a time.
@@ -83,8 +102,13 @@ def list_(
     For people the next page's token is printed on stderr; with --json it is next_page_token.
     """
     with client() as c:
-        page = c.list(status=[s.value for s in status or []], workflow=workflow, parent=parent,
-                      limit=limit, page_token=page_token)
+        page = c.list(
+            status=[s.value for s in status or []],
+            workflow=workflow,
+            parent=parent,
+            limit=limit,
+            page_token=page_token,
+        )
     if json_:
         emit_json(page)
         return
@@ -134,9 +158,12 @@ def wait(execution_id: ExecutionId, timeout: Timeout = None, json_: Json = False
 
         _render.show_record(record)
     if record["status"] not in TERMINAL:
-        fail("TIMEOUT", f"{execution_id} is still {record['status']} after "
-             f"{format_duration(seconds or 0)}", hint="wait longer with --timeout, or see where "
-             f"it is with `ys describe {shlex.quote(execution_id)}`")
+        fail(
+            "TIMEOUT",
+            f"{execution_id} is still {record['status']} after {format_duration(seconds or 0)}",
+            hint="wait longer with --timeout, or see where "
+            f"it is with `ys describe {shlex.quote(execution_id)}`",
+        )
     raise typer.Exit(outcome_exit_code(record))
 
 

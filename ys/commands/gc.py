@@ -11,13 +11,23 @@ from ys.commands._output import client, emit_json
 
 
 def gc(
-    older_than: Annotated[str | None, typer.Option(
-        "--older-than", metavar="DURATION",
-        help="Prune executions finished longer ago than this (90, 10m, 2h, 30d; default: "
-             "the daemon's YS_RETENTION_DAYS, 30 days).", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Say how many would be pruned (with --json, which) and change "
-                          "nothing.")] = False,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Prune executions finished longer ago than this (90, 10m, 2h, 30d; default: "
+            "the daemon's YS_RETENTION_DAYS, 30 days).",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say how many would be pruned (with --json, which) and change nothing.",
+        ),
+    ] = False,
     json_: Json = False,
 ) -> None:
     """Prune finished executions (completed, failed, cancelled) and their logs.
@@ -47,8 +57,10 @@ def gc(
     if n == 0:
         _render.note(f"nothing to prune: no execution{age}")
     elif dry_run:
-        _render.note(f"would prune {what}; `ys gc --dry-run --json` lists them, and running it "
-                     "again without --dry-run prunes them")
+        _render.note(
+            f"would prune {what}; `ys gc --dry-run --json` lists them, and running it "
+            "again without --dry-run prunes them"
+        )
     else:
         _render.note(f"pruned {what} and their logs")
 

@@ -48,29 +48,68 @@ def follow(c: Any, execution_id: str, token: str | None, limit: int, json_: bool
 
 
 def history(
-    execution_id: Annotated[str | None, typer.Argument(
-        metavar="[ID]", help="The execution's ID (or --all).", show_default=False,
-        autocompletion=complete_executions, callback=non_empty)] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, max=1000, help="At most this many events per page (default 100).",
-        show_default=False)] = None,
-    page_token: Annotated[str | None, typer.Option(
-        "--page-token", help="Continue from where the previous page ended.",
-        show_default=False)] = None,
-    follow_: Annotated[bool, typer.Option(
-        "--follow", "-f", help="Keep printing events as they happen, until the execution "
-                               "finishes. With --json: one JSON event per line.")] = False,
-    all_: Annotated[bool, typer.Option(
-        "--all", help="Every execution's events, in commit order, as JSON lines with --json "
-                      "(each with execution_id, workflow and its cursor); with --follow, "
-                      "for as long as it runs, across daemon restarts.")] = False,
-    since: Annotated[str | None, typer.Option(
-        "--since", metavar="DURATION", help="With --all: start with the events of this long "
-                                            "ago (90, 10m, 2h, 1d) instead of now.",
-        show_default=False)] = None,
-    cursor: Annotated[str | None, typer.Option(
-        "--cursor", help="With --all: start after the event that carried this cursor.",
-        show_default=False)] = None,
+    execution_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ID]",
+            help="The execution's ID (or --all).",
+            show_default=False,
+            autocompletion=complete_executions,
+            callback=non_empty,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            max=1000,
+            help="At most this many events per page (default 100).",
+            show_default=False,
+        ),
+    ] = None,
+    page_token: Annotated[
+        str | None,
+        typer.Option(
+            "--page-token", help="Continue from where the previous page ended.", show_default=False
+        ),
+    ] = None,
+    follow_: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing events as they happen, until the execution "
+            "finishes. With --json: one JSON event per line.",
+        ),
+    ] = False,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every execution's events, in commit order, as JSON lines with --json "
+            "(each with execution_id, workflow and its cursor); with --follow, "
+            "for as long as it runs, across daemon restarts.",
+        ),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DURATION",
+            help="With --all: start with the events of this long "
+            "ago (90, 10m, 2h, 1d) instead of now.",
+            show_default=False,
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor",
+            help="With --all: start after the event that carried this cursor.",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Show an execution's event history (seq, time, kind, data), a page at a time; or, with
@@ -99,12 +138,20 @@ def history(
         _render.show(_render.event_line(event))
     if page.get("next_page_token"):
         size = f" --limit {limit}" if limit else ""
-        _render.note(f"more: ys history {shlex.quote(execution_id)}{size} "
-                     f"--page-token {page['next_page_token']}")
+        _render.note(
+            f"more: ys history {shlex.quote(execution_id)}{size} "
+            f"--page-token {page['next_page_token']}"
+        )
 
 
-def _all(execution_id: str | None, all_: bool, since: str | None, cursor: str | None,
-         follow_: bool, json_: bool) -> None:
+def _all(
+    execution_id: str | None,
+    all_: bool,
+    since: str | None,
+    cursor: str | None,
+    follow_: bool,
+    json_: bool,
+) -> None:
     if not all_:
         fail("INVALID_ARGUMENT", "--since and --cursor go with --all")
     if execution_id is not None:

@@ -52,7 +52,8 @@ class _Tail:
         self.offsets[attempt] = self.offsets.get(attempt, 0) + len(data)
         if self.json:
             dec = self.decoders.setdefault(
-                attempt, codecs.getincrementaldecoder("utf-8")("replace"))
+                attempt, codecs.getincrementaldecoder("utf-8")("replace")
+            )
             emit_json_line({"attempt": attempt, "text": dec.decode(data)})
             return
         if attempt != self.current:
@@ -82,13 +83,25 @@ def _follow(c: Any, folder: Path, execution_id: str, only: int | None, json_: bo
 
 def logs(
     execution_id: ExecutionId,
-    attempt: Annotated[int | None, typer.Option(
-        "--attempt", min=1, help="Only this delivery attempt (1 is the first).",
-        show_default=False)] = None,
-    follow: Annotated[bool, typer.Option(
-        "--follow", "-f", help="Keep printing as the script prints, through later attempts, "
-                               "until the execution finishes. With --json: one "
-                               '{"attempt", "text"} object per line.')] = False,
+    attempt: Annotated[
+        int | None,
+        typer.Option(
+            "--attempt",
+            min=1,
+            help="Only this delivery attempt (1 is the first).",
+            show_default=False,
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing as the script prints, through later attempts, "
+            "until the execution finishes. With --json: one "
+            '{"attempt", "text"} object per line.',
+        ),
+    ] = False,
     json_: Json = False,
 ) -> None:
     """Show what the workflow script printed (stdout and stderr), per delivery attempt.
@@ -110,11 +123,21 @@ def logs(
     if attempt is not None:
         files = [(n, p) for n, p in files if n == attempt]
         if not files:
-            fail("NOT_FOUND", f"{execution_id} has no log for attempt {attempt}",
-                 hint=f"it has had {record['attempts']} attempt(s)")
+            fail(
+                "NOT_FOUND",
+                f"{execution_id} has no log for attempt {attempt}",
+                hint=f"it has had {record['attempts']} attempt(s)",
+            )
     if json_:
-        emit_json({"execution_id": execution_id, "logs": [
-            {"attempt": n, "text": p.read_bytes().decode("utf-8", "replace")} for n, p in files]})
+        emit_json(
+            {
+                "execution_id": execution_id,
+                "logs": [
+                    {"attempt": n, "text": p.read_bytes().decode("utf-8", "replace")}
+                    for n, p in files
+                ],
+            }
+        )
         return
     if not files:
         from ys.commands import _render

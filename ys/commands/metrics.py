@@ -32,8 +32,12 @@ def parse(text: str) -> list[dict[str, Any]]:
     from prometheus_client.parser import text_string_to_metric_families
 
     return [
-        {"name": f.name, "type": f.type, "help": f.documentation,
-         "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]}
+        {
+            "name": f.name,
+            "type": f.type,
+            "help": f.documentation,
+            "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples],
+        }
         for f in text_string_to_metric_families(text)
     ]
 

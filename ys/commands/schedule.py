@@ -19,7 +19,8 @@ from ys.errors import YsError
 
 schedule_app = typer.Typer(
     help="Cron schedules: trigger a workflow at the times a cron expression names.",
-    no_args_is_help=True, suggest_commands=False,
+    no_args_is_help=True,
+    suggest_commands=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -37,13 +38,23 @@ class Overlap(StrEnum):
 
 
 def complete_schedules(incomplete: str) -> list[str]:
-    return [n for n in _ask(lambda c: (s["name"] for s in c.schedules()["schedules"]))
-            if n.startswith(incomplete)]
+    return [
+        n
+        for n in _ask(lambda c: (s["name"] for s in c.schedules()["schedules"]))
+        if n.startswith(incomplete)
+    ]
 
 
-Name = Annotated[str, typer.Argument(
-    metavar="NAME", help="The schedule's name.", autocompletion=complete_schedules,
-    callback=non_empty, show_default=False)]
+Name = Annotated[
+    str,
+    typer.Argument(
+        metavar="NAME",
+        help="The schedule's name.",
+        autocompletion=complete_schedules,
+        callback=non_empty,
+        show_default=False,
+    ),
+]
 
 
 def local_tz() -> str:
@@ -72,42 +83,101 @@ def _known(name: str, fn: Any) -> Any:
 
 
 def add_(
-    name: Annotated[str, typer.Argument(
-        metavar="NAME", help="The schedule's name: printable text without '@', at most 128 "
-                             "characters. Its fires are executions NAME@<slot in UTC>.", callback=non_empty,
-        show_default=False)],
-    workflow: Annotated[str, typer.Argument(
-        metavar="WORKFLOW", help="The workflow to trigger.", autocompletion=complete_workflows,
-        show_default=False)],
-    cron: Annotated[str, typer.Option(
-        "--cron", metavar="EXPR", help='When: a cron expression of five fields, minute hour '
-                                       'day month weekday, such as "0 3 * * *" (03:00 every '
-                                       'day) or "*/15 * * * *"; or @hourly, @daily, @weekly, '
-                                       '@monthly, @yearly.', show_default=False)],
-    tz: Annotated[str | None, typer.Option(
-        "--tz", metavar="ZONE", help="The time zone the expression is read in, an IANA name "
-                                     "such as Europe/Paris or UTC (default: this machine's).",
-        show_default=False)] = None,
-    param: Annotated[list[str] | None, typer.Option(
-        "-p", "--param", metavar="KEY=VALUE",
-        help="A param of every fire (repeatable); the value is JSON when it parses, else text.",
-        show_default=False)] = None,
-    params: Annotated[str | None, typer.Option(
-        "--params", metavar="JSON|@FILE|-", help="All params as a JSON object.",
-        show_default=False)] = None,
-    catch_up: Annotated[CatchUp, typer.Option(
-        "--catch-up", help="Slots missed while the machine slept or the daemon was down: fire "
-                           "the latest once, all of them, or skip them.")] = CatchUp.once,
-    max_late: Annotated[str | None, typer.Option(
-        "--max-late", metavar="DURATION", help="Never fire a missed slot older than this (90, "
-                                               "10m, 2h, 1d).", show_default=False)] = None,
-    overlap: Annotated[Overlap, typer.Option(
-        "--overlap", help="When the previous fire still runs: skip this one, queue it (at most "
-                          "one waits), or allow both to run.")] = Overlap.skip,
-    jitter: Annotated[str | None, typer.Option(
-        "--jitter", metavar="DURATION", help="Delay every fire by a fixed amount below this, "
-                                             "chosen from the name (spreads a fleet).",
-        show_default=False)] = None,
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="The schedule's name: printable text without '@', at most 128 "
+            "characters. Its fires are executions NAME@<slot in UTC>.",
+            callback=non_empty,
+            show_default=False,
+        ),
+    ],
+    workflow: Annotated[
+        str,
+        typer.Argument(
+            metavar="WORKFLOW",
+            help="The workflow to trigger.",
+            autocompletion=complete_workflows,
+            show_default=False,
+        ),
+    ],
+    cron: Annotated[
+        str,
+        typer.Option(
+            "--cron",
+            metavar="EXPR",
+            help="When: a cron expression of five fields, minute hour "
+            'day month weekday, such as "0 3 * * *" (03:00 every '
+            'day) or "*/15 * * * *"; or @hourly, @daily, @weekly, '
+            "@monthly, @yearly.",
+            show_default=False,
+        ),
+    ],
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz",
+            metavar="ZONE",
+            help="The time zone the expression is read in, an IANA name "
+            "such as Europe/Paris or UTC (default: this machine's).",
+            show_default=False,
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            metavar="KEY=VALUE",
+            help="A param of every fire (repeatable); the value is JSON when it parses, else text.",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option(
+            "--params",
+            metavar="JSON|@FILE|-",
+            help="All params as a JSON object.",
+            show_default=False,
+        ),
+    ] = None,
+    catch_up: Annotated[
+        CatchUp,
+        typer.Option(
+            "--catch-up",
+            help="Slots missed while the machine slept or the daemon was down: fire "
+            "the latest once, all of them, or skip them.",
+        ),
+    ] = CatchUp.once,
+    max_late: Annotated[
+        str | None,
+        typer.Option(
+            "--max-late",
+            metavar="DURATION",
+            help="Never fire a missed slot older than this (90, 10m, 2h, 1d).",
+            show_default=False,
+        ),
+    ] = None,
+    overlap: Annotated[
+        Overlap,
+        typer.Option(
+            "--overlap",
+            help="When the previous fire still runs: skip this one, queue it (at most "
+            "one waits), or allow both to run.",
+        ),
+    ] = Overlap.skip,
+    jitter: Annotated[
+        str | None,
+        typer.Option(
+            "--jitter",
+            metavar="DURATION",
+            help="Delay every fire by a fixed amount below this, "
+            "chosen from the name (spreads a fleet).",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Add a schedule: trigger WORKFLOW at the times --cron names.
@@ -128,23 +198,34 @@ def add_(
     spread = 0.0 if jitter is None else parse_duration(jitter, "--jitter")
     with client() as c:
         try:
-            s = c.schedule_add(name, workflow, cron, tz=tz or local_tz(), params=body,
-                               catch_up=catch_up.value, overlap=overlap.value, max_late=late,
-                               jitter=spread)
+            s = c.schedule_add(
+                name,
+                workflow,
+                cron,
+                tz=tz or local_tz(),
+                params=body,
+                catch_up=catch_up.value,
+                overlap=overlap.value,
+                max_late=late,
+                jitter=spread,
+            )
         except YsError as exc:
             if exc.code == "INVALID_ARGUMENT":
                 from ys.cron import FIVE_FIELDS
 
-                exc.context["hint"] = (FIVE_FIELDS if "cron" in exc.message
-                                       else "see `ys schedule add --help`")
+                exc.context["hint"] = (
+                    FIVE_FIELDS if "cron" in exc.message else "see `ys schedule add --help`"
+                )
             raise
     if json_:
         emit_json(s)
         return
     from ys.commands import _render
 
-    _render.note(f"schedule {s['name']} triggers {s['workflow']} at {s['cron']} ({s['tz']}); "
-                 f"next at {_render.local_and_relative(s.get('next_fire_at'))}")
+    _render.note(
+        f"schedule {s['name']} triggers {s['workflow']} at {s['cron']} ({s['tz']}); "
+        f"next at {_render.local_and_relative(s.get('next_fire_at'))}"
+    )
 
 
 def list_(json_: Json = False) -> None:
@@ -158,24 +239,41 @@ def list_(json_: Json = False) -> None:
 
     items = result["schedules"]
     if not items:
-        _render.note("no schedules yet; add one with `ys schedule add NAME WORKFLOW --cron "
-                     "EXPR`, or declare one in a script")
+        _render.note(
+            "no schedules yet; add one with `ys schedule add NAME WORKFLOW --cron "
+            "EXPR`, or declare one in a script"
+        )
         return
     t = _render.table("NAME", "WORKFLOW", "CRON", "TZ", "NEXT", "LAST", "STATE", "SOURCE")
     for s in items:
-        state = _render.Text("paused", style="yellow") if s.get("paused") else (
-            _render.Text("queued", style="magenta") if s.get("queued") else
-            _render.Text("active", style="green"))
-        _render.add_row(t, s["name"], s["workflow"], s["cron"], s.get("tz") or "local",
-                        _render.local(s.get("next_fire_at")),
-                        _render.relative(s.get("last_fire_at")), state, s.get("source") or "-")
+        state = (
+            _render.Text("paused", style="yellow")
+            if s.get("paused")
+            else (
+                _render.Text("queued", style="magenta")
+                if s.get("queued")
+                else _render.Text("active", style="green")
+            )
+        )
+        _render.add_row(
+            t,
+            s["name"],
+            s["workflow"],
+            s["cron"],
+            s.get("tz") or "local",
+            _render.local(s.get("next_fire_at")),
+            _render.relative(s.get("last_fire_at")),
+            state,
+            s.get("source") or "-",
+        )
     _render.show(_render.fit(t, "NAME", "CRON"))
 
 
 def next_(
     name: Name,
-    n: Annotated[int, typer.Option(
-        "-n", "--count", min=1, max=1000, help="How many fire times to print.")] = 5,
+    n: Annotated[
+        int, typer.Option("-n", "--count", min=1, max=1000, help="How many fire times to print.")
+    ] = 5,
     json_: Json = False,
 ) -> None:
     """Print the schedule's next fire times, one ISO 8601 UTC time per line.
@@ -194,8 +292,9 @@ def next_(
 
         from ys.commands import _render
 
-        _render.note(f"schedule {name} is paused: nothing fires until "
-                     f"`ys schedule resume {quote(name)}`")
+        _render.note(
+            f"schedule {name} is paused: nothing fires until `ys schedule resume {quote(name)}`"
+        )
     sys.stdout.write("".join(f"{t}\n" for t in times))
 
 
@@ -232,12 +331,19 @@ def resume(name: Name, json_: Json = False) -> None:
         return
     from ys.commands import _render
 
-    _render.note(f"resumed schedule {name}; next at "
-                 f"{_render.local_and_relative(s.get('next_fire_at'))}")
+    _render.note(
+        f"resumed schedule {name}; next at {_render.local_and_relative(s.get('next_fire_at'))}"
+    )
 
 
-for _name, _fn in (("add", add_), ("list", list_), ("next", next_), ("rm", rm),
-                   ("pause", pause), ("resume", resume)):
+for _name, _fn in (
+    ("add", add_),
+    ("list", list_),
+    ("next", next_),
+    ("rm", rm),
+    ("pause", pause),
+    ("resume", resume),
+):
     add(schedule_app, _name, _fn)
 
 

@@ -30,8 +30,11 @@ def manager(platform: str | None = None) -> str:
         return "launchd"
     if p.startswith("linux"):
         return "systemd"
-    fail("INVALID_ARGUMENT", f"ys daemon install knows systemd (Linux) and launchd (macOS), "
-         f"not {p}", hint="run `ys daemon run` from your own service manager")
+    fail(
+        "INVALID_ARGUMENT",
+        f"ys daemon install knows systemd (Linux) and launchd (macOS), not {p}",
+        hint="run `ys daemon run` from your own service manager",
+    )
 
 
 def exec_argv() -> list[str]:
@@ -40,8 +43,7 @@ def exec_argv() -> list[str]:
 
 def environment() -> dict[str, str]:
     """The YS_ paths in force, made absolute (the service does not run in this folder)."""
-    return {k: str(Path(v).expanduser().absolute())
-            for k in CARRIED if (v := os.environ.get(k))}
+    return {k: str(Path(v).expanduser().absolute()) for k in CARRIED if (v := os.environ.get(k))}
 
 
 def unit_path() -> Path:
@@ -122,9 +124,11 @@ def _write(path: Path, data: bytes) -> bool:
 
 def _enable(kind: str, path: Path) -> list[str]:
     if kind == "systemd":
-        return ["systemctl --user daemon-reload && systemctl --user enable --now ys",
-                "loginctl enable-linger $USER   # keep it running while you are logged out "
-                "(servers, boxes without a login)"]
+        return [
+            "systemctl --user daemon-reload && systemctl --user enable --now ys",
+            "loginctl enable-linger $USER   # keep it running while you are logged out "
+            "(servers, boxes without a login)",
+        ]
     return [f'launchctl bootstrap gui/$(id -u) "{path}"']
 
 
@@ -147,20 +151,33 @@ def install(json_: Json = False) -> None:
     kind = manager()
     argv, env = exec_argv(), environment()
     path = service_path(kind)
-    data = (systemd_unit(argv, env).encode() if kind == "systemd"
-            else launchd_plist(argv, env, resolve().daemon_log))
+    data = (
+        systemd_unit(argv, env).encode()
+        if kind == "systemd"
+        else launchd_plist(argv, env, resolve().daemon_log)
+    )
     replaced = _write(path, data)
     enable = _enable(kind, path)
     if json_:
-        emit_json({"path": str(path), "manager": kind, "exec": argv, "environment": env,
-                   "replaced": replaced, "enable": enable})
+        emit_json(
+            {
+                "path": str(path),
+                "manager": kind,
+                "exec": argv,
+                "environment": env,
+                "replaced": replaced,
+                "enable": enable,
+            }
+        )
         return
     sys.stdout.write(f"{path}\n")
     from ys.commands import _render
 
     what = "systemd user unit" if kind == "systemd" else "launchd agent"
-    _render.note(f"{'rewrote' if replaced else 'wrote'} the {what} {path}, which runs "
-                 f"`{' '.join(argv)}`" + (f" with {', '.join(sorted(env))}" if env else ""))
+    _render.note(
+        f"{'rewrote' if replaced else 'wrote'} the {what} {path}, which runs "
+        f"`{' '.join(argv)}`" + (f" with {', '.join(sorted(env))}" if env else "")
+    )
     _render.note("enable and start it (stop a daemon started by hand first: `ys daemon stop`):")
     for line in enable:
         _render.note(f"  {line}")

@@ -15,20 +15,30 @@ from ys.commands._opts import Json, add, complete_workflows, reflow
 
 step_app = typer.Typer(
     help="Durable steps for shell workflows: run a command once, sleep, start a child, wait "
-         "for a value. They work only inside a script the daemon runs.",
-    no_args_is_help=True, suggest_commands=False,
+    "for a value. They work only inside a script the daemon runs.",
+    no_args_is_help=True,
+    suggest_commands=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-Key = Annotated[str, typer.Argument(
-    metavar="KEY", help="The step's key: unique within the script, the same on every run.",
-    show_default=False)]
+Key = Annotated[
+    str,
+    typer.Argument(
+        metavar="KEY",
+        help="The step's key: unique within the script, the same on every run.",
+        show_default=False,
+    ),
+]
 
 
 def run(
     key: Key,
-    command: Annotated[list[str], typer.Argument(
-        metavar="CMD...", help="The command and its arguments (after --).", show_default=False)],
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="CMD...", help="The command and its arguments (after --).", show_default=False
+        ),
+    ],
     json_: Json = False,
 ) -> None:
     """Run a command once and record its output and exit status.
@@ -46,8 +56,12 @@ def run(
 
 def sleep(
     key: Key,
-    duration: Annotated[str, typer.Argument(
-        metavar="DURATION", help="How long: 90, 90s, 10m, 2h, 1d.", show_default=False)],
+    duration: Annotated[
+        str,
+        typer.Argument(
+            metavar="DURATION", help="How long: 90, 90s, 10m, 2h, 1d.", show_default=False
+        ),
+    ],
     json_: Json = False,
 ) -> None:
     """Sleep durably: record the wake and end the script; it runs again from the top when due.
@@ -60,18 +74,37 @@ def sleep(
 
 def start(
     key: Key,
-    workflow: Annotated[str, typer.Argument(
-        metavar="WORKFLOW", help="The child's workflow.", autocompletion=complete_workflows,
-        show_default=False)],
-    param: Annotated[list[str] | None, typer.Option(
-        "-p", "--param", metavar="KEY=VALUE",
-        help="A param of the child (repeatable); the value is JSON when it parses, else text.",
-        show_default=False)] = None,
-    params: Annotated[str | None, typer.Option(
-        "--params", metavar="JSON|@FILE|-", help="All the child's params as a JSON object.",
-        show_default=False)] = None,
-    detached: Annotated[bool, typer.Option(
-        "--detached", help="The child is not cancelled with this execution.")] = False,
+    workflow: Annotated[
+        str,
+        typer.Argument(
+            metavar="WORKFLOW",
+            help="The child's workflow.",
+            autocompletion=complete_workflows,
+            show_default=False,
+        ),
+    ],
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            metavar="KEY=VALUE",
+            help="A param of the child (repeatable); the value is JSON when it parses, else text.",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option(
+            "--params",
+            metavar="JSON|@FILE|-",
+            help="All the child's params as a JSON object.",
+            show_default=False,
+        ),
+    ] = None,
+    detached: Annotated[
+        bool, typer.Option("--detached", help="The child is not cancelled with this execution.")
+    ] = False,
     json_: Json = False,
 ) -> None:
     """Start a child workflow once, however often the script runs, and print its ID.
@@ -84,13 +117,23 @@ def start(
 
 def wait(
     key: Key,
-    store_key: Annotated[str, typer.Argument(
-        metavar="STORE_KEY", help="The durable value to wait for (`ys store put`).",
-        show_default=False)],
-    timeout: Annotated[str | None, typer.Option(
-        "--timeout", metavar="DURATION",
-        help="Give up after this long (90, 10m, 2h, 1d): exit 6 with WAIT_TIMEOUT.",
-        show_default=False)] = None,
+    store_key: Annotated[
+        str,
+        typer.Argument(
+            metavar="STORE_KEY",
+            help="The durable value to wait for (`ys store put`).",
+            show_default=False,
+        ),
+    ],
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout",
+            metavar="DURATION",
+            help="Give up after this long (90, 10m, 2h, 1d): exit 6 with WAIT_TIMEOUT.",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Wait until a store key has a value and print it (text as it is, anything else as JSON).
@@ -102,9 +145,14 @@ def wait(
 
 
 def params(
-    key: Annotated[str | None, typer.Argument(
-        metavar="[NAME]", help="Print only this param (text as it is, anything else as JSON).",
-        show_default=False)] = None,
+    key: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]",
+            help="Print only this param (text as it is, anything else as JSON).",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Print the execution's params as JSON, or one of them."""
@@ -112,8 +160,11 @@ def params(
 
 
 # `ys step run KEY -- ls -la`: everything after KEY is the command, options included.
-step_app.command("run", help=reflow(run.__doc__), context_settings={
-    "allow_interspersed_args": False, "ignore_unknown_options": True})(run)
+step_app.command(
+    "run",
+    help=reflow(run.__doc__),
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)(run)
 add(step_app, "sleep", sleep)
 add(step_app, "start", start)
 add(step_app, "wait", wait)

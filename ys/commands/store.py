@@ -17,8 +17,10 @@ from ys.commands._params import param_value, read_params
 from ys.errors import YsError
 
 store_app = typer.Typer(
-    help="Durable values that workflows wait for: approvals, signals.", no_args_is_help=True,
-    suggest_commands=False, context_settings={"help_option_names": ["-h", "--help"]},
+    help="Durable values that workflows wait for: approvals, signals.",
+    no_args_is_help=True,
+    suggest_commands=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 NO_KEY = "`ys store ls` shows the keys there are"
@@ -30,9 +32,16 @@ def _complete_keys(incomplete: str) -> list[str]:
     return list(_ask(lambda c: (e["key"] for e in c.store_list(incomplete)["entries"])))
 
 
-Key = Annotated[str, typer.Argument(
-    metavar="KEY", help="The value's key, for example approve/order-42.",
-    autocompletion=_complete_keys, callback=non_empty, show_default=False)]
+Key = Annotated[
+    str,
+    typer.Argument(
+        metavar="KEY",
+        help="The value's key, for example approve/order-42.",
+        autocompletion=_complete_keys,
+        callback=non_empty,
+        show_default=False,
+    ),
+]
 
 
 @contextmanager
@@ -56,13 +65,26 @@ def read_value(text: str) -> Any:
 
 def put(
     key: Key,
-    value: Annotated[str, typer.Argument(
-        metavar="VALUE", help="JSON when it parses (true, 42, {\"a\": 1}), else the string "
-        "itself; @FILE reads JSON from a file, - reads JSON from stdin.", show_default=False)],
-    expect_version: Annotated[int | None, typer.Option(
-        "--expect-version", metavar="N", min=0, help="Write only if the key is at version N "
-        "now (0: it must not exist); otherwise exit 3 and change nothing.",
-        show_default=False)] = None,
+    value: Annotated[
+        str,
+        typer.Argument(
+            metavar="VALUE",
+            help='JSON when it parses (true, 42, {"a": 1}), else the string '
+            "itself; @FILE reads JSON from a file, - reads JSON from stdin.",
+            show_default=False,
+        ),
+    ],
+    expect_version: Annotated[
+        int | None,
+        typer.Option(
+            "--expect-version",
+            metavar="N",
+            min=0,
+            help="Write only if the key is at version N "
+            "now (0: it must not exist); otherwise exit 3 and change nothing.",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Store a new version of a value and wake every execution waiting on its key.
@@ -82,8 +104,12 @@ def put(
     from ys.commands import _render as r
 
     woken = int(out.get("woken") or 0)
-    r.show(Text(f"{out['key']} = version {out['version']} "
-                f"(woke {woken} waiting execution{'' if woken == 1 else 's'})"))
+    r.show(
+        Text(
+            f"{out['key']} = version {out['version']} "
+            f"(woke {woken} waiting execution{'' if woken == 1 else 's'})"
+        )
+    )
 
 
 def get(key: Key, json_: Json = False) -> None:
@@ -102,8 +128,12 @@ def get(key: Key, json_: Json = False) -> None:
 
 
 def ls(
-    prefix: Annotated[str, typer.Argument(
-        metavar="PREFIX", help="Only keys that start with this.", show_default=False)] = "",
+    prefix: Annotated[
+        str,
+        typer.Argument(
+            metavar="PREFIX", help="Only keys that start with this.", show_default=False
+        ),
+    ] = "",
     json_: Json = False,
 ) -> None:
     """List stored keys with their version and when they last changed, by key."""

@@ -36,8 +36,12 @@ def _until(iso: str | None, now: float) -> str:
     return "now" if left <= 0 else f"in {format_duration(left)}"
 
 
-def view(o: dict[str, Any] | None, problem: str | None = None, now: float | None = None,
-         expand: bool = True) -> Any:
+def view(
+    o: dict[str, Any] | None,
+    problem: str | None = None,
+    now: float | None = None,
+    expand: bool = True,
+) -> Any:
     """One frame: the daemon's health, then running, due, waiting, failed and late slots."""
     from rich import box
     from rich.console import Group
@@ -51,51 +55,92 @@ def view(o: dict[str, Any] | None, problem: str | None = None, now: float | None
         return Text(f"ys top: {problem or 'no answer yet'}  (q quits)", style="red")
     dm = o["daemon"]
     head = Text.assemble(
-        ("ys top", "bold"), f"  {dm['version']}  pid {dm['pid']}  up {_since(dm['started_at'], t)}",
+        ("ys top", "bold"),
+        f"  {dm['version']}  pid {dm['pid']}  up {_since(dm['started_at'], t)}",
         f"  running {o['counts']['running']}/{dm['concurrency']}",
         f"  admitted {o['counts']['admitted']}  suspended {o['counts']['suspended']}",
-        f"  db {dm['database']['bytes'] / 1048576:.1f} MiB", ("   q quits", "dim"))
+        f"  db {dm['database']['bytes'] / 1048576:.1f} MiB",
+        ("   q quits", "dim"),
+    )
     if problem:
         head.append(f"  ({problem})", style="red")
 
     def table(title: str, *cols: str) -> Table:
-        tb = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                   expand=expand, pad_edge=False, show_edge=False)
+        tb = Table(
+            title=title,
+            title_justify="left",
+            title_style="bold",
+            box=box.SIMPLE_HEAD,
+            expand=expand,
+            pad_edge=False,
+            show_edge=False,
+        )
         for c in cols:
-            tb.add_column(c, justify="right" if c in ("ATTEMPT", "PID") else "left",
-                          no_wrap=c in ("ELAPSED", "LEASE", "DUE", "FAILED"))
+            tb.add_column(
+                c,
+                justify="right" if c in ("ATTEMPT", "PID") else "left",
+                no_wrap=c in ("ELAPSED", "LEASE", "DUE", "FAILED"),
+            )
         return tb
 
-    running = table(f"Running ({len(o['running'])})", "EXECUTION", "WORKFLOW", "ELAPSED",
-                    "ATTEMPT", "LEASE", "PID")
+    running = table(
+        f"Running ({len(o['running'])})",
+        "EXECUTION",
+        "WORKFLOW",
+        "ELAPSED",
+        "ATTEMPT",
+        "LEASE",
+        "PID",
+    )
     for r in o["running"]:
-        running.add_row(cut(r["execution_id"], 48), r["workflow"], _since(r["claimed_at"], t),
-                        str(r["attempts"]), _until(r["lease_expires_at"], t).replace("in ", ""),
-                        str(r["pid"] or "-"))
+        running.add_row(
+            cut(r["execution_id"], 48),
+            r["workflow"],
+            _since(r["claimed_at"], t),
+            str(r["attempts"]),
+            _until(r["lease_expires_at"], t).replace("in ", ""),
+            str(r["pid"] or "-"),
+        )
     due = table(f"Due ({len(o['due'])})", "EXECUTION", "WORKFLOW", "STATUS", "DUE")
     for r in o["due"]:
-        due.add_row(cut(r["execution_id"], 48), r["workflow"],
-                    Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
-                    _until(r["due_at"], t))
+        due.add_row(
+            cut(r["execution_id"], 48),
+            r["workflow"],
+            Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
+            _until(r["due_at"], t),
+        )
     waiting = table(f"Waiting ({len(o['waiting'])})", "EXECUTION", "WORKFLOW", "WAITS ON")
     for r in o["waiting"]:
         on = ", ".join(w.get("key") or w.get("effect_id") or w["kind"] for w in r["waiting_on"])
-        waiting.add_row(cut(r["execution_id"], 48), r["workflow"],
-                        cut(on or (f"timer {_until(r['due_at'], t)}" if r["due_at"] else "-"), 60))
-    failed = table(f"Failed, 24 h ({len(o['failures'])})", "EXECUTION", "WORKFLOW", "ERROR",
-                   "FAILED")
+        waiting.add_row(
+            cut(r["execution_id"], 48),
+            r["workflow"],
+            cut(on or (f"timer {_until(r['due_at'], t)}" if r["due_at"] else "-"), 60),
+        )
+    failed = table(
+        f"Failed, 24 h ({len(o['failures'])})", "EXECUTION", "WORKFLOW", "ERROR", "FAILED"
+    )
     for r in o["failures"]:
         err = (r.get("outcome") or {}).get("error") or {}
-        failed.add_row(cut(r["execution_id"], 48), r["workflow"],
-                       Text(cut(f"{err.get('name', '')}: {err.get('message', '')}", 70),
-                            style="red"), f"{_since(r['updated_at'], t)} ago")
+        failed.add_row(
+            cut(r["execution_id"], 48),
+            r["workflow"],
+            Text(cut(f"{err.get('name', '')}: {err.get('message', '')}", 70), style="red"),
+            f"{_since(r['updated_at'], t)} ago",
+        )
     parts: list[Any] = [head, running, due, waiting, failed]
     if o["slots"]:
-        slots = table(f"Schedule slots late or skipped, 24 h ({len(o['slots'])})", "SCHEDULE",
-                      "SLOT", "WHAT", "WHY")
+        slots = table(
+            f"Schedule slots late or skipped, 24 h ({len(o['slots'])})",
+            "SCHEDULE",
+            "SLOT",
+            "WHAT",
+            "WHY",
+        )
         for s in o["slots"]:
-            slots.add_row(s["name"], s["slot"][:16].replace("T", " "), s["outcome"],
-                          cut(s["why"] or "", 80))
+            slots.add_row(
+                s["name"], s["slot"][:16].replace("T", " "), s["outcome"], cut(s["why"] or "", 80)
+            )
         parts.append(slots)
     return Group(*parts)
 

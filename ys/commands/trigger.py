@@ -18,27 +18,61 @@ class IfExists(StrEnum):
 
 
 def trigger(
-    workflow: Annotated[str, typer.Argument(
-        metavar="WORKFLOW", help="The workflow's name: its file name without the extension.",
-        autocompletion=complete_workflows, show_default=False)],
-    execution_id: Annotated[str | None, typer.Option(
-        "--id", metavar="ID", help="The execution's ID; ys makes one when it is not given.",
-        show_default=False)] = None,
-    param: Annotated[list[str] | None, typer.Option(
-        "-p", "--param", metavar="KEY=VALUE",
-        help="A param (repeatable). The value is JSON when it parses as JSON (-p order=42 is "
-             "the number 42), else a string. A key may be given once.",
-        show_default=False)] = None,
-    params: Annotated[str | None, typer.Option(
-        "--params", metavar="JSON|@FILE|-",
-        help="All params as JSON: the text itself, @FILE to read a file, or - to read stdin. "
-             "With -p it must be an object.", show_default=False)] = None,
-    if_exists: Annotated[IfExists, typer.Option(
-        "--if-exists", help="When the ID is in use: fail (exit 3), or use-existing (print the "
-                            "ID if the workflow and params are the same).")] = IfExists.fail,
-    wait: Annotated[bool, typer.Option(
-        "--wait", help="After printing the ID, wait until the execution is finished; exit 0 "
-                       "if it completed, 1 if it failed or was cancelled.")] = False,
+    workflow: Annotated[
+        str,
+        typer.Argument(
+            metavar="WORKFLOW",
+            help="The workflow's name: its file name without the extension.",
+            autocompletion=complete_workflows,
+            show_default=False,
+        ),
+    ],
+    execution_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            metavar="ID",
+            help="The execution's ID; ys makes one when it is not given.",
+            show_default=False,
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            metavar="KEY=VALUE",
+            help="A param (repeatable). The value is JSON when it parses as JSON (-p order=42 is "
+            "the number 42), else a string. A key may be given once.",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option(
+            "--params",
+            metavar="JSON|@FILE|-",
+            help="All params as JSON: the text itself, @FILE to read a file, or - to read stdin. "
+            "With -p it must be an object.",
+            show_default=False,
+        ),
+    ] = None,
+    if_exists: Annotated[
+        IfExists,
+        typer.Option(
+            "--if-exists",
+            help="When the ID is in use: fail (exit 3), or use-existing (print the "
+            "ID if the workflow and params are the same).",
+        ),
+    ] = IfExists.fail,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="After printing the ID, wait until the execution is finished; exit 0 "
+            "if it completed, 1 if it failed or was cancelled.",
+        ),
+    ] = False,
     timeout: Timeout = None,
     json_: Json = False,
 ) -> None:
@@ -51,8 +85,16 @@ def trigger(
     """
     if timeout is not None and not wait:
         fail("INVALID_ARGUMENT", "--timeout is for --wait", hint="add --wait, or drop --timeout")
-    code = _admit.trigger(workflow, execution_id, param, params, if_exists.value, json_,
-                          wait=wait, timeout=timeout_seconds(timeout))
+    code = _admit.trigger(
+        workflow,
+        execution_id,
+        param,
+        params,
+        if_exists.value,
+        json_,
+        wait=wait,
+        timeout=timeout_seconds(timeout),
+    )
     raise typer.Exit(code)
 
 

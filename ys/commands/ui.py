@@ -18,21 +18,51 @@ from ys.commands._output import client, emit_json, fail
 
 UPSTREAM_SECONDS = 90.0  # a page's long poll waits up to 25 s
 # Headers that pass through, each way (hop-by-hop and length headers never do).
-TO_DAEMON = {"host", "cookie", "content-type", "accept", "origin", "referer", "user-agent",
-             "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "hx-request",
-             "hx-current-url", "hx-target", "hx-trigger", "if-none-match"}
-TO_BROWSER = {"content-type", "set-cookie", "location", "cache-control", "etag",
-              "content-security-policy", "x-frame-options", "x-content-type-options",
-              "referrer-policy", "cross-origin-resource-policy", "server-timing"}
+TO_DAEMON = {
+    "host",
+    "cookie",
+    "content-type",
+    "accept",
+    "origin",
+    "referer",
+    "user-agent",
+    "sec-fetch-site",
+    "sec-fetch-mode",
+    "sec-fetch-dest",
+    "hx-request",
+    "hx-current-url",
+    "hx-target",
+    "hx-trigger",
+    "if-none-match",
+}
+TO_BROWSER = {
+    "content-type",
+    "set-cookie",
+    "location",
+    "cache-control",
+    "etag",
+    "content-security-policy",
+    "x-frame-options",
+    "x-content-type-options",
+    "referrer-policy",
+    "cross-origin-resource-policy",
+    "server-timing",
+}
 
 
 def _page(status: int, text: str) -> Any:
     from aiohttp import web
 
-    html = (f"<!doctype html><meta charset=utf-8><title>ys</title><p>{text}</p>")
-    return web.Response(status=status, text=html, content_type="text/html", headers={
-        "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
-        "X-Frame-Options": "DENY"})
+    html = f"<!doctype html><meta charset=utf-8><title>ys</title><p>{text}</p>"
+    return web.Response(
+        status=status,
+        text=html,
+        content_type="text/html",
+        headers={
+            "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+            "X-Frame-Options": "DENY",
+        },
+    )
 
 
 def make_app(socket_path: str, port_of: Any) -> Any:
@@ -62,21 +92,29 @@ def make_app(socket_path: str, port_of: Any) -> Any:
         session: ClientSession = request.app["session"]
         try:
             async with session.request(
-                request.method, URL("http://ys" + request.raw_path, encoded=True),
-                headers=headers, data=body or None, allow_redirects=False,
+                request.method,
+                URL("http://ys" + request.raw_path, encoded=True),
+                headers=headers,
+                data=body or None,
+                allow_redirects=False,
             ) as up:
                 data = await up.read()
-                back = CIMultiDict((k, v) for k, v in up.headers.items()
-                                   if k.lower() in TO_BROWSER)
+                back = CIMultiDict((k, v) for k, v in up.headers.items() if k.lower() in TO_BROWSER)
                 return web.Response(status=up.status, body=data, headers=back)
         except (TimeoutError, ClientError, OSError):
-            return _page(502, f"The daemon does not answer on {socket_path}; start it with "
-                              "<code>ys daemon start</code>, then reload.")
+            return _page(
+                502,
+                f"The daemon does not answer on {socket_path}; start it with "
+                "<code>ys daemon start</code>, then reload.",
+            )
 
     async def start(app: web.Application) -> None:
         app["session"] = ClientSession(
-            connector=UnixConnector(path=socket_path), cookie_jar=DummyCookieJar(),
-            timeout=ClientTimeout(total=UPSTREAM_SECONDS), auto_decompress=False)
+            connector=UnixConnector(path=socket_path),
+            cookie_jar=DummyCookieJar(),
+            timeout=ClientTimeout(total=UPSTREAM_SECONDS),
+            auto_decompress=False,
+        )
 
     async def stop(app: web.Application) -> None:
         await app["session"].close()
@@ -96,16 +134,23 @@ async def _serve(socket_path: str, port: int, announce: Any) -> None:
 
     bound: list[int] = []
     # On Ctrl-C, a page's long poll in flight is not waited for (it would hold the exit 25 s).
-    runner = web.AppRunner(make_app(socket_path, lambda: bound[0] if bound else port),
-                           access_log=None, handle_signals=False, shutdown_timeout=0.5)
+    runner = web.AppRunner(
+        make_app(socket_path, lambda: bound[0] if bound else port),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=0.5,
+    )
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=False)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        fail("INVALID_ARGUMENT", f"cannot listen on 127.0.0.1:{port} ({exc.strerror})",
-             hint="choose another --port, or leave it out for a free one")
+        fail(
+            "INVALID_ARGUMENT",
+            f"cannot listen on 127.0.0.1:{port} ({exc.strerror})",
+            hint="choose another --port, or leave it out for a free one",
+        )
     server = getattr(site, "_server", None)
     bound.append(server.sockets[0].getsockname()[1] if server and server.sockets else port)
     stop = asyncio.Event()
@@ -120,11 +165,18 @@ async def _serve(socket_path: str, port: int, announce: Any) -> None:
 
 
 def ui(
-    port: Annotated[int, typer.Option(
-        "--port", min=0, max=65535,
-        help="Listen on this port of 127.0.0.1 (default: a free one).")] = 0,
-    no_open: Annotated[bool, typer.Option(
-        "--no-open", help="Print the URL; do not open a browser.")] = False,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            help="Listen on this port of 127.0.0.1 (default: a free one).",
+        ),
+    ] = 0,
+    no_open: Annotated[
+        bool, typer.Option("--no-open", help="Print the URL; do not open a browser.")
+    ] = False,
     json_: Json = False,
 ) -> None:
     """Open the dashboard: what runs, what waits and why, what failed; cancel and wake.
@@ -146,8 +198,10 @@ def ui(
         sys.stdout.flush()
         from ys.commands import _render
 
-        _render.note(f"serving the dashboard on http://127.0.0.1:{bound}/ui/ (the link works "
-                     "once, for 15 minutes); Ctrl-C stops")
+        _render.note(
+            f"serving the dashboard on http://127.0.0.1:{bound}/ui/ (the link works "
+            "once, for 15 minutes); Ctrl-C stops"
+        )
         if not no_open:
             import webbrowser
 

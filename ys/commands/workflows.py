@@ -33,9 +33,16 @@ def workflows(json_: Json = False) -> None:
     for w in items:
         error = _render.Text(_render.cut(w.get("error") or "", 100), style="red")
         version = (w.get("sha256") or "-")[:12] + (" pin" if w.get("pin") else "")
-        _render.add_row(t, w["name"], w.get("kind") or "", version,
-                        str(w.get("older_live") or 0),
-                        _render.compact(w.get("schedule") or "-", 40), w.get("path") or "", error)
+        _render.add_row(
+            t,
+            w["name"],
+            w.get("kind") or "",
+            version,
+            str(w.get("older_live") or 0),
+            _render.compact(w.get("schedule") or "-", 40),
+            w.get("path") or "",
+            error,
+        )
     _render.show(_render.fit(t, "PATH", "ERROR", "SCHEDULE"))
 
 

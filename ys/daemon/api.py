@@ -58,8 +58,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     uid = peer_uid(request)
     if uid != os.getuid():
         log.warning("refused a connection from uid %s", uid)
-        return _json({"code": "PERMISSION_DENIED",
-                      "message": "this daemon serves only its own user"}, 403)
+        return _json(
+            {"code": "PERMISSION_DENIED", "message": "this daemon serves only its own user"}, 403
+        )
     try:
         return await within_limits(request, handler)  # the body's size limit and read timeout
     except YsError as exc:
@@ -69,8 +70,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
             return too_large(request, request.app[SETTINGS].max_body)
         if exc.status >= 400:
             code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status, "INVALID_ARGUMENT")
-            return _json({"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
-                         exc.status)
+            return _json(
+                {"code": code, "message": f"{request.method} {request.path}: {exc.reason}"},
+                exc.status,
+            )
         raise
     except Exception as exc:
         log.exception("internal error on %s %s", request.method, request.path)
@@ -128,16 +131,27 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def version(self, request: web.Request) -> web.Response:
         p = self.d.paths
-        return _json({
-            "version": __version__, "pid": os.getpid(), "started_at": views.iso(self.d.started_at),
-            "uptime_seconds": round(time.time() - self.d.started_at, 3),
-            "concurrency": self.d.dispatcher.concurrency, "running": len(self.d.dispatcher.running),
-            "daemon_id": self.d.daemon_id,
-            "database": {"kind": "postgresql" if self.d.settings.postgres else "sqlite",
-                         "location": self.d.settings.database_shown(p.db)},
-            "paths": {"db": str(p.db), "workflows": str(p.workflows), "socket": str(p.socket),
-                      "logs": str(p.logs)},
-        })
+        return _json(
+            {
+                "version": __version__,
+                "pid": os.getpid(),
+                "started_at": views.iso(self.d.started_at),
+                "uptime_seconds": round(time.time() - self.d.started_at, 3),
+                "concurrency": self.d.dispatcher.concurrency,
+                "running": len(self.d.dispatcher.running),
+                "daemon_id": self.d.daemon_id,
+                "database": {
+                    "kind": "postgresql" if self.d.settings.postgres else "sqlite",
+                    "location": self.d.settings.database_shown(p.db),
+                },
+                "paths": {
+                    "db": str(p.db),
+                    "workflows": str(p.workflows),
+                    "socket": str(p.socket),
+                    "logs": str(p.logs),
+                },
+            }
+        )
 
     async def shutdown(self, request: web.Request) -> web.Response:
         self.d.request_stop()
@@ -145,8 +159,14 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def workflows(self, request: web.Request) -> web.Response:
         stale = await self.call(self.d.store.stale_scripts)
-        return _json({"workflows": [w.to_json() | {"older_live": stale.get(w.name, 0)}
-                                    for w in self.d.registry.listing()]})
+        return _json(
+            {
+                "workflows": [
+                    w.to_json() | {"older_live": stale.get(w.name, 0)}
+                    for w in self.d.registry.listing()
+                ]
+            }
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
         """This daemon's figures and the database's (read off the loop, then rendered)."""
@@ -161,8 +181,14 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         await self.known_workflow(req.workflow)
         store = self.d.store
         result = await self.write(
-            request, store.admit_async, store.admit, req.workflow, req.params,
-            context=req.context, execution_id=req.execution_id, if_exists=req.if_exists,
+            request,
+            store.admit_async,
+            store.admit,
+            req.workflow,
+            req.params,
+            context=req.context,
+            execution_id=req.execution_id,
+            if_exists=req.if_exists,
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
@@ -170,19 +196,29 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             self.d.dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix
-                out["warning"] = (f"workflow {req.workflow} cannot run until its script is fixed; "
-                                  f"the execution waits: {wf.error}")
+                out["warning"] = (
+                    f"workflow {req.workflow} cannot run until its script is fixed; "
+                    f"the execution waits: {wf.error}"
+                )
         return _json(out, 201 if result.started else 200)
 
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
         page = await self.call(
-            self.d.store.list, statuses=q.statuses or None, workflow=q.workflow,
-            parent=q.parent, limit=q.limit, page_token=q.page_token,
+            self.d.store.list,
+            statuses=q.statuses or None,
+            workflow=q.workflow,
+            parent=q.parent,
+            limit=q.limit,
+            page_token=q.page_token,
         )
         holders = await self._holders(page.items)
-        return _json({"executions": [self._record(r, holders) for r in page.items],
-                      "next_page_token": page.next_page_token})
+        return _json(
+            {
+                "executions": [self._record(r, holders) for r in page.items],
+                "next_page_token": page.next_page_token,
+            }
+        )
 
     def _record(self, r: Any, holders: dict[str, str] | None = None) -> dict[str, Any]:
         out = views.record(r)
@@ -205,8 +241,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def _holders(self, records: Sequence[Any]) -> dict[str, str]:
         """On a shared database, the daemons that hold the leases of running executions this
         daemon does not run, by execution ID ("daemon ID, daemon pid N")."""
-        ids = [r.execution_id for r in records
-               if r.status == "running" and r.execution_id not in self.d.dispatcher.running]
+        ids = [
+            r.execution_id
+            for r in records
+            if r.status == "running" and r.execution_id not in self.d.dispatcher.running
+        ]
         if not ids:
             return {}
         return dict(await self.call(self.d.store.lease_holders, ids))
@@ -232,13 +271,18 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         wf = self.d.registry.get(d.record.workflow)
         now = wf.sha256 if wf is not None else None
         out["script_sha256_now"] = now
-        out["script_changed"] = bool(d.record.script_sha256 and now
-                                     and now != d.record.script_sha256)
-        out["effects"] = [views.effect(e) for e in
-                          await self.call(self.d.store.effects, None, execution_id)]
+        out["script_changed"] = bool(
+            d.record.script_sha256 and now and now != d.record.script_sha256
+        )
+        out["effects"] = [
+            views.effect(e) for e in await self.call(self.d.store.effects, None, execution_id)
+        ]
         out["waiting_on"] = [
-            {**w, **({"since": views.iso(w["since"])} if "since" in w else {}),
-             **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {})}
+            {
+                **w,
+                **({"since": views.iso(w["since"])} if "since" in w else {}),
+                **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
+            }
             for w in await self.call(self.d.store.waits, execution_id)
         ]
         return _json(out)
@@ -246,10 +290,17 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def history(self, request: web.Request) -> web.Response:
         q = HistoryQuery.read(request)
         page = await self.call(
-            self.d.store.history, request.match_info["id"], q.limit, q.page_token,
+            self.d.store.history,
+            request.match_info["id"],
+            q.limit,
+            q.page_token,
         )
-        return _json({"events": [views.event(e) for e in page.items],
-                      "next_page_token": page.next_page_token})
+        return _json(
+            {
+                "events": [views.event(e) for e in page.items],
+                "next_page_token": page.next_page_token,
+            }
+        )
 
     async def wait(self, request: web.Request) -> web.Response:
         """Long poll: returns when the execution is terminal, or (with `after=N`) once its
@@ -260,8 +311,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         deadline = time.monotonic() + q.timeout
         while True:
             if self.d.hub.stopping:
-                raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
-                                        "it with `ys daemon start` and run the command again")
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    "the daemon is stopping; start "
+                    "it with `ys daemon start` and run the command again",
+                )
             ev = self.d.hub.watch(execution_id, ends_only=after_n is None)
             record = await self._load(execution_id)
             if record.terminal or (after_n is not None and record.history_length > after_n):
@@ -295,10 +349,14 @@ def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
     settings = settings or HttpSettings()
     app = web.Application(middlewares=[errors_middleware], client_max_size=settings.max_body)
     app[SETTINGS] = settings
-    app.add_routes([  # each with the Expect handler that refuses in JSON
-        web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler})
-        for r in api.routes()
-    ])
+    app.add_routes(
+        [  # each with the Expect handler that refuses in JSON
+            web.RouteDef(
+                r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect_handler}
+            )
+            for r in api.routes()
+        ]
+    )
     from ys.ui.server import install
 
     install(app, api)  # the dashboard's pages under /ui/ (Jinja2 loads at the first page)

@@ -28,7 +28,8 @@ T = TypeVar("T")
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(
         text=json.dumps(data, separators=(",", ":"), ensure_ascii=False),
-        status=status, content_type="application/json",
+        status=status,
+        content_type="application/json",
     )
 
 
@@ -49,11 +50,15 @@ async def _body(request: web.Request) -> dict[str, Any]:
         data = json.loads(await request.read())
     except web.RequestPayloadError as exc:  # a body that does not inflate (Content-Encoding)
         why = (str(exc).strip().splitlines() or [""])[-1].strip()  # "400, message:\n  ..."
-        raise invalid(f"the request body cannot be read ({why}); send it uncompressed, or "
-                      "compressed whole as its Content-Encoding says") from None
+        raise invalid(
+            f"the request body cannot be read ({why}); send it uncompressed, or "
+            "compressed whole as its Content-Encoding says"
+        ) from None
     except RecursionError:
-        raise invalid("the request body nests too deeply to read (durable values nest at "
-                      f"most {MAX_DEPTH} levels)") from None
+        raise invalid(
+            "the request body nests too deeply to read (durable values nest at "
+            f"most {MAX_DEPTH} levels)"
+        ) from None
     except ValueError:  # JSONDecodeError, UnicodeDecodeError, an int of over 4300 digits
         raise invalid("the request body is not valid JSON") from None
     if not isinstance(data, dict):
@@ -225,8 +230,14 @@ class ApiBase:
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.d.hub.call(fn, *args, **kwargs)
 
-    async def write(self, request: web.Request, small: Callable[P, Awaitable[T]],
-                    big: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    async def write(
+        self,
+        request: web.Request,
+        small: Callable[P, Awaitable[T]],
+        big: Callable[P, T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
         """A store write (admit, acknowledge) for a request whose params or result the store
         encodes. A small body is encoded here and the write awaited (`small`, the `_async`
         one): the group writer commits it with the other writes of its batch and answers this
@@ -252,7 +263,11 @@ class ApiBase:
             await reg.current(name)  # any file of that name the watcher has not reported yet
         if reg.workflows.get(name) is None:
             close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else (
-                f"; scripts go in {reg.folder}")
-            raise NotFoundError("WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}",
-                           suggestions=close)
+            hint = (
+                f"; did you mean {', '.join(close)}?"
+                if close
+                else (f"; scripts go in {reg.folder}")
+            )
+            raise NotFoundError(
+                "WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}", suggestions=close
+            )

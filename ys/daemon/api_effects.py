@@ -29,8 +29,12 @@ class EffectRoutes(ApiBase):
     async def effect_begin(self, request: web.Request) -> web.Response:
         req = await EffectBegin.read(request)
         state = await self.call(
-            self.d.store.effect_begin, req.operation, request.match_info["effect_id"],
-            req.input, req.execution_id, req.step_key,
+            self.d.store.effect_begin,
+            req.operation,
+            request.match_info["effect_id"],
+            req.input,
+            req.execution_id,
+            req.step_key,
         )
         return _json(state)
 
@@ -38,7 +42,9 @@ class EffectRoutes(ApiBase):
         req = await EffectSettle.read(request)
         try:
             state = await self.call(
-                self.d.store.effect_settle, req.operation, request.match_info["effect_id"],
+                self.d.store.effect_settle,
+                req.operation,
+                request.match_info["effect_id"],
                 req.result,
             )
         except ValueError as exc:
@@ -49,8 +55,11 @@ class EffectRoutes(ApiBase):
     async def effect_wait(self, request: web.Request) -> web.Response:
         req = await EffectWait.read(request)
         first = await self.call(
-            self.d.store.effect_wait, request.match_info["effect_id"], req.execution_id,
-            req.step_key, req.wake_at,
+            self.d.store.effect_wait,
+            request.match_info["effect_id"],
+            req.execution_id,
+            req.step_key,
+            req.wake_at,
         )
         self.d.dispatcher.poke()
         return _json({"wake_at": first})

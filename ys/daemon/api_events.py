@@ -28,8 +28,12 @@ class EventsQuery:
     def read(cls, request: web.Request) -> EventsQuery:
         q = Query(request)
         since = q.seconds("since", -1.0)
-        return cls(q.text("cursor"), since if since >= 0 else None,
-                   min(1000, q.whole("limit", 1000, least=1)), min(MAX_WAIT, q.seconds("wait", 0)))
+        return cls(
+            q.text("cursor"),
+            since if since >= 0 else None,
+            min(1000, q.whole("limit", 1000, least=1)),
+            min(MAX_WAIT, q.seconds("wait", 0)),
+        )
 
 
 class EventRoutes(ApiBase):
@@ -41,8 +45,10 @@ class EventRoutes(ApiBase):
         deadline = time.monotonic() + q.wait
         while not items and q.wait > 0:
             if self.d.hub.stopping:
-                raise DaemonUnavailable("DAEMON_UNAVAILABLE", "the daemon is stopping; start "
-                                        "it with `ys daemon start` and follow again")
+                raise DaemonUnavailable(
+                    "DAEMON_UNAVAILABLE",
+                    "the daemon is stopping; start it with `ys daemon start` and follow again",
+                )
             ev = self.d.hub.watch_any()  # before the read: a change in between is not missed
             items, cursor = await self.call(store.event_stream, cursor, limit=q.limit)
             left = deadline - time.monotonic()
@@ -54,5 +60,9 @@ class EventRoutes(ApiBase):
 
 def event(e: dict[str, Any]) -> dict[str, Any]:
     """One event of the stream: the history's shape, with its execution and its cursor."""
-    return {"execution_id": e["execution_id"], "workflow": e["workflow"],
-            **views.event(e), "cursor": str(e["pos"])}
+    return {
+        "execution_id": e["execution_id"],
+        "workflow": e["workflow"],
+        **views.event(e),
+        "cursor": str(e["pos"]),
+    }

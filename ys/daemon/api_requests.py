@@ -43,7 +43,8 @@ class Trigger:
         b = await Body.read(request)
         return cls(
             workflow=check_workflow_name(b.required_text("workflow")),
-            params=b.opt_object("params"), context=b.opt_object("context"),
+            params=b.opt_object("params"),
+            context=b.opt_object("context"),
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
         )
@@ -64,8 +65,13 @@ class ListQuery:
         bad = [s for s in statuses if s not in STATUSES]
         if bad:
             raise invalid(f"status {bad[0]!r} is not one of {', '.join(STATUSES)}")
-        return cls(statuses, q.text("workflow"), q.text("parent"), q.whole("limit", 100),
-                   q.text("page_token"))
+        return cls(
+            statuses,
+            q.text("workflow"),
+            q.text("parent"),
+            q.whole("limit", 100),
+            q.text("page_token"),
+        )
 
 
 @dataclass(frozen=True)
@@ -108,8 +114,13 @@ class SaveStep:
     @classmethod
     def of(cls, b: Body) -> SaveStep:
         """From a body already read (the route's, or a worker channel request)."""
-        return cls(b.text("kind", "run"), b.choice("status", STEP_STATUSES, "completed"),
-                   b.opt_text("value"), b.whole("attempts", 1, least=1), b.opt_time("wake_at"))
+        return cls(
+            b.text("kind", "run"),
+            b.choice("status", STEP_STATUSES, "completed"),
+            b.opt_text("value"),
+            b.whole("attempts", 1, least=1),
+            b.opt_time("wake_at"),
+        )
 
 
 @dataclass(frozen=True)
@@ -122,8 +133,12 @@ class Start:
     @classmethod
     async def read(cls, request: web.Request) -> Start:
         b = await Body.read(request)
-        return cls(b.required_text("workflow"), b.any("params"), b.flag("detached"),
-                   b.opt_text("params_json"))
+        return cls(
+            b.required_text("workflow"),
+            b.any("params"),
+            b.flag("detached"),
+            b.opt_text("params_json"),
+        )
 
 
 @dataclass(frozen=True)
@@ -162,8 +177,12 @@ class ValueWait:
     @classmethod
     async def read(cls, request: web.Request) -> ValueWait:
         b = await Body.read(request)
-        return cls(b.required_text("execution_id"), b.required_text("step_key"),
-                   b.whole("seen", 0), b.opt_time("timeout_at"))
+        return cls(
+            b.required_text("execution_id"),
+            b.required_text("step_key"),
+            b.whole("seen", 0),
+            b.opt_time("timeout_at"),
+        )
 
 
 # -- schedules and housekeeping ---------------------------------------------------------------
@@ -187,11 +206,13 @@ class ScheduleAdd:
         return cls(
             name=b.required_text("name"),
             workflow=check_workflow_name(b.required_text("workflow")),
-            cron=b.required_text("cron"), tz=b.text("tz", "local"),
+            cron=b.required_text("cron"),
+            tz=b.text("tz", "local"),
             params=b.opt_object("params"),
             catch_up=b.choice("catch_up", CATCH_UP, "once"),
             overlap=b.choice("overlap", OVERLAP, "skip"),
-            max_late=b.opt_seconds("max_late"), jitter=b.seconds("jitter", 0.0),
+            max_late=b.opt_seconds("max_late"),
+            jitter=b.seconds("jitter", 0.0),
         )
 
 
@@ -233,8 +254,12 @@ class EffectBegin:
     @classmethod
     async def read(cls, request: web.Request) -> EffectBegin:
         b = await Body.read(request)
-        return cls(b.any("operation"), b.any("input"), b.required_text("execution_id"),
-                   b.required_text("step_key"))
+        return cls(
+            b.any("operation"),
+            b.any("input"),
+            b.required_text("execution_id"),
+            b.required_text("step_key"),
+        )
 
 
 @dataclass(frozen=True)
@@ -257,5 +282,4 @@ class EffectWait:
     @classmethod
     async def read(cls, request: web.Request) -> EffectWait:
         b = await Body.read(request)
-        return cls(b.required_text("execution_id"), b.required_text("step_key"),
-                   b.time("wake_at"))
+        return cls(b.required_text("execution_id"), b.required_text("step_key"), b.time("wake_at"))

@@ -27,9 +27,16 @@ class ScheduleRoutes(ApiBase):
         req = await ScheduleAdd.read(request)
         await self.known_workflow(req.workflow)
         s = await self.call(
-            self.d.store.schedule_add, req.name, req.workflow, req.cron, tz=req.tz,
-            params=req.params, catch_up=req.catch_up, overlap=req.overlap,
-            max_late=req.max_late, jitter=req.jitter,
+            self.d.store.schedule_add,
+            req.name,
+            req.workflow,
+            req.cron,
+            tz=req.tz,
+            params=req.params,
+            catch_up=req.catch_up,
+            overlap=req.overlap,
+            max_late=req.max_late,
+            jitter=req.jitter,
         )
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)

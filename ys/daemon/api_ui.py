@@ -29,5 +29,6 @@ class UiRoutes(ApiBase):
 
     async def ui_token(self, request: web.Request) -> web.Response:
         token, expires = self.gate.mint()
-        return _json({"token": token, "expires_at": views.iso(expires),
-                      "path": f"/ui/?token={token}"}, 201)
+        return _json(
+            {"token": token, "expires_at": views.iso(expires), "path": f"/ui/?token={token}"}, 201
+        )

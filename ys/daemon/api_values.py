@@ -16,27 +16,48 @@ class ValueRoutes(ApiBase):
 
     async def value_list(self, request: web.Request) -> web.Response:
         items = await self.call(self.d.store.value_list, request.query.get("prefix", ""))
-        return _json({"entries": [
-            {"key": e["key"], "version": e["version"], "updated_at": views.iso(e["updated_at"])}
-            for e in items
-        ]})
+        return _json(
+            {
+                "entries": [
+                    {
+                        "key": e["key"],
+                        "version": e["version"],
+                        "updated_at": views.iso(e["updated_at"]),
+                    }
+                    for e in items
+                ]
+            }
+        )
 
     async def value_get(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
         found = await self.call(self.d.store.value_get, key)
         if found is None:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
-        return _json({"key": key, "value": views.plain(found["value"]),
-                      "version": found["version"], "updated_at": views.iso(found["updated_at"])})
+        return _json(
+            {
+                "key": key,
+                "value": views.plain(found["value"]),
+                "version": found["version"],
+                "updated_at": views.iso(found["updated_at"]),
+            }
+        )
 
     async def value_put(self, request: web.Request) -> web.Response:
         req = await ValuePut.read(request)
-        out = await self.call(self.d.store.value_put, request.match_info["key"], req.value,
-                              req.expected_version)
+        out = await self.call(
+            self.d.store.value_put, request.match_info["key"], req.value, req.expected_version
+        )
         if out.get("woken"):
             self.d.dispatcher.poke()
-        return _json({"key": out["key"], "version": out["version"],
-                      "updated_at": views.iso(out["updated_at"]), "woken": out["woken"]})
+        return _json(
+            {
+                "key": out["key"],
+                "version": out["version"],
+                "updated_at": views.iso(out["updated_at"]),
+                "woken": out["woken"],
+            }
+        )
 
     async def value_delete(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
@@ -48,7 +69,11 @@ class ValueRoutes(ApiBase):
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
         found = await self.call(
-            self.d.store.value_wait, request.match_info["key"], req.execution_id, req.step_key,
-            req.seen, req.timeout_at,
+            self.d.store.value_wait,
+            request.match_info["key"],
+            req.execution_id,
+            req.step_key,
+            req.seen,
+            req.timeout_at,
         )
         return _json({"found": found})

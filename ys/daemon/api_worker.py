@@ -30,29 +30,44 @@ class WorkerRoutes(ApiBase):
         record, steps = await self.call(
             self.d.store.delivery_state, execution_id, self._token(request)
         )
-        return _json({
-            "record": views.record(record) | {"params": None},
-            "params": record.params_json,
-            "steps": [
-                {"key": s.key, "kind": s.kind, "status": s.status, "value": s.value,
-                 "attempts": s.attempts, "wake_at": s.wake_at}
-                for s in steps
-            ],
-            "lease_seconds": self.d.dispatcher.lease_seconds,
-        })
+        return _json(
+            {
+                "record": views.record(record) | {"params": None},
+                "params": record.params_json,
+                "steps": [
+                    {
+                        "key": s.key,
+                        "kind": s.kind,
+                        "status": s.status,
+                        "value": s.value,
+                        "attempts": s.attempts,
+                        "wake_at": s.wake_at,
+                    }
+                    for s in steps
+                ],
+                "lease_seconds": self.d.dispatcher.lease_seconds,
+            }
+        )
 
     async def save_step(self, request: web.Request) -> web.Response:
         req = await SaveStep.read(request)
-        cancel = await self._save_step(request.match_info["id"], self._token(request),
-                                       request.match_info["key"], req)
+        cancel = await self._save_step(
+            request.match_info["id"], self._token(request), request.match_info["key"], req
+        )
         return _json({"cancel_requested": cancel})
 
     async def _save_step(self, execution_id: str, token: str, key: str, req: SaveStep) -> bool:
         # Awaited on the loop whatever its size: the value is already canonical text (the
         # worker encoded it), so there is nothing to encode here.
         cancel = await self.d.store.save_step_async(
-            execution_id, token, key, kind=req.kind, status=req.status, value=req.value,
-            attempts=req.attempts, wake_at=req.wake_at,
+            execution_id,
+            token,
+            key,
+            kind=req.kind,
+            status=req.status,
+            value=req.value,
+            attempts=req.attempts,
+            wake_at=req.wake_at,
         )
         if req.status == "waiting":
             self.d.dispatcher.mark_suspended(execution_id, token)
@@ -70,15 +85,18 @@ class WorkerRoutes(ApiBase):
         token = self._token(request)
         ws = web.WebSocketResponse(max_msg_size=request.app[SETTINGS].max_body, autoping=True)
         if not ws.can_prepare(request).ok:
-            raise invalid(f"GET {request.path} is the worker channel: a WebSocket upgrade "
-                          "(see docs/API.md); save steps over HTTP with PUT .../steps/{key}")
+            raise invalid(
+                f"GET {request.path} is the worker channel: a WebSocket upgrade "
+                "(see docs/API.md); save steps over HTTP with PUT .../steps/{key}"
+            )
         await ws.prepare(request)
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 break  # close, error, binary: the worker falls back to HTTP
             try:
-                reply: dict[str, Any] = {"ok": await self._channel_op(execution_id, token,
-                                                                      msg.data)}
+                reply: dict[str, Any] = {
+                    "ok": await self._channel_op(execution_id, token, msg.data)
+                }
             except YsError as exc:
                 reply = {"error": exc.to_json()}
             except Exception as exc:
@@ -118,7 +136,11 @@ class WorkerRoutes(ApiBase):
         if params_json is None:
             params_json = request_params(req.params)
         target = await self.call(
-            self.d.store.start, caller, request.match_info["key"], req.workflow, params_json,
+            self.d.store.start,
+            caller,
+            request.match_info["key"],
+            req.workflow,
+            params_json,
             detached=req.detached,
         )
         self.d.hub.notify(target)
@@ -130,7 +152,7 @@ class WorkerRoutes(ApiBase):
         execution_id = request.match_info["id"]
         token = self._token(request)
         if req.outcome is None:
-            raise invalid("outcome is required (an object: {\"status\": ...})")
+            raise invalid('outcome is required (an object: {"status": ...})')
         self.d.dispatcher.flush_output(execution_id, token)  # its log is whole before the outcome
         on_failure = None
         status = str(req.outcome.get("status"))
@@ -139,8 +161,15 @@ class WorkerRoutes(ApiBase):
         if status == "failed":
             record = await self.call(store.get, execution_id)
             on_failure = self.d.handler_for(record.workflow) if record is not None else None
-        result = await self.write(request, store.acknowledge_async, store.acknowledge,
-                                  execution_id, token, req.outcome, on_failure=on_failure)
+        result = await self.write(
+            request,
+            store.acknowledge_async,
+            store.acknowledge,
+            execution_id,
+            token,
+            req.outcome,
+            on_failure=on_failure,
+        )
         crash_point("outcome.after_commit")  # a failure and its handler are committed together
         if on_failure is not None and first and result.get("status") == "failed":
             self.d.metrics.admissions.labels("on_failure").inc()
@@ -153,7 +182,9 @@ class WorkerRoutes(ApiBase):
         execution_id = request.match_info["id"]
         token = self._token(request)
         expires = await self.d.store.renew_async(
-            execution_id, token, lease_seconds=self.d.dispatcher.lease_seconds,
+            execution_id,
+            token,
+            lease_seconds=self.d.dispatcher.lease_seconds,
         )
         self.d.dispatcher.renewed(execution_id, token, expires)
         return _json({"lease_expires_at": views.iso(expires)})

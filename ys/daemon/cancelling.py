@@ -57,8 +57,9 @@ class Cancelling:
         """Record the outcome `cancelled` with this delivery's token (fenced like any outcome)."""
         d = r.delivery
         try:
-            await self.call(self.store.acknowledge, d.execution_id, d.token,
-                            {"status": "cancelled"})
+            await self.call(
+                self.store.acknowledge, d.execution_id, d.token, {"status": "cancelled"}
+            )
         except LeaseLost:
             return  # a newer delivery owns it, and ends it as cancelled in turn
         r.acknowledged = True
@@ -96,7 +97,10 @@ class Cancelling:
     async def _kill_after_grace(self, r: Running) -> None:
         await asyncio.sleep(self.cancel_grace)
         if r.proc is not None and r.proc.returncode is None and not r.acknowledged:
-            log.warning("%s: cancelled, and its worker did not reach a step within %.0f s; "
-                        "killing it", r.delivery.execution_id, self.cancel_grace)
+            log.warning(
+                "%s: cancelled, and its worker did not reach a step within %.0f s; killing it",
+                r.delivery.execution_id,
+                self.cancel_grace,
+            )
             r.cancel_killed = True
             kill_group(r.proc)

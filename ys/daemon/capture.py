@@ -34,8 +34,11 @@ def log_max_bytes() -> int:
     try:
         value = int(raw)
     except ValueError:
-        log.warning("YS_LOG_MAX_BYTES=%r is not a whole number of bytes; using %d",
-                    raw, DEFAULT_LOG_MAX_BYTES)
+        log.warning(
+            "YS_LOG_MAX_BYTES=%r is not a whole number of bytes; using %d",
+            raw,
+            DEFAULT_LOG_MAX_BYTES,
+        )
         return DEFAULT_LOG_MAX_BYTES
     return max(MIN_LOG_MAX_BYTES, value)
 
@@ -93,16 +96,18 @@ class CappedLog:
         if self._sealed:
             return
         self._sealed = True
-        tail = b"".join(self._tail)[-self.tail_room:] if self._tail else b""
+        tail = b"".join(self._tail)[-self.tail_room :] if self._tail else b""
         self._tail.clear()
         if self.head + len(tail) < self.total:
             start = tail.find(b"\n") + 1  # the tail begins at a line's start, if it has one
             if 0 < start < len(tail):
                 tail = tail[start:]
             dropped = self.total - self.head - len(tail)
-            marker = (f"[ys: {dropped} bytes of output dropped here; the log keeps the first "
-                      f"{self.head} and the last {len(tail)} bytes (YS_LOG_MAX_BYTES="
-                      f"{self.limit})]\n").encode()
+            marker = (
+                f"[ys: {dropped} bytes of output dropped here; the log keeps the first "
+                f"{self.head} and the last {len(tail)} bytes (YS_LOG_MAX_BYTES="
+                f"{self.limit})]\n"
+            ).encode()
             self._write(marker if self._ends_line else b"\n" + marker)
         self._write(tail)
 
@@ -124,7 +129,7 @@ class CappedLog:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:  # a full disk: the worker goes on, its output is lost
             log.error("cannot write %s: %s; dropping the rest of its output", self.path, exc)
             os.close(self._fd)
@@ -146,7 +151,7 @@ class LastLine:
 
     def feed(self, data: bytes) -> None:
         *complete, partial = (self._partial + data).split(b"\n")
-        self._partial = partial[-self.KEEP:]
+        self._partial = partial[-self.KEEP :]
         for raw in reversed(complete):
             if self._take(raw):
                 return

@@ -40,9 +40,19 @@ PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to 
 
 
 class Dispatcher(Cancelling):
-    def __init__(self, store: Store, registry: Registry, launcher: Launcher, paths: Paths, hub: Hub,
-                 *, concurrency: int = 4, lease_seconds: float = 30.0,
-                 retry_base: float = 1.0, retry_max: float = 300.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        launcher: Launcher,
+        paths: Paths,
+        hub: Hub,
+        *,
+        concurrency: int = 4,
+        lease_seconds: float = 30.0,
+        retry_base: float = 1.0,
+        retry_max: float = 300.0,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.launcher = launcher
@@ -93,11 +103,11 @@ class Dispatcher(Cancelling):
                 # A delivery whose lease expired may still be here, being killed: claim_due
                 # released and re-claimed its execution. The new one waits until it is gone.
                 prev = self.running.get(d.execution_id)
-                r = Running(d, lease_expires_at=d.lease_expires_at,
-                            started_at=time.monotonic())
+                r = Running(d, lease_expires_at=d.lease_expires_at, started_at=time.monotonic())
                 self.running[d.execution_id] = r
-                r.task = asyncio.create_task(self._deliver(r, prev),
-                                             name=f"deliver {d.execution_id}")
+                r.task = asyncio.create_task(
+                    self._deliver(r, prev), name=f"deliver {d.execution_id}"
+                )
             if claimed and len(claimed) == free:
                 continue  # more may be due
             timeout = MAX_IDLE
@@ -136,14 +146,18 @@ class Dispatcher(Cancelling):
                 return
             wf = self._version(d, wf)
             code = await self._run(r, wf)
-            if wf.kind == "shell" and not (r.lost or r.acknowledged or r.cancel_killed
-                                           or r.start_error):
+            if wf.kind == "shell" and not (
+                r.lost or r.acknowledged or r.cancel_killed or r.start_error
+            ):
                 await self._shell_outcome(r, code, r.log_path)
             if r.acknowledged:
                 return
             if not r.lost and (r.cancel_killed or await self._cancel_pending(d.execution_id)):
-                why = ("its worker did not reach a step within the grace period" if
-                       r.cancel_killed else f"its worker exited with status {code}")
+                why = (
+                    "its worker did not reach a step within the grace period"
+                    if r.cancel_killed
+                    else f"its worker exited with status {code}"
+                )
                 await self._end_cancelled(r, why)
                 if r.acknowledged:
                     return
@@ -173,8 +187,12 @@ class Dispatcher(Cancelling):
 
         copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
         if not copy.exists():
-            log.warning("%s: version %s of %s is gone; running the current script",
-                        d.execution_id, d.script_sha256[:12], wf.name)
+            log.warning(
+                "%s: version %s of %s is gone; running the current script",
+                d.execution_id,
+                d.script_sha256[:12],
+                wf.name,
+            )
             return wf
         return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
 
@@ -221,6 +239,7 @@ class Dispatcher(Cancelling):
             r.out = out
             r.pipes = [Pipe(worker.output, out.write)]
             if worker.stdout is not None:
+
                 def both(data: bytes) -> None:
                     out.write(data)
                     last.feed(data)
@@ -232,7 +251,7 @@ class Dispatcher(Cancelling):
             kill_group(r.proc)
             for p in r.pipes:
                 p.close()
-            for fd in [worker.output, worker.stdout][len(r.pipes):]:  # not yet a Pipe's
+            for fd in [worker.output, worker.stdout][len(r.pipes) :]:  # not yet a Pipe's
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -240,8 +259,13 @@ class Dispatcher(Cancelling):
             raise
         return last
 
-    async def _finish(self, r: Running, last: LastLine, watch: asyncio.Task[None],
-                      renew: asyncio.Task[None] | None) -> None:
+    async def _finish(
+        self,
+        r: Running,
+        last: LastLine,
+        watch: asyncio.Task[None],
+        renew: asyncio.Task[None] | None,
+    ) -> None:
         """The worker exited (or the dispatcher is stopping): end the delivery's processes
         and read the rest of its output."""
         assert r.proc is not None and r.out is not None
@@ -275,8 +299,11 @@ class Dispatcher(Cancelling):
         r.result = "unavailable"
         try:
             await self.call(
-                self.store.release, d.execution_id, d.token,
-                retry_at=time.time() + 3600, reason="workflow_unavailable",
+                self.store.release,
+                d.execution_id,
+                d.token,
+                retry_at=time.time() + 3600,
+                reason="workflow_unavailable",
                 detail=f"workflow {d.workflow} is {why}",
             )
         except LeaseLost:
@@ -284,8 +311,9 @@ class Dispatcher(Cancelling):
         fixed = self.registry.get(d.workflow)
         if fixed is not None and fixed.error is None:
             # fixed while this delivery gave up: the registry's wake skipped it (leased)
-            await self.call(self.store.request_wake, d.execution_id,
-                            reason=f"workflow {d.workflow} changed")
+            await self.call(
+                self.store.request_wake, d.execution_id, reason=f"workflow {d.workflow} changed"
+            )
 
     async def _release(self, r: Running, code: int | None) -> None:
         """The delivery ended without an outcome: its wakes are due again after a delay."""
@@ -299,9 +327,12 @@ class Dispatcher(Cancelling):
         log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
         try:
             await self.call(
-                self.store.release, d.execution_id, d.token,
+                self.store.release,
+                d.execution_id,
+                d.token,
                 retry_at=time.time() + self.retry_delay(d.attempt),
-                reason="lease_lost" if r.lost else "worker_failed", detail=detail,
+                reason="lease_lost" if r.lost else "worker_failed",
+                detail=detail,
             )
         except LeaseLost:
             pass  # the lease already expired; claim_due releases it
@@ -313,7 +344,9 @@ class Dispatcher(Cancelling):
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 r.lease_expires_at = await self.call(
-                    self.store.renew, r.delivery.execution_id, r.delivery.token,
+                    self.store.renew,
+                    r.delivery.execution_id,
+                    r.delivery.token,
                     lease_seconds=self.lease_seconds,
                 )
             except LeaseLost:
@@ -327,17 +360,25 @@ class Dispatcher(Cancelling):
         if r.suspended:
             outcome: dict[str, Any] = {"status": "suspended"}
         elif code == 0:
-            outcome = {"status": "completed",
-                       "result": {"exit_status": 0, "last_line": r.last_line}}
+            outcome = {
+                "status": "completed",
+                "result": {"exit_status": 0, "last_line": r.last_line},
+            }
         else:
             status = f"signal {-code}" if code < 0 else f"exit status {code}"
-            outcome = {"status": "failed", "error": {
-                "name": "ExitStatus", "message": f"{status}: {_tail(log_path, 600)}",
-                "code": "EXIT_STATUS"}}
+            outcome = {
+                "status": "failed",
+                "error": {
+                    "name": "ExitStatus",
+                    "message": f"{status}: {_tail(log_path, 600)}",
+                    "code": "EXIT_STATUS",
+                },
+            }
         try:
             handler = self.handler_for(d.workflow) if outcome["status"] == "failed" else None
-            await self.call(self.store.acknowledge, d.execution_id, d.token, outcome,
-                            on_failure=handler)
+            await self.call(
+                self.store.acknowledge, d.execution_id, d.token, outcome, on_failure=handler
+            )
             r.acknowledged = True
             r.result = outcome["status"]
             if handler is not None and self.metrics is not None:
@@ -427,8 +468,10 @@ class Dispatcher(Cancelling):
             done, pending = await asyncio.wait(tasks, timeout=grace)
             for r in list(self.running.values()):
                 if r.proc is not None and r.proc.returncode is None:
-                    log.warning("%s: killed at shutdown; it will be delivered again",
-                                r.delivery.execution_id)
+                    log.warning(
+                        "%s: killed at shutdown; it will be delivered again",
+                        r.delivery.execution_id,
+                    )
                     kill_group(r.proc)
             if pending:
                 await asyncio.wait(pending, timeout=10)

@@ -62,8 +62,10 @@ class HttpSettings:
     def from_env(cls) -> HttpSettings:
         """The defaults, with the read timeout from YS_READ_TIMEOUT_SECONDS and the idle
         keep-alive from YS_KEEPALIVE_SECONDS (tests set 1 s)."""
-        return cls(read_timeout=_seconds(READ_TIMEOUT_ENV, cls.read_timeout),
-                   keepalive_timeout=_seconds(KEEPALIVE_ENV, cls.keepalive_timeout))
+        return cls(
+            read_timeout=_seconds(READ_TIMEOUT_ENV, cls.read_timeout),
+            keepalive_timeout=_seconds(KEEPALIVE_ENV, cls.keepalive_timeout),
+        )
 
 
 def _seconds(name: str, default: float) -> float:
@@ -77,10 +79,14 @@ def _seconds(name: str, default: float) -> float:
 SETTINGS = web.AppKey("ys_http_settings", HttpSettings)
 
 
-def error_response(status: int, message: str, code: str = "INVALID_ARGUMENT", *,
-                   close: bool = False) -> web.Response:
-    resp = web.Response(text=json.dumps({"code": code, "message": message}, ensure_ascii=False),
-                        status=status, content_type="application/json")
+def error_response(
+    status: int, message: str, code: str = "INVALID_ARGUMENT", *, close: bool = False
+) -> web.Response:
+    resp = web.Response(
+        text=json.dumps({"code": code, "message": message}, ensure_ascii=False),
+        status=status,
+        content_type="application/json",
+    )
     if close:  # the rest of the request may still be on the wire: this connection is done
         resp.force_close()
     return resp
@@ -88,8 +94,11 @@ def error_response(status: int, message: str, code: str = "INVALID_ARGUMENT", *,
 
 def too_large(request: web.BaseRequest, max_body: int) -> web.Response:
     return error_response(
-        413, f"{request.method} {request.path}: the request body is over "
-        f"{max_body // (1024 * 1024)} MiB; params are limited to 2 MiB encoded", close=True)
+        413,
+        f"{request.method} {request.path}: the request body is over "
+        f"{max_body // (1024 * 1024)} MiB; params are limited to 2 MiB encoded",
+        close=True,
+    )
 
 
 async def expect_handler(request: web.Request) -> web.StreamResponse | None:
@@ -100,8 +109,11 @@ async def expect_handler(request: web.Request) -> web.StreamResponse | None:
         return None
     expect = request.headers.get(hdrs.EXPECT, "")
     if expect.lower() != "100-continue":
-        return error_response(417, f"unknown Expect: {expect[:100]!r}; send Expect: "
-                              "100-continue or no Expect header", close=True)
+        return error_response(
+            417,
+            f"unknown Expect: {expect[:100]!r}; send Expect: 100-continue or no Expect header",
+            close=True,
+        )
     declared = request.content_length
     if declared is not None and declared > request.app[SETTINGS].max_body:
         return too_large(request, request.app[SETTINGS].max_body)
@@ -136,14 +148,20 @@ async def within_limits(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     except BodyTimeout:
         return error_response(
-            408, f"{request.method} {request.path}: the request body did not arrive within "
-            f"{settings.read_timeout:g} s; send the whole body with its request", close=True)
+            408,
+            f"{request.method} {request.path}: the request body did not arrive within "
+            f"{settings.read_timeout:g} s; send the whole body with its request",
+            close=True,
+        )
     except web.HTTPRequestEntityTooLarge:  # a chunked body has no Content-Length to check
         return too_large(request, settings.max_body)
     except RequestPayloadError as exc:
         return error_response(
-            400, f"{request.method} {request.path}: the request body could not be read "
-            f"({_first_line(exc)}); send a body of the length it declares", close=True)
+            400,
+            f"{request.method} {request.path}: the request body could not be read "
+            f"({_first_line(exc)}); send a body of the length it declares",
+            close=True,
+        )
     finally:
         deadline.cancel()
 
@@ -159,16 +177,29 @@ def _first_line(exc: BaseException | None) -> str:
 def protocol_error(exc: BaseException | None, status: int) -> tuple[int, str, str]:
     """(status, code, message) for an error aiohttp's parser or protocol found."""
     if isinstance(exc, LineTooLong):
-        return 431, "INVALID_ARGUMENT", (
-            f"a request line or header line is over {exc.args[1]} bytes; "
-            "send shorter headers and put data in the JSON body")
+        return (
+            431,
+            "INVALID_ARGUMENT",
+            (
+                f"a request line or header line is over {exc.args[1]} bytes; "
+                "send shorter headers and put data in the JSON body"
+            ),
+        )
     if isinstance(exc, BadHttpMessage) and "Too many headers" in exc.message:
-        return 431, "INVALID_ARGUMENT", (
-            "the request has too many header lines; send only the headers docs/API.md names")
+        return (
+            431,
+            "INVALID_ARGUMENT",
+            ("the request has too many header lines; send only the headers docs/API.md names"),
+        )
     if isinstance(exc, HttpProcessingError) or 400 <= status < 500:
-        return 400, "INVALID_ARGUMENT", (
-            f"the request is not HTTP/1.1 that the daemon can read ({_first_line(exc)}); "
-            "see docs/API.md for the request format")
+        return (
+            400,
+            "INVALID_ARGUMENT",
+            (
+                f"the request is not HTTP/1.1 that the daemon can read ({_first_line(exc)}); "
+                "see docs/API.md for the request format"
+            ),
+        )
     return 500, "INTERNAL", "internal error while reading the request; the daemon log says more"
 
 
@@ -181,9 +212,13 @@ class Protocol(RequestHandler):
         self._idle_heads = 0  # request heads parsed when the connection was last idle
         self._head_timer: asyncio.TimerHandle | None = None
 
-    def handle_error(self, request: web.BaseRequest, status: int = 500,
-                     exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
         if request.writer.output_size > 0:  # as aiohttp's own: an answer is already half sent
             raise ConnectionError("an answer was already sent; no error answer can follow")
         status, code, text = protocol_error(exc, status)
@@ -197,7 +232,8 @@ class Protocol(RequestHandler):
         super().connection_made(transport)
         # A connection that never sends a byte is a request head that never completes.
         self._head_timer = self._loop.call_later(
-            self._read_timeout, self._head_timed_out, self._request_count)
+            self._read_timeout, self._head_timed_out, self._request_count
+        )
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -206,10 +242,12 @@ class Protocol(RequestHandler):
         elif self._head_timer is None and self.transport is not None:
             # The first bytes of a head: it has read_timeout to be complete.
             self._head_timer = self._loop.call_later(
-                self._read_timeout, self._head_timed_out, self._request_count)
+                self._read_timeout, self._head_timed_out, self._request_count
+            )
 
-    async def finish_response(self, request: web.BaseRequest, resp: web.StreamResponse,
-                              start_time: float | None) -> tuple[web.StreamResponse, bool]:
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
         out = await super().finish_response(request, resp, start_time)
         self._idle_heads = self._request_count  # what arrives from now on is another request
         return out
@@ -217,8 +255,10 @@ class Protocol(RequestHandler):
     def _head_timed_out(self, heads: int) -> None:
         self._head_timer = None
         if self._request_count == heads:  # no head completed since its first bytes came
-            log.info("closed a connection whose request head was not complete within %g s",
-                     self._read_timeout)
+            log.info(
+                "closed a connection whose request head was not complete within %g s",
+                self._read_timeout,
+            )
             self.force_close()
 
     def _cancel_head_timer(self) -> None:
@@ -252,9 +292,15 @@ class UnixSite(web.BaseSite):
         s = self._settings
 
         def protocol() -> Protocol:
-            return Protocol(server, loop=loop, access_log=None, read_timeout=s.read_timeout,
-                            keepalive_timeout=s.keepalive_timeout,
-                            max_line_size=s.max_line_size, max_field_size=s.max_field_size,
-                            max_headers=s.max_headers)
+            return Protocol(
+                server,
+                loop=loop,
+                access_log=None,
+                read_timeout=s.read_timeout,
+                keepalive_timeout=s.keepalive_timeout,
+                max_line_size=s.max_line_size,
+                max_field_size=s.max_field_size,
+                max_headers=s.max_headers,
+            )
 
         self._server = await loop.create_unix_server(protocol, self._path, backlog=self._backlog)

@@ -48,15 +48,13 @@ class Worker:
 
 
 class Launcher(Protocol):
-    async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> Worker: ...
+    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker: ...
 
 
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
-    async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> Worker:
+    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker:
         shell = workflow.kind != "python"
         if shell:
             # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
@@ -69,8 +67,12 @@ class SpawnLauncher:
         stdout = os.pipe() if shell else output
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout[1], stderr=output[1],
-                env=env, cwd=workflow.folder or str(Path(workflow.path).parent),
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=stdout[1],
+                stderr=output[1],
+                env=env,
+                cwd=workflow.folder or str(Path(workflow.path).parent),
                 start_new_session=True,
             )
         except BaseException:
@@ -134,8 +136,12 @@ class WarmLauncher:
                 return self._server
             try:
                 server = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "ys.forkserver", stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE, start_new_session=True,
+                    sys.executable,
+                    "-m",
+                    "ys.forkserver",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    start_new_session=True,
                 )
                 assert server.stdout is not None
                 line = await asyncio.wait_for(server.stdout.readline(), 30)
@@ -177,8 +183,7 @@ class WarmLauncher:
                 fut.set_result({"error": "the fork server exited"})
         self._pending.clear()
 
-    async def launch(self, workflow: Workflow, env: dict[str, str],
-                     log_path: Path) -> Worker:
+    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker:
         if workflow.kind != "python":
             return await self.spawn.launch(workflow, env, log_path)
         server = await self._ensure()
@@ -216,8 +221,13 @@ class WarmLauncher:
             self._procs[proc.pid] = proc
         return Worker(proc, output)
 
-    async def _fork(self, server: asyncio.subprocess.Process, env: dict[str, str],
-                    workflow: Workflow, fifo: Path) -> dict[str, object]:
+    async def _fork(
+        self,
+        server: asyncio.subprocess.Process,
+        env: dict[str, str],
+        workflow: Workflow,
+        fifo: Path,
+    ) -> dict[str, object]:
         """Ask the server for a worker; its reply, or {"error"} when it did not answer."""
         import json
 
@@ -226,8 +236,12 @@ class WarmLauncher:
         rid = self._next
         fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        req = {"id": rid, "env": env, "cwd": workflow.folder or str(Path(workflow.path).parent),
-               "output": str(fifo)}
+        req = {
+            "id": rid,
+            "env": env,
+            "cwd": workflow.folder or str(Path(workflow.path).parent),
+            "output": str(fifo),
+        }
         try:
             server.stdin.write((json.dumps(req) + "\n").encode())
             await server.stdin.drain()

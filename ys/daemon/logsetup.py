@@ -35,8 +35,10 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def setup_logging(paths: Paths) -> None:
     """Configure the root logger for the daemon (before anything logs)."""
     log_file = paths.daemon_log
-    for f in [log_file, *(log_file.with_name(f"{log_file.name}.{n}") for n in
-                          range(1, BACKUPS + 1))]:
+    for f in [
+        log_file,
+        *(log_file.with_name(f"{log_file.name}.{n}") for n in range(1, BACKUPS + 1)),
+    ]:
         try:
             os.chmod(f, 0o600)  # made by `ys daemon start` under the caller's umask
         except OSError:
@@ -117,15 +119,21 @@ class RateLimit(logging.Filter):
                     self._forget(now)
                 seen = self._seen[key] = _Seen(now)
                 if held:
-                    _append(record, f" [{held} more like this were not logged in the "
-                                    f"{self.WINDOW:.0f} s before]")
+                    _append(
+                        record,
+                        f" [{held} more like this were not logged in the "
+                        f"{self.WINDOW:.0f} s before]",
+                    )
             if seen.passed >= self.BURST:
                 seen.held += 1
                 return False
             seen.passed += 1
             if seen.passed == self.BURST:
-                _append(record, f" [repeated {self.BURST} times: more like this are counted, "
-                                f"not logged, for {self.WINDOW:.0f} s]")
+                _append(
+                    record,
+                    f" [repeated {self.BURST} times: more like this are counted, "
+                    f"not logged, for {self.WINDOW:.0f} s]",
+                )
             return True
 
     def _forget(self, now: float) -> None:

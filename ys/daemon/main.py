@@ -55,8 +55,7 @@ def private_dir(path: Path) -> None:
 
 
 class Daemon:
-    def __init__(self, paths: Paths, settings: Settings | None = None,
-                 daemon_id: str = "") -> None:
+    def __init__(self, paths: Paths, settings: Settings | None = None, daemon_id: str = "") -> None:
         self.paths = paths
         self.settings = settings or Settings()
         self.concurrency = self.settings.concurrency
@@ -125,9 +124,14 @@ class Daemon:
         try:
             await self._start()
             self.serving = True
-            log.info("ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
-                     self.daemon_id, os.getpid(), self.paths.socket,
-                     self.settings.database_shown(self.paths.db), self.paths.workflows)
+            log.info(
+                "ys daemon %s (pid %d) listening on %s (database %s, workflows %s)",
+                self.daemon_id,
+                os.getpid(),
+                self.paths.socket,
+                self.settings.database_shown(self.paths.db),
+                self.paths.workflows,
+            )
             await self._stop.wait()
         finally:
             self.stopping = True  # no more cancelling: stopping runs to its end
@@ -149,14 +153,21 @@ class Daemon:
         self.on_failure = self.settings.on_failure
         self._metrics = Metrics()
         store = self._store = open_store(
-            self.settings.database or self.paths.db, group_commit=True,
-            lease_seconds=self.lease_seconds, daemon_id=self.daemon_id)
-        registry = self._registry = Registry(self.paths.workflows,
-                                             on_change=self._workflow_changed)
+            self.settings.database or self.paths.db,
+            group_commit=True,
+            lease_seconds=self.lease_seconds,
+            daemon_id=self.daemon_id,
+        )
+        registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         launcher = self._launcher = make_launcher()
         dispatcher = self._dispatcher = Dispatcher(
-            store, registry, launcher, self.paths, self.hub,
-            concurrency=self.concurrency, lease_seconds=self.lease_seconds,
+            store,
+            registry,
+            launcher,
+            self.paths,
+            self.hub,
+            concurrency=self.concurrency,
+            lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
         )
         from ys.daemon.capture import MIN_LOG_MAX_BYTES
@@ -190,6 +201,7 @@ class Daemon:
         registry.start_watching()
         dispatcher.start()
         loop = asyncio.get_running_loop()
+
         # a shared database: other daemons' commits concern us too (SQLite: nothing to watch)
         def due() -> None:
             loop.call_soon_threadsafe(dispatcher.poke)
@@ -204,8 +216,11 @@ class Daemon:
         """Stop what runs, in order; each piece only if start-up got that far."""
         self.hub.stop_waits()
         if self._dispatcher is not None:
-            log.info("stopping: no new deliveries; %d running get %.0fs",
-                     len(self._dispatcher.running), self.grace)
+            log.info(
+                "stopping: no new deliveries; %d running get %.0fs",
+                len(self._dispatcher.running),
+                self.grace,
+            )
         if self._scheduler is not None:
             await self._scheduler.stop()
         if self._dispatcher is not None:
@@ -246,8 +261,12 @@ class Daemon:
         for wf in list(workflows):
             if wf.error is not None or wf.sha256 is None:
                 continue
-            if await asyncio.to_thread(keep, self.paths.data / "scripts", wf.path, wf.sha256,
-                                       wf.kind) is None:
+            if (
+                await asyncio.to_thread(
+                    keep, self.paths.data / "scripts", wf.path, wf.sha256, wf.kind
+                )
+                is None
+            ):
                 continue  # edited again meanwhile: the registry reports that version next
             await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
 
@@ -275,8 +294,10 @@ def _lock(path: Path) -> tuple[Any, str | None]:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise LockUnusable(f"the daemon could not start: its lock file {path} cannot be used "
-                           f"({exc.strerror}); remove it if no daemon runs") from exc
+        raise LockUnusable(
+            f"the daemon could not start: its lock file {path} cannot be used "
+            f"({exc.strerror}); remove it if no daemon runs"
+        ) from exc
     f = open(fd, "r+")  # noqa: SIM115 - held open until exit
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -298,8 +319,10 @@ def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
     private_dir(paths.runtime)
     db_lock, holder = _lock(paths.lock)
     if db_lock is None:
-        return [], (f"a daemon is already running for the database {paths.db} (pid {holder}); "
-                    f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})")
+        return [], (
+            f"a daemon is already running for the database {paths.db} (pid {holder}); "
+            f"stop it first (`ys daemon stop` with its YS_SOCKET, or kill {holder})"
+        )
     try:
         sock_lock, holder = _lock(paths.socket_lock)
     except LockUnusable:
@@ -307,8 +330,10 @@ def acquire_lock(paths: Paths) -> tuple[list[Any], str | None]:
         raise
     if sock_lock is None:
         release([db_lock])
-        return [], (f"a daemon is already running for {paths.runtime} (pid {holder}), on "
-                    f"another database; stop it first (kill {holder})")
+        return [], (
+            f"a daemon is already running for {paths.runtime} (pid {holder}), on "
+            f"another database; stop it first (kill {holder})"
+        )
     return [db_lock, sock_lock], None
 
 

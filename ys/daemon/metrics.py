@@ -45,8 +45,10 @@ class _Shared:
         if s is None:
             return
         executions = GaugeMetricFamily(
-            "ys_executions", "Executions in the database, by workflow and status.",
-            labels=["workflow", "status"])
+            "ys_executions",
+            "Executions in the database, by workflow and status.",
+            labels=["workflow", "status"],
+        )
         for (workflow, status), n in sorted(s.executions.items()):
             executions.add_metric([workflow, status], n)
         yield executions
@@ -54,12 +56,15 @@ class _Shared:
         for status, n in sorted(s.effects.items()):
             effects.add_metric([status], n)
         yield effects
-        yield GaugeMetricFamily("ys_due_executions",
-                                "Executions due now and not being delivered.", value=s.due)
+        yield GaugeMetricFamily(
+            "ys_due_executions", "Executions due now and not being delivered.", value=s.due
+        )
         age = 0.0 if s.oldest_due_at is None else max(0.0, self.now - s.oldest_due_at)
-        yield GaugeMetricFamily("ys_oldest_due_age_seconds",
-                                "How long the oldest due execution has waited (0: none).",
-                                value=age)
+        yield GaugeMetricFamily(
+            "ys_oldest_due_age_seconds",
+            "How long the oldest due execution has waited (0: none).",
+            value=age,
+        )
 
 
 class Metrics:
@@ -75,34 +80,60 @@ class Metrics:
         self._shared = _Shared()
         r.register(self._shared)  # a custom collector: collect() only
         self.admissions = Counter(
-            "ys_admissions", "Executions this daemon admitted, by how.", ["source"], registry=r)
+            "ys_admissions", "Executions this daemon admitted, by how.", ["source"], registry=r
+        )
         self.deliveries_started = Counter(
-            "ys_deliveries_started", "Deliveries this daemon started.", ["workflow"], registry=r)
+            "ys_deliveries_started", "Deliveries this daemon started.", ["workflow"], registry=r
+        )
         self.deliveries_ended = Counter(
-            "ys_deliveries_ended", "Deliveries this daemon ended, by result (completed, failed, "
+            "ys_deliveries_ended",
+            "Deliveries this daemon ended, by result (completed, failed, "
             "suspended, cancelled; released: no outcome; lease_lost; unavailable: no runnable "
-            "script).", ["workflow", "result"], registry=r)
+            "script).",
+            ["workflow", "result"],
+            registry=r,
+        )
         self.delivery_seconds = Histogram(
-            "ys_delivery_duration_seconds", "How long deliveries ran.", ["workflow"],
-            buckets=DURATIONS, registry=r)
+            "ys_delivery_duration_seconds",
+            "How long deliveries ran.",
+            ["workflow"],
+            buckets=DURATIONS,
+            registry=r,
+        )
         self.step_seconds = Histogram(
-            "ys_step_duration_seconds", "Time from a delivery's start or previous step to the "
-            "save of a step, by step kind.", ["kind"], buckets=DURATIONS, registry=r)
+            "ys_step_duration_seconds",
+            "Time from a delivery's start or previous step to the save of a step, by step kind.",
+            ["kind"],
+            buckets=DURATIONS,
+            registry=r,
+        )
         self.lease_expiries = Counter(
-            "ys_lease_expiries", "Leases that expired (the worker stopped renewing).",
-            registry=r)
+            "ys_lease_expiries", "Leases that expired (the worker stopped renewing).", registry=r
+        )
         self.redeliveries = Counter(
-            "ys_redeliveries", "Deliveries of an execution after its first.", ["workflow"],
-            registry=r)
+            "ys_redeliveries",
+            "Deliveries of an execution after its first.",
+            ["workflow"],
+            registry=r,
+        )
         self.commit_seconds = Histogram(
-            "ys_store_commit_seconds", "How long each store commit took.", buckets=COMMITS,
-            registry=r)
+            "ys_store_commit_seconds",
+            "How long each store commit took.",
+            buckets=COMMITS,
+            registry=r,
+        )
         self.commit_requests = Histogram(
-            "ys_store_requests_per_commit", "Requests committed together (group commit).",
-            buckets=BATCHES, registry=r)
+            "ys_store_requests_per_commit",
+            "Requests committed together (group commit).",
+            buckets=BATCHES,
+            registry=r,
+        )
         self.schedule_slots = Counter(
-            "ys_schedule_slots", "Schedule slots, by result (fired, late, skipped).",
-            ["schedule", "result"], registry=r)
+            "ys_schedule_slots",
+            "Schedule slots, by result (fired, late, skipped).",
+            ["schedule", "result"],
+            registry=r,
+        )
 
     def observe_commit(self, seconds: float, requests: int) -> None:
         """The store writer's commit observer (called on its thread)."""
@@ -120,7 +151,8 @@ class Metrics:
                 self.admissions.labels("schedule").inc()
             elif a["action"] == "missed":
                 self.schedule_slots.labels(
-                    schedule, "late" if a["reason"] == "late" else "skipped").inc()
+                    schedule, "late" if a["reason"] == "late" else "skipped"
+                ).inc()
                 if a.get("handler"):
                     self.admissions.labels("on_failure").inc()
             elif a["action"] == "skipped":

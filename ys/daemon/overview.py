@@ -24,9 +24,11 @@ def _running(d: DaemonParts, items: list[RunningExecution]) -> list[dict[str, An
     for it in items:
         rec = views.record(it.record)
         r = d.dispatcher.running.get(it.record.execution_id)
-        rec.update(claimed_at=views.iso(it.claimed_at),
-                   lease_expires_at=views.iso(it.lease_expires_at),
-                   pid=r.proc.pid if r is not None and r.proc is not None else None)
+        rec.update(
+            claimed_at=views.iso(it.claimed_at),
+            lease_expires_at=views.iso(it.lease_expires_at),
+            pid=r.proc.pid if r is not None and r.proc is not None else None,
+        )
         out.append(rec)
     return out
 
@@ -36,8 +38,11 @@ def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
     for r in items:
         rec = views.record(r)
         rec["waiting_on"] = [
-            {**w, **({"since": views.iso(w["since"])} if "since" in w else {}),
-             **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {})}
+            {
+                **w,
+                **({"since": views.iso(w["since"])} if "since" in w else {}),
+                **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
+            }
             for w in d.store.waits(r.execution_id)
         ]
         out.append(rec)
@@ -57,9 +62,12 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     return {
         "now": views.iso(t),
         "daemon": {
-            "version": __version__, "pid": os.getpid(), "started_at": views.iso(d.started_at),
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_at": views.iso(d.started_at),
             "uptime_seconds": round(t - d.started_at, 3),
-            "concurrency": d.dispatcher.concurrency, "database": store.database(),
+            "concurrency": d.dispatcher.concurrency,
+            "database": store.database(),
             "last_gc_at": views.iso(float(last_gc)) if last_gc else None,
             "workflows": len(workflows),
             "workflow_errors": sum(1 for w in workflows if w.error),
@@ -69,6 +77,10 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
         "due": [views.record(r) for r in store.due(LIST)],
         "waiting": _waiting(d, store.list(statuses=["suspended"], limit=LIST).items),
         "failures": [views.record(r) for r in store.failed_since(t - FAILURE_WINDOW, LIST)],
-        "slots": [_slot(s) for s in store.schedule_slots(
-            since=t - FAILURE_WINDOW, outcomes=("late", "skipped", "missed"), limit=LIST)],
+        "slots": [
+            _slot(s)
+            for s in store.schedule_slots(
+                since=t - FAILURE_WINDOW, outcomes=("late", "skipped", "missed"), limit=LIST
+            )
+        ],
     }

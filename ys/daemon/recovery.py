@@ -26,6 +26,10 @@ def recover(store: Store, paths: Paths) -> dict[str, int]:
     # daemons' expired ones are swept by claims, never by a start.
     released = len(store.release_held(now))
     due, waiting = store.due_counts(now)
-    log.info("recovery: %d leases released, %d executions due now, %d waiting for a timer",
-             released, due, waiting)
+    log.info(
+        "recovery: %d leases released, %d executions due now, %d waiting for a timer",
+        released,
+        due,
+        waiting,
+    )
     return {"released": released, "due": due, "waiting": waiting}

@@ -54,8 +54,13 @@ class Workflow:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kind": self.kind, "path": self.path, "error": self.error,
-            "schedule": self.schedule, "on_failure": self.on_failure, "pin": self.pin,
+            "name": self.name,
+            "kind": self.kind,
+            "path": self.path,
+            "error": self.error,
+            "schedule": self.schedule,
+            "on_failure": self.on_failure,
+            "pin": self.pin,
             "sha256": self.sha256,
         }
 
@@ -70,8 +75,12 @@ def _skip(name: str) -> bool:
 
 
 class Registry:
-    def __init__(self, folder: Path, on_change: Callable[[Workflow], Awaitable[None]] | None = None,
-                 rescan_seconds: float = RESCAN_SECONDS) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        on_change: Callable[[Workflow], Awaitable[None]] | None = None,
+        rescan_seconds: float = RESCAN_SECONDS,
+    ) -> None:
         self.folder = folder
         self.on_change = on_change
         self.rescan_seconds = rescan_seconds
@@ -117,8 +126,10 @@ class Registry:
         self._rebuild()
 
     def start_watching(self) -> None:
-        self._tasks = [asyncio.create_task(self._watch(), name="registry-watch"),
-                       asyncio.create_task(self._poll(), name="registry-rescan")]
+        self._tasks = [
+            asyncio.create_task(self._watch(), name="registry-watch"),
+            asyncio.create_task(self._poll(), name="registry-rescan"),
+        ]
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -154,9 +165,9 @@ class Registry:
                 # daemon). A change is still seen within about a second, and a trigger of a
                 # name not seen yet rescans the folder first (`current`). No rust timeout:
                 # each one would be one more wake-up and thread hand-off for nothing.
-                async for changes in watchfiles.awatch(self.folder, recursive=False,
-                                                       debounce=200, step=WATCH_STEP_MS,
-                                                       rust_timeout=0):
+                async for changes in watchfiles.awatch(
+                    self.folder, recursive=False, debounce=200, step=WATCH_STEP_MS, rust_timeout=0
+                ):
                     await self._changed({Path(p) for _, p in changes})
             except asyncio.CancelledError:
                 raise
@@ -238,8 +249,12 @@ class Registry:
             if new is None:
                 log.info("workflow %s removed", name)
             else:
-                log.info("workflow %s %s%s", name, "changed" if old else "added",
-                         f" (error: {new.error})" if new.error else "")
+                log.info(
+                    "workflow %s %s%s",
+                    name,
+                    "changed" if old else "added",
+                    f" (error: {new.error})" if new.error else "",
+                )
             if self.on_change is not None:
                 await self.on_change(new or old)  # type: ignore[arg-type]
 
@@ -254,8 +269,10 @@ class Registry:
             group = sorted(groups[name], key=lambda w: w.path)
             if len(group) > 1:
                 files = ", ".join(Path(w.path).name for w in group)
-                why = (f"{len(group)} files are named {name} ({files}); a workflow's name is its "
-                       "file name without the extension: rename or remove all but one")
+                why = (
+                    f"{len(group)} files are named {name} ({files}); a workflow's name is its "
+                    "file name without the extension: rename or remove all but one"
+                )
                 group = [replace(w, error=why) for w in group]
             workflows[name] = group[0]
             listing += group
@@ -302,8 +319,7 @@ class Registry:
             error = exc.message
         declared = None
         if error is None:
-            error, declared = await (check_python(real) if kind == "python"
-                                     else shell_header(real))
+            error, declared = await (check_python(real) if kind == "python" else shell_header(real))
         schedule, options = split_options(declared)
         if error is None:
             error = schedule_error(name, schedule) or options_error(options)
@@ -315,8 +331,17 @@ class Registry:
                 sha = await asyncio.to_thread(file_sha256, real)
             except OSError as exc:
                 error = f"the script could not be read: {exc}"
-        return Workflow(name, kind, str(path), error, mtime, schedule,
-                        on_failure=options.get("on_failure"), pin=is_pinned(options), sha256=sha)
+        return Workflow(
+            name,
+            kind,
+            str(path),
+            error,
+            mtime,
+            schedule,
+            on_failure=options.get("on_failure"),
+            pin=is_pinned(options),
+            sha256=sha,
+        )
 
     def _unsafe(self, path: Path) -> str | None:
         """Why a script may not run, or None. Checked for the folder and the file itself."""

@@ -79,8 +79,11 @@ class Scheduler:
             if due or s["queued_slot"] is not None:
                 try:
                     actions = await self.d.hub.call(
-                        store.schedule_tick, s["name"], now=now,
-                        on_failure=self.d.handler_for(s["workflow"]))
+                        store.schedule_tick,
+                        s["name"],
+                        now=now,
+                        on_failure=self.d.handler_for(s["workflow"]),
+                    )
                 except YsError as exc:
                     log.error("schedule %s: %s", s["name"], exc)
                     continue
@@ -100,24 +103,35 @@ class Scheduler:
         for a in actions:
             when = _iso(a.get("slot"))
             if a["action"] == "fired":
-                how = " (catch-up)" if a.get("catch_up") else (
-                    " (queued)" if a.get("queued") else "")
-                log.info("schedule %s fired slot %s%s: %s", s["name"], when, how,
-                         a["execution_id"])
+                how = (
+                    " (catch-up)" if a.get("catch_up") else (" (queued)" if a.get("queued") else "")
+                )
+                log.info("schedule %s fired slot %s%s: %s", s["name"], when, how, a["execution_id"])
             elif a["action"] == "skipped":
                 log.info("schedule %s skipped slot %s: %s", s["name"], when, a["why"])
             elif a["action"] == "queued":
-                log.info("schedule %s queued slot %s behind the running execution",
-                         s["name"], when)
+                log.info("schedule %s queued slot %s behind the running execution", s["name"], when)
             elif a["action"] == "refused":
-                log.error("schedule %s no longer fires: %s; remove it and add it again",
-                          s["name"], a["why"])
+                log.error(
+                    "schedule %s no longer fires: %s; remove it and add it again",
+                    s["name"],
+                    a["why"],
+                )
             elif a["action"] == "missed":
-                log.info("schedule %s will not fire slot %s (%s)%s", s["name"], when,
-                         a["reason"], f"; its handler is {a['handler']}" if a["handler"] else "")
+                log.info(
+                    "schedule %s will not fire slot %s (%s)%s",
+                    s["name"],
+                    when,
+                    a["reason"],
+                    f"; its handler is {a['handler']}" if a["handler"] else "",
+                )
             elif a["action"] == "caught_up":
-                log.info("schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
-                         s["name"], a["policy"], a["fired"])
+                log.info(
+                    "schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
+                    s["name"],
+                    a["policy"],
+                    a["fired"],
+                )
 
     async def housekeeping(self) -> None:
         """Once a day: prune terminal executions past the retention setting, and their logs."""
@@ -135,8 +149,11 @@ class Scheduler:
             for execution_id in ids:
                 shutil.rmtree(self.d.paths.log_dir(execution_id), ignore_errors=True)
             if ids:
-                log.info("pruned %d terminal executions older than %.0f days and their logs",
-                         len(ids), older_than / DAY)
+                log.info(
+                    "pruned %d terminal executions older than %.0f days and their logs",
+                    len(ids),
+                    older_than / DAY,
+                )
             await self.prune_versions()
         return ids
 
@@ -152,20 +169,28 @@ class Scheduler:
     async def sync_declared(self, workflows: dict[str, Any]) -> None:
         """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""
         store = self.d.store
-        declared = {name: wf for name, wf in workflows.items()
-                    if wf.error is None and wf.schedule and wf.schedule.get("schedule")}
-        by_hand = {s["name"] for s in await self.d.hub.call(store.schedules)
-                   if s["source"] != "script"}
+        declared = {
+            name: wf
+            for name, wf in workflows.items()
+            if wf.error is None and wf.schedule and wf.schedule.get("schedule")
+        }
+        by_hand = {
+            s["name"] for s in await self.d.hub.call(store.schedules) if s["source"] != "script"
+        }
         for name, wf in declared.items():
             if name in by_hand:  # `ys schedule add` took the name first: never overwrite it
-                log.error("workflow %s declares a schedule, but a schedule named %s was added "
-                          "with `ys schedule add`; remove that one to use the script's", name,
-                          name)
+                log.error(
+                    "workflow %s declares a schedule, but a schedule named %s was added "
+                    "with `ys schedule add`; remove that one to use the script's",
+                    name,
+                    name,
+                )
                 continue
             try:
                 args = schedule_args(name, wf.schedule)
-                await self.d.hub.call(store.schedule_add, name, name, source="script",
-                                      replace=True, **args)
+                await self.d.hub.call(
+                    store.schedule_add, name, name, source="script", replace=True, **args
+                )
             except (YsError, ValueError, TypeError) as exc:
                 # The registry checks declarations as it loads them; whatever the store still
                 # refuses is the script's load error too, not only a line in the log.

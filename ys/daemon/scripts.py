@@ -26,8 +26,7 @@ FLAGS = ("pin",)  # header options written without a value
 OPTIONS = ("on_failure", "pin")  # what a script declares beside its schedule
 
 
-def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None,
-                                                            dict[str, Any]]:
+def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(schedule, options) of what a script declares: its decorator's options or its header.
     The schedule part is what it was before options existed (None when nothing is left)."""
     d = dict(declared or {})
@@ -62,8 +61,13 @@ async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """Import the script in a subprocess; returns (error, schedule declared by the decorator).
     The decorator's other options (on_failure, pin) come back under the key `options`."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ys.worker", "--check", str(path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "ys.worker",
+        "--check",
+        str(path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         cwd=str(path.parent),
     )
     try:
@@ -114,7 +118,7 @@ def parse_header(head: list[str]) -> dict[str, Any] | None:
         s = line.strip()
         if s.startswith(HEADER):
             try:
-                parts = shlex.split(s[len(HEADER):])
+                parts = shlex.split(s[len(HEADER) :])
             except ValueError as exc:
                 raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
             fields: dict[str, Any] = {}
@@ -146,13 +150,23 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     from ys.contract import check_schedule
 
     args: dict[str, Any] = {
-        "cron_expr": str(sch["schedule"]), "tz": str(sch.get("tz") or "local"),
-        "catch_up": str(sch.get("catch_up", "once")), "overlap": str(sch.get("overlap", "skip")),
+        "cron_expr": str(sch["schedule"]),
+        "tz": str(sch.get("tz") or "local"),
+        "catch_up": str(sch.get("catch_up", "once")),
+        "overlap": str(sch.get("overlap", "skip")),
         "max_late": _seconds(sch.get("max_late"), "max_late"),
         "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
     }
-    check_schedule(name, name, args["cron_expr"], args["tz"], args["catch_up"],
-                   args["overlap"], args["max_late"], args["jitter"])
+    check_schedule(
+        name,
+        name,
+        args["cron_expr"],
+        args["tz"],
+        args["catch_up"],
+        args["overlap"],
+        args["max_late"],
+        args["jitter"],
+    )
     return args
 
 

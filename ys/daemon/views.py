@@ -53,11 +53,14 @@ def record(r: Record) -> dict[str, Any]:
 def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A step as describe shows it, with its failed attempts (from the history), oldest first."""
     out: dict[str, Any] = {
-        "key": s.key, "kind": s.kind, "status": s.status, "attempts": s.attempts,
-        "wake_at": iso(s.wake_at), "updated_at": iso(s.updated_at),
+        "key": s.key,
+        "kind": s.kind,
+        "status": s.status,
+        "attempts": s.attempts,
+        "wake_at": iso(s.wake_at),
+        "updated_at": iso(s.updated_at),
         "failed_attempts": [
-            {"attempt": f["attempt"], "at": iso(f["at"]), "error": f["error"]}
-            for f in failed or []
+            {"attempt": f["attempt"], "at": iso(f["at"]), "error": f["error"]} for f in failed or []
         ],
     }
     if s.value is not None:
@@ -74,7 +77,9 @@ def describe(d: Description) -> dict[str, Any]:
         steps=[step(s, d.failed_attempts.get(s.key)) for s in d.steps],
         children=[
             {
-                "execution_id": c.execution_id, "workflow": c.workflow, "status": c.status,
+                "execution_id": c.execution_id,
+                "workflow": c.workflow,
+                "status": c.status,
                 "step_key": (c.parent or {}).get("step_key"),
                 "detached": bool((c.parent or {}).get("detached")),
             }
@@ -94,8 +99,11 @@ def effect(e: dict[str, Any]) -> dict[str, Any]:
     for k in ("input", "result"):
         out[k] = plain(out.get(k))
     out["conflicts"] = [
-        {"result": plain(c["result"]), "conflicting_result": plain(c["conflicting_result"]),
-         "at": iso(c["at"])}
+        {
+            "result": plain(c["result"]),
+            "conflicting_result": plain(c["conflicting_result"]),
+            "at": iso(c["at"]),
+        }
         for c in e.get("conflicts", [])
     ]
     for k in ("created_at", "settled_at"):
@@ -109,11 +117,20 @@ def effect(e: dict[str, Any]) -> dict[str, Any]:
 
 def schedule(s: dict[str, Any]) -> dict[str, Any]:
     return {
-        "name": s["name"], "workflow": s["workflow"], "cron": s["cron"], "tz": s["tz"],
-        "params": plain(s["params"]), "catch_up": s["catch_up"], "overlap": s["overlap"],
-        "max_late": s["max_late"], "jitter": s["jitter"], "paused": s["paused"],
-        "source": s["source"], "next_fire_at": None if s["paused"] else iso(s["next_fire_at"]),
-        "last_fire_at": iso(s["last_fire_at"]), "last_execution_id": s["last_execution_id"],
+        "name": s["name"],
+        "workflow": s["workflow"],
+        "cron": s["cron"],
+        "tz": s["tz"],
+        "params": plain(s["params"]),
+        "catch_up": s["catch_up"],
+        "overlap": s["overlap"],
+        "max_late": s["max_late"],
+        "jitter": s["jitter"],
+        "paused": s["paused"],
+        "source": s["source"],
+        "next_fire_at": None if s["paused"] else iso(s["next_fire_at"]),
+        "last_fire_at": iso(s["last_fire_at"]),
+        "last_execution_id": s["last_execution_id"],
         "queued": s["queued_slot"] is not None,
     }
 
@@ -126,6 +143,8 @@ EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
 def event(e: dict[str, Any]) -> dict[str, Any]:
     data = e["data"]
     if not EVENT_TIMES.isdisjoint(data):
-        data = {k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
-                for k, v in data.items()}
+        data = {
+            k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
+            for k, v in data.items()
+        }
     return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": data}

@@ -17,9 +17,13 @@ from ys.store.protocols import Store
 
 
 def open_store(
-    database: str | os.PathLike[str], *, group_commit: bool = False,
-    clock: Callable[[], float] = time.time, lease_seconds: float = 30.0,
-    read_only: bool = False, daemon_id: str | None = None,
+    database: str | os.PathLike[str],
+    *,
+    group_commit: bool = False,
+    clock: Callable[[], float] = time.time,
+    lease_seconds: float = 30.0,
+    read_only: bool = False,
+    daemon_id: str | None = None,
 ) -> Store:
     """The store a setting names: a file path opens (and, unless read_only, creates and
     migrates) a SQLite database. `group_commit` shares commits between concurrent writes (the
@@ -30,23 +34,35 @@ def open_store(
         if scheme in ("postgres", "postgresql"):
             from ys.store.postgres import PostgresStore
 
-            return PostgresStore(setting, group_commit=group_commit, clock=clock,
-                                 lease_seconds=lease_seconds, read_only=read_only,
-                                 daemon_id=daemon_id)
+            return PostgresStore(
+                setting,
+                group_commit=group_commit,
+                clock=clock,
+                lease_seconds=lease_seconds,
+                read_only=read_only,
+                daemon_id=daemon_id,
+            )
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"database {scheme}://... is not supported; give a file path or a postgresql:// URL",
         )
     from ys.store.sqlite import SqliteStore
 
-    return SqliteStore(setting, group_commit=group_commit, clock=clock,
-                       lease_seconds=lease_seconds, read_only=read_only)
+    return SqliteStore(
+        setting,
+        group_commit=group_commit,
+        clock=clock,
+        lease_seconds=lease_seconds,
+        read_only=read_only,
+    )
 
 
 def is_postgres(database: str | os.PathLike[str] | None) -> bool:
     """Whether a database setting names a PostgreSQL server."""
     return database is not None and os.fspath(database).split("://", 1)[0] in (
-        "postgres", "postgresql")
+        "postgres",
+        "postgresql",
+    )
 
 
 def require_driver(database: str | os.PathLike[str] | None) -> None:

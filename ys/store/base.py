@@ -71,6 +71,7 @@ class Description:
 @dataclass(frozen=True)
 class SharedCounts:
     """What every daemon on one database reports alike (the metrics' shared figures)."""
+
     executions: dict[tuple[str, str], int] = field(default_factory=dict)  # (workflow, status)
     effects: dict[str, int] = field(default_factory=dict)  # by status
     due: int = 0  # due now and not leased

@@ -83,8 +83,12 @@ def parse_list_token(token: str) -> tuple[float, str]:
     """(admitted_at, execution_id) of a list token; anything malformed is INVALID_ARGUMENT."""
     try:
         at, execution_id = json.loads(_unpack(token))
-        if (isinstance(at, bool) or not isinstance(at, int | float)
-                or not MIN_TIME <= at <= MAX_TIME or not isinstance(execution_id, str)):
+        if (
+            isinstance(at, bool)
+            or not isinstance(at, int | float)
+            or not MIN_TIME <= at <= MAX_TIME
+            or not isinstance(execution_id, str)
+        ):
             raise ValueError(token)
         return float(at), execution_id
     except (ValueError, TypeError, RecursionError):  # not JSON, not a pair, nested too deep
@@ -105,6 +109,6 @@ def check_cursor(cursor: Any) -> int:
             raise ValueError(cursor)
     except (TypeError, ValueError):
         raise InvalidArgument(
-            "INVALID_ARGUMENT", f"cursor must be a cursor ys gave (a whole number), not "
-                                f"{cursor!r}") from None
+            "INVALID_ARGUMENT", f"cursor must be a cursor ys gave (a whole number), not {cursor!r}"
+        ) from None
     return pos

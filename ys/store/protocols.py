@@ -40,9 +40,27 @@ from ys.store.records import STATUSES, TERMINAL, Event, Record
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
-    "STATUSES", "TERMINAL", "Admission", "Delivery", "Description", "EffectClient", "Event",
-    "ExecutionClient", "Health", "Housekeeping", "ObservingClient", "OverviewClient", "Page", "ReadClient",
-    "Record", "RunningExecution", "ScheduleClient", "SharedCounts", "StartClient", "StepRecord", "Store",
+    "STATUSES",
+    "TERMINAL",
+    "Admission",
+    "Delivery",
+    "Description",
+    "EffectClient",
+    "Event",
+    "ExecutionClient",
+    "Health",
+    "Housekeeping",
+    "ObservingClient",
+    "OverviewClient",
+    "Page",
+    "ReadClient",
+    "Record",
+    "RunningExecution",
+    "ScheduleClient",
+    "SharedCounts",
+    "StartClient",
+    "StepRecord",
+    "Store",
     "ValueClient",
 ]
 
@@ -53,24 +71,40 @@ class ExecutionClient(Protocol):
     that no longer holds the lease (LEASE_LOST)."""
 
     def admit(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
         """Admit one execution (record, `admitted` event, first wake) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise."""
         ...
 
     async def admit_async(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch."""
         ...
 
     def request_wake(
-        self, execution_id: str, at: float | None = None, *, now: float | None = None,
+        self,
+        execution_id: str,
+        at: float | None = None,
+        *,
+        now: float | None = None,
         reason: str = "requested",
     ) -> str:
         """Make the execution due at `at` (merged into an earlier pending wake): "requested",
@@ -94,30 +128,49 @@ class ExecutionClient(Protocol):
         ...
 
     def renew(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
         """Extend a live lease; returns its new expiry. A heartbeat: no event."""
         ...
 
     async def renew_async(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
         """`renew` for the event loop."""
         ...
 
     def release(
-        self, execution_id: str, token: str, *, retry_at: float | None = None,
-        reason: str = "retry", now: float | None = None, detail: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        retry_at: float | None = None,
+        reason: str = "retry",
+        now: float | None = None,
+        detail: str | None = None,
     ) -> None:
         """End a delivery without an outcome: the lease is dropped and the covered wakes are
         due again at retry_at, with a `released` event saying why."""
         ...
 
     def acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         """Record the delivery's outcome and drop its lease; a terminal one also wakes a
         caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
@@ -125,8 +178,13 @@ class ExecutionClient(Protocol):
         ...
 
     async def acknowledge_async(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         """`acknowledge` for the event loop."""
         ...
@@ -137,8 +195,16 @@ class ExecutionClient(Protocol):
         ...
 
     def save_step(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
         """Record a step (and its wake) under the delivery's lease; returns whether a
@@ -146,8 +212,16 @@ class ExecutionClient(Protocol):
         ...
 
     async def save_step_async(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
         """`save_step` for the event loop."""
@@ -165,8 +239,14 @@ class StartClient(Protocol):
     """RFC 003's start client: not fenced, idempotent by (caller, step key)."""
 
     def start(
-        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
-        detached: bool = False, now: float | None = None,
+        self,
+        caller_id: str,
+        step_key: str,
+        workflow: str,
+        params_json: str = "null",
+        *,
+        detached: bool = False,
+        now: float | None = None,
     ) -> str:
         """Admit the child and record the request in one transaction, once; a repeat of the
         same request returns the same child, a different one is START_REQUEST_MISMATCH.
@@ -178,7 +258,13 @@ class EffectClient(Protocol):
     """RFC 004's effect client: not fenced; effect records are never pruned."""
 
     def effect_begin(
-        self, operation: str, effect_id: str, input: Any, execution_id: str, step_key: str, *,
+        self,
+        operation: str,
+        effect_id: str,
+        input: Any,
+        execution_id: str,
+        step_key: str,
+        *,
         now: float | None = None,
     ) -> dict[str, Any]:
         """Create the effect record or read it: {"status": "new" | "pending"}, or
@@ -194,7 +280,12 @@ class EffectClient(Protocol):
         ...
 
     def effect_wait(
-        self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
+        self,
+        effect_id: str,
+        execution_id: str,
+        step_key: str,
+        wake_at: float,
+        *,
         now: float | None = None,
     ) -> float:
         """Register a waiter and its wake together (at once if settled); a repeat while the
@@ -216,7 +307,11 @@ class ValueClient(Protocol):
     """Durable values that workflows wait for: one version per commit per key."""
 
     def value_put(
-        self, key: str, value: Any, expected_version: int | None = None, *,
+        self,
+        key: str,
+        value: Any,
+        expected_version: int | None = None,
+        *,
         now: float | None = None,
     ) -> dict[str, Any]:
         """Commit a new version (compare-and-set with expected_version; 0: must not exist)
@@ -236,8 +331,14 @@ class ValueClient(Protocol):
         ...
 
     def value_wait(
-        self, key: str, execution_id: str, step_key: str, seen: int = 0,
-        timeout_at: float | None = None, *, now: float | None = None,
+        self,
+        key: str,
+        execution_id: str,
+        step_key: str,
+        seen: int = 0,
+        timeout_at: float | None = None,
+        *,
+        now: float | None = None,
     ) -> dict[str, Any] | None:
         """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
         checked and registered in one transaction so no put slips between."""
@@ -248,10 +349,20 @@ class ScheduleClient(Protocol):
     """Cron schedules: a fire admits `<name>@<slot>` and moves the cursor in one transaction."""
 
     def schedule_add(
-        self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
-        params: Any = None, catch_up: str = "once", overlap: str = "skip",
-        max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
-        replace: bool = False, now: float | None = None,
+        self,
+        name: str,
+        workflow: str,
+        cron_expr: str,
+        *,
+        tz: str = "local",
+        params: Any = None,
+        catch_up: str = "once",
+        overlap: str = "skip",
+        max_late: float | None = None,
+        jitter: float = 0.0,
+        source: str = "cli",
+        replace: bool = False,
+        now: float | None = None,
     ) -> dict[str, Any]:
         """Add a schedule (or, with replace, update one keeping its cursor)."""
         ...
@@ -275,7 +386,11 @@ class ScheduleClient(Protocol):
         ...
 
     def schedule_tick(
-        self, name: str, *, now: float | None = None, on_failure: str | None = None,
+        self,
+        name: str,
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Fire what is due for one schedule (its admissions and cursor in one transaction;
         a skipped slot admits `on_failure` in it too); returns what was done."""
@@ -290,8 +405,13 @@ class ReadClient(Protocol):
         ...
 
     def list(
-        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
-        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+        self,
+        *,
+        statuses: builtins.list[str] | None = None,
+        workflow: str | None = None,
+        parent: str | None = None,
+        limit: int = DEFAULT_PAGE,
+        page_token: str | None = None,
     ) -> Page:
         """Records, newest admitted first (ties by ID), filtered, one page."""
         ...
@@ -344,8 +464,13 @@ class OverviewClient(Protocol):
         ...
 
     def find(
-        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
-        id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+        self,
+        *,
+        statuses: builtins.list[str] | None = None,
+        workflow: str | None = None,
+        id_prefix: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
         page_token: str | None = None,
     ) -> Page:
         """Records newest admitted first, filtered (also by ID prefix and age), one page; the
@@ -361,8 +486,12 @@ class OverviewClient(Protocol):
         ...
 
     def schedule_slots(
-        self, name: str | None = None, *, since: float | None = None,
-        outcomes: tuple[str, ...] | None = None, limit: int = 20,
+        self,
+        name: str | None = None,
+        *,
+        since: float | None = None,
+        outcomes: tuple[str, ...] | None = None,
+        limit: int = 20,
     ) -> builtins.list[dict[str, Any]]:
         """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
         ...
@@ -439,14 +568,23 @@ class ObservingClient(Protocol):
         ...
 
     def event_stream(
-        self, cursor: str | None = None, *, since: float | None = None, limit: int = 1000,
+        self,
+        cursor: str | None = None,
+        *,
+        since: float | None = None,
+        limit: int = 1000,
     ) -> tuple[builtins.list[dict[str, Any]], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them; without a cursor, from `since` (epoch seconds), else from now."""
         ...
 
     def set_script(
-        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None,
+        self,
+        workflow: str,
+        sha256: str,
+        *,
+        pin: bool = False,
+        now: float | None = None,
     ) -> None:
         """Record the version of `workflow`'s script seen now: what admissions record and
         unpinned deliveries run (`pin`: every delivery runs its admission's version)."""
@@ -466,13 +604,22 @@ class ObservingClient(Protocol):
 
 
 class Store(
-    ExecutionClient, StartClient, EffectClient, ValueClient, ScheduleClient, ReadClient,
-    OverviewClient, Housekeeping, ObservingClient, Protocol,
+    ExecutionClient,
+    StartClient,
+    EffectClient,
+    ValueClient,
+    ScheduleClient,
+    ReadClient,
+    OverviewClient,
+    Housekeeping,
+    ObservingClient,
+    Protocol,
 ):
     """A store: every client over one database and one writer."""
 
-    def watch(self, on_due: Callable[[], None],
-              on_change: Callable[[str], None] | None = None) -> None:
+    def watch(
+        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+    ) -> None:
         """On a database other daemons write too: call `on_due` when something may have become
         due and `on_change(execution_id)` when an execution's history grew (from another
         thread). Where this daemon is the only writer, nothing."""

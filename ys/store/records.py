@@ -39,7 +39,9 @@ class Event:
 class Record:
     execution_id: str
     workflow: str
-    params_json: str  # canonical encoding, as admitted ("" when a write loaded the record without it)
+    params_json: (
+        str  # canonical encoding, as admitted ("" when a write loaded the record without it)
+    )
     context_json: str
     status: str
     outcome: dict[str, Any] | None

@@ -16,8 +16,9 @@ def check(what: str, action: str) -> None:
     if what == "execution" and action == "retry":
         return
     if action not in allowed:
-        raise InvalidArgument("INVALID_ARGUMENT", f"no action {action!r} on a {what}; use one "
-                              f"of {', '.join(allowed)}")
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"no action {action!r} on a {what}; use one of {', '.join(allowed)}"
+        )
 
 
 async def on_execution(api: Any, action: str, execution_id: str) -> str:

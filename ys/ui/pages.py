@@ -37,45 +37,72 @@ def now(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 
 def executions(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     statuses = [s for s in q.getall("status", []) if s]  # type: ignore[attr-defined]
-    f = {"status": statuses, "workflow": q.get("workflow", ""), "prefix": q.get("prefix", ""),
-         "since": q.get("since", "")}
-    ctx: dict[str, Any] = {"f": f, "statuses": STATUSES, "error": None, "items": [],
-                           "next_page_token": None, "page_token": q.get("page_token") or None,
-                           "workflows": sorted(d.registry.workflows), "newest_qs": "",
-                           "older_qs": ""}
+    f = {
+        "status": statuses,
+        "workflow": q.get("workflow", ""),
+        "prefix": q.get("prefix", ""),
+        "since": q.get("since", ""),
+    }
+    ctx: dict[str, Any] = {
+        "f": f,
+        "statuses": STATUSES,
+        "error": None,
+        "items": [],
+        "next_page_token": None,
+        "page_token": q.get("page_token") or None,
+        "workflows": sorted(d.registry.workflows),
+        "newest_qs": "",
+        "older_qs": "",
+    }
     try:
         since = None
         if f["since"]:
             from ys.durations import parse_duration
 
             since = time.time() - parse_duration(f["since"], "since")
-        page = d.store.find(statuses=statuses or None, workflow=f["workflow"] or None,
-                            id_prefix=f["prefix"] or None, since=since, limit=PAGE,
-                            page_token=ctx["page_token"])
+        page = d.store.find(
+            statuses=statuses or None,
+            workflow=f["workflow"] or None,
+            id_prefix=f["prefix"] or None,
+            since=since,
+            limit=PAGE,
+            page_token=ctx["page_token"],
+        )
     except YsError as exc:
         ctx["error"] = exc.message
         return ctx
     ctx["items"] = [views.record(r) for r in page.items]
     ctx["next_page_token"] = page.next_page_token
-    kept = [(k, v) for k, v in (("workflow", f["workflow"]), ("prefix", f["prefix"]),
-                                ("since", f["since"])) if v]
+    kept = [
+        (k, v)
+        for k, v in (("workflow", f["workflow"]), ("prefix", f["prefix"]), ("since", f["since"]))
+        if v
+    ]
     kept = [("status", s) for s in statuses] + kept
     ctx["newest_qs"] = urlencode(kept)
     ctx["older_qs"] = urlencode([*kept, ("page_token", page.next_page_token or "")])
     return ctx
 
 
-def _tree_down(d: DaemonParts, execution_id: str, depth: int, budget: list[int]) -> list[dict[str, Any]]:
+def _tree_down(
+    d: DaemonParts, execution_id: str, depth: int, budget: list[int]
+) -> list[dict[str, Any]]:
     """Children, their children, ... (at most 3 levels, 200 executions in all)."""
     if depth >= 3 or budget[0] <= 0:
         return []
     out = []
     for c in d.store.list(parent=execution_id, limit=min(100, budget[0])).items:
         budget[0] -= 1
-        out.append({"execution_id": c.execution_id, "workflow": c.workflow,
-                    "status": c.status, "step_key": (c.parent or {}).get("step_key"),
-                    "detached": bool((c.parent or {}).get("detached")),
-                    "children": _tree_down(d, c.execution_id, depth + 1, budget)})
+        out.append(
+            {
+                "execution_id": c.execution_id,
+                "workflow": c.workflow,
+                "status": c.status,
+                "step_key": (c.parent or {}).get("step_key"),
+                "detached": bool((c.parent or {}).get("detached")),
+                "children": _tree_down(d, c.execution_id, depth + 1, budget),
+            }
+        )
     return out
 
 
@@ -84,11 +111,13 @@ def _ancestors(d: DaemonParts, parent: dict[str, Any] | None) -> list[dict[str, 
     while parent and len(chain) < 10:
         r = d.store.get(parent["execution_id"])
         if r is None:
-            chain.insert(0, {"execution_id": parent["execution_id"], "status": "pruned",
-                             "workflow": ""})
+            chain.insert(
+                0, {"execution_id": parent["execution_id"], "status": "pruned", "workflow": ""}
+            )
             break
-        chain.insert(0, {"execution_id": r.execution_id, "workflow": r.workflow,
-                         "status": r.status})
+        chain.insert(
+            0, {"execution_id": r.execution_id, "workflow": r.workflow, "status": r.status}
+        )
         parent = r.parent
     return chain
 
@@ -125,8 +154,15 @@ def _logs(d: DaemonParts, execution_id: str, record: dict[str, Any]) -> list[dic
         except OSError:
             continue
         live = record["status"] == "running" and record["attempts"] == n
-        out.append({"attempt": n, "bytes": total, "text": text, "live": live,
-                    "cut": max(0, total - LOG_TAIL)})
+        out.append(
+            {
+                "attempt": n,
+                "bytes": total,
+                "text": text,
+                "live": live,
+                "cut": max(0, total - LOG_TAIL),
+            }
+        )
     return out
 
 
@@ -136,16 +172,23 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     x = views.describe(desc)
     x["effects"] = [views.effect(e) for e in d.store.effects(None, execution_id)]
     x["waiting_on"] = [
-        {**w, **({"since": views.iso(w["since"])} if "since" in w else {}),
-         **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {})}
+        {
+            **w,
+            **({"since": views.iso(w["since"])} if "since" in w else {}),
+            **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
+        }
         for w in d.store.waits(execution_id)
     ]
-    events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data}
-              for i, e in enumerate(d.store.events(execution_id))]
+    events = [
+        {"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data}
+        for i, e in enumerate(d.store.events(execution_id))
+    ]
     history = [views.event(e) for e in events[-200:]]
     running = d.dispatcher.running.get(execution_id)
     return {
-        "x": x, "timeline": _timeline(x["steps"], events), "history": history,
+        "x": x,
+        "timeline": _timeline(x["steps"], events),
+        "history": history,
         "history_skipped": max(0, len(events) - len(history)),
         "ancestors": _ancestors(d, x["parent"]),
         "tree": _tree_down(d, execution_id, 0, [200]),
@@ -184,8 +227,10 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 nxt = []
         v["next"] = nxt
-        v["slots"] = [{**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
-                      for r in d.store.schedule_slots(s["name"], limit=10)]
+        v["slots"] = [
+            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
+            for r in d.store.schedule_slots(s["name"], limit=10)
+        ]
         out.append(v)
     return {"schedules": out, "done": q.get("done")}
 
@@ -218,24 +263,32 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     waiters: dict[str, list[dict[str, Any]]] = {}
     for w in d.store.value_waiters():
         waiters.setdefault(w["key"], []).append({**w, "since": views.iso(w["since"])})
-    entries = [{**e, "updated_at": views.iso(e["updated_at"]),
-                "waiters": waiters.pop(e["key"], [])} for e in d.store.value_list(prefix)]
+    entries = [
+        {**e, "updated_at": views.iso(e["updated_at"]), "waiters": waiters.pop(e["key"], [])}
+        for e in d.store.value_list(prefix)
+    ]
     # keys that are waited for but hold no value yet
-    pending = [{"key": k, "waiters": ws} for k, ws in sorted(waiters.items())
-               if k.startswith(prefix)]
+    pending = [
+        {"key": k, "waiters": ws} for k, ws in sorted(waiters.items()) if k.startswith(prefix)
+    ]
     return {"entries": entries, "pending": pending, "prefix": prefix}
 
 
 def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     key = m["key"]
     found = d.store.value_get(key)
-    ws = [{**w, "since": views.iso(w["since"])} for w in d.store.value_waiters()
-          if w["key"] == key]
+    ws = [{**w, "since": views.iso(w["since"])} for w in d.store.value_waiters() if w["key"] == key]
     if found is None and not ws:
         raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
-    v = None if found is None else {"value": views.plain(found["value"]),
-                                     "version": found["version"],
-                                     "updated_at": views.iso(found["updated_at"])}
+    v = (
+        None
+        if found is None
+        else {
+            "value": views.plain(found["value"]),
+            "version": found["version"],
+            "updated_at": views.iso(found["updated_at"]),
+        }
+    )
     return {"key": key, "v": v, "waiters": ws}
 
 
@@ -264,5 +317,7 @@ def sha256_of(path: str) -> str | None:
 
 def workflows(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     items = sorted(d.registry.workflows.values(), key=lambda w: w.name)
-    return {"workflows": [{**w.to_json(), "sha256": sha256_of(w.path)} for w in items],
-            "folder": str(d.registry.folder)}
+    return {
+        "workflows": [{**w.to_json(), "sha256": sha256_of(w.path)} for w in items],
+        "folder": str(d.registry.folder),
+    }

@@ -40,14 +40,16 @@ def when(value: str | float | None, rel: str = "ago") -> Markup:
         return Markup('<span class="none">–</span>')
     local = d.astimezone()
     today = dt.datetime.now().astimezone().date()
-    shown = local.strftime("%H:%M:%S") if local.date() == today else local.strftime(
-        "%Y-%m-%d %H:%M")
+    shown = (
+        local.strftime("%H:%M:%S") if local.date() == today else local.strftime("%Y-%m-%d %H:%M")
+    )
     utc = d.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     full = local.strftime("%Y-%m-%d %H:%M:%S %Z")
     iso = d.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
     return Markup(
         f'<time datetime="{iso}" data-rel="{escape(rel)}" title="{escape(full)} · {utc}">'
-        f'<span class="rel"></span><span class="abs">{escape(shown)}</span></time>')
+        f'<span class="rel"></span><span class="abs">{escape(shown)}</span></time>'
+    )
 
 
 def local_and_utc(value: str | float | None) -> Markup:
@@ -60,8 +62,10 @@ def local_and_utc(value: str | float | None) -> Markup:
     if local.utcoffset():
         shown += d.astimezone(dt.UTC).strftime(" · %H:%M UTC")
     iso = d.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    return Markup(f'<time datetime="{iso}" data-rel="in"><span class="rel"></span></time>'
-                  f'<span class="both">{escape(shown)}</span>')
+    return Markup(
+        f'<time datetime="{iso}" data-rel="in"><span class="rel"></span></time>'
+        f'<span class="both">{escape(shown)}</span>'
+    )
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
@@ -104,11 +108,21 @@ def error_text(error: Any) -> str:
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(when=when, local_and_utc=local_and_utc, duration=duration, size=size,
-                       pretty=pretty, seg=seg, error_text=error_text)
+    env.filters.update(
+        when=when,
+        local_and_utc=local_and_utc,
+        duration=duration,
+        size=size,
+        pretty=pretty,
+        seg=seg,
+        error_text=error_text,
+    )
     env.globals.update(seconds_between=seconds_between)
     # The macros are globals, not imports: a page's live region is rendered as a block on
     # its own, which does not run the template's top-level imports.

@@ -27,22 +27,38 @@ from ys.ui import actions, pages
 
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript"}
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY",
-           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
-           "Cross-Origin-Resource-Policy": "same-origin"}
-REFUSED_STYLE = ("body{font:15px/1.5 system-ui,sans-serif;max-width:36em;margin:12vh auto;"
-                 "padding:0 20px}h1{font-size:20px}code{font-size:14px}"
-                 "@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}}")
-REFUSED_CSP = ("default-src 'none'; style-src 'sha256-" + base64.b64encode(
-    hashlib.sha256(REFUSED_STYLE.encode()).digest()).decode() + "'; frame-ancestors 'none'; "
-    "base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+REFUSED_STYLE = (
+    "body{font:15px/1.5 system-ui,sans-serif;max-width:36em;margin:12vh auto;"
+    "padding:0 20px}h1{font-size:20px}code{font-size:14px}"
+    "@media (prefers-color-scheme:dark){body{background:#0d1117;color:#e6edf3}}"
+)
+REFUSED_CSP = (
+    "default-src 'none'; style-src 'sha256-"
+    + base64.b64encode(hashlib.sha256(REFUSED_STYLE.encode()).digest()).decode()
+    + "'; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'none'"
+)
 LIVE_SECONDS = 25.0
 RECHECK = 2.0
-NAV = [("now", "/ui/", "Now"), ("executions", "/ui/executions", "Executions"),
-       ("schedules", "/ui/schedules", "Schedules"), ("effects", "/ui/effects", "Effects"),
-       ("values", "/ui/values", "Values"), ("workflows", "/ui/workflows", "Workflows")]
+NAV = [
+    ("now", "/ui/", "Now"),
+    ("executions", "/ui/executions", "Executions"),
+    ("schedules", "/ui/schedules", "Schedules"),
+    ("effects", "/ui/effects", "Effects"),
+    ("values", "/ui/values", "Values"),
+    ("workflows", "/ui/workflows", "Workflows"),
+]
 
 Builder = Callable[[Any, Mapping[str, Any], Mapping[str, str]], dict[str, Any]]
 Handler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
@@ -111,17 +127,25 @@ class Dashboard:
         if token is not None and request.method == "GET":
             fresh = gate.spend(token)
             if fresh is None and not gate.session_ok(cookie):
-                return self._refuse("This link was used already or has expired. Run "
-                                    "`ys ui` again for a new one.")
+                return self._refuse(
+                    "This link was used already or has expired. Run `ys ui` again for a new one."
+                )
             kept = [(k, v) for k, v in request.query.items() if k != "token"]
             resp = _redirect(str(request.rel_url.with_query(kept)))
             if fresh is not None:
-                resp.set_cookie(gate.cookie, fresh, path="/ui/", httponly=True,
-                                samesite="Strict", max_age=7 * 86400)
+                resp.set_cookie(
+                    gate.cookie,
+                    fresh,
+                    path="/ui/",
+                    httponly=True,
+                    samesite="Strict",
+                    max_age=7 * 86400,
+                )
             return resp
         if not gate.session_ok(cookie):
-            return self._refuse("This dashboard opens with the link `ys ui` prints. Run "
-                                "`ys ui` for a new one.")
+            return self._refuse(
+                "This dashboard opens with the link `ys ui` prints. Run `ys ui` for a new one."
+            )
         if request.method == "POST":
             refusal = await self._check_post(request, cookie)
             if refusal is not None:
@@ -129,8 +153,12 @@ class Dashboard:
         try:
             return await handler(request, cookie)
         except YsError as exc:
-            return self._html("error.html", {"code": exc.code, "message": exc.message,
-                                             "section": ""}, cookie, exc.http_status)
+            return self._html(
+                "error.html",
+                {"code": exc.code, "message": exc.message, "section": ""},
+                cookie,
+                exc.http_status,
+            )
 
     async def _check_post(self, request: web.Request, cookie: str) -> web.Response | None:
         origin = request.headers.get("Origin")
@@ -141,8 +169,9 @@ class Dashboard:
         form = await request.post()
         csrf = form.get("csrf")
         if not self.api.gate.csrf_ok(cookie, csrf if isinstance(csrf, str) else None):
-            return self._refuse("This form is stale (its CSRF token does not match). Reload "
-                                "the page and try again.")
+            return self._refuse(
+                "This form is stale (its CSRF token does not match). Reload the page and try again."
+            )
         return None
 
     def _refuse(self, message: str) -> web.Response:
@@ -155,13 +184,19 @@ class Dashboard:
     # -- pages ------------------------------------------------------------------------------
 
     def _context(self, cookie: str, section: str, request: web.Request | None) -> dict[str, Any]:
-        return {"csrf": self.api.gate.csrf(cookie) if cookie else "", "nav": NAV,
-                "section": section, "path": request.path if request is not None else "/ui/"}
+        return {
+            "csrf": self.api.gate.csrf(cookie) if cookie else "",
+            "nav": NAV,
+            "section": section,
+            "path": request.path if request is not None else "/ui/",
+        }
 
-    def _html(self, template: str, ctx: dict[str, Any], cookie: str,
-              status: int = 200) -> web.Response:
+    def _html(
+        self, template: str, ctx: dict[str, Any], cookie: str, status: int = 200
+    ) -> web.Response:
         html = self.env.get_template(template).render(
-            {**self._context(cookie, ctx.get("section", ""), None), **ctx})
+            {**self._context(cookie, ctx.get("section", ""), None), **ctx}
+        )
         return web.Response(text=html, status=status, content_type="text/html")
 
     def _page(self, builder: Builder, template: str, section: str) -> Handler:
@@ -171,7 +206,8 @@ class Dashboard:
             while True:
                 ev = self.d.hub.watch_any()  # before the read: no change slips between
                 inner, full = await self.d.hub.call(
-                    self._render, builder, template, section, request, cookie, since is None)
+                    self._render, builder, template, section, request, cookie, since is None
+                )
                 etag = hashlib.sha256(inner.encode()).hexdigest()[:16]
                 left = deadline - time.monotonic()
                 closing = request.transport is None or request.transport.is_closing()
@@ -179,17 +215,22 @@ class Dashboard:
                     break
                 await self.d.hub.wait(ev, min(RECHECK, left))
             live_url = str(request.rel_url.update_query(live=etag))
-            region = self.env.get_template("_live.html").render(
-                inner=inner, live_url=live_url)
+            region = self.env.get_template("_live.html").render(inner=inner, live_url=live_url)
             if since is not None:
                 return web.Response(text=region, content_type="text/html")
-            return web.Response(text=full.replace("\x00LIVE\x00", region),
-                                content_type="text/html")
+            return web.Response(text=full.replace("\x00LIVE\x00", region), content_type="text/html")
 
         return handler
 
-    def _render(self, builder: Builder, template: str, section: str, request: web.Request,
-                cookie: str, whole: bool) -> tuple[str, str]:
+    def _render(
+        self,
+        builder: Builder,
+        template: str,
+        section: str,
+        request: web.Request,
+        cookie: str,
+        whole: bool,
+    ) -> tuple[str, str]:
         """The live region's HTML, and (when `whole`) the page around a placeholder for it."""
         ctx = builder(self.d, request.query, request.match_info)
         ctx.update(self._context(cookie, section, request))
@@ -200,15 +241,20 @@ class Dashboard:
         return inner, full
 
     async def _nowhere(self, request: web.Request, cookie: str) -> web.StreamResponse:
-        return self._html("error.html", {"code": "NOT_FOUND", "section": "",
-                                         "message": f"no page {request.path}"}, cookie, 404)
+        return self._html(
+            "error.html",
+            {"code": "NOT_FOUND", "section": "", "message": f"no page {request.path}"},
+            cookie,
+            404,
+        )
 
     async def _to_now(self, request: web.Request, cookie: str) -> web.StreamResponse:
         return _redirect("/ui/", 302)
 
     async def _raw_log(self, request: web.Request, cookie: str) -> web.StreamResponse:
-        path = await self.d.hub.call(pages.log_file, self.d, request.match_info["id"],
-                                     request.match_info["attempt"])
+        path = await self.d.hub.call(
+            pages.log_file, self.d, request.match_info["id"], request.match_info["attempt"]
+        )
         data = await self.d.hub.call(path.read_bytes)
         return web.Response(body=data, content_type="text/plain", charset="utf-8")
 
@@ -217,8 +263,12 @@ class Dashboard:
         path = STATIC / name
         kind = STATIC_TYPES.get(path.suffix)
         if "/" in name or name.startswith(".") or kind is None or not path.is_file():
-            return self._html("error.html", {"code": "NOT_FOUND", "section": "",
-                                             "message": f"no file {name!r}"}, cookie, 404)
+            return self._html(
+                "error.html",
+                {"code": "NOT_FOUND", "section": "", "message": f"no file {name!r}"},
+                cookie,
+                404,
+            )
         resp = web.Response(body=path.read_bytes(), content_type=kind)
         resp.headers["Cache-Control"] = "private, max-age=3600"
         return resp
@@ -229,25 +279,56 @@ class Dashboard:
         execution_id = request.match_info["id"]
         action = request.match_info["action"]
         back = f"/ui/executions/{_seg(execution_id)}"
-        return await self._act(request, cookie, action, "execution", execution_id, back,
-                               lambda: actions.on_execution(self.api, action, execution_id))
+        return await self._act(
+            request,
+            cookie,
+            action,
+            "execution",
+            execution_id,
+            back,
+            lambda: actions.on_execution(self.api, action, execution_id),
+        )
 
     async def _schedule_action(self, request: web.Request, cookie: str) -> web.StreamResponse:
         name = request.match_info["name"]
         action = request.match_info["action"]
-        return await self._act(request, cookie, action, "schedule", name, "/ui/schedules",
-                               lambda: actions.on_schedule(self.api, action, name))
+        return await self._act(
+            request,
+            cookie,
+            action,
+            "schedule",
+            name,
+            "/ui/schedules",
+            lambda: actions.on_schedule(self.api, action, name),
+        )
 
-    async def _act(self, request: web.Request, cookie: str, action: str, what: str,
-                   name: str, back: str, run: Callable[[], Awaitable[str]]) -> web.StreamResponse:
+    async def _act(
+        self,
+        request: web.Request,
+        cookie: str,
+        action: str,
+        what: str,
+        name: str,
+        back: str,
+        run: Callable[[], Awaitable[str]],
+    ) -> web.StreamResponse:
         """A POST without confirm=1 answers with a page that asks (ys.js asks in the page
         instead, and sends confirm=1); with it, the action runs and the browser goes back."""
         actions.check(what, action)
         form = await request.post()
         if form.get("confirm") != "1":
-            return self._html("confirm.html", {
-                "action": action, "what": what, "name": name, "back": back,
-                "post": request.path, "section": ""}, cookie)
+            return self._html(
+                "confirm.html",
+                {
+                    "action": action,
+                    "what": what,
+                    "name": name,
+                    "back": back,
+                    "post": request.path,
+                    "section": "",
+                },
+                cookie,
+            )
         done = await run()
         return _redirect(f"{back}?done={done}")
 

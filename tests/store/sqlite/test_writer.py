@@ -108,8 +108,14 @@ def test_a_mixed_batch_answers_each_write_as_if_it_ran_alone(table):
         return "also"
 
     reqs = [
-        prepared("a"), plain(boom), prepared("b"), prepared("taken"), plain(fine),
-        prepared("d"), prepared("e"), plain(also_fine),
+        prepared("a"),
+        plain(boom),
+        prepared("b"),
+        prepared("taken"),
+        plain(fine),
+        prepared("d"),
+        prepared("e"),
+        plain(also_fine),
         prepared("huge", 2**70),  # no SQLite integer holds it: OverflowError, not sqlite3.Error
         prepared("c"),
     ]
@@ -117,11 +123,28 @@ def test_a_mixed_batch_answers_each_write_as_if_it_ran_alone(table):
     # Once `boom` is out, a, b and taken are one run of prepared inserts: "taken" makes that
     # run fail, so all three are decided by their own bodies; d and e stay prepared.
     assert [outcome(r) for r in reqs] == [
-        "fn a", "ValueError", "fn b", "Conflict", "fine", "prepared d", "prepared e", "also",
-        "fn huge", "fn c",
+        "fn a",
+        "ValueError",
+        "fn b",
+        "Conflict",
+        "fine",
+        "prepared d",
+        "prepared e",
+        "also",
+        "fn huge",
+        "fn c",
     ]
-    assert rows(conn) == {"taken": "first", "a": "by fn", "b": "by fn", "fine": "plain",
-                          "d": "p", "e": "p", "also": "plain", "huge": "by fn", "c": "by fn"}
+    assert rows(conn) == {
+        "taken": "first",
+        "a": "by fn",
+        "b": "by fn",
+        "fine": "plain",
+        "d": "p",
+        "e": "p",
+        "also": "plain",
+        "huge": "by fn",
+        "c": "by fn",
+    }
 
 
 def test_a_run_longer_than_one_insert_carries_is_split_within_the_variable_limit(table):

@@ -48,9 +48,11 @@ def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
         ) from None
     if conn.info.server_version < MIN_SERVER:
         conn.close()
-        raise YsError("FAILED_PRECONDITION",
-                      f"PostgreSQL at {redact(url)} is version {conn.info.server_version}; "
-                      "ys needs 12 or newer")
+        raise YsError(
+            "FAILED_PRECONDITION",
+            f"PostgreSQL at {redact(url)} is version {conn.info.server_version}; "
+            "ys needs 12 or newer",
+        )
     return conn
 
 
@@ -63,8 +65,10 @@ def inspect(url: str) -> dict[str, Any]:
         version = schema.version(conn)
         report: dict[str, Any] = {
             "server_version": conn.info.parameter_status("server_version"),
-            "schema_version": version, "latest_version": len(schema.MIGRATIONS),
-            "rows": {}, "mismatches": None,
+            "schema_version": version,
+            "latest_version": len(schema.MIGRATIONS),
+            "rows": {},
+            "mismatches": None,
         }
         if version != len(schema.MIGRATIONS):
             return report
@@ -72,8 +76,7 @@ def inspect(url: str) -> dict[str, Any]:
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             for table in ("executions", "events", "steps", "effects", "kv", "schedules"):
-                report["rows"][table] = conn.execute(
-                    f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                report["rows"][table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
             from ys.store.postgres.reads import verify
 
             report["mismatches"] = verify(conn)

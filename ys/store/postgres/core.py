@@ -29,9 +29,15 @@ log = logging.getLogger("ys.store.postgres")
 
 class Core:
     def __init__(
-        self, url: str, *, group_commit: bool = False, clock: Callable[[], float] = time.time,
-        lease_seconds: float = DEFAULT_LEASE_SECONDS, read_only: bool = False,
-        daemon_id: str | None = None, readers: int = 8,
+        self,
+        url: str,
+        *,
+        group_commit: bool = False,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        read_only: bool = False,
+        daemon_id: str | None = None,
+        readers: int = 8,
     ) -> None:
         from psycopg_pool import ConnectionPool
 
@@ -46,8 +52,14 @@ class Core:
                 migrate(conn)
         self.writer = Writer(lambda: connect(url), group=group_commit and not read_only)
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=readers, kwargs={"autocommit": True}, open=True,
-            timeout=30.0, check=ConnectionPool.check_connection, name="ys-readers",
+            url,
+            min_size=1,
+            max_size=readers,
+            kwargs={"autocommit": True},
+            open=True,
+            timeout=30.0,
+            check=ConnectionPool.check_connection,
+            name="ys-readers",
         )
         self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
         self._listener: threading.Thread | None = None
@@ -72,16 +84,18 @@ class Core:
 
     # -- hearing other daemons --------------------------------------------------------------
 
-    def watch(self, on_due: Callable[[], None],
-              on_change: Callable[[str], None] | None = None) -> None:
+    def watch(
+        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+    ) -> None:
         """Call `on_due` (on the listener's thread) when any daemon commits a write that makes
         something due, and at least every POLL_SECONDS in case a notification was lost (the
         listener's connection broke, say); `on_change(execution_id)` when an execution's
         history grew."""
         self._watchers.append((on_due, on_change))
         if self._listener is None:
-            self._listener = threading.Thread(target=self._listen, name="ys-pg-listener",
-                                              daemon=True)
+            self._listener = threading.Thread(
+                target=self._listen, name="ys-pg-listener", daemon=True
+            )
             self._listener.start()
 
     def _call(self, due: bool, changed: str | None) -> None:
@@ -125,4 +139,3 @@ class Core:
         if self._listener is not None:
             self._listener.join(timeout=POLL_SECONDS * 3)
             self._listener = None
-

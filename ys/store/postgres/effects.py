@@ -19,13 +19,23 @@ from ys.store.postgres.shared import check_effect_request
 _COLUMNS = "effect_id, operation, input, status, result, created_at, settled_at"
 
 
-def begin_tx(c: Any, operation: str, effect_id: str, input_json: str, execution_id: str,
-             step_key: str, now: float) -> dict[str, Any]:
-    created = c.execute(
-        "INSERT INTO effects (effect_id, operation, input, status, created_at) "
-        "VALUES (%s,%s,%s,'pending',%s) ON CONFLICT (effect_id) DO NOTHING",
-        (effect_id, operation, input_json, now),
-    ).rowcount == 1
+def begin_tx(
+    c: Any,
+    operation: str,
+    effect_id: str,
+    input_json: str,
+    execution_id: str,
+    step_key: str,
+    now: float,
+) -> dict[str, Any]:
+    created = (
+        c.execute(
+            "INSERT INTO effects (effect_id, operation, input, status, created_at) "
+            "VALUES (%s,%s,%s,'pending',%s) ON CONFLICT (effect_id) DO NOTHING",
+            (effect_id, operation, input_json, now),
+        ).rowcount
+        == 1
+    )
     if created:
         state: dict[str, Any] = {"status": "new"}
     else:
@@ -40,8 +50,11 @@ def begin_tx(c: Any, operation: str, effect_id: str, input_json: str, execution_
                 f"effect {effect_id!r} exists with another {what} ({row[0]}); an effect's "
                 "operation and input never change",
             )
-        state = ({"status": "settled", "result": row[3]} if row[2] == "settled"
-                 else {"status": "pending"})
+        state = (
+            {"status": "settled", "result": row[3]}
+            if row[2] == "settled"
+            else {"status": "pending"}
+        )
     c.execute(
         "INSERT INTO effect_begins (effect_id, execution_id, step_key, at) "
         "VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING",
@@ -50,8 +63,9 @@ def begin_tx(c: Any, operation: str, effect_id: str, input_json: str, execution_
     return state
 
 
-def settle_tx(c: Any, operation: str, effect_id: str, result_json: str,
-              now: float) -> dict[str, Any]:
+def settle_tx(
+    c: Any, operation: str, effect_id: str, result_json: str, now: float
+) -> dict[str, Any]:
     row = c.execute(
         "SELECT operation, status, result FROM effects WHERE effect_id=%s FOR UPDATE",
         (effect_id,),
@@ -70,13 +84,17 @@ def settle_tx(c: Any, operation: str, effect_id: str, result_json: str,
             return {"status": "settled", "result": row[2]}
         c.execute(
             "INSERT INTO effect_conflicts (effect_id, result, conflicting_result, at) "
-            "VALUES (%s,%s,%s,%s)", (effect_id, row[2], result_json, now),
+            "VALUES (%s,%s,%s,%s)",
+            (effect_id, row[2], result_json, now),
         )
         return {"status": "conflict", "result": row[2], "conflicting_result": result_json}
-    c.execute("UPDATE effects SET status='settled', result=%s, settled_at=%s WHERE effect_id=%s",
-              (result_json, now, effect_id))
-    waiters = c.execute("DELETE FROM effect_waiters WHERE effect_id=%s RETURNING execution_id",
-                        (effect_id,)).fetchall()
+    c.execute(
+        "UPDATE effects SET status='settled', result=%s, settled_at=%s WHERE effect_id=%s",
+        (result_json, now, effect_id),
+    )
+    waiters = c.execute(
+        "DELETE FROM effect_waiters WHERE effect_id=%s RETURNING execution_id", (effect_id,)
+    ).fetchall()
     for execution_id in sorted({r[0] for r in waiters}):
         try:
             request_wake_tx(c, execution_id, now, now, reason=f"effect {effect_id} settled")
@@ -85,12 +103,14 @@ def settle_tx(c: Any, operation: str, effect_id: str, result_json: str,
     return {"status": "settled", "result": result_json}
 
 
-def wait_tx(c: Any, effect_id: str, execution_id: str, step_key: str, wake_at: float,
-            now: float) -> float:
+def wait_tx(
+    c: Any, effect_id: str, execution_id: str, step_key: str, wake_at: float, now: float
+) -> float:
     """Register a waiter and request its wake, together. A repeat while the first wake is
     still ahead returns that wake; once it has come, a new wait registers a new wake."""
-    row = c.execute("SELECT status FROM effects WHERE effect_id=%s FOR UPDATE",
-                    (effect_id,)).fetchone()
+    row = c.execute(
+        "SELECT status FROM effects WHERE effect_id=%s FOR UPDATE", (effect_id,)
+    ).fetchone()
     if row is None:
         raise InvalidArgument(
             "INVALID_ARGUMENT",
@@ -100,8 +120,8 @@ def wait_tx(c: Any, effect_id: str, execution_id: str, step_key: str, wake_at: f
         request_wake_tx(c, execution_id, now, now, reason=f"effect {effect_id} is settled")
         return now
     first = c.execute(
-        "SELECT wake_at FROM effect_waiters WHERE effect_id=%s AND execution_id=%s "
-        "AND step_key=%s", (effect_id, execution_id, step_key),
+        "SELECT wake_at FROM effect_waiters WHERE effect_id=%s AND execution_id=%s AND step_key=%s",
+        (effect_id, execution_id, step_key),
     ).fetchone()
     if first is not None and first[0] > now:
         return float(first[0])
@@ -121,20 +141,27 @@ def _effect(c: Any, row: tuple[Any, ...], full: bool) -> dict[str, Any]:
         {"result": codec.decode(r[0]), "conflicting_result": codec.decode(r[1]), "at": r[2]}
         for r in c.execute(
             "SELECT result, conflicting_result, at FROM effect_conflicts WHERE effect_id=%s "
-            "ORDER BY id", (effect_id,),
+            "ORDER BY id",
+            (effect_id,),
         ).fetchall()
     ]
     out: dict[str, Any] = {
-        "effect_id": effect_id, "operation": row[1], "input": codec.decode(row[2]),
-        "status": row[3], "result": codec.decode(row[4]) if row[4] is not None else None,
-        "created_at": row[5], "settled_at": row[6], "conflicts": conflicts,
+        "effect_id": effect_id,
+        "operation": row[1],
+        "input": codec.decode(row[2]),
+        "status": row[3],
+        "result": codec.decode(row[4]) if row[4] is not None else None,
+        "created_at": row[5],
+        "settled_at": row[6],
+        "conflicts": conflicts,
     }
     if full:
         out["began_by"] = [
             {"execution_id": r[0], "step_key": r[1], "at": r[2]}
             for r in c.execute(
                 "SELECT execution_id, step_key, at FROM effect_begins WHERE effect_id=%s "
-                "ORDER BY at", (effect_id,),
+                "ORDER BY at",
+                (effect_id,),
             ).fetchall()
         ]
         out["waiters"] = [
@@ -148,13 +175,13 @@ def _effect(c: Any, row: tuple[Any, ...], full: bool) -> dict[str, Any]:
 
 
 def describe_effect(c: Any, effect_id: str) -> dict[str, Any] | None:
-    row = c.execute(f"SELECT {_COLUMNS} FROM effects WHERE effect_id=%s",
-                    (effect_id,)).fetchone()
+    row = c.execute(f"SELECT {_COLUMNS} FROM effects WHERE effect_id=%s", (effect_id,)).fetchone()
     return None if row is None else _effect(c, row, full=True)
 
 
-def list_effects(c: Any, status: str | None = None, execution_id: str | None = None,
-                 limit: int = 1000) -> list[dict[str, Any]]:
+def list_effects(
+    c: Any, status: str | None = None, execution_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
     where: list[str] = []
     args: list[Any] = []
     if status == "conflict":
@@ -163,8 +190,10 @@ def list_effects(c: Any, status: str | None = None, execution_id: str | None = N
         where.append("status=%s")
         args.append(status)
     if execution_id:
-        where.append("effect_id IN (SELECT effect_id FROM effect_begins WHERE execution_id=%s"
-                     " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=%s)")
+        where.append(
+            "effect_id IN (SELECT effect_id FROM effect_begins WHERE execution_id=%s"
+            " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=%s)"
+        )
         args += [execution_id, execution_id]
     sql = f"SELECT {_COLUMNS} FROM effects" + (" WHERE " + " AND ".join(where) if where else "")
     sql += " ORDER BY created_at, effect_id LIMIT %s"
@@ -179,29 +208,46 @@ class PgEffects:
         self._core = core
         self._now = core.now
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,
-                     step_key: str, *, now: float | None = None) -> dict[str, Any]:
+    def effect_begin(
+        self,
+        operation: str,
+        effect_id: str,
+        input: Any,
+        execution_id: str,
+        step_key: str,
+        *,
+        now: float | None = None,
+    ) -> dict[str, Any]:
         input_json = check_effect_request(effect_id, operation, input)
         t = self._now(now)
         return self._core.write(
-            lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t))
+            lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
+        )
 
-    def effect_settle(self, operation: str, effect_id: str, result_json: str, *,
-                      now: float | None = None) -> dict[str, Any]:
+    def effect_settle(
+        self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
+    ) -> dict[str, Any]:
         result_json = codec.dumps(codec.decode(result_json))  # compared in canonical form
         t = self._now(now)
         return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 
-    def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
-                    now: float | None = None) -> float:
+    def effect_wait(
+        self,
+        effect_id: str,
+        execution_id: str,
+        step_key: str,
+        wake_at: float,
+        *,
+        now: float | None = None,
+    ) -> float:
         wake_at = check_time(wake_at, "wake_at")
         t = self._now(now)
-        return self._core.write(
-            lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
+        return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 
     def effect(self, effect_id: str) -> dict[str, Any] | None:
         return self._core.snapshot(lambda c: describe_effect(c, effect_id))
 
-    def effects(self, status: str | None = None,
-                execution_id: str | None = None) -> list[dict[str, Any]]:
+    def effects(
+        self, status: str | None = None, execution_id: str | None = None
+    ) -> list[dict[str, Any]]:
         return self._core.snapshot(lambda c: list_effects(c, status, execution_id))

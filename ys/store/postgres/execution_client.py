@@ -32,24 +32,43 @@ class PgExecutions:
     # -- admission --------------------------------------------------------------------------
 
     def admit(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
-        return self._writer.write(self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now))
+        return self._writer.write(
+            self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+        )
 
     async def admit_async(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
-        return await self._writer.write_async(self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now))
+        return await self._writer.write_async(
+            self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+        )
 
     def _admission(
-        self, workflow: str, params: Any, context: dict[str, Any] | None,
-        execution_id: str | None, if_exists: str, parent: dict[str, Any] | None,
+        self,
+        workflow: str,
+        params: Any,
+        context: dict[str, Any] | None,
+        execution_id: str | None,
+        if_exists: str,
+        parent: dict[str, Any] | None,
         now: float | None,
     ) -> Callable[[Any], Admission]:
         """Checked and encoded before the transaction, as the SQLite client does."""
@@ -68,13 +87,18 @@ class PgExecutions:
             )
         context_json = encode_event_value(context, "context") if context else "{}"
         at = check_time(self._now(now), "the admission time")
-        return lambda c: ex.admit_tx(c, workflow, params_json, context_json, execution_id,
-                                     if_exists, parent, at)
+        return lambda c: ex.admit_tx(
+            c, workflow, params_json, context_json, execution_id, if_exists, parent, at
+        )
 
     # -- wakes and deliveries ---------------------------------------------------------------
 
     def request_wake(
-        self, execution_id: str, at: float | None = None, *, now: float | None = None,
+        self,
+        execution_id: str,
+        at: float | None = None,
+        *,
+        now: float | None = None,
         reason: str = "requested",
     ) -> str:
         t = self._now(now)
@@ -98,17 +122,24 @@ class PgExecutions:
         return self._writer.write(lambda c: ex.release_expired_tx(c, t, limit=None))
 
     def renew(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
         return self._writer.write(self._renew(execution_id, token, now, lease_seconds))
 
     async def renew_async(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
-        return await self._writer.write_async(
-            self._renew(execution_id, token, now, lease_seconds))
+        return await self._writer.write_async(self._renew(execution_id, token, now, lease_seconds))
 
     def _renew(
         self, execution_id: str, token: str, now: float | None, lease_seconds: float | None
@@ -118,8 +149,14 @@ class PgExecutions:
         return lambda c: ex.renew_tx(c, execution_id, token, t, expires)
 
     def release(
-        self, execution_id: str, token: str, *, retry_at: float | None = None,
-        reason: str = "retry", now: float | None = None, detail: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        retry_at: float | None = None,
+        reason: str = "retry",
+        now: float | None = None,
+        detail: str | None = None,
     ) -> None:
         t = self._now(now)
         data: dict[str, Any] = {"reason": reason, "retry_at": retry_at or t}
@@ -128,23 +165,37 @@ class PgExecutions:
         self._writer.write(lambda c: ex.release_tx(c, execution_id, token, t, data))
 
     def acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
         transaction (`<ID>.on-failure`, ys.store.postgres.handlers)."""
-        return self._writer.write(self._acknowledge(execution_id, token, outcome, now,
-                                                    on_failure))
+        return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         return await self._writer.write_async(
-            self._acknowledge(execution_id, token, outcome, now, on_failure))
+            self._acknowledge(execution_id, token, outcome, now, on_failure)
+        )
 
     def _acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        now: float | None,
         on_failure: str | None,
     ) -> Callable[[Any], dict[str, Any]]:
         t = self._now(now)
@@ -160,24 +211,50 @@ class PgExecutions:
     # -- steps ------------------------------------------------------------------------------
 
     def save_step(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        return self._writer.write(self._save_step(
-            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+        return self._writer.write(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
+        )
 
     async def save_step_async(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        return await self._writer.write_async(self._save_step(
-            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+        return await self._writer.write_async(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
+        )
 
     def _save_step(
-        self, execution_id: str, token: str, key: str, kind: str, status: str,
-        value: str | None, attempts: int, wake_at: float | None, now: float | None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+        now: float | None,
     ) -> Callable[[Any], bool]:
         if kind == "run" and value is not None:
             codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
@@ -185,8 +262,9 @@ class PgExecutions:
         if wake_at is not None:
             check_time(wake_at, "the step's wake time")
         error = step_error(value)  # decoded here, outside the transaction
-        return lambda c: ex.save_step_tx(c, execution_id, token, key, kind, status, value,
-                                         attempts, wake_at, t, error)
+        return lambda c: ex.save_step_tx(
+            c, execution_id, token, key, kind, status, value, attempts, wake_at, t, error
+        )
 
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None
@@ -196,7 +274,8 @@ class PgExecutions:
         def read(c: Any) -> tuple[Record, list[StepRecord]]:
             row = c.execute(
                 f"SELECT {ex.FULL}, lease_token, lease_expires_at FROM executions "
-                "WHERE execution_id=%s", (execution_id,),
+                "WHERE execution_id=%s",
+                (execution_id,),
             ).fetchone()
             if row is None:
                 raise ex.not_found(execution_id)

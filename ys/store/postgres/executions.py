@@ -60,11 +60,22 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
     if row[12] is not None:
         parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
     return Record(
-        execution_id=row[0], workflow=row[1], params_json=row[2], context_json=row[3],
-        status=row[4], outcome=json.loads(row[5]) if row[5] is not None else None,
-        admitted_at=row[6], updated_at=row[7], due_at=row[8], covered_due_at=row[9],
-        prior_status=row[10], attempts=row[11], parent=parent,
-        cancel_requested=bool(row[15]), history_length=row[16], script_sha256=row[17],
+        execution_id=row[0],
+        workflow=row[1],
+        params_json=row[2],
+        context_json=row[3],
+        status=row[4],
+        outcome=json.loads(row[5]) if row[5] is not None else None,
+        admitted_at=row[6],
+        updated_at=row[7],
+        due_at=row[8],
+        covered_due_at=row[9],
+        prior_status=row[10],
+        attempts=row[11],
+        parent=parent,
+        cancel_requested=bool(row[15]),
+        history_length=row[16],
+        script_sha256=row[17],
     )
 
 
@@ -83,13 +94,13 @@ def load(c: Any, execution_id: str, payload: bool = True, lock: bool = False) ->
     """The record; with `lock`, its row stays locked until the transaction ends."""
     row = c.execute(
         f"SELECT {FULL if payload else LIGHT} FROM executions WHERE execution_id = %s"
-        + (" FOR UPDATE" if lock else ""), (execution_id,),
+        + (" FOR UPDATE" if lock else ""),
+        (execution_id,),
     ).fetchone()
     return row_to_record(row) if row else None
 
 
-def load_leased(c: Any, execution_id: str, token: str, now: float,
-                payload: bool = False) -> Record:
+def load_leased(c: Any, execution_id: str, token: str, now: float, payload: bool = False) -> Record:
     """The record, locked, if `token` holds a live lease on it; else LEASE_LOST (or not
     found). The fence and the lock are one statement: no other write slips between."""
     row = c.execute(
@@ -98,8 +109,9 @@ def load_leased(c: Any, execution_id: str, token: str, now: float,
         (execution_id, token, now),
     ).fetchone()
     if row is None:
-        exists = c.execute("SELECT 1 FROM executions WHERE execution_id = %s",
-                           (execution_id,)).fetchone()
+        exists = c.execute(
+            "SELECT 1 FROM executions WHERE execution_id = %s", (execution_id,)
+        ).fetchone()
         raise lease_lost(execution_id) if exists else not_found(execution_id)
     return row_to_record(row)
 
@@ -112,16 +124,31 @@ def record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
     """INSERT_EXECUTION's values for a record not stored yet."""
     p = record.parent or {}
     return (
-        record.execution_id, record.workflow, record.params_json, record.context_json,
-        record.status, _outcome_text(record), record.admitted_at, record.updated_at,
-        record.due_at, record.covered_due_at, record.prior_status, record.attempts,
-        p.get("execution_id"), p.get("step_key"), bool(p.get("detached")) if p else None,
-        record.cancel_requested, record.history_length, history_bytes, record.script_sha256,
+        record.execution_id,
+        record.workflow,
+        record.params_json,
+        record.context_json,
+        record.status,
+        _outcome_text(record),
+        record.admitted_at,
+        record.updated_at,
+        record.due_at,
+        record.covered_due_at,
+        record.prior_status,
+        record.attempts,
+        p.get("execution_id"),
+        p.get("step_key"),
+        bool(p.get("detached")) if p else None,
+        record.cancel_requested,
+        record.history_length,
+        history_bytes,
+        record.script_sha256,
     )
 
 
-def append(c: Any, prior: Record, events: list[Event], token: str | None = None,
-           clear_lease: bool = False) -> Record:
+def append(
+    c: Any, prior: Record, events: list[Event], token: str | None = None, clear_lease: bool = False
+) -> Record:
     """Fold `events` onto `prior` (its row locked by this transaction) and persist the
     events and the new projection together. With `token`, the UPDATE is fenced by it."""
     record, rows, nbytes = project(prior, events)
@@ -129,14 +156,26 @@ def append(c: Any, prior: Record, events: list[Event], token: str | None = None,
         "UPDATE executions SET status=%s, outcome=%s, updated_at=%s, due_at=%s, "
         "covered_due_at=%s, prior_status=%s, attempts=%s, cancel_requested=%s, "
         "history_length=%s, history_bytes=history_bytes+%s"
-        + (", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
-           if clear_lease else "")
-        + " WHERE execution_id=%s" + (" AND lease_token=%s" if token is not None else "")
+        + (
+            ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
+            if clear_lease
+            else ""
+        )
+        + " WHERE execution_id=%s"
+        + (" AND lease_token=%s" if token is not None else "")
     )
     args: tuple[Any, ...] = (
-        record.status, _outcome_text(record), record.updated_at, record.due_at,
-        record.covered_due_at, record.prior_status, record.attempts, record.cancel_requested,
-        record.history_length, nbytes, record.execution_id,
+        record.status,
+        _outcome_text(record),
+        record.updated_at,
+        record.due_at,
+        record.covered_due_at,
+        record.prior_status,
+        record.attempts,
+        record.cancel_requested,
+        record.history_length,
+        nbytes,
+        record.execution_id,
     )
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
     if cur.rowcount != 1:
@@ -145,8 +184,15 @@ def append(c: Any, prior: Record, events: list[Event], token: str | None = None,
     return record
 
 
-def admit_new(c: Any, execution_id: str, workflow: str, params_json: str, context_json: str,
-              parent: dict[str, Any] | None, at: float) -> bool:
+def admit_new(
+    c: Any,
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
+) -> bool:
     """Insert a new execution and its `admitted` event; False (nothing written) when the ID
     is taken, also by an admission that commits while this one waits for it. The record
     names the workflow's current script version (ys.store.postgres.versions)."""
@@ -159,9 +205,16 @@ def admit_new(c: Any, execution_id: str, workflow: str, params_json: str, contex
     return True
 
 
-def admit_tx(c: Any, workflow: str, params_json: str, context_json: str,
-             execution_id: str | None, if_exists: str, parent: dict[str, Any] | None,
-             at: float) -> Admission:
+def admit_tx(
+    c: Any,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    execution_id: str | None,
+    if_exists: str,
+    parent: dict[str, Any] | None,
+    at: float,
+) -> Admission:
     if execution_id is None:
         while True:  # a taken ID (32 random bits in one millisecond) is drawn again
             candidate = new_execution_id(workflow, at)
@@ -174,20 +227,22 @@ def admit_tx(c: Any, workflow: str, params_json: str, context_json: str,
         (execution_id,),
     ).fetchone()
     if row is None:  # pruned between the two statements: admit it after all
-        return admit_tx(c, workflow, params_json, context_json, execution_id, if_exists,
-                        parent, at)
+        return admit_tx(c, workflow, params_json, context_json, execution_id, if_exists, parent, at)
     same = row[0] == workflow and row[1] == params_json and row[2] == context_json
     if if_exists == "use-existing" and same:
         return Admission(execution_id, started=False)
     why = "" if if_exists == "fail" else " with a different workflow, params or context"
     raise ExecutionAdmissionError(
-        "EXECUTION_ID_CONFLICT", f"{execution_id} already exists{why} ({row[3]})",
-        execution_id=execution_id, status=row[3],
+        "EXECUTION_ID_CONFLICT",
+        f"{execution_id} already exists{why} ({row[3]})",
+        execution_id=execution_id,
+        status=row[3],
     )
 
 
-def request_wake_tx(c: Any, execution_id: str, due: float, now: float,
-                    reason: str = "requested") -> str:
+def request_wake_tx(
+    c: Any, execution_id: str, due: float, now: float, reason: str = "requested"
+) -> str:
     record = load(c, execution_id, payload=False, lock=True)
     if record is None:
         raise not_found(execution_id)
@@ -208,17 +263,21 @@ def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
         "AND (due_at IS NULL OR due_at > %s) FOR UPDATE SKIP LOCKED",
         (workflow, now),
     ).fetchall()
-    return sum(request_wake_tx(c, r[0], now, now, f"workflow {workflow} changed") == "requested"
-               for r in rows)
+    return sum(
+        request_wake_tx(c, r[0], now, now, f"workflow {workflow} changed") == "requested"
+        for r in rows
+    )
 
 
-def release_expired_tx(c: Any, now: float, limit: int | None,
-                       holder: str | None = None) -> list[str]:
+def release_expired_tx(
+    c: Any, now: float, limit: int | None, holder: str | None = None
+) -> list[str]:
     """Release expired leases (only `holder`'s when given), oldest first. SKIP LOCKED: a row
     another daemon is releasing or renewing now is its business."""
     rows = c.execute(
         "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
-        "AND lease_expires_at <= %s" + (" AND lease_holder = %s" if holder else "")
+        "AND lease_expires_at <= %s"
+        + (" AND lease_holder = %s" if holder else "")
         + " ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, holder, limit) if holder else (now, limit),
     ).fetchall()
@@ -226,14 +285,19 @@ def release_expired_tx(c: Any, now: float, limit: int | None,
     for (execution_id,) in rows:
         record = load(c, execution_id, payload=False, lock=True)
         assert record is not None
-        append(c, record, [Event(RELEASED, now, {"reason": "lease_expired", "retry_at": now})],
-               clear_lease=True)
+        append(
+            c,
+            record,
+            [Event(RELEASED, now, {"reason": "lease_expired", "retry_at": now})],
+            clear_lease=True,
+        )
         released.append(execution_id)
     return released
 
 
-def claim_due_tx(c: Any, now: float, limit: int, lease: float, holder: str,
-                 pid: int) -> list[Delivery]:
+def claim_due_tx(
+    c: Any, now: float, limit: int, lease: float, holder: str, pid: int
+) -> list[Delivery]:
     """Sweep expired leases (any daemon's), then lease up to `limit` due executions.
     FOR UPDATE SKIP LOCKED: daemons claiming at once take disjoint rows; a row claimed and
     committed by another since this statement began is re-checked and left out."""
@@ -260,9 +324,18 @@ def claim_due_tx(c: Any, now: float, limit: int, lease: float, holder: str,
             (token, expires, holder, pid, record.execution_id),
         )
         seen = record.cancel_requested and cancel_seen(c, record.execution_id)
-        out.append(Delivery(record.execution_id, token, record.attempts, expires,
-                            record.workflow, cancel_requested=record.cancel_requested,
-                            cancel_seen=seen, script_sha256=script))
+        out.append(
+            Delivery(
+                record.execution_id,
+                token,
+                record.attempts,
+                expires,
+                record.workflow,
+                cancel_requested=record.cancel_requested,
+                cancel_seen=seen,
+                script_sha256=script,
+            )
+        )
     return out
 
 
@@ -285,8 +358,9 @@ def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) 
         (expires, execution_id, token, now),
     )
     if cur.rowcount != 1:
-        exists = c.execute("SELECT 1 FROM executions WHERE execution_id=%s",
-                           (execution_id,)).fetchone()
+        exists = c.execute(
+            "SELECT 1 FROM executions WHERE execution_id=%s", (execution_id,)
+        ).fetchone()
         raise lease_lost(execution_id) if exists else not_found(execution_id)
     return expires
 
@@ -296,8 +370,9 @@ def release_tx(c: Any, execution_id: str, token: str, now: float, data: dict[str
     append(c, record, [Event(RELEASED, now, data)], token=token, clear_lease=True)
 
 
-def acknowledge_tx(c: Any, execution_id: str, token: str, event: Event, now: float,
-                   on_failure: str | None = None) -> dict[str, Any]:
+def acknowledge_tx(
+    c: Any, execution_id: str, token: str, event: Event, now: float, on_failure: str | None = None
+) -> dict[str, Any]:
     """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
     this same transaction (ys.store.postgres.handlers)."""
     record = load(c, execution_id, payload=False, lock=True)
@@ -329,9 +404,19 @@ def wake_waiting_parent(c: Any, child: Record, now: float) -> None:
         request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
 
 
-def save_step_tx(c: Any, execution_id: str, token: str, key: str, kind: str, status: str,
-                 value: str | None, attempts: int, wake_at: float | None, now: float,
-                 error: dict[str, Any] | None) -> bool:
+def save_step_tx(
+    c: Any,
+    execution_id: str,
+    token: str,
+    key: str,
+    kind: str,
+    status: str,
+    value: str | None,
+    attempts: int,
+    wake_at: float | None,
+    now: float,
+    error: dict[str, Any] | None,
+) -> bool:
     record = load_leased(c, execution_id, token, now)
     if kind == "call" and status == "waiting":
         # The child may have ended before this step said it waits: then nobody would wake us.
@@ -348,8 +433,7 @@ def save_step_tx(c: Any, execution_id: str, token: str, key: str, kind: str, sta
         "ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
         "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
         "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now,
-         record.history_length + 1),
+        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
     )
     data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
     if attempts != 1:

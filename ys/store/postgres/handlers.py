@@ -20,8 +20,9 @@ _ERROR_FIELDS = ("name", "message")  # what a person reads (the rest of an error
 
 def is_handler(c: Any, execution_id: str) -> bool:
     """Whether this execution was admitted as a failure handler (its context says so)."""
-    row = c.execute("SELECT context FROM executions WHERE execution_id=%s",
-                    (execution_id,)).fetchone()
+    row = c.execute(
+        "SELECT context FROM executions WHERE execution_id=%s", (execution_id,)
+    ).fetchone()
     if row is None:
         return False
     try:
@@ -31,8 +32,9 @@ def is_handler(c: Any, execution_id: str) -> bool:
     return isinstance(context, dict) and CONTEXT_KEY in context
 
 
-def _admit(c: Any, handler: str, execution_id: str, params: dict[str, Any], of: str,
-           now: float) -> str | None:
+def _admit(
+    c: Any, handler: str, execution_id: str, params: dict[str, Any], of: str, now: float
+) -> str | None:
     params_json = encode_event_value(params, "params")
     context_json = encode_event_value({CONTEXT_KEY: of}, "context")
     if not admit_new(c, execution_id, handler, params_json, context_json, None, now):
@@ -56,8 +58,9 @@ def failure_handler_tx(c: Any, record: Record, handler: str | None, now: float) 
     return _admit(c, handler, handler_id(record.execution_id), params, record.execution_id, now)
 
 
-def slot_handler_tx(c: Any, handler: str | None, schedule: str, slot_name: str, slot: str,
-                    reason: str, now: float) -> str | None:
+def slot_handler_tx(
+    c: Any, handler: str | None, schedule: str, slot_name: str, slot: str, reason: str, now: float
+) -> str | None:
     """Inside the schedule's tick: admit the handler of a slot that will never fire."""
     if handler is None:
         return None

@@ -22,13 +22,20 @@ from ys.store.postgres.core import Core
 
 def shared_counts(c: Any, now: float) -> SharedCounts:
     """The count tables the triggers keep, and the due executions (c: one snapshot)."""
-    executions = {(w, s): int(n) for w, s, n in c.execute(
-        "SELECT workflow, status, n FROM execution_counts WHERE n > 0").fetchall()}
-    effects = {s: int(n) for s, n in c.execute(
-        "SELECT status, n FROM effect_counts WHERE n > 0").fetchall()}
+    executions = {
+        (w, s): int(n)
+        for w, s, n in c.execute(
+            "SELECT workflow, status, n FROM execution_counts WHERE n > 0"
+        ).fetchall()
+    }
+    effects = {
+        s: int(n)
+        for s, n in c.execute("SELECT status, n FROM effect_counts WHERE n > 0").fetchall()
+    }
     due, oldest = c.execute(
         "SELECT COUNT(*), MIN(due_at) FROM executions "
-        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL", (now,)
+        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL",
+        (now,),
     ).fetchone()
     return SharedCounts(executions, effects, int(due), oldest)
 
@@ -54,9 +61,18 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], 
         "WHERE l.pos > %s ORDER BY l.pos LIMIT %s",
         (after, max(1, min(limit, MAX_BATCH))),
     ).fetchall()
-    items = [{"pos": int(pos), "execution_id": eid, "workflow": wf, "seq": int(seq), "at": at,
-              "kind": kind, "data": json.loads(data)}
-             for pos, eid, wf, seq, at, kind, data in rows]
+    items = [
+        {
+            "pos": int(pos),
+            "execution_id": eid,
+            "workflow": wf,
+            "seq": int(seq),
+            "at": at,
+            "kind": kind,
+            "data": json.loads(data),
+        }
+        for pos, eid, wf, seq, at, kind, data in rows
+    ]
     return items, (int(rows[-1][0]) if rows else after)
 
 
@@ -71,8 +87,9 @@ class PgObserving:
         t = self._core.now(now)
         return self._core.snapshot(lambda c: shared_counts(c, t))
 
-    def event_stream(self, cursor: str | None = None, *, since: float | None = None,
-                     limit: int = 1000) -> tuple[list[dict[str, Any]], str]:
+    def event_stream(
+        self, cursor: str | None = None, *, since: float | None = None, limit: int = 1000
+    ) -> tuple[list[dict[str, Any]], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
         if cursor is not None:
@@ -85,8 +102,9 @@ class PgObserving:
         items, pos = self._core.read(lambda c: events_after(c, after, limit))
         return items, str(pos)
 
-    def set_script(self, workflow: str, sha256: str, *, pin: bool = False,
-                   now: float | None = None) -> None:
+    def set_script(
+        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None
+    ) -> None:
         """The version of `workflow`'s script the daemon sees now: what admissions record,
         and what unpinned deliveries run."""
         t = self._core.now(now)

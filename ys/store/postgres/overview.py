@@ -25,7 +25,8 @@ def running(c: Any, limit: int = 100) -> list[RunningExecution]:
     rows = c.execute(
         f"SELECT {FULL}, lease_expires_at, (SELECT at FROM events e WHERE "
         "e.execution_id = x.execution_id AND e.kind = 'claimed' ORDER BY seq DESC LIMIT 1) "
-        "FROM executions x WHERE status = 'running' ORDER BY admitted_at LIMIT %s", (limit,),
+        "FROM executions x WHERE status = 'running' ORDER BY admitted_at LIMIT %s",
+        (limit,),
     ).fetchall()
     return [RunningExecution(row_to_record(r[:-2]), r[-1], r[-2]) for r in rows]
 
@@ -33,28 +34,40 @@ def running(c: Any, limit: int = 100) -> list[RunningExecution]:
 def due(c: Any, limit: int = 10) -> list[Record]:
     """Executions with a pending wake and no delivery, soonest first."""
     return _records(
-        c, f"SELECT {FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
-        "ORDER BY due_at LIMIT %s", (limit,))
+        c,
+        f"SELECT {FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
+        "ORDER BY due_at LIMIT %s",
+        (limit,),
+    )
 
 
 def failed_since(c: Any, since: float, limit: int = 20) -> list[Record]:
     """Executions that failed at or after `since`, the latest first."""
     return _records(
-        c, f"SELECT {FULL} FROM executions WHERE status = 'failed' AND updated_at >= %s "
-        "ORDER BY updated_at DESC LIMIT %s", (since, limit))
+        c,
+        f"SELECT {FULL} FROM executions WHERE status = 'failed' AND updated_at >= %s "
+        "ORDER BY updated_at DESC LIMIT %s",
+        (since, limit),
+    )
 
 
 def count_status(c: Any, status: str, limit: int = 100_000) -> int:
     """How many executions have `status`, counted up to `limit` (a bounded index range)."""
     row = c.execute(
         "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE status = %s LIMIT %s) t",
-        (status, limit)).fetchone()
+        (status, limit),
+    ).fetchone()
     return int(row[0])
 
 
 def find(
-    c: Any, *, statuses: list[str] | None = None, workflow: str | None = None,
-    id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+    c: Any,
+    *,
+    statuses: list[str] | None = None,
+    workflow: str | None = None,
+    id_prefix: str | None = None,
+    since: float | None = None,
+    limit: int = 50,
     page_token: str | None = None,
 ) -> Page:
     """Executions newest admitted first (ties by ID), filtered, a page at a time; the same
@@ -66,7 +79,8 @@ def find(
         bad = [s for s in statuses if s not in STATUSES]
         if bad:
             raise InvalidArgument(
-                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
+                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
+            )
         where.append("status = ANY(%s)")
         args.append(list(statuses))
     if workflow:
@@ -97,11 +111,18 @@ def find(
 def value_waiters(c: Any, limit: int = 1000) -> list[dict[str, Any]]:
     """Who waits on which durable value, by key."""
     return [
-        {"key": r[0], "execution_id": r[1], "step_key": r[2], "seen_version": int(r[3]),
-         "since": r[4]}
+        {
+            "key": r[0],
+            "execution_id": r[1],
+            "step_key": r[2],
+            "seen_version": int(r[3]),
+            "since": r[4],
+        }
         for r in c.execute(
             "SELECT key, execution_id, step_key, seen_version, registered_at FROM kv_waiters "
-            "ORDER BY key, registered_at LIMIT %s", (limit,)).fetchall()
+            "ORDER BY key, registered_at LIMIT %s",
+            (limit,),
+        ).fetchall()
     ]
 
 

@@ -30,7 +30,8 @@ MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
 def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) -> list[Event]:
     rows = c.execute(
         "SELECT at, kind, data FROM events WHERE execution_id=%s AND seq >= %s ORDER BY seq "
-        "LIMIT %s", (execution_id, start, limit),
+        "LIMIT %s",
+        (execution_id, start, limit),
     ).fetchall()
     return [Event(kind, at, json.loads(data)) for at, kind, data in rows]
 
@@ -38,20 +39,27 @@ def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) 
 def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
     limit = check_limit(limit)
     start = parse_history_token(token)
-    length = c.execute("SELECT history_length FROM executions WHERE execution_id=%s",
-                       (execution_id,)).fetchone()
+    length = c.execute(
+        "SELECT history_length FROM executions WHERE execution_id=%s", (execution_id,)
+    ).fetchone()
     if length is None:
         raise not_found(execution_id)
     evs = events(c, execution_id, start, limit) if start <= min(length[0], MAX_SEQ) else []
-    items = [{"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data}
-             for i, e in enumerate(evs)]
+    items = [
+        {"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(evs)
+    ]
     nxt = start + len(evs)
     return Page(items, history_token(nxt) if nxt <= length[0] else None)
 
 
 def list_executions(
-    c: Any, *, statuses: list[str] | None, workflow: str | None, parent: str | None,
-    limit: int, page_token: str | None,
+    c: Any,
+    *,
+    statuses: list[str] | None,
+    workflow: str | None,
+    parent: str | None,
+    limit: int,
+    page_token: str | None,
 ) -> Page:
     limit = check_limit(limit)
     where: list[str] = []
@@ -79,7 +87,7 @@ def list_executions(
         sql += " WHERE " + " AND ".join(where)
     #: IDs order by their bytes, as SQLite orders them, whatever the database's
     # collation
-    sql += ' ORDER BY admitted_at DESC, execution_id ASC LIMIT %s'
+    sql += " ORDER BY admitted_at DESC, execution_id ASC LIMIT %s"
     rows = c.execute(sql, (*args, limit + 1)).fetchall()
     records = [row_to_record(r) for r in rows[:limit]]
     nxt = None
@@ -106,14 +114,21 @@ def describe(c: Any, execution_id: str) -> Description:
         "SELECT history_bytes, lease_expires_at FROM executions WHERE execution_id=%s",
         (execution_id,),
     ).fetchone()
-    children = [row_to_record(r) for r in c.execute(
-        f'SELECT {FULL} FROM executions WHERE parent_id=%s ORDER BY admitted_at, '
-        'execution_id', (execution_id,),
-    ).fetchall()]
+    children = [
+        row_to_record(r)
+        for r in c.execute(
+            f"SELECT {FULL} FROM executions WHERE parent_id=%s ORDER BY admitted_at, execution_id",
+            (execution_id,),
+        ).fetchall()
+    ]
     evs = events(c, execution_id)
     return Description(
-        record=record, history_bytes=hb, steps=steps(c, execution_id),
-        deliveries=deliveries(evs), children=children, lease_expires_at=lease,
+        record=record,
+        history_bytes=hb,
+        steps=steps(c, execution_id),
+        deliveries=deliveries(evs),
+        children=children,
+        lease_expires_at=lease,
         failed_attempts=failed_attempts(evs),
     )
 
@@ -122,8 +137,7 @@ def verify(c: Any) -> list[str]:
     """Re-fold every history and compare it with the stored record; returns the mismatches.
     Run it in one snapshot (`Core.snapshot`)."""
     problems = []
-    ids = [r[0] for r in c.execute(
-        'SELECT execution_id FROM executions ORDER BY execution_id')]
+    ids = [r[0] for r in c.execute("SELECT execution_id FROM executions ORDER BY execution_id")]
     for execution_id in ids:
         stored = load(c, execution_id)
         evs = events(c, execution_id)
@@ -134,8 +148,12 @@ def verify(c: Any) -> list[str]:
             continue
         if folded != stored:
             problems.append(f"{execution_id}: stored record differs from its folded history")
-        seqs = [r[0] for r in c.execute(
-            "SELECT seq FROM events WHERE execution_id=%s ORDER BY seq", (execution_id,))]
+        seqs = [
+            r[0]
+            for r in c.execute(
+                "SELECT seq FROM events WHERE execution_id=%s ORDER BY seq", (execution_id,)
+            )
+        ]
         if seqs != list(range(1, len(seqs) + 1)):
             problems.append(f"{execution_id}: event numbers have gaps")
     return problems
@@ -147,7 +165,8 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
         {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
         for r in c.execute(
             "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=%s "
-            "ORDER BY registered_at", (execution_id,),
+            "ORDER BY registered_at",
+            (execution_id,),
         ).fetchall()
     ]
     out += [
@@ -180,12 +199,24 @@ class PgReads:
         return self._core.read(lambda c: load(c, execution_id))
 
     def list(
-        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
-        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+        self,
+        *,
+        statuses: builtins.list[str] | None = None,
+        workflow: str | None = None,
+        parent: str | None = None,
+        limit: int = DEFAULT_PAGE,
+        page_token: str | None = None,
     ) -> Page:
-        return self._core.read(lambda c: list_executions(
-            c, statuses=statuses, workflow=workflow, parent=parent, limit=limit,
-            page_token=page_token))
+        return self._core.read(
+            lambda c: list_executions(
+                c,
+                statuses=statuses,
+                workflow=workflow,
+                parent=parent,
+                limit=limit,
+                page_token=page_token,
+            )
+        )
 
     def history(
         self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None

@@ -16,15 +16,18 @@ from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
 from ys.store.records import TERMINAL
 
-_COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
-            "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
-            "queued_slot, created_at")
+_COLUMNS = (
+    "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
+    "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
+    "queued_slot, created_at"
+)
 _N = len(_COLUMNS.split(","))
 
 
 def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
-    row = c.execute(f"SELECT {_COLUMNS} FROM schedules WHERE name=%s"
-                    + (" FOR UPDATE" if lock else ""), (name,)).fetchone()
+    row = c.execute(
+        f"SELECT {_COLUMNS} FROM schedules WHERE name=%s" + (" FOR UPDATE" if lock else ""), (name,)
+    ).fetchone()
     if row is None:
         raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
     return schedule_row(row)
@@ -34,15 +37,31 @@ def list_all(c: Any) -> list[dict[str, Any]]:
     return [schedule_row(r) for r in c.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
 
 
-def upsert_tx(c: Any, *, name: str, workflow: str, expr: str, tz: str, params: Any,
-              catch_up: str, overlap: str, max_late: float | None, jitter: float, source: str,
-              now: float, replace: bool) -> dict[str, Any]:
+def upsert_tx(
+    c: Any,
+    *,
+    name: str,
+    workflow: str,
+    expr: str,
+    tz: str,
+    params: Any,
+    catch_up: str,
+    overlap: str,
+    max_late: float | None,
+    jitter: float,
+    source: str,
+    now: float,
+    replace: bool,
+) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
-    existing = c.execute("SELECT source, cursor FROM schedules WHERE name=%s FOR UPDATE",
-                         (name,)).fetchone()
+    existing = c.execute(
+        "SELECT source, cursor FROM schedules WHERE name=%s FOR UPDATE", (name,)
+    ).fetchone()
     if existing is not None and not replace:
-        raise YsError("FAILED_PRECONDITION", f"schedule {name!r} already exists; remove it "
-                      "first (ys schedule rm)")
+        raise YsError(
+            "FAILED_PRECONDITION",
+            f"schedule {name!r} already exists; remove it first (ys schedule rm)",
+        )
     cursor = existing[1] if existing is not None else now
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     if nxt is not None:
@@ -53,8 +72,26 @@ def upsert_tx(c: Any, *, name: str, workflow: str, expr: str, tz: str, params: A
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
         "source=excluded.source, next_fire_at=excluded.next_fire_at",
-        (name, workflow, expr, tz, params_json, catch_up, max_late, overlap, jitter, False,
-         source, cursor, nxt, None, None, None, None, now),
+        (
+            name,
+            workflow,
+            expr,
+            tz,
+            params_json,
+            catch_up,
+            max_late,
+            overlap,
+            jitter,
+            False,
+            source,
+            cursor,
+            nxt,
+            None,
+            None,
+            None,
+            None,
+            now,
+        ),
     )
     return get(c, name)
 
@@ -65,7 +102,8 @@ def remove_tx(c: Any, name: str, declared_too: bool = False) -> None:
         raise YsError(
             "FAILED_PRECONDITION",
             f"schedule {name} is declared by its script and would come back; remove the "
-            f"declaration from the script, or `ys schedule pause {name}`")
+            f"declaration from the script, or `ys schedule pause {name}`",
+        )
     c.execute("DELETE FROM schedules WHERE name=%s", (name,))
 
 
@@ -77,26 +115,31 @@ def pause_tx(c: Any, name: str, paused: bool, now: float) -> dict[str, Any]:
     try:
         nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     except ValueError as exc:  # stored before the check refused it
-        raise InvalidArgument("INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it "
-                              "again") from None
-    c.execute("UPDATE schedules SET paused=%s, cursor=%s, next_fire_at=%s WHERE name=%s",
-              (paused, cursor, nxt, name))
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it again"
+        ) from None
+    c.execute(
+        "UPDATE schedules SET paused=%s, cursor=%s, next_fire_at=%s WHERE name=%s",
+        (paused, cursor, nxt, name),
+    )
     return get(c, name)
 
 
 def _running(c: Any, execution_id: str | None) -> bool:
     if not execution_id:
         return False
-    row = c.execute("SELECT status FROM executions WHERE execution_id=%s",
-                    (execution_id,)).fetchone()
+    row = c.execute(
+        "SELECT status FROM executions WHERE execution_id=%s", (execution_id,)
+    ).fetchone()
     return row is not None and row[0] not in TERMINAL
 
 
 def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) -> str:
     execution_id = slot_id(s["name"], slot)
     context = {"schedule": s["name"], "slot": slot_id("", slot)[1:], "catch_up": catch_up}
-    if admit_new(c, execution_id, s["workflow"], codec.dumps(s["params"]),
-                 codec.dumps(context), None, now):
+    if admit_new(
+        c, execution_id, s["workflow"], codec.dumps(s["params"]), codec.dumps(context), None, now
+    ):
         from ys.crashpoints import crash_point
 
         crash_point("schedule.in_fire")  # inside the transaction: nothing of it commits
@@ -119,23 +162,29 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
     queued = s["queued_slot"]
     if queued is not None and not _running(c, last_id):  # a queued fire goes first
         last_id = _fire(c, s, queued, False, now)
-        actions.append({"action": "fired", "slot": queued, "execution_id": last_id,
-                        "queued": True})
+        actions.append({"action": "fired", "slot": queued, "execution_id": last_id, "queued": True})
         queued = None
     refused = None
     try:
         fires, cursor, skipped = cron.plan_with_skips(
-            s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-            max_late=s["max_late"], jitter=s["jitter"], name=name)
+            s["cron"],
+            s["tz"],
+            s["cursor"],
+            now,
+            catch_up=s["catch_up"],
+            max_late=s["max_late"],
+            jitter=s["jitter"],
+            name=name,
+        )
     except ValueError as exc:  # stored before the check refused it: it stops being due
         fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
     for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
         from ys.store.postgres.handlers import slot_handler_tx
 
-        handler = slot_handler_tx(c, on_failure, s["name"], slot_id(s["name"], slot),
-                                  slot_id("", slot)[1:], reason, now)
-        actions.append({"action": "missed", "slot": slot, "reason": reason,
-                        "handler": handler})
+        handler = slot_handler_tx(
+            c, on_failure, s["name"], slot_id(s["name"], slot), slot_id("", slot)[1:], reason, now
+        )
+        actions.append({"action": "missed", "slot": slot, "reason": reason, "handler": handler})
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -143,20 +192,29 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
                 queued = f.slot  # at most one waiting fire: the newest wins
                 actions.append({"action": "queued", "slot": f.slot})
             else:
-                actions.append({"action": "skipped", "slot": f.slot,
-                                "why": f"{last_id} is still running"})
+                actions.append(
+                    {"action": "skipped", "slot": f.slot, "why": f"{last_id} is still running"}
+                )
             continue
         last_id = _fire(c, s, f.slot, f.catch_up, now)
-        actions.append({"action": "fired", "slot": f.slot, "execution_id": last_id,
-                        "catch_up": f.catch_up})
+        actions.append(
+            {"action": "fired", "slot": f.slot, "execution_id": last_id, "catch_up": f.catch_up}
+        )
     nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     fired = [a for a in actions if a["action"] == "fired"]
     c.execute(
         "UPDATE schedules SET cursor=%s, next_fire_at=%s, last_execution_id=%s, "
         "queued_slot=%s, last_fire_at=COALESCE(%s, last_fire_at), "
         "last_slot=COALESCE(%s, last_slot) WHERE name=%s",
-        (cursor, nxt, last_id, queued, now if fired else None,
-         fired[-1]["slot"] if fired else None, name),
+        (
+            cursor,
+            nxt,
+            last_id,
+            queued,
+            now if fired else None,
+            fired[-1]["slot"] if fired else None,
+            name,
+        ),
     )
     if missed_total:
         actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
@@ -172,16 +230,41 @@ class PgSchedules:
         self._core = core
         self._now = core.now
 
-    def schedule_add(self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
-                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
-                     max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
-                     replace: bool = False, now: float | None = None) -> dict[str, Any]:
+    def schedule_add(
+        self,
+        name: str,
+        workflow: str,
+        cron_expr: str,
+        *,
+        tz: str = "local",
+        params: Any = None,
+        catch_up: str = "once",
+        overlap: str = "skip",
+        max_late: float | None = None,
+        jitter: float = 0.0,
+        source: str = "cli",
+        replace: bool = False,
+        now: float | None = None,
+    ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         t = self._now(now)
-        return self._core.write(lambda c: upsert_tx(
-            c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
-            catch_up=catch_up, overlap=overlap, max_late=max_late, jitter=jitter,
-            source=source, now=t, replace=replace))
+        return self._core.write(
+            lambda c: upsert_tx(
+                c,
+                name=name,
+                workflow=workflow,
+                expr=cron_expr,
+                tz=tz,
+                params=params,
+                catch_up=catch_up,
+                overlap=overlap,
+                max_late=max_late,
+                jitter=jitter,
+                source=source,
+                now=t,
+                replace=replace,
+            )
+        )
 
     def schedules(self) -> list[dict[str, Any]]:
         return self._core.read(list_all)
@@ -192,13 +275,15 @@ class PgSchedules:
     def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
         self._core.write(lambda c: remove_tx(c, name, declared_too))
 
-    def schedule_pause(self, name: str, paused: bool, *,
-                       now: float | None = None) -> dict[str, Any]:
+    def schedule_pause(
+        self, name: str, paused: bool, *, now: float | None = None
+    ) -> dict[str, Any]:
         t = self._now(now)
         return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
-    def schedule_tick(self, name: str, *, now: float | None = None,
-                      on_failure: str | None = None) -> list[dict[str, Any]]:
+    def schedule_tick(
+        self, name: str, *, now: float | None = None, on_failure: str | None = None
+    ) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions, the cursor and each slot's account
         in one transaction); a skipped slot admits `on_failure` in that transaction too."""
         from ys.store.postgres.slots import tick_and_record
@@ -208,11 +293,17 @@ class PgSchedules:
             check_workflow_name(on_failure)
         return self._core.write(lambda c: tick_and_record(c, name, t, on_failure))
 
-    def schedule_slots(self, name: str | None = None, *, since: float | None = None,
-                       outcomes: tuple[str, ...] | None = None,
-                       limit: int = 20) -> list[dict[str, Any]]:
+    def schedule_slots(
+        self,
+        name: str | None = None,
+        *,
+        since: float | None = None,
+        outcomes: tuple[str, ...] | None = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
         """What recent schedule slots came to, newest first."""
         from ys.store.postgres.slots import recent
 
-        return self._core.read(lambda c: recent(c, name, since=since, outcomes=outcomes,
-                                                limit=limit))
+        return self._core.read(
+            lambda c: recent(c, name, since=since, outcomes=outcomes, limit=limit)
+        )

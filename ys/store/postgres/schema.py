@@ -309,9 +309,25 @@ MIGRATIONS: list[str] = [
 # 'ys' 'evlog' in ASCII).
 EVENT_LOG_LOCK = 0x7973_6576_6C6F_6767
 
-TABLES = ("executions", "events", "steps", "start_requests", "effects", "effect_begins",
-          "effect_waiters", "effect_conflicts", "kv", "kv_waiters", "schedules", "settings",
-          "schedule_slots", "execution_counts", "effect_counts", "event_log", "scripts")
+TABLES = (
+    "executions",
+    "events",
+    "steps",
+    "start_requests",
+    "effects",
+    "effect_begins",
+    "effect_waiters",
+    "effect_conflicts",
+    "kv",
+    "kv_waiters",
+    "schedules",
+    "settings",
+    "schedule_slots",
+    "execution_counts",
+    "effect_counts",
+    "event_log",
+    "scripts",
+)
 
 
 def migrate(conn: Any) -> int:
@@ -327,13 +343,18 @@ def migrate(conn: Any) -> int:
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version bigint PRIMARY KEY, applied_at double precision NOT NULL)"
             )
-            version = int(conn.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+            version = int(
+                conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[
+                    0
+                ]
+            )
             if version >= len(MIGRATIONS):
                 return version
             conn.execute(MIGRATIONS[version])  # no parameters: several statements at once
-            conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
-                         (version + 1, time.time()))
+            conn.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
+                (version + 1, time.time()),
+            )
 
 
 def version(conn: Any) -> int:
@@ -341,5 +362,6 @@ def version(conn: Any) -> int:
     row = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
     if row[0] is None:
         return 0
-    return int(conn.execute(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+    return int(
+        conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    )

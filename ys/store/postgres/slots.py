@@ -15,8 +15,9 @@ from ys.store.postgres.shared import slot_rows as _rows
 _COLUMNS = "name, slot, outcome, why, execution_id, at, count"
 
 
-def tick_and_record(c: Any, name: str, now: float,
-                    on_failure: str | None = None) -> list[dict[str, Any]]:
+def tick_and_record(
+    c: Any, name: str, now: float, on_failure: str | None = None
+) -> list[dict[str, Any]]:
     """`tick_tx`, and what each slot it considered came to, in the same transaction."""
     before = get(c, name, lock=True)
     actions = tick_tx(c, name, now, on_failure)
@@ -26,16 +27,25 @@ def tick_and_record(c: Any, name: str, now: float,
         c.cursor().executemany(
             f"INSERT INTO schedule_slots ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (name, slot, outcome) DO UPDATE SET why=excluded.why, "
-            "execution_id=excluded.execution_id, at=excluded.at, count=excluded.count", rows)
+            "execution_id=excluded.execution_id, at=excluded.at, count=excluded.count",
+            rows,
+        )
         c.execute(
             "DELETE FROM schedule_slots WHERE name = %s AND slot < (SELECT slot FROM "
             "schedule_slots WHERE name = %s ORDER BY slot DESC LIMIT 1 OFFSET %s)",
-            (name, name, KEEP - 1))
+            (name, name, KEEP - 1),
+        )
     return actions
 
 
-def recent(c: Any, name: str | None = None, *, since: float | None = None,
-           outcomes: tuple[str, ...] | None = None, limit: int = 20) -> list[dict[str, Any]]:
+def recent(
+    c: Any,
+    name: str | None = None,
+    *,
+    since: float | None = None,
+    outcomes: tuple[str, ...] | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
     """Slots newest first: one schedule's, or every schedule's since `since`."""
     where: list[str] = []
     args: list[Any] = []

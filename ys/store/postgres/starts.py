@@ -15,8 +15,15 @@ from ys.store.postgres.executions import admit_tx, append, load, not_found
 from ys.store.records import CANCEL_REQUESTED, Event
 
 
-def start_tx(c: Any, caller_id: str, step_key: str, workflow: str, params_json: str,
-             detached: bool, now: float) -> str:
+def start_tx(
+    c: Any,
+    caller_id: str,
+    step_key: str,
+    workflow: str,
+    params_json: str,
+    detached: bool,
+    now: float,
+) -> str:
     caller = c.execute(
         "SELECT cancel_requested FROM executions WHERE execution_id=%s FOR UPDATE",
         (caller_id,),
@@ -24,27 +31,29 @@ def start_tx(c: Any, caller_id: str, step_key: str, workflow: str, params_json: 
     if caller is None:
         raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
     row = c.execute(
-        "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=%s "
-        "AND step_key=%s", (caller_id, step_key),
+        "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=%s AND step_key=%s",
+        (caller_id, step_key),
     ).fetchone()
     if row is not None:
         if row[0] != workflow or row[1] != params_json:
-            other = ("the same workflow but other params" if row[0] == workflow
-                     else "another workflow")
+            other = (
+                "the same workflow but other params" if row[0] == workflow else "another workflow"
+            )
             raise WorkflowStartError(
                 "START_REQUEST_MISMATCH",
                 f"step {step_key!r} of {caller_id} already started {row[0]} ({row[2]}) with "
-                f"{other}", target=row[2],
+                f"{other}",
+                target=row[2],
             )
         return str(row[2])
     parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
-    admission = admit_tx(c, workflow, "{}" if params_json == "null" else params_json, "{}",
-                         None, "fail", parent, now)
+    admission = admit_tx(
+        c, workflow, "{}" if params_json == "null" else params_json, "{}", None, "fail", parent, now
+    )
     c.execute(
         "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "
         "target_id, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s)",
-        (caller_id, step_key, workflow, params_json, bool(detached), admission.execution_id,
-         now),
+        (caller_id, step_key, workflow, params_json, bool(detached), admission.execution_id, now),
     )
     if caller[0] and not detached:
         # A caller already being cancelled passes that on to an attached child it starts now.
@@ -81,8 +90,14 @@ class PgStarts:
         self._clock = core.clock
 
     def start(
-        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
-        detached: bool = False, now: float | None = None,
+        self,
+        caller_id: str,
+        step_key: str,
+        workflow: str,
+        params_json: str = "null",
+        *,
+        detached: bool = False,
+        now: float | None = None,
     ) -> str:
         """Start a child once per (caller, step key); returns the target's execution ID.
         `params_json` as the worker encoded them, checked as the SQLite adapter checks them."""
@@ -90,5 +105,6 @@ class PgStarts:
         params_json = check_params_json(params_json)
         t = self._clock() if now is None else now
         target: str = self._writer.write(
-            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t))
+            lambda c: start_tx(c, caller_id, step_key, workflow, params_json, detached, t)
+        )
         return target

@@ -27,12 +27,23 @@ class PostgresStore:
     in the daemon), reads through a pool of connections."""
 
     def __init__(
-        self, url: str, *, group_commit: bool = False, clock: Callable[[], float] = time.time,
-        lease_seconds: float = DEFAULT_LEASE_SECONDS, read_only: bool = False,
+        self,
+        url: str,
+        *,
+        group_commit: bool = False,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        read_only: bool = False,
         daemon_id: str | None = None,
     ) -> None:
-        core = Core(url, group_commit=group_commit, clock=clock, lease_seconds=lease_seconds,
-                    read_only=read_only, daemon_id=daemon_id)
+        core = Core(
+            url,
+            group_commit=group_commit,
+            clock=clock,
+            lease_seconds=lease_seconds,
+            read_only=read_only,
+            daemon_id=daemon_id,
+        )
         self.core = core
         self._writer = core.writer  # the name SqliteStore gives it (the contract suite's hooks)
         self.url = url

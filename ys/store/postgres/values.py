@@ -38,8 +38,7 @@ def encode_value(value: Any) -> str:
     return enc.canonical
 
 
-def put_tx(c: Any, key: str, value_json: str, expected: int | None,
-           now: float) -> dict[str, Any]:
+def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) -> dict[str, Any]:
     lock_key(c, key)
     row = c.execute("SELECT version, deleted FROM kv WHERE key=%s", (key,)).fetchone()
     current = 0 if row is None or row[1] else int(row[0])
@@ -57,7 +56,8 @@ def put_tx(c: Any, key: str, value_json: str, expected: int | None,
         (key, value_json, version, now),
     )
     waiters = c.execute(
-        "DELETE FROM kv_waiters WHERE key=%s RETURNING execution_id", (key,)).fetchall()
+        "DELETE FROM kv_waiters WHERE key=%s RETURNING execution_id", (key,)
+    ).fetchall()
     woken = sorted({r[0] for r in waiters})  # one lock order for every put: by ID
     for execution_id in woken:
         try:
@@ -82,7 +82,8 @@ def list_keys(c: Any, prefix: str = "", limit: int = 1000) -> list[dict[str, Any
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = c.execute(
         "SELECT key, version, updated_at FROM kv WHERE NOT deleted AND key LIKE %s "
-        "ORDER BY key LIMIT %s", (escaped + "%", limit),
+        "ORDER BY key LIMIT %s",
+        (escaped + "%", limit),
     ).fetchall()
     return [{"key": r[0], "version": r[1], "updated_at": r[2]} for r in rows]
 
@@ -91,13 +92,21 @@ def delete_tx(c: Any, key: str, now: float) -> bool:
     lock_key(c, key)
     cur = c.execute(
         "UPDATE kv SET value=NULL, deleted=true, version=version+1, updated_at=%s "
-        "WHERE key=%s AND NOT deleted", (now, key),
+        "WHERE key=%s AND NOT deleted",
+        (now, key),
     )
     return bool(cur.rowcount == 1)
 
 
-def wait_tx(c: Any, key: str, execution_id: str, step_key: str, seen: int,
-            timeout_at: float | None, now: float) -> dict[str, Any] | None:
+def wait_tx(
+    c: Any,
+    key: str,
+    execution_id: str,
+    step_key: str,
+    seen: int,
+    timeout_at: float | None,
+    now: float,
+) -> dict[str, Any] | None:
     """The value if the key exists at a version above `seen`; otherwise register the waiter
     (and its timeout wake) and return None, or, once timeout_at has passed, only return None.
     One transaction, under the key's lock: no put is ever missed."""
@@ -112,8 +121,10 @@ def wait_tx(c: Any, key: str, execution_id: str, step_key: str, seen: int,
     if timeout_at is not None and timeout_at <= now:
         c.execute(forget, (key, execution_id, step_key))  # timed out: only check
         return None
-    if c.execute("SELECT 1 FROM executions WHERE execution_id=%s",
-                 (execution_id,)).fetchone() is None:
+    if (
+        c.execute("SELECT 1 FROM executions WHERE execution_id=%s", (execution_id,)).fetchone()
+        is None
+    ):
         raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
         "INSERT INTO kv_waiters (key, execution_id, step_key, seen_version, registered_at) "
@@ -132,8 +143,9 @@ class PgValues:
         self._core = core
         self._now = core.now
 
-    def value_put(self, key: str, value: Any, expected_version: int | None = None, *,
-                  now: float | None = None) -> dict[str, Any]:
+    def value_put(
+        self, key: str, value: Any, expected_version: int | None = None, *, now: float | None = None
+    ) -> dict[str, Any]:
         check_key(key)
         value_json = encode_value(value)
         t = self._now(now)
@@ -149,15 +161,24 @@ class PgValues:
         t = self._now(now)
         return self._core.write(lambda c: delete_tx(c, key, t))
 
-    def value_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
-                   timeout_at: float | None = None, *,
-                   now: float | None = None) -> dict[str, Any] | None:
+    def value_wait(
+        self,
+        key: str,
+        execution_id: str,
+        step_key: str,
+        seen: int = 0,
+        timeout_at: float | None = None,
+        *,
+        now: float | None = None,
+    ) -> dict[str, Any] | None:
         check_key(key)
         if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 2**63:
-            raise InvalidArgument("INVALID_ARGUMENT",
-                                  f"seen must be a version number >= 0, not {seen!r}")
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"seen must be a version number >= 0, not {seen!r}"
+            )
         if timeout_at is not None:
             timeout_at = check_time(timeout_at, "timeout_at")
         t = self._now(now)
         return self._core.write(
-            lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t))
+            lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)
+        )

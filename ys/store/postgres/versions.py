@@ -19,8 +19,7 @@ LIVE = "('admitted', 'running', 'suspended')"
 def current_script(c: Any, workflow: str) -> tuple[str | None, bool]:
     """(SHA-256, pinned) of the workflow's script as last recorded; (None, False) for a
     workflow no daemon has seen (its executions wait for it)."""
-    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=%s",
-                    (workflow,)).fetchone()
+    row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=%s", (workflow,)).fetchone()
     return (row[0], bool(row[1])) if row else (None, False)
 
 
@@ -38,18 +37,21 @@ def set_script_tx(c: Any, workflow: str, sha256: str, pin: bool, now: float) -> 
         "INSERT INTO scripts (workflow, sha256, pin, updated_at) VALUES (%s,%s,%s,%s) "
         "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
         "updated_at=excluded.updated_at",
-        (workflow, sha256, pin, now))
+        (workflow, sha256, pin, now),
+    )
 
 
 def needed(c: Any) -> set[str]:
     """Every version a live execution was admitted under or runs now, and each current one."""
     rows = c.execute(
         f"SELECT script_sha256 FROM executions WHERE status IN {LIVE} "
-        "AND script_sha256 IS NOT NULL UNION SELECT sha256 FROM scripts").fetchall()
+        "AND script_sha256 IS NOT NULL UNION SELECT sha256 FROM scripts"
+    ).fetchall()
     running = c.execute(
         "SELECT e.data FROM executions x JOIN events e ON e.execution_id = x.execution_id "
         "AND e.seq = (SELECT MAX(seq) FROM events WHERE execution_id = x.execution_id "
-        "AND kind = 'claimed') WHERE x.status = 'running'").fetchall()
+        "AND kind = 'claimed') WHERE x.status = 'running'"
+    ).fetchall()
     out = {r[0] for r in rows}
     out |= {s for (data,) in running if (s := json.loads(data).get("script_sha256"))}
     return out
@@ -57,7 +59,11 @@ def needed(c: Any) -> set[str]:
 
 def stale(c: Any) -> dict[str, int]:
     """Live executions admitted under another version than their workflow's current one."""
-    return {w: int(n) for w, n in c.execute(
-        f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
-        f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
-        "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow").fetchall()}
+    return {
+        w: int(n)
+        for w, n in c.execute(
+            f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
+            f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
+            "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
+        ).fetchall()
+    }

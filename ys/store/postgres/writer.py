@@ -34,11 +34,13 @@ def translate(exc: BaseException) -> BaseException:
     import psycopg
 
     if isinstance(exc, psycopg.errors.DiskFull | psycopg.errors.OutOfMemory):
-        return ResourceExhausted("RESOURCE_EXHAUSTED",
-                                 "the PostgreSQL server is out of space; free space and retry")
+        return ResourceExhausted(
+            "RESOURCE_EXHAUSTED", "the PostgreSQL server is out of space; free space and retry"
+        )
     if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.Diagnostic):
-        return DaemonUnavailable("DAEMON_UNAVAILABLE",
-                                 f"the connection to PostgreSQL broke ({exc}); retry")
+        return DaemonUnavailable(
+            "DAEMON_UNAVAILABLE", f"the connection to PostgreSQL broke ({exc}); retry"
+        )
     return exc
 
 
@@ -54,8 +56,9 @@ class Writer:
     Direct mode (group=False) runs each function in its own transaction under a lock; group
     mode runs a thread that commits many at once (see the module docstring)."""
 
-    def __init__(self, connect: Callable[[], Any], *, group: bool = False,
-                 batch: int = 256) -> None:
+    def __init__(
+        self, connect: Callable[[], Any], *, group: bool = False, batch: int = 256
+    ) -> None:
         self._connect = connect
         self.conn: Any = connect()
         self.group = group
@@ -193,7 +196,7 @@ class Writer:
             self._rollback()
             i, error = failed
             pending[i].error = translate(error)
-            pending = pending[:i] + pending[i + 1:]
+            pending = pending[:i] + pending[i + 1 :]
 
     def _rollback(self) -> None:
         try:

@@ -25,8 +25,12 @@ class Core:
     SQLite cannot write it either."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, group_commit: bool = False,
-        clock: Callable[[], float] = time.time, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        self,
+        path: str | os.PathLike[str],
+        *,
+        group_commit: bool = False,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
         read_only: bool = False,
     ) -> None:
         self.path = os.fspath(path)

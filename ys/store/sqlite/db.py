@@ -31,8 +31,14 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
     target, uri = path, False
     if read_only:
         target, uri = f"file:{quote(path)}?mode=ro", True
-    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30,
-                           cached_statements=STATEMENT_CACHE, uri=uri)
+    conn = sqlite3.connect(
+        target,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=30,
+        cached_statements=STATEMENT_CACHE,
+        uri=uri,
+    )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if read_only:
         conn.execute("PRAGMA query_only=ON")
@@ -91,7 +97,10 @@ class _Request:
     __slots__ = ("fn", "inserts", "value", "result", "error", "done", "future")
 
     def __init__(
-        self, fn: Callable[[sqlite3.Connection], Any], inserts: Inserts | None, value: Any,
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        inserts: Inserts | None,
+        value: Any,
         future: asyncio.Future[Any] | None = None,
     ) -> None:
         self.fn = fn
@@ -171,7 +180,9 @@ class Writer:
             self._thread.start()
 
     def write(
-        self, fn: Callable[[sqlite3.Connection], T], inserts: Inserts | None = None,
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        inserts: Inserts | None = None,
         value: T | None = None,
     ) -> T:
         if not self.group:
@@ -191,7 +202,9 @@ class Writer:
         return result
 
     async def write_async(
-        self, fn: Callable[[sqlite3.Connection], T], inserts: Inserts | None = None,
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        inserts: Inserts | None = None,
         value: T | None = None,
     ) -> T:
         """`write` for a coroutine: the event loop is not blocked, and a batch of writes from
@@ -315,7 +328,7 @@ class Writer:
             if failed is not None:
                 i, error = failed
                 pending[i].error = translate(error)
-                pending = pending[:i] + pending[i + 1:]
+                pending = pending[:i] + pending[i + 1 :]
 
 
 def _closed_error() -> BaseException:
@@ -344,7 +357,7 @@ def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:
         most = _most_rows(conn, len(rows[0]))
         while i < n:
             size = min(n - i, most)
-            chunk = rows[i:i + size]
+            chunk = rows[i : i + size]
             conn.execute(_multi_row(sql, size), [v for row in chunk for v in row])
             i += size
 

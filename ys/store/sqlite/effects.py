@@ -17,8 +17,15 @@ from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import request_wake_tx
 
 
-def begin_tx(c: sqlite3.Connection, operation: str, effect_id: str, input_json: str,
-             execution_id: str, step_key: str, now: float) -> dict[str, Any]:
+def begin_tx(
+    c: sqlite3.Connection,
+    operation: str,
+    effect_id: str,
+    input_json: str,
+    execution_id: str,
+    step_key: str,
+    now: float,
+) -> dict[str, Any]:
     row = c.execute(
         "SELECT operation, input, status, result FROM effects WHERE effect_id=?", (effect_id,)
     ).fetchone()
@@ -48,8 +55,9 @@ def begin_tx(c: sqlite3.Connection, operation: str, effect_id: str, input_json: 
     return state
 
 
-def settle_tx(c: sqlite3.Connection, operation: str, effect_id: str, result_json: str,
-              now: float) -> dict[str, Any]:
+def settle_tx(
+    c: sqlite3.Connection, operation: str, effect_id: str, result_json: str, now: float
+) -> dict[str, Any]:
     row = c.execute(
         "SELECT operation, status, result FROM effects WHERE effect_id=?", (effect_id,)
     ).fetchone()
@@ -87,8 +95,14 @@ def settle_tx(c: sqlite3.Connection, operation: str, effect_id: str, result_json
     return {"status": "settled", "result": result_json}
 
 
-def wait_tx(c: sqlite3.Connection, effect_id: str, execution_id: str, step_key: str,
-            wake_at: float, now: float) -> float:
+def wait_tx(
+    c: sqlite3.Connection,
+    effect_id: str,
+    execution_id: str,
+    step_key: str,
+    wake_at: float,
+    now: float,
+) -> float:
     """Register a waiter and request its wake, together. A repeat while the first wake is
     still ahead returns that wake; once it has come, a new wait registers a new wake."""
     row = c.execute("SELECT status FROM effects WHERE effect_id=?", (effect_id,)).fetchone()
@@ -120,17 +134,21 @@ def wait_tx(c: sqlite3.Connection, effect_id: str, execution_id: str, step_key: 
 def describe_effect(c: sqlite3.Connection, effect_id: str) -> dict[str, Any] | None:
     row = c.execute(
         "SELECT effect_id, operation, input, status, result, created_at, settled_at "
-        "FROM effects WHERE effect_id=?", (effect_id,),
+        "FROM effects WHERE effect_id=?",
+        (effect_id,),
     ).fetchone()
     if row is None:
         return None
     return _effect(c, row, full=True)
 
 
-def list_effects(c: sqlite3.Connection, status: str | None = None,
-                 execution_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-    sql = ("SELECT effect_id, operation, input, status, result, created_at, settled_at "
-           "FROM effects")
+def list_effects(
+    c: sqlite3.Connection,
+    status: str | None = None,
+    execution_id: str | None = None,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    sql = "SELECT effect_id, operation, input, status, result, created_at, settled_at FROM effects"
     args: list[Any] = []
     if status == "conflict":
         sql += " WHERE effect_id IN (SELECT effect_id FROM effect_conflicts)"
@@ -140,7 +158,8 @@ def list_effects(c: sqlite3.Connection, status: str | None = None,
     if execution_id:
         sql += (" WHERE" if not args and status != "conflict" else " AND") + (
             " effect_id IN (SELECT effect_id FROM effect_begins WHERE execution_id=?"
-            " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=?)")
+            " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=?)"
+        )
         args += [execution_id, execution_id]
     sql += " ORDER BY created_at, effect_id LIMIT ?"
     args.append(limit)
@@ -153,20 +172,27 @@ def _effect(c: sqlite3.Connection, row: tuple[Any, ...], full: bool) -> dict[str
         {"result": codec.decode(r[0]), "conflicting_result": codec.decode(r[1]), "at": r[2]}
         for r in c.execute(
             "SELECT result, conflicting_result, at FROM effect_conflicts WHERE effect_id=? "
-            "ORDER BY id", (effect_id,),
+            "ORDER BY id",
+            (effect_id,),
         ).fetchall()
     ]
     out: dict[str, Any] = {
-        "effect_id": effect_id, "operation": row[1], "input": codec.decode(row[2]),
-        "status": row[3], "result": codec.decode(row[4]) if row[4] is not None else None,
-        "created_at": row[5], "settled_at": row[6], "conflicts": conflicts,
+        "effect_id": effect_id,
+        "operation": row[1],
+        "input": codec.decode(row[2]),
+        "status": row[3],
+        "result": codec.decode(row[4]) if row[4] is not None else None,
+        "created_at": row[5],
+        "settled_at": row[6],
+        "conflicts": conflicts,
     }
     if full:
         out["began_by"] = [
             {"execution_id": r[0], "step_key": r[1], "at": r[2]}
             for r in c.execute(
                 "SELECT execution_id, step_key, at FROM effect_begins WHERE effect_id=? "
-                "ORDER BY at", (effect_id,),
+                "ORDER BY at",
+                (effect_id,),
             ).fetchall()
         ]
         out["waiters"] = [
@@ -186,8 +212,16 @@ class SqliteEffects:
         self._core = core
         self._now = core.now
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, execution_id: str,
-                     step_key: str, *, now: float | None = None) -> dict[str, Any]:
+    def effect_begin(
+        self,
+        operation: str,
+        effect_id: str,
+        input: Any,
+        execution_id: str,
+        step_key: str,
+        *,
+        now: float | None = None,
+    ) -> dict[str, Any]:
         """{"status": "new" | "pending"} or {"status": "settled", "result": <canonical>};
         raises WorkflowEffectError (INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH)."""
         input_json = check_effect_request(effect_id, operation, input)
@@ -196,8 +230,9 @@ class SqliteEffects:
             lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
         )
 
-    def effect_settle(self, operation: str, effect_id: str, result_json: str, *,
-                      now: float | None = None) -> dict[str, Any]:
+    def effect_settle(
+        self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
+    ) -> dict[str, Any]:
         """Settle once; a different later result is kept as a conflict report."""
         # Must be durable text; compared and stored in its canonical form, so equal results
         # never conflict because of key order or white space.
@@ -205,8 +240,15 @@ class SqliteEffects:
         t = self._now(now)
         return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 
-    def effect_wait(self, effect_id: str, execution_id: str, step_key: str, wake_at: float, *,
-                    now: float | None = None) -> float:
+    def effect_wait(
+        self,
+        effect_id: str,
+        execution_id: str,
+        step_key: str,
+        wake_at: float,
+        *,
+        now: float | None = None,
+    ) -> float:
         wake_at = check_time(wake_at, "wake_at")
         t = self._now(now)
         return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
@@ -214,6 +256,7 @@ class SqliteEffects:
     def effect(self, effect_id: str) -> dict[str, Any] | None:
         return describe_effect(self._core.reader(), effect_id)
 
-    def effects(self, status: str | None = None,
-                execution_id: str | None = None) -> list[dict[str, Any]]:
+    def effects(
+        self, status: str | None = None, execution_id: str | None = None
+    ) -> list[dict[str, Any]]:
         return list_effects(self._core.reader(), status, execution_id)

@@ -65,28 +65,45 @@ class SqliteExecutions:
     # -- admission --------------------------------------------------------------------------
 
     def admit(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
-        return self._writer.write(*self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now
-        ))
+        return self._writer.write(
+            *self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+        )
 
     async def admit_async(
-        self, workflow: str, params: Any = None, *, context: dict[str, Any] | None = None,
-        execution_id: str | None = None, if_exists: str = "fail",
-        parent: dict[str, Any] | None = None, now: float | None = None,
+        self,
+        workflow: str,
+        params: Any = None,
+        *,
+        context: dict[str, Any] | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: dict[str, Any] | None = None,
+        now: float | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
-        return await self._writer.write_async(*self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now
-        ))
+        return await self._writer.write_async(
+            *self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+        )
 
     def _admission(
-        self, workflow: str, params: Any, context: dict[str, Any] | None,
-        execution_id: str | None, if_exists: str, parent: dict[str, Any] | None,
+        self,
+        workflow: str,
+        params: Any,
+        context: dict[str, Any] | None,
+        execution_id: str | None,
+        if_exists: str,
+        parent: dict[str, Any] | None,
         now: float | None,
     ) -> tuple[Callable[[sqlite3.Connection], Admission], Inserts, Admission]:
         """An admission checked and prepared: its transaction body, and its rows computed as
@@ -117,14 +134,17 @@ class SqliteExecutions:
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
         sha = self._core.scripts.get(workflow)
-        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at,
-                                    sha)
+        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at, sha)
         return tx, inserts, Admission(new_id, started=True)
 
     # -- wakes and deliveries ---------------------------------------------------------------
 
     def request_wake(
-        self, execution_id: str, at: float | None = None, *, now: float | None = None,
+        self,
+        execution_id: str,
+        at: float | None = None,
+        *,
+        now: float | None = None,
         reason: str = "requested",
     ) -> str:
         t = self._now(now)
@@ -147,17 +167,24 @@ class SqliteExecutions:
         return self._writer.write(lambda c: release_expired_tx(c, t, limit=None))
 
     def renew(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
         return self._writer.write(self._renew(execution_id, token, now, lease_seconds))
 
     async def renew_async(
-        self, execution_id: str, token: str, *, now: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        now: float | None = None,
         lease_seconds: float | None = None,
     ) -> float:
-        return await self._writer.write_async(
-            self._renew(execution_id, token, now, lease_seconds))
+        return await self._writer.write_async(self._renew(execution_id, token, now, lease_seconds))
 
     def _renew(
         self, execution_id: str, token: str, now: float | None, lease_seconds: float | None
@@ -176,8 +203,14 @@ class SqliteExecutions:
         return tx
 
     def release(
-        self, execution_id: str, token: str, *, retry_at: float | None = None,
-        reason: str = "retry", now: float | None = None, detail: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        retry_at: float | None = None,
+        reason: str = "retry",
+        now: float | None = None,
+        detail: str | None = None,
     ) -> None:
         t = self._now(now)
         retry = check_time(retry_at, "retry_at") if retry_at else t
@@ -195,22 +228,37 @@ class SqliteExecutions:
         self._writer.write(tx)
 
     def acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
         transaction (`<ID>.on-failure`, ys.store.handlers)."""
         return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
-        self, execution_id: str, token: str, outcome: dict[str, Any], *,
-        now: float | None = None, on_failure: str | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        now: float | None = None,
+        on_failure: str | None = None,
     ) -> dict[str, Any]:
         return await self._writer.write_async(
-            self._acknowledge(execution_id, token, outcome, now, on_failure))
+            self._acknowledge(execution_id, token, outcome, now, on_failure)
+        )
 
     def _acknowledge(
-        self, execution_id: str, token: str, outcome: dict[str, Any], now: float | None,
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        now: float | None,
         on_failure: str | None,
     ) -> Callable[[sqlite3.Connection], dict[str, Any]]:
         t = self._now(now)
@@ -226,24 +274,50 @@ class SqliteExecutions:
     # -- steps ------------------------------------------------------------------------------
 
     def save_step(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        return self._writer.write(self._save_step(
-            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+        return self._writer.write(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
+        )
 
     async def save_step_async(
-        self, execution_id: str, token: str, key: str, *, kind: str, status: str,
-        value: str | None, attempts: int = 1, wake_at: float | None = None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
         now: float | None = None,
     ) -> bool:
-        return await self._writer.write_async(self._save_step(
-            execution_id, token, key, kind, status, value, attempts, wake_at, now))
+        return await self._writer.write_async(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
+        )
 
     def _save_step(
-        self, execution_id: str, token: str, key: str, kind: str, status: str,
-        value: str | None, attempts: int, wake_at: float | None, now: float | None,
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+        now: float | None,
     ) -> Callable[[sqlite3.Connection], bool]:
         if kind == "run" and value is not None:
             codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
@@ -267,7 +341,9 @@ class SqliteExecutions:
         try:
             record = load(c, execution_id)
             if record is None:
-                raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+                raise NotFoundError(
+                    "EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist"
+                )
             if not record.terminal:
                 row = c.execute(
                     "SELECT lease_token, lease_expires_at FROM executions WHERE execution_id=?",

@@ -106,9 +106,7 @@ INSERT_EXECUTION = (
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
 
 
-def project(
-    prior: Record | None, events: list[Event]
-) -> tuple[Record, list[tuple[Any, ...]], int]:
+def project(prior: Record | None, events: list[Event]) -> tuple[Record, list[tuple[Any, ...]], int]:
     """Pure: the record after `events` (folded with `apply`), their rows and their size in
     bytes. `append` persists the result; an admission computes it before its transaction."""
     record = prior
@@ -133,12 +131,24 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
     """The executions row of a record that is not stored yet (INSERT_EXECUTION's values)."""
     p = record.parent or {}
     return (
-        record.execution_id, record.workflow, record.params_json, record.context_json,
-        record.status, _outcome_text(record), record.admitted_at, record.updated_at,
-        record.due_at, record.covered_due_at, record.prior_status, record.attempts,
-        p.get("execution_id"), p.get("step_key"),
+        record.execution_id,
+        record.workflow,
+        record.params_json,
+        record.context_json,
+        record.status,
+        _outcome_text(record),
+        record.admitted_at,
+        record.updated_at,
+        record.due_at,
+        record.covered_due_at,
+        record.prior_status,
+        record.attempts,
+        p.get("execution_id"),
+        p.get("step_key"),
         int(bool(p.get("detached"))) if p else None,
-        int(record.cancel_requested), record.history_length, history_bytes,
+        int(record.cancel_requested),
+        record.history_length,
+        history_bytes,
         record.script_sha256,
     )
 
@@ -155,9 +165,16 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
             "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
             "history_bytes=history_bytes+? WHERE execution_id=?",
             (
-                record.status, _outcome_text(record), record.updated_at, record.due_at,
-                record.covered_due_at, record.prior_status, record.attempts,
-                int(record.cancel_requested), record.history_length, nbytes,
+                record.status,
+                _outcome_text(record),
+                record.updated_at,
+                record.due_at,
+                record.covered_due_at,
+                record.prior_status,
+                record.attempts,
+                int(record.cancel_requested),
+                record.history_length,
+                nbytes,
                 record.execution_id,
             ),
         )
@@ -205,8 +222,14 @@ def id_bits() -> int:
 
 
 def admit_tx(
-    c: sqlite3.Connection, workflow: str, params_json: str, context_json: str,
-    execution_id: str | None, if_exists: str, parent: dict[str, Any] | None, at: float,
+    c: sqlite3.Connection,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    execution_id: str | None,
+    if_exists: str,
+    parent: dict[str, Any] | None,
+    at: float,
 ) -> Admission:
     if execution_id is None:
         # No look-up first: the executions row is inserted before the events (see `append`),
@@ -232,14 +255,20 @@ def admit_tx(
             raise ExecutionAdmissionError(
                 "EXECUTION_ID_CONFLICT",
                 f"{execution_id} already exists{why} ({row[3]})",
-                execution_id=execution_id, status=row[3],
+                execution_id=execution_id,
+                status=row[3],
             )
     return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
 
 
 def admission_event(
-    execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
+    script_sha256: str | None = None,
 ) -> Event:
     data: dict[str, Any] = {
         "execution_id": execution_id,
@@ -255,20 +284,31 @@ def admission_event(
 
 
 def admission_inserts(
-    execution_id: str, workflow: str, params_json: str, context_json: str,
-    parent: dict[str, Any] | None, at: float, script_sha256: str | None = None,
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
+    script_sha256: str | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `_admit_new` writes
     when `execution_id` is unused. The group writer inserts many of these per commit."""
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at,
-                            script_sha256)
+    event = admission_event(
+        execution_id, workflow, params_json, context_json, parent, at, script_sha256
+    )
     record, rows, nbytes = project(None, [event])
     return [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
 
 
 def _admit_new(
-    c: sqlite3.Connection, execution_id: str, workflow: str, params_json: str,
-    context_json: str, parent: dict[str, Any] | None, at: float,
+    c: sqlite3.Connection,
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
 ) -> Admission:
     sha, _ = current_script(c, workflow)
     event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
@@ -336,9 +376,18 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
             (token, expires, execution_id),
         )
         seen = record.cancel_requested and cancel_seen(c, execution_id)
-        out.append(Delivery(execution_id, token, record.attempts, expires, record.workflow,
-                            cancel_requested=record.cancel_requested, cancel_seen=seen,
-                            script_sha256=script))
+        out.append(
+            Delivery(
+                execution_id,
+                token,
+                record.attempts,
+                expires,
+                record.workflow,
+                cancel_requested=record.cancel_requested,
+                cancel_seen=seen,
+                script_sha256=script,
+            )
+        )
     return out
 
 
@@ -346,8 +395,7 @@ def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
     """Whether a delivery ended without an outcome after the cancellation was requested (a
     release follows the request): that delivery was told, or was running when it came."""
     row = c.execute(
-        "SELECT kind FROM events WHERE execution_id=? AND kind IN (?, ?) "
-        "ORDER BY seq DESC LIMIT 1",
+        "SELECT kind FROM events WHERE execution_id=? AND kind IN (?, ?) ORDER BY seq DESC LIMIT 1",
         (execution_id, CANCEL_REQUESTED, RELEASED),
     ).fetchone()
     return row is not None and row[0] == RELEASED
@@ -386,7 +434,11 @@ def outcome_event(outcome: dict[str, Any], at: float) -> Event:
 
 
 def acknowledge_tx(
-    c: sqlite3.Connection, execution_id: str, token: str, event: Event, now: float,
+    c: sqlite3.Connection,
+    execution_id: str,
+    token: str,
+    event: Event,
+    now: float,
     on_failure: str | None = None,
 ) -> dict[str, Any]:
     """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
@@ -432,8 +484,16 @@ def step_error(value: str | None) -> dict[str, Any] | None:
 
 
 def save_step_tx(
-    c: sqlite3.Connection, execution_id: str, token: str, key: str, kind: str, status: str,
-    value: str | None, attempts: int, wake_at: float | None, now: float,
+    c: sqlite3.Connection,
+    execution_id: str,
+    token: str,
+    key: str,
+    kind: str,
+    status: str,
+    value: str | None,
+    attempts: int,
+    wake_at: float | None,
+    now: float,
 ) -> bool:
     check_lease(c, execution_id, token, now)
     record = load(c, execution_id, payload=False)
@@ -452,8 +512,7 @@ def save_step_tx(
         "first_seq) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
         "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
         "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now,
-         record.history_length + 1),
+        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
     )
     data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
     if attempts != 1:
@@ -479,6 +538,9 @@ def wake_workflow_tx(c: sqlite3.Connection, workflow: str, now: float) -> int:
     ).fetchall()
     n = 0
     for (execution_id,) in rows:
-        if request_wake_tx(c, execution_id, now, now, f"workflow {workflow} changed") == "requested":
+        if (
+            request_wake_tx(c, execution_id, now, now, f"workflow {workflow} changed")
+            == "requested"
+        ):
             n += 1
     return n

@@ -25,8 +25,9 @@ _ERROR_FIELDS = ("name", "message")
 
 def is_handler(c: sqlite3.Connection, execution_id: str) -> bool:
     """Whether this execution was admitted as a failure handler (its context says so)."""
-    row = c.execute("SELECT context FROM executions WHERE execution_id=?",
-                    (execution_id,)).fetchone()
+    row = c.execute(
+        "SELECT context FROM executions WHERE execution_id=?", (execution_id,)
+    ).fetchone()
     if row is None:
         return False
     try:
@@ -36,10 +37,15 @@ def is_handler(c: sqlite3.Connection, execution_id: str) -> bool:
     return isinstance(context, dict) and CONTEXT_KEY in context
 
 
-def _admit(c: sqlite3.Connection, handler: str, execution_id: str, params: dict[str, Any],
-           of: str, now: float) -> str | None:
-    taken = c.execute("SELECT 1 FROM executions WHERE execution_id=?",
-                      (execution_id,)).fetchone()
+def _admit(
+    c: sqlite3.Connection,
+    handler: str,
+    execution_id: str,
+    params: dict[str, Any],
+    of: str,
+    now: float,
+) -> str | None:
+    taken = c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone()
     if taken is not None:
         return None
     params_json = encode_event_value(params, "params")
@@ -48,8 +54,9 @@ def _admit(c: sqlite3.Connection, handler: str, execution_id: str, params: dict[
     return execution_id
 
 
-def failure_handler_tx(c: sqlite3.Connection, record: Record, handler: str | None,
-                       now: float) -> str | None:
+def failure_handler_tx(
+    c: sqlite3.Connection, record: Record, handler: str | None, now: float
+) -> str | None:
     """Inside the transaction that ended `record` failed: admit its handler, if it has one
     and is not itself a handler. Returns the handler's execution ID, or None."""
     if handler is None or record.status != FAILED or is_handler(c, record.execution_id):
@@ -65,8 +72,15 @@ def failure_handler_tx(c: sqlite3.Connection, record: Record, handler: str | Non
     return _admit(c, handler, handler_id(record.execution_id), params, record.execution_id, now)
 
 
-def slot_handler_tx(c: sqlite3.Connection, handler: str | None, schedule: str, slot_name: str,
-                    slot: str, reason: str, now: float) -> str | None:
+def slot_handler_tx(
+    c: sqlite3.Connection,
+    handler: str | None,
+    schedule: str,
+    slot_name: str,
+    slot: str,
+    reason: str,
+    now: float,
+) -> str | None:
     """Inside the schedule's tick: admit the handler of a slot that will never fire.
     `slot_name` is the slot's execution ID (`<schedule>@<slot>`), `slot` its time."""
     if handler is None:

@@ -34,13 +34,18 @@ def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
     """Delete these executions and what belongs only to them (one batch, one transaction)."""
     n = 0
     for execution_id in ids:
-        row = c.execute("SELECT status FROM executions WHERE execution_id=?",
-                        (execution_id,)).fetchone()
+        row = c.execute(
+            "SELECT status FROM executions WHERE execution_id=?", (execution_id,)
+        ).fetchone()
         if row is None or row[0] not in ("completed", "failed", "cancelled"):
             continue  # changed since it was chosen
-        for table, column in (("events", "execution_id"), ("steps", "execution_id"),
-                              ("start_requests", "caller_id"), ("kv_waiters", "execution_id"),
-                              ("effect_waiters", "execution_id")):
+        for table, column in (
+            ("events", "execution_id"),
+            ("steps", "execution_id"),
+            ("start_requests", "caller_id"),
+            ("kv_waiters", "execution_id"),
+            ("effect_waiters", "execution_id"),
+        ):
             c.execute(f"DELETE FROM {table} WHERE {column}=?", (execution_id,))
         c.execute("DELETE FROM executions WHERE execution_id=?", (execution_id,))
         n += 1
@@ -62,9 +67,13 @@ def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
     from ys.store.records import RELEASED, Event
     from ys.store.sqlite.executions import append, clear_lease, load
 
-    ids = [r[0] for r in c.execute(
-        "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
-        "ORDER BY execution_id").fetchall()]
+    ids = [
+        r[0]
+        for r in c.execute(
+            "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
+            "ORDER BY execution_id"
+        ).fetchall()
+    ]
     for execution_id in ids:
         record = load(c, execution_id, payload=False)
         assert record is not None
@@ -78,8 +87,9 @@ def health(c: sqlite3.Connection, location: str) -> Health:
     daemon may go on writing meanwhile)."""
     import sqlite_utils  # its introspection lists the tables and counts their rows
 
-    files = [p for p in (Path(location), Path(f"{location}-wal"), Path(f"{location}-shm"))
-             if p.exists()]
+    files = [
+        p for p in (Path(location), Path(f"{location}-wal"), Path(f"{location}-shm")) if p.exists()
+    ]
     try:
         integrity = [str(r[0]) for r in c.execute("PRAGMA integrity_check")]
         c.execute("BEGIN")
@@ -87,17 +97,23 @@ def health(c: sqlite3.Connection, location: str) -> Health:
             mismatches = reads.verify(c)
             count = int(c.execute("SELECT COUNT(*) FROM executions").fetchone()[0])
             rows = {t.name: int(t.count) for t in sqlite_utils.Database(c).tables}
-            version = int(c.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+            version = int(
+                c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+            )
         finally:
             c.execute("COMMIT")
     except sqlite3.Error as exc:
         return Health(location, files, error=str(exc))
     expected = {m for script in MIGRATIONS for m in re.findall(r"CREATE TABLE (\w+)", script)}
     return Health(
-        location, files, integrity=[] if integrity == ["ok"] else integrity,
-        schema_version=version, schema_expected=len(MIGRATIONS),
-        missing_tables=sorted(expected - set(rows)), rows=rows, mismatches=mismatches,
+        location,
+        files,
+        integrity=[] if integrity == ["ok"] else integrity,
+        schema_version=version,
+        schema_expected=len(MIGRATIONS),
+        missing_tables=sorted(expected - set(rows)),
+        rows=rows,
+        mismatches=mismatches,
         executions=count,
     )
 
@@ -108,33 +124,43 @@ class SqliteHousekeeping:
     def __init__(self, core: Core) -> None:
         self._core = core
 
-    def gc(self, older_than: float, *, dry_run: bool = False,
-           now: float | None = None) -> list[str]:
+    def gc(
+        self, older_than: float, *, dry_run: bool = False, now: float | None = None
+    ) -> list[str]:
         cutoff = self._core.now(now) - older_than
         ids = candidates(self._core.reader(), cutoff)
         if dry_run:
             return ids
         for i in range(0, len(ids), BATCH):
-            batch = ids[i:i + BATCH]
+            batch = ids[i : i + BATCH]
             self._core.write(lambda c, b=batch: prune_tx(c, b))  # type: ignore[misc]
         if ids:
             self._core.write(prune_event_log_tx)
         return ids
 
     def setting(self, key: str) -> str | None:
-        row = self._core.reader().execute(
-            "SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        row = (
+            self._core.reader().execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        )
         return str(row[0]) if row else None
 
     def set_setting(self, key: str, value: str) -> None:
-        self._core.write(lambda c: c.execute(
-            "INSERT INTO settings (key, value) VALUES (?,?) ON CONFLICT (key) DO UPDATE SET "
-            "value=excluded.value", (key, value)))
+        self._core.write(
+            lambda c: c.execute(
+                "INSERT INTO settings (key, value) VALUES (?,?) ON CONFLICT (key) DO UPDATE SET "
+                "value=excluded.value",
+                (key, value),
+            )
+        )
 
     def held_leases(self) -> list[tuple[str, str]]:
-        rows = self._core.reader().execute(
-            "SELECT execution_id, lease_token FROM executions WHERE lease_token IS NOT NULL"
-        ).fetchall()
+        rows = (
+            self._core.reader()
+            .execute(
+                "SELECT execution_id, lease_token FROM executions WHERE lease_token IS NOT NULL"
+            )
+            .fetchall()
+        )
         return [(r[0], r[1]) for r in rows]
 
     def release_held(self, now: float | None = None) -> list[str]:
@@ -145,10 +171,15 @@ class SqliteHousekeeping:
         return {}  # one daemon owns the file: every lease is its own
 
     def due_counts(self, now: float) -> tuple[int, int]:
-        due, waiting = self._core.reader().execute(
-            "SELECT COUNT(*) FILTER (WHERE due_at <= ?), COUNT(*) FILTER (WHERE due_at > ?) "
-            "FROM executions WHERE due_at IS NOT NULL", (now, now),
-        ).fetchone()
+        due, waiting = (
+            self._core.reader()
+            .execute(
+                "SELECT COUNT(*) FILTER (WHERE due_at <= ?), COUNT(*) FILTER (WHERE due_at > ?) "
+                "FROM executions WHERE due_at IS NOT NULL",
+                (now, now),
+            )
+            .fetchone()
+        )
         return int(due), int(waiting)
 
     def verify(self) -> list[str]:

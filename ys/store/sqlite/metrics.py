@@ -14,12 +14,15 @@ def shared_counts(c: sqlite3.Connection, now: float) -> SharedCounts:
     """One read transaction, so the figures agree with each other."""
     c.execute("BEGIN")
     try:
-        executions = {(w, s): n for w, s, n in c.execute(
-            "SELECT workflow, status, n FROM execution_counts WHERE n > 0")}
+        executions = {
+            (w, s): n
+            for w, s, n in c.execute("SELECT workflow, status, n FROM execution_counts WHERE n > 0")
+        }
         effects = dict(c.execute("SELECT status, n FROM effect_counts WHERE n > 0").fetchall())
         due, oldest = c.execute(
             "SELECT COUNT(*), MIN(due_at) FROM executions "
-            "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL", (now,)
+            "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL",
+            (now,),
         ).fetchone()
     finally:
         c.execute("COMMIT")

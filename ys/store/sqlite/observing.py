@@ -26,8 +26,9 @@ class SqliteObserving:
 
         return shared_counts(self._core.reader(), self._core.now(now))
 
-    def event_stream(self, cursor: str | None = None, *, since: float | None = None,
-                     limit: int = 1000) -> tuple[list[dict[str, Any]], str]:
+    def event_stream(
+        self, cursor: str | None = None, *, since: float | None = None, limit: int = 1000
+    ) -> tuple[list[dict[str, Any]], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
         from ys.store.paging import check_cursor
@@ -45,8 +46,9 @@ class SqliteObserving:
 
     # -- script versions --------------------------------------------------------------------
 
-    def set_script(self, workflow: str, sha256: str, *, pin: bool = False,
-                   now: float | None = None) -> None:
+    def set_script(
+        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None
+    ) -> None:
         """The version of `workflow`'s script the daemon sees now: what admissions record,
         and what unpinned deliveries run."""
         from ys.store.sqlite.versions import set_script_tx

@@ -33,7 +33,8 @@ def running(c: sqlite3.Connection, limit: int = 100) -> list[RunningExecution]:
     rows = c.execute(
         f"SELECT {_FULL}, lease_expires_at, (SELECT at FROM events e WHERE "
         "e.execution_id = x.execution_id AND e.kind = 'claimed' ORDER BY seq DESC LIMIT 1) "
-        "FROM executions x WHERE status = 'running' ORDER BY admitted_at LIMIT ?", (limit,),
+        "FROM executions x WHERE status = 'running' ORDER BY admitted_at LIMIT ?",
+        (limit,),
     ).fetchall()
     return [RunningExecution(row_to_record(r[:-2]), r[-1], r[-2]) for r in rows]
 
@@ -42,15 +43,21 @@ def due(c: sqlite3.Connection, limit: int = 10) -> list[Record]:
     """Executions with a pending wake and no delivery, soonest first (overdue ones too: they
     wait for a free slot or for their script)."""
     return _records(
-        c, f"SELECT {_FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
-        "ORDER BY due_at LIMIT ?", (limit,))
+        c,
+        f"SELECT {_FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
+        "ORDER BY due_at LIMIT ?",
+        (limit,),
+    )
 
 
 def failed_since(c: sqlite3.Connection, since: float, limit: int = 20) -> list[Record]:
     """Executions that failed at or after `since`, the latest first."""
     return _records(
-        c, f"SELECT {_FULL} FROM executions INDEXED BY executions_failed WHERE status = 'failed' "
-        "AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?", (since, limit))
+        c,
+        f"SELECT {_FULL} FROM executions INDEXED BY executions_failed WHERE status = 'failed' "
+        "AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?",
+        (since, limit),
+    )
 
 
 def count_status(c: sqlite3.Connection, status: str, limit: int = 100_000) -> int:
@@ -68,8 +75,13 @@ def _prefix_end(prefix: str) -> str:
 
 
 def find(
-    c: sqlite3.Connection, *, statuses: list[str] | None = None, workflow: str | None = None,
-    id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+    c: sqlite3.Connection,
+    *,
+    statuses: list[str] | None = None,
+    workflow: str | None = None,
+    id_prefix: str | None = None,
+    since: float | None = None,
+    limit: int = 50,
     page_token: str | None = None,
 ) -> Page:
     """Executions newest admitted first (ties by ID), filtered, a page at a time; the same
@@ -81,7 +93,8 @@ def find(
         bad = [s for s in statuses if s not in STATUSES]
         if bad:
             raise InvalidArgument(
-                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
+                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
+            )
         where.append(f"status IN ({','.join('?' * len(statuses))})")
         args.extend(statuses)
     if workflow:
@@ -91,10 +104,14 @@ def find(
     if id_prefix:
         where.append("execution_id >= ? AND execution_id < ?")
         args.extend([id_prefix, _prefix_end(id_prefix)])
-        few = c.execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE execution_id >= ? AND "
-            "execution_id < ? LIMIT ?)", (id_prefix, _prefix_end(id_prefix), PREFIX_SORT_MAX),
-        ).fetchone()[0] < PREFIX_SORT_MAX
+        few = (
+            c.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE execution_id >= ? AND "
+                "execution_id < ? LIMIT ?)",
+                (id_prefix, _prefix_end(id_prefix), PREFIX_SORT_MAX),
+            ).fetchone()[0]
+            < PREFIX_SORT_MAX
+        )
         # Few matches: read them by key and sort them. Many (and no status to narrow them):
         # walk the newest-first index and skip the others.
         if few:
@@ -123,11 +140,12 @@ def find(
 def value_waiters(c: sqlite3.Connection, limit: int = 1000) -> list[dict[str, Any]]:
     """Who waits on which durable value, by key."""
     return [
-        {"key": r[0], "execution_id": r[1], "step_key": r[2], "seen_version": r[3],
-         "since": r[4]}
+        {"key": r[0], "execution_id": r[1], "step_key": r[2], "seen_version": r[3], "since": r[4]}
         for r in c.execute(
             "SELECT key, execution_id, step_key, seen_version, registered_at FROM kv_waiters "
-            "ORDER BY key, registered_at LIMIT ?", (limit,)).fetchall()
+            "ORDER BY key, registered_at LIMIT ?",
+            (limit,),
+        ).fetchall()
     ]
 
 
@@ -163,12 +181,24 @@ class SqliteOverview:
         return count_status(self._reader(), status, limit)
 
     def find(
-        self, *, statuses: list[str] | None = None, workflow: str | None = None,
-        id_prefix: str | None = None, since: float | None = None, limit: int = 50,
+        self,
+        *,
+        statuses: list[str] | None = None,
+        workflow: str | None = None,
+        id_prefix: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
         page_token: str | None = None,
     ) -> Page:
-        return find(self._reader(), statuses=statuses, workflow=workflow, id_prefix=id_prefix,
-                    since=since, limit=limit, page_token=page_token)
+        return find(
+            self._reader(),
+            statuses=statuses,
+            workflow=workflow,
+            id_prefix=id_prefix,
+            since=since,
+            limit=limit,
+            page_token=page_token,
+        )
 
     def value_waiters(self, limit: int = 1000) -> list[dict[str, Any]]:
         return value_waiters(self._reader(), limit)
@@ -176,9 +206,14 @@ class SqliteOverview:
     def database(self) -> dict[str, Any]:
         return database(self._reader(), self._path)
 
-    def schedule_slots(self, name: str | None = None, *, since: float | None = None,
-                       outcomes: tuple[str, ...] | None = None,
-                       limit: int = 20) -> list[dict[str, Any]]:
+    def schedule_slots(
+        self,
+        name: str | None = None,
+        *,
+        since: float | None = None,
+        outcomes: tuple[str, ...] | None = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
         from ys.store.sqlite.slots import recent
 
         return recent(self._reader(), name, since=since, outcomes=outcomes, limit=limit)

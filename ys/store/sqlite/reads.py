@@ -31,7 +31,9 @@ def _not_found(execution_id: str) -> NotFoundError:
 # -- reads ----------------------------------------------------------------------------------
 
 
-def events(c: sqlite3.Connection, execution_id: str, start: int = 1, limit: int = -1) -> list[Event]:
+def events(
+    c: sqlite3.Connection, execution_id: str, start: int = 1, limit: int = -1
+) -> list[Event]:
     rows = c.execute(
         "SELECT at, kind, data FROM events WHERE execution_id=? AND seq >= ? ORDER BY seq LIMIT ?",
         (execution_id, start, limit),
@@ -58,8 +60,13 @@ def history(c: sqlite3.Connection, execution_id: str, limit: int, token: str | N
 
 
 def list_executions(
-    c: sqlite3.Connection, *, statuses: list[str] | None, workflow: str | None,
-    parent: str | None, limit: int, page_token: str | None,
+    c: sqlite3.Connection,
+    *,
+    statuses: list[str] | None,
+    workflow: str | None,
+    parent: str | None,
+    limit: int,
+    page_token: str | None,
 ) -> Page:
     limit = check_limit(limit)
     where: list[str] = []
@@ -110,13 +117,19 @@ def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
     for e in evs:
         if e.kind == "claimed":
             current = {
-                "attempt": e.data.get("attempt"), "started_at": e.at,
-                "ended_at": None, "outcome": None,
+                "attempt": e.data.get("attempt"),
+                "started_at": e.at,
+                "ended_at": None,
+                "outcome": None,
                 "script_sha256": e.data.get("script_sha256"),
             }
             out.append(current)
         elif current is not None and e.kind in (
-            "released", "suspended", "completed", "failed", "cancelled"
+            "released",
+            "suspended",
+            "completed",
+            "failed",
+            "cancelled",
         ):
             current["ended_at"] = e.at
             current["outcome"] = (
@@ -135,7 +148,8 @@ def failed_attempts(evs: list[Event]) -> dict[str, list[dict[str, Any]]]:
     for e in evs:
         if e.kind == "step" and isinstance(e.data.get("error"), dict):
             out.setdefault(e.data["key"], []).append(
-                {"attempt": e.data.get("attempts", 1), "at": e.at, "error": e.data["error"]})
+                {"attempt": e.data.get("attempts", 1), "at": e.at, "error": e.data["error"]}
+            )
     return out
 
 
@@ -184,9 +198,12 @@ def verify(c: sqlite3.Connection) -> list[str]:
             continue
         if folded != stored:
             problems.append(f"{execution_id}: stored record differs from its folded history")
-        seqs = [r[0] for r in c.execute(
-            "SELECT seq FROM events WHERE execution_id=? ORDER BY seq", (execution_id,)
-        )]
+        seqs = [
+            r[0]
+            for r in c.execute(
+                "SELECT seq FROM events WHERE execution_id=? ORDER BY seq", (execution_id,)
+            )
+        ]
         if seqs != list(range(1, len(seqs) + 1)):
             problems.append(f"{execution_id}: event numbers have gaps")
     return problems
@@ -198,7 +215,8 @@ def waits(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
         {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
         for r in c.execute(
             "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
-            "ORDER BY registered_at", (execution_id,),
+            "ORDER BY registered_at",
+            (execution_id,),
         ).fetchall()
     ]
     out += [
@@ -230,12 +248,21 @@ class SqliteReads:
         return load(self._reader(), execution_id)
 
     def list(
-        self, *, statuses: builtins.list[str] | None = None, workflow: str | None = None,
-        parent: str | None = None, limit: int = DEFAULT_PAGE, page_token: str | None = None,
+        self,
+        *,
+        statuses: builtins.list[str] | None = None,
+        workflow: str | None = None,
+        parent: str | None = None,
+        limit: int = DEFAULT_PAGE,
+        page_token: str | None = None,
     ) -> Page:
         return list_executions(
-            self._reader(), statuses=statuses, workflow=workflow, parent=parent,
-            limit=limit, page_token=page_token,
+            self._reader(),
+            statuses=statuses,
+            workflow=workflow,
+            parent=parent,
+            limit=limit,
+            page_token=page_token,
         )
 
     def history(

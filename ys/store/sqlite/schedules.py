@@ -17,9 +17,11 @@ from ys.store.records import TERMINAL
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import admit_tx
 
-_COLUMNS = ("name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
-            "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
-            "queued_slot, created_at")
+_COLUMNS = (
+    "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
+    "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
+    "queued_slot, created_at"
+)
 _NAMES = [c.strip() for c in _COLUMNS.split(",")]
 
 
@@ -30,15 +32,29 @@ def _row(row: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
-def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz: str,
-              params: Any, catch_up: str, overlap: str, max_late: float | None, jitter: float,
-              source: str, now: float, replace: bool) -> dict[str, Any]:
+def upsert_tx(
+    c: sqlite3.Connection,
+    *,
+    name: str,
+    workflow: str,
+    expr: str,
+    tz: str,
+    params: Any,
+    catch_up: str,
+    overlap: str,
+    max_late: float | None,
+    jitter: float,
+    source: str,
+    now: float,
+    replace: bool,
+) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute("SELECT source, cursor FROM schedules WHERE name=?", (name,)).fetchone()
     if existing is not None and not replace:
         raise YsError(
-            "FAILED_PRECONDITION", f"schedule {name!r} already exists; remove it first "
-            "(ys schedule rm)")
+            "FAILED_PRECONDITION",
+            f"schedule {name!r} already exists; remove it first (ys schedule rm)",
+        )
     cursor = existing[1] if existing is not None else now
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     if nxt is not None:
@@ -49,8 +65,26 @@ def upsert_tx(c: sqlite3.Connection, *, name: str, workflow: str, expr: str, tz:
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
         "source=excluded.source, next_fire_at=excluded.next_fire_at",
-        (name, workflow, expr, tz, params_json, catch_up, max_late, overlap, jitter, 0, source,
-         cursor, nxt, None, None, None, None, now),
+        (
+            name,
+            workflow,
+            expr,
+            tz,
+            params_json,
+            catch_up,
+            max_late,
+            overlap,
+            jitter,
+            0,
+            source,
+            cursor,
+            nxt,
+            None,
+            None,
+            None,
+            None,
+            now,
+        ),
     )
     return get(c, name)
 
@@ -74,7 +108,8 @@ def remove_tx(c: sqlite3.Connection, name: str, declared_too: bool = False) -> N
         raise YsError(
             "FAILED_PRECONDITION",
             f"schedule {name} is declared by its script and would come back; remove the "
-            f"declaration from the script, or `ys schedule pause {name}`")
+            f"declaration from the script, or `ys schedule pause {name}`",
+        )
     c.execute("DELETE FROM schedules WHERE name=?", (name,))
 
 
@@ -87,30 +122,40 @@ def pause_tx(c: sqlite3.Connection, name: str, paused: bool, now: float) -> dict
     try:
         nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     except ValueError as exc:  # stored before the check refused it
-        raise InvalidArgument("INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it "
-                              "again") from None
-    c.execute("UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
-              (int(paused), cursor, nxt, name))
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it again"
+        ) from None
+    c.execute(
+        "UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
+        (int(paused), cursor, nxt, name),
+    )
     return get(c, name)
 
 
 def _running(c: sqlite3.Connection, execution_id: str | None) -> bool:
     if not execution_id:
         return False
-    row = c.execute("SELECT status FROM executions WHERE execution_id=?",
-                    (execution_id,)).fetchone()
+    row = c.execute(
+        "SELECT status FROM executions WHERE execution_id=?", (execution_id,)
+    ).fetchone()
     return row is not None and row[0] not in TERMINAL
 
 
-def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
-          now: float) -> str:
+def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool, now: float) -> str:
     execution_id = slot_id(s["name"], slot)
     context = {"schedule": s["name"], "slot": slot_id("", slot)[1:], "catch_up": catch_up}
-    exists = c.execute("SELECT 1 FROM executions WHERE execution_id=?",
-                       (execution_id,)).fetchone()
+    exists = c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone()
     if exists is None:
-        admit_tx(c, s["workflow"], codec.dumps(s["params"]), codec.dumps(context),
-                 execution_id, "fail", None, now)
+        admit_tx(
+            c,
+            s["workflow"],
+            codec.dumps(s["params"]),
+            codec.dumps(context),
+            execution_id,
+            "fail",
+            None,
+            now,
+        )
         crash_point("schedule.in_fire")  # inside the transaction: nothing of it commits
     return execution_id
 
@@ -120,16 +165,24 @@ def _fire(c: sqlite3.Connection, s: dict[str, Any], slot: float, catch_up: bool,
 MAX_SLOT_HANDLERS = 16
 
 
-def _skip_handler(c: sqlite3.Connection, s: dict[str, Any], slot: float, reason: str,
-                  on_failure: str | None, now: float) -> str | None:
+def _skip_handler(
+    c: sqlite3.Connection,
+    s: dict[str, Any],
+    slot: float,
+    reason: str,
+    on_failure: str | None,
+    now: float,
+) -> str | None:
     from ys.store.sqlite.handlers import slot_handler_tx
 
-    return slot_handler_tx(c, on_failure, s["name"], slot_id(s["name"], slot),
-                           slot_id("", slot)[1:], reason, now)
+    return slot_handler_tx(
+        c, on_failure, s["name"], slot_id(s["name"], slot), slot_id("", slot)[1:], reason, now
+    )
 
 
-def tick_tx(c: sqlite3.Connection, name: str, now: float,
-            on_failure: str | None = None) -> list[dict[str, Any]]:
+def tick_tx(
+    c: sqlite3.Connection, name: str, now: float, on_failure: str | None = None
+) -> list[dict[str, Any]]:
     """Fire what is due for one schedule at `now`; returns what was done (for the log). A slot
     skipped for being late, or missed under catch_up=skip, admits `on_failure` in this same
     transaction (ys.store.handlers)."""
@@ -142,22 +195,27 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float,
     # A queued fire goes first, once the previous execution has ended.
     if queued is not None and not _running(c, last_id):
         last_id = _fire(c, s, queued, False, now)
-        actions.append({"action": "fired", "slot": queued, "execution_id": last_id,
-                        "queued": True})
+        actions.append({"action": "fired", "slot": queued, "execution_id": last_id, "queued": True})
         queued = None
     refused = None
     try:
         fires, cursor, skipped = cron.plan_with_skips(
-            s["cron"], s["tz"], s["cursor"], now, catch_up=s["catch_up"],
-            max_late=s["max_late"], jitter=s["jitter"], name=name)
+            s["cron"],
+            s["tz"],
+            s["cursor"],
+            now,
+            catch_up=s["catch_up"],
+            max_late=s["max_late"],
+            jitter=s["jitter"],
+            name=name,
+        )
     except ValueError as exc:
         # Stored before the check refused it (a six-field expression): it stops being due
         # (no next fire), so the scheduler says so once instead of failing at every tick.
         fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
     for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
         handler = _skip_handler(c, s, slot, reason, on_failure, now)
-        actions.append({"action": "missed", "slot": slot, "reason": reason,
-                        "handler": handler})
+        actions.append({"action": "missed", "slot": slot, "reason": reason, "handler": handler})
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
         if s["overlap"] != "allow" and _running(c, last_id):
@@ -165,19 +223,28 @@ def tick_tx(c: sqlite3.Connection, name: str, now: float,
                 queued = f.slot  # at most one waiting fire: the newest wins
                 actions.append({"action": "queued", "slot": f.slot})
             else:
-                actions.append({"action": "skipped", "slot": f.slot,
-                                "why": f"{last_id} is still running"})
+                actions.append(
+                    {"action": "skipped", "slot": f.slot, "why": f"{last_id} is still running"}
+                )
             continue
         last_id = _fire(c, s, f.slot, f.catch_up, now)
-        actions.append({"action": "fired", "slot": f.slot, "execution_id": last_id,
-                        "catch_up": f.catch_up})
+        actions.append(
+            {"action": "fired", "slot": f.slot, "execution_id": last_id, "catch_up": f.catch_up}
+        )
     nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     fired = [a for a in actions if a["action"] == "fired"]
     c.execute(
         "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, queued_slot=?, "
         "last_fire_at=COALESCE(?, last_fire_at), last_slot=COALESCE(?, last_slot) WHERE name=?",
-        (cursor, nxt, last_id, queued, now if fired else None,
-         fired[-1]["slot"] if fired else None, name),
+        (
+            cursor,
+            nxt,
+            last_id,
+            queued,
+            now if fired else None,
+            fired[-1]["slot"] if fired else None,
+            name,
+        ),
     )
     if missed_total:
         actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
@@ -193,17 +260,42 @@ class SqliteSchedules:
         self._core = core
         self._now = core.now
 
-    def schedule_add(self, name: str, workflow: str, cron_expr: str, *, tz: str = "local",
-                     params: Any = None, catch_up: str = "once", overlap: str = "skip",
-                     max_late: float | None = None, jitter: float = 0.0, source: str = "cli",
-                     replace: bool = False, now: float | None = None) -> dict[str, Any]:
+    def schedule_add(
+        self,
+        name: str,
+        workflow: str,
+        cron_expr: str,
+        *,
+        tz: str = "local",
+        params: Any = None,
+        catch_up: str = "once",
+        overlap: str = "skip",
+        max_late: float | None = None,
+        jitter: float = 0.0,
+        source: str = "cli",
+        replace: bool = False,
+        now: float | None = None,
+    ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
         t = self._now(now)
-        return self._core.write(lambda c: upsert_tx(
-            c, name=name, workflow=workflow, expr=cron_expr, tz=tz, params=params,
-            catch_up=catch_up, overlap=overlap, max_late=max_late, jitter=jitter,
-            source=source, now=t, replace=replace))
+        return self._core.write(
+            lambda c: upsert_tx(
+                c,
+                name=name,
+                workflow=workflow,
+                expr=cron_expr,
+                tz=tz,
+                params=params,
+                catch_up=catch_up,
+                overlap=overlap,
+                max_late=max_late,
+                jitter=jitter,
+                source=source,
+                now=t,
+                replace=replace,
+            )
+        )
 
     def schedules(self) -> list[dict[str, Any]]:
         return list_all(self._core.reader())
@@ -214,13 +306,15 @@ class SqliteSchedules:
     def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
         self._core.write(lambda c: remove_tx(c, name, declared_too))
 
-    def schedule_pause(self, name: str, paused: bool, *,
-                       now: float | None = None) -> dict[str, Any]:
+    def schedule_pause(
+        self, name: str, paused: bool, *, now: float | None = None
+    ) -> dict[str, Any]:
         t = self._now(now)
         return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
-    def schedule_tick(self, name: str, *, now: float | None = None,
-                      on_failure: str | None = None) -> list[dict[str, Any]]:
+    def schedule_tick(
+        self, name: str, *, now: float | None = None, on_failure: str | None = None
+    ) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions and the cursor in one transaction);
         a skipped slot admits `on_failure` in that transaction too."""
         from ys.store.sqlite.slots import tick_and_record  # it imports this module

@@ -26,8 +26,9 @@ def _utc(t: float) -> str:
     return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def tick_and_record(c: sqlite3.Connection, name: str, now: float,
-                    on_failure: str | None = None) -> list[dict[str, Any]]:
+def tick_and_record(
+    c: sqlite3.Connection, name: str, now: float, on_failure: str | None = None
+) -> list[dict[str, Any]]:
     """`tick_tx`, and what each slot it considered came to, in the same transaction."""
     before = get(c, name)
     actions = tick_tx(c, name, now, on_failure)
@@ -35,16 +36,19 @@ def tick_and_record(c: sqlite3.Connection, name: str, now: float,
     rows = _rows(before, actions, after, now)
     if rows:
         c.executemany(
-            f"INSERT OR REPLACE INTO schedule_slots ({_COLUMNS}) VALUES (?,?,?,?,?,?,?)", rows)
+            f"INSERT OR REPLACE INTO schedule_slots ({_COLUMNS}) VALUES (?,?,?,?,?,?,?)", rows
+        )
         c.execute(
             "DELETE FROM schedule_slots WHERE name = ? AND slot < (SELECT slot FROM "
             "schedule_slots WHERE name = ? ORDER BY slot DESC LIMIT 1 OFFSET ?)",
-            (name, name, SLOTS_KEPT - 1))
+            (name, name, SLOTS_KEPT - 1),
+        )
     return actions
 
 
-def _rows(s: dict[str, Any], actions: list[dict[str, Any]], cursor: float,
-          now: float) -> list[tuple[Any, ...]]:
+def _rows(
+    s: dict[str, Any], actions: list[dict[str, Any]], cursor: float, now: float
+) -> list[tuple[Any, ...]]:
     name = s["name"]
     rows: list[tuple[Any, ...]] = []
     seen: set[float] = set()
@@ -54,24 +58,45 @@ def _rows(s: dict[str, Any], actions: list[dict[str, Any]], cursor: float,
             continue
         seen.add(slot)
         if kind == "fired" and a.get("catch_up"):
-            why = (f"fired {format_duration(now - slot)} late: the daemon was not running or "
-                   f"the machine slept (catch-up {s['catch_up']})")
+            why = (
+                f"fired {format_duration(now - slot)} late: the daemon was not running or "
+                f"the machine slept (catch-up {s['catch_up']})"
+            )
             rows.append((name, slot, "late", why, a["execution_id"], now, 1))
         elif kind == "fired":
             queued = "fired once the previous execution ended (overlap queue)"
-            rows.append((name, slot, "fired", queued if a.get("queued") else None,
-                         a["execution_id"], now, 1))
+            rows.append(
+                (
+                    name,
+                    slot,
+                    "fired",
+                    queued if a.get("queued") else None,
+                    a["execution_id"],
+                    now,
+                    1,
+                )
+            )
         elif kind == "skipped":
             rows.append((name, slot, "skipped", f"{a['why']} (overlap skip)", None, now, 1))
         elif kind == "queued":
-            rows.append((name, slot, "queued", "waits for the running execution to end "
-                         "(overlap queue)", None, now, 1))
+            rows.append(
+                (
+                    name,
+                    slot,
+                    "queued",
+                    "waits for the running execution to end (overlap queue)",
+                    None,
+                    now,
+                    1,
+                )
+            )
     rows += _missed(s, seen, cursor, now)
     return rows
 
 
-def _missed(s: dict[str, Any], seen: set[float], cursor: float,
-            now: float) -> list[tuple[Any, ...]]:
+def _missed(
+    s: dict[str, Any], seen: set[float], cursor: float, now: float
+) -> list[tuple[Any, ...]]:
     """Slots the tick passed over without firing, skipping or queueing them: one row per
     reason, on the latest such slot, with how many there were."""
     if cursor <= s["cursor"]:
@@ -96,27 +121,40 @@ def _missed(s: dict[str, Any], seen: set[float], cursor: float,
     too_old = [t for t in dropped if max_late is not None and now - (t + off) > max_late]
     by_policy = [t for t in dropped if t not in too_old]
     rows = []
-    for group, rule in ((too_old, f"older than max-late {format_duration(max_late or 0)}"),
-                        (by_policy, {"skip": "catch-up skip fires none",
-                                     "once": "catch-up once fires only the latest"}.get(
-                                         s["catch_up"], f"catch-up {s['catch_up']}"))):
+    for group, rule in (
+        (too_old, f"older than max-late {format_duration(max_late or 0)}"),
+        (
+            by_policy,
+            {"skip": "catch-up skip fires none", "once": "catch-up once fires only the latest"}.get(
+                s["catch_up"], f"catch-up {s['catch_up']}"
+            ),
+        ),
+    ):
         if not group:
             continue
         span = _utc(group[0]) if len(group) == 1 else f"{_utc(group[0])} to {_utc(group[-1])}"
         what = "slot" if len(group) == 1 else f"{len(group)} slots"
-        why = f"{what} ({span}) missed while the daemon was not running or the machine " \
-              f"slept; {rule}"
+        why = (
+            f"{what} ({span}) missed while the daemon was not running or the machine slept; {rule}"
+        )
         rows.append((s["name"], group[-1], "missed", why, None, now, len(group)))
     return rows
 
 
 def _slot(row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(("name", "slot", "outcome", "why", "execution_id", "at", "count"), row,
-                    strict=True))
+    return dict(
+        zip(("name", "slot", "outcome", "why", "execution_id", "at", "count"), row, strict=True)
+    )
 
 
-def recent(c: sqlite3.Connection, name: str | None = None, *, since: float | None = None,
-           outcomes: tuple[str, ...] | None = None, limit: int = 20) -> list[dict[str, Any]]:
+def recent(
+    c: sqlite3.Connection,
+    name: str | None = None,
+    *,
+    since: float | None = None,
+    outcomes: tuple[str, ...] | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
     """Slots newest first: one schedule's, or every schedule's since `since`."""
     where: list[str] = []
     args: list[Any] = []

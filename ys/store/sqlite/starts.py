@@ -20,8 +20,15 @@ from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import admit_tx, append, load
 
 
-def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str,
-             params_json: str, detached: bool, now: float) -> str:
+def start_tx(
+    c: sqlite3.Connection,
+    caller_id: str,
+    step_key: str,
+    workflow: str,
+    params_json: str,
+    detached: bool,
+    now: float,
+) -> str:
     row = c.execute(
         "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=? AND step_key=?",
         (caller_id, step_key),
@@ -42,14 +49,27 @@ def start_tx(c: sqlite3.Connection, caller_id: str, step_key: str, workflow: str
         raise NotFoundError("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
     parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
     admission = admit_tx(
-        c, workflow, "{}" if params_json == "null" else params_json, "{}", None, "fail", parent,
+        c,
+        workflow,
+        "{}" if params_json == "null" else params_json,
+        "{}",
+        None,
+        "fail",
+        parent,
         now,
     )
     c.execute(
         "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, target_id, "
         "created_at) VALUES (?,?,?,?,?,?,?)",
-        (caller_id, step_key, workflow, params_json, int(bool(detached)), admission.execution_id,
-         now),
+        (
+            caller_id,
+            step_key,
+            workflow,
+            params_json,
+            int(bool(detached)),
+            admission.execution_id,
+            now,
+        ),
     )
     if caller[0] and not detached:
         # A caller already being cancelled passes that on to an attached child it starts now
@@ -87,8 +107,14 @@ class SqliteStarts:
         self._now = core.now
 
     def start(
-        self, caller_id: str, step_key: str, workflow: str, params_json: str = "null", *,
-        detached: bool = False, now: float | None = None,
+        self,
+        caller_id: str,
+        step_key: str,
+        workflow: str,
+        params_json: str = "null",
+        *,
+        detached: bool = False,
+        now: float | None = None,
     ) -> str:
         """Raises WorkflowStartError (INVALID_ARGUMENT for the name, INVALID_START_PARAMETERS,
         START_REQUEST_MISMATCH)."""

@@ -33,12 +33,21 @@ class SqliteStore:
     the writer)."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, group_commit: bool = False,
-        clock: Callable[[], float] = time.time, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        self,
+        path: str | os.PathLike[str],
+        *,
+        group_commit: bool = False,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
         read_only: bool = False,
     ) -> None:
-        core = Core(path, group_commit=group_commit, clock=clock, lease_seconds=lease_seconds,
-                    read_only=read_only)
+        core = Core(
+            path,
+            group_commit=group_commit,
+            clock=clock,
+            lease_seconds=lease_seconds,
+            read_only=read_only,
+        )
         self.core = core
         self.path = core.path
         self.clock = clock
@@ -125,8 +134,9 @@ class SqliteStore:
         self.stale_scripts = ob.stale_scripts
         self.observe_commits = ob.observe_commits
 
-    def watch(self, on_due: Callable[[], None],
-              on_change: Callable[[str], None] | None = None) -> None:
+    def watch(
+        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+    ) -> None:
         """Nothing to watch: this daemon is the file's only writer, so it knows every commit."""
 
     def close(self) -> None:

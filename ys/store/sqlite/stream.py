@@ -25,8 +25,9 @@ def position_before(c: sqlite3.Connection, since: float) -> int:
     return int(row[0]) - 1 if row[0] is not None else last_position(c)
 
 
-def events_after(c: sqlite3.Connection, after: int,
-                 limit: int = MAX_BATCH) -> tuple[list[dict[str, Any]], int]:
+def events_after(
+    c: sqlite3.Connection, after: int, limit: int = MAX_BATCH
+) -> tuple[list[dict[str, Any]], int]:
     """Up to `limit` events past position `after`, oldest first, and the cursor after them."""
     rows = c.execute(
         "SELECT l.pos, l.execution_id, x.workflow, e.seq, e.at, e.kind, e.data "
@@ -35,7 +36,16 @@ def events_after(c: sqlite3.Connection, after: int,
         "WHERE l.pos > ? ORDER BY l.pos LIMIT ?",
         (after, max(1, min(limit, MAX_BATCH))),
     ).fetchall()
-    items = [{"pos": pos, "execution_id": eid, "workflow": wf, "seq": seq, "at": at,
-              "kind": kind, "data": json.loads(data)}
-             for pos, eid, wf, seq, at, kind, data in rows]
+    items = [
+        {
+            "pos": pos,
+            "execution_id": eid,
+            "workflow": wf,
+            "seq": seq,
+            "at": at,
+            "kind": kind,
+            "data": json.loads(data),
+        }
+        for pos, eid, wf, seq, at, kind, data in rows
+    ]
     return items, (rows[-1][0] if rows else after)

@@ -35,8 +35,9 @@ def encode_value(value: Any) -> str:
     return enc.canonical
 
 
-def put_tx(c: sqlite3.Connection, key: str, value_json: str, expected: int | None,
-           now: float) -> dict[str, Any]:
+def put_tx(
+    c: sqlite3.Connection, key: str, value_json: str, expected: int | None, now: float
+) -> dict[str, Any]:
     row = c.execute("SELECT version, deleted FROM kv WHERE key=?", (key,)).fetchone()
     current = 0 if row is None or row[1] else int(row[0])
     if expected is not None and expected != current:
@@ -96,8 +97,15 @@ def delete_tx(c: sqlite3.Connection, key: str, now: float) -> bool:
     return True
 
 
-def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, seen: int,
-            timeout_at: float | None, now: float) -> dict[str, Any] | None:
+def wait_tx(
+    c: sqlite3.Connection,
+    key: str,
+    execution_id: str,
+    step_key: str,
+    seen: int,
+    timeout_at: float | None,
+    now: float,
+) -> dict[str, Any] | None:
     """The value if the key exists at a version above `seen`; otherwise register the waiter
     (and its timeout wake) and return None, or, once timeout_at has passed, only return None.
     One transaction: no put is ever missed."""
@@ -119,7 +127,10 @@ def wait_tx(c: sqlite3.Connection, key: str, execution_id: str, step_key: str, s
             (key, execution_id, step_key),
         )
         return None
-    if c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone() is None:
+    if (
+        c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone()
+        is None
+    ):
         raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
         "INSERT OR IGNORE INTO kv_waiters (key, execution_id, step_key, seen_version, "
@@ -138,8 +149,9 @@ class SqliteValues:
         self._core = core
         self._now = core.now
 
-    def value_put(self, key: str, value: Any, expected_version: int | None = None, *,
-                  now: float | None = None) -> dict[str, Any]:
+    def value_put(
+        self, key: str, value: Any, expected_version: int | None = None, *, now: float | None = None
+    ) -> dict[str, Any]:
         check_key(key)
         value_json = encode_value(value)
         t = self._now(now)
@@ -155,13 +167,21 @@ class SqliteValues:
         t = self._now(now)
         return self._core.write(lambda c: delete_tx(c, key, t))
 
-    def value_wait(self, key: str, execution_id: str, step_key: str, seen: int = 0,
-                   timeout_at: float | None = None, *,
-                   now: float | None = None) -> dict[str, Any] | None:
+    def value_wait(
+        self,
+        key: str,
+        execution_id: str,
+        step_key: str,
+        seen: int = 0,
+        timeout_at: float | None = None,
+        *,
+        now: float | None = None,
+    ) -> dict[str, Any] | None:
         check_key(key)
         if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 2**63:
-            raise InvalidArgument("INVALID_ARGUMENT",
-                                  f"seen must be a version number >= 0, not {seen!r}")
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"seen must be a version number >= 0, not {seen!r}"
+            )
         if timeout_at is not None:
             timeout_at = check_time(timeout_at, "timeout_at")
         t = self._now(now)

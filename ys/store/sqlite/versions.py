@@ -23,31 +23,34 @@ def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> 
     its admission (if it has one), any other the current one."""
     current, pin = current_script(c, workflow)
     if pin:
-        row = c.execute("SELECT script_sha256 FROM executions WHERE execution_id=?",
-                        (execution_id,)).fetchone()
+        row = c.execute(
+            "SELECT script_sha256 FROM executions WHERE execution_id=?", (execution_id,)
+        ).fetchone()
         if row is not None and row[0] is not None:
             return str(row[0])
     return current
 
 
-def set_script_tx(c: sqlite3.Connection, workflow: str, sha256: str, pin: bool,
-                  now: float) -> None:
+def set_script_tx(c: sqlite3.Connection, workflow: str, sha256: str, pin: bool, now: float) -> None:
     c.execute(
         "INSERT INTO scripts (workflow, sha256, pin, updated_at) VALUES (?,?,?,?) "
         "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
         "updated_at=excluded.updated_at",
-        (workflow, sha256, int(pin), now))
+        (workflow, sha256, int(pin), now),
+    )
 
 
 def needed(c: sqlite3.Connection) -> set[str]:
     """Every version a live execution was admitted under or runs now, and each current one."""
     rows = c.execute(
         f"SELECT script_sha256 FROM executions WHERE status IN {LIVE} "
-        "AND script_sha256 IS NOT NULL UNION SELECT sha256 FROM scripts").fetchall()
+        "AND script_sha256 IS NOT NULL UNION SELECT sha256 FROM scripts"
+    ).fetchall()
     running = c.execute(
         "SELECT e.data FROM executions x JOIN events e ON e.execution_id = x.execution_id "
         "AND e.seq = (SELECT MAX(seq) FROM events WHERE execution_id = x.execution_id "
-        "AND kind = 'claimed') WHERE x.status = 'running'").fetchall()
+        "AND kind = 'claimed') WHERE x.status = 'running'"
+    ).fetchall()
     import json
 
     out = {r[0] for r in rows}
@@ -57,7 +60,10 @@ def needed(c: sqlite3.Connection) -> set[str]:
 
 def stale(c: sqlite3.Connection) -> dict[str, int]:
     """Live executions admitted under another version than their workflow's current one."""
-    return dict(c.execute(
-        f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
-        f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
-        "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow").fetchall())
+    return dict(
+        c.execute(
+            f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
+            f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
+            "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
+        ).fetchall()
+    )
