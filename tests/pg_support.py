@@ -280,7 +280,14 @@ class PostgresAdapter:
         self.databases: Databases | None = None
 
     def bind(self, request: pytest.FixtureRequest) -> None:
-        self.databases = request.getfixturevalue("pg_databases")
+        """Make this adapter's databases on the test server: the test's own (`pg_databases`),
+        or, for a fixture wider than one test, a set dropped when that fixture ends."""
+        if request.scope == "function":
+            self.databases = request.getfixturevalue("pg_databases")
+            return
+        dbs = Databases(request.getfixturevalue("pg_server"))
+        request.addfinalizer(dbs.drop_all)
+        self.databases = dbs
 
     def create(self, directory: Path) -> str:
         assert self.databases is not None, "bind() first"

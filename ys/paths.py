@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -80,7 +81,12 @@ def resolve(workflows: str | os.PathLike[str] | None = None) -> Paths:
 
         data = Path(platformdirs.user_data_dir("ys"))
         config = Path(platformdirs.user_config_dir("ys"))
-        runtime = Path(platformdirs.user_runtime_dir("ys"))
+        with warnings.catch_warnings():
+            # Without XDG_RUNTIME_DIR (cron, su, some ssh sessions) platformdirs falls back
+            # to /tmp/runtime-<uid> and warns on every call; ys checks that folder itself
+            # (0700, its owner) before it puts a socket there, so the warning says nothing.
+            warnings.simplefilter("ignore")
+            runtime = Path(platformdirs.user_runtime_dir("ys"))
     sock = os.environ.get("YS_SOCKET")
     socket_path = Path(sock).expanduser().absolute() if sock else runtime / "ys.sock"
     wf = workflows or os.environ.get("YS_WORKFLOWS")

@@ -85,6 +85,8 @@ def test_every_event_of_100_executions_arrives_once_in_commit_order_across_a_res
     finally:
         os.killpg(follower.pid, signal.SIGKILL)
         follower.wait(timeout=10)
+        assert follower.stderr is not None
+        follower.stderr.close()
 
 
 def test_a_cursor_resumes_after_its_event_and_no_cursor_starts_at_now(home):

@@ -45,6 +45,9 @@ def shared_store(request: pytest.FixtureRequest) -> Iterator[Store]:
     """One store of each adapter (tests/store/adapters.py) for every example of a property
     (opening a database per example is slow)."""
     adapter: Adapter = request.param
+    bind = getattr(adapter, "bind", None)
+    if bind is not None:  # an adapter whose databases live on a server (PostgreSQL)
+        bind(request)
     with tempfile.TemporaryDirectory(prefix="ys-effects-") as d:
         s = adapter.open(adapter.create(Path(d)), clock=lambda: T0)
         try:

@@ -139,7 +139,7 @@ def test_one_start_of_a_step_from_two_daemons_is_one_child(daemons):
     a, b = daemons(2)
     a.admit("parent", {}, execution_id="p", now=T0)
     results = Threads(
-        8, lambda i: (a, b)[i % 2].start("p", "ship", "ship-order", {"order": 1}, now=T0)
+        8, lambda i: (a, b)[i % 2].start("p", "ship", "ship-order", '{"order":1}', now=T0)
     ).results()
     assert all(isinstance(r, str) for r in results), results
     assert len(set(results)) == 1

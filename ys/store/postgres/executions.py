@@ -21,7 +21,7 @@ import json
 import secrets
 from typing import Any
 
-from ys.errors import ExecutionAdmissionError, LeaseLost, NotFound
+from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import Admission, Delivery
 from ys.store.postgres.shared import admission_event, new_execution_id, project
 from ys.store.postgres.versions import current_script, delivery_script
@@ -79,8 +79,8 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
     )
 
 
-def not_found(execution_id: str) -> NotFound:
-    return NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+def not_found(execution_id: str) -> NotFoundError:
+    return NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
 
 
 def lease_lost(execution_id: str) -> LeaseLost:

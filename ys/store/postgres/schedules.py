@@ -10,7 +10,7 @@ from typing import Any
 
 from ys import codec, cron
 from ys.contract import check_time, check_workflow_name
-from ys.errors import InvalidArgument, NotFound, YsError
+from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
@@ -29,7 +29,7 @@ def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
         f"SELECT {_COLUMNS} FROM schedules WHERE name=%s" + (" FOR UPDATE" if lock else ""), (name,)
     ).fetchone()
     if row is None:
-        raise NotFound("NOT_FOUND", f"no schedule named {name!r}")
+        raise NotFoundError("NOT_FOUND", f"no schedule named {name!r}")
     return schedule_row(row)
 
 

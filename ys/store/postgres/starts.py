@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.contract import check_params_json, check_start
-from ys.errors import NotFound, WorkflowStartError
+from ys.errors import NotFoundError, WorkflowStartError
 from ys.store.postgres.executions import admit_tx, append, load, not_found
 from ys.store.records import CANCEL_REQUESTED, Event
 
@@ -29,7 +29,7 @@ def start_tx(
         (caller_id,),
     ).fetchone()
     if caller is None:
-        raise NotFound("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
     row = c.execute(
         "SELECT workflow, params, target_id FROM start_requests WHERE caller_id=%s AND step_key=%s",
         (caller_id, step_key),

@@ -14,7 +14,7 @@ from typing import Any
 
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
-from ys.errors import InvalidArgument, NotFound, VersionConflict
+from ys.errors import InvalidArgument, NotFoundError, VersionConflict
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import request_wake_tx
 
@@ -62,7 +62,7 @@ def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) 
     for execution_id in woken:
         try:
             request_wake_tx(c, execution_id, now, now, reason=f"store key {key} changed")
-        except NotFound:
+        except NotFoundError:
             pass  # the waiter's record was pruned
     return {"key": key, "version": version, "updated_at": now, "woken": len(woken)}
 
@@ -125,7 +125,7 @@ def wait_tx(
         c.execute("SELECT 1 FROM executions WHERE execution_id=%s", (execution_id,)).fetchone()
         is None
     ):
-        raise NotFound("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
         "INSERT INTO kv_waiters (key, execution_id, step_key, seen_version, registered_at) "
         "VALUES (%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
