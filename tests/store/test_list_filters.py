@@ -171,4 +171,3 @@ def test_bad_times_are_invalid(store):
     for bad in (float("nan"), -5.0, 1e20):
         with refused("INVALID_ARGUMENT"):
             store.list(since=bad)
-

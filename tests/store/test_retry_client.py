@@ -46,7 +46,9 @@ def failed_at_fourth_step(store: Any, execution_id: str = "order-7", tags=None) 
         now=T0 + 3,
     )
     error = codec.dumps(codec.ErrorValue("Boom", "step d broke"))
-    store.save_step(execution_id, d.token, "d", kind="run", status="failed", value=error, now=T0 + 4)
+    store.save_step(
+        execution_id, d.token, "d", kind="run", status="failed", value=error, now=T0 + 4
+    )
     store.acknowledge(execution_id, d.token, FAILED, now=T0 + 5)
 
 
