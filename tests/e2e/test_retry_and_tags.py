@@ -286,6 +286,10 @@ def test_tags_are_copied_to_a_child_and_to_a_retry(daemon15, tmp_path):
         ]
         listed = [r["execution_id"] for r in c.list(tags={"team": "pay"})["executions"]]
         assert listed == ["par-1.r1", kid["execution_id"], "par-1"]
+        shown = h.ys("get", "par-1.r1", env={"COLUMNS": "200"})
+        assert shown.returncode == 0, shown.stderr
+        assert "retry of" in shown.stdout and "par-1" in shown.stdout
+        assert "env=prod team=pay" in shown.stdout
 
 
 def test_bad_tags_are_usage_errors_and_admit_nothing(daemon15):

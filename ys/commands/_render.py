@@ -245,6 +245,10 @@ def record_rows(g: Table, r: dict[str, Any]) -> None:
     if p:
         how = "detached child" if p.get("detached") else "child"
         add_row(g, "parent", f"{p.get('execution_id')} ({how}, step {p.get('step_key')})")
+    if r.get("retry_of"):
+        add_row(g, "retry of", str(r["retry_of"]))
+    if r.get("tags"):
+        add_row(g, "tags", tags_text(r["tags"]))
 
 
 def show_record(r: dict[str, Any]) -> None:
@@ -262,8 +266,8 @@ def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = Fal
     if wide:
         t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "ATTEMPTS", "PARENT", "TAGS", "OUTCOME")
         for r in records:
-            parent = (r.get("parent") or {}).get("execution_id") or r.get("retry_of")
-            if r.get("retry_of") and not (r.get("parent") or {}).get("execution_id"):
+            parent = (r.get("parent") or {}).get("execution_id")
+            if not parent and r.get("retry_of"):
                 parent = f"retry of {r['retry_of']}"
             add_row(
                 t,
