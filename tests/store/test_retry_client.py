@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.store.test_execution_client import T0, claim_one, refused
+from tests.store.test_execution_client import T0, claim, claim_one, refused
 from ys import codec
 
 FAILED = {"status": "failed", "error": {"name": "Boom", "message": "step d broke"}}
@@ -164,3 +164,29 @@ def test_a_bad_new_id_is_invalid(store, bad):
     failed_at_fourth_step(store)
     with refused("INVALID_ARGUMENT"):
         store.retry("order-7", new_id=bad, now=T0 + 10)
+
+
+def test_a_waiting_step_before_from_is_not_copied_and_runs_again(store):
+    store.admit("charge-order", {}, execution_id="w-1", now=T0)
+    d = claim_one(store, "w-1", T0)
+    store.save_step("w-1", d.token, "a", kind="run", status="completed", value="1", now=T0 + 1)
+    child = store.start("w-1", "b", "ship", "{}", now=T0 + 2)
+    request = {"request": {"execution_id": child, "workflow": "ship", "params": "{}"}}
+    store.save_step(
+        "w-1", d.token, "b", kind="call", status="waiting", value=codec.dumps(request), now=T0 + 2
+    )
+    store.acknowledge("w-1", d.token, {"status": "suspended"}, now=T0 + 3)
+    store.request_wake("w-1", now=T0 + 4)
+    d = next(x for x in claim(store, T0 + 4) if x.execution_id == "w-1")  # the child is due too
+    store.save_step("w-1", d.token, "c", kind="run", status="completed", value="3", now=T0 + 5)
+    error = codec.dumps(codec.ErrorValue("Boom", "d broke"))
+    store.save_step("w-1", d.token, "d", kind="run", status="failed", value=error, now=T0 + 5)
+    store.acknowledge("w-1", d.token, FAILED, now=T0 + 6)
+    # by default the copy stops at the waiting call
+    assert store.retry("w-1", now=T0 + 7).copied_steps == ["a"]
+    # past it, the waiting call is left out (with its start request): it runs again
+    retry = store.retry("w-1", from_step="d", now=T0 + 8)
+    assert retry.copied_steps == ["a", "c"]
+    assert [s.key for s in store.steps(retry.execution_id)] == ["a", "c"]
+    assert store.start(retry.execution_id, "b", "ship", "{}", now=T0 + 9) != child
+    assert store.verify() == []

@@ -17,8 +17,8 @@ from ys.store.postgres.shared import (
     check_retry,
     not_terminal,
     retry_ids,
-    retry_point,
     step_copy_event,
+    steps_to_copy,
 )
 
 
@@ -36,7 +36,7 @@ def retry_tx(
     if not original.terminal:
         raise not_terminal(original)
     steps = read_steps(c, execution_id)
-    copied = steps[: retry_point(steps, from_step)]
+    copied = steps_to_copy(steps, from_step)
     params = original.params_json if params_json is None else params_json
     args = (original.workflow, params, original.context_json, None, now, original.tags)
     target: str | None = None

@@ -33,8 +33,8 @@ from ys.store.sqlite.retries import (
     check_retry,
     not_terminal,
     retry_ids,
-    retry_point,
     step_copy_event,
+    steps_to_copy,
 )
 from ys.store.sqlite.schedules import _row as schedule_row
 from ys.store.sqlite.slots import _rows as slot_rows
@@ -67,11 +67,11 @@ __all__ = [
     "prefix_end",
     "project",
     "retry_ids",
-    "retry_point",
     "schedule_row",
     "slot_id",
     "slot_row",
     "slot_rows",
     "step_copy_event",
     "step_error",
+    "steps_to_copy",
 ]

@@ -23,22 +23,23 @@ from ys.store.sqlite.executions import _admit_new, append, encode_event_value, l
 MAX_RETRY_NUMBER = 10_000  # `<ID>.r1` .. `<ID>.r10000`: past it, name the retry with --id
 
 
-def retry_point(steps: list[StepRecord], from_step: str | None) -> int:
-    """How many of the original's steps (in recorded order) the retry copies: those before
-    `from_step`, or before the first step that did not complete (all when every one did)."""
-    if from_step is not None:
-        for i, s in enumerate(steps):
-            if s.key == from_step:
-                return i
-        known = ", ".join(repr(s.key) for s in steps[:10]) or "none"
-        raise InvalidArgument(
-            "INVALID_ARGUMENT",
-            f"--from {from_step!r}: the execution recorded no such step (its steps: {known})",
-        )
-    for i, s in enumerate(steps):
-        if s.status != "completed":
-            return i
-    return len(steps)
+def steps_to_copy(steps: list[StepRecord], from_step: str | None) -> list[StepRecord]:
+    """The original's steps (in recorded order) that the retry copies: those before
+    `from_step`, or before the first step that did not complete (all when every one did). A
+    step still waiting among them (a sleep, a call, an effect asked again later) is left out:
+    it has nothing to replay, so it runs again (a waiting call's child would wake the original,
+    never the retry)."""
+    if from_step is None:
+        n = next((i for i, s in enumerate(steps) if s.status != "completed"), len(steps))
+    else:
+        n = next((i for i, s in enumerate(steps) if s.key == from_step), -1)
+        if n < 0:
+            known = ", ".join(repr(s.key) for s in steps[:10]) or "none"
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                f"--from {from_step!r}: the execution recorded no such step (its steps: {known})",
+            )
+    return [s for s in steps[:n] if s.status != "waiting"]
 
 
 def not_terminal(record: Record) -> ExecutionNotTerminal:
@@ -91,7 +92,7 @@ def retry_tx(
     if not original.terminal:
         raise not_terminal(original)
     steps = reads.steps(c, execution_id)
-    copied = steps[: retry_point(steps, from_step)]
+    copied = steps_to_copy(steps, from_step)
     target = new_id
     if target is None:
         for candidate in retry_ids(execution_id):
