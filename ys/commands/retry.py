@@ -89,8 +89,8 @@ def retry(
 
     Its history starts with copies of the original's steps recorded before --from (default:
     before the first step that did not complete), so those replay without running: a copied
-    step.effect is not performed again, a copied step.start starts no second child. The
-    original is unchanged; the new record's retry_of names it. Prints the new ID; with --json
+    step.effect is not performed again, a copied step.start starts no second child (a step
+    still waiting, such as a sleep, is not copied: it runs again). The original is unchanged; the new record's retry_of names it. Prints the new ID; with --json
     {"execution_id", "retry_of", "copied_steps"}. A running or waiting execution is exit 3.
 
     With --status (and --workflow, --since) every match is retried and the new IDs are
