@@ -7,6 +7,7 @@ raise the error class of their code (`ys.ExecutionAdmissionError` for a 409 on t
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import time
@@ -231,6 +232,7 @@ class Client:
         execution_id: str | None = None,
         if_exists: str = "fail",
         context: dict[str, Any] | None = None,
+        tags: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
@@ -253,6 +255,10 @@ class Client:
             body["execution_id"] = execution_id
         if context is not None:
             body["context"] = context
+        if tags:
+            from ys.contract import check_tags
+
+            body["tags"] = check_tags(tags)
         try:
             result: dict[str, Any] = self._call("POST", "/v1/executions", body)
         except DaemonUnavailable as exc:
@@ -309,13 +315,25 @@ class Client:
         parent: str | None = None,
         limit: int | None = None,
         page_token: str | None = None,
+        tags: dict[str, str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> dict[str, Any]:
+        """One page of records, newest admitted first; the filters combine: `tags` (every one
+        must match), `since`/`until` (admitted at most / more than that many seconds ago)."""
         q: list[tuple[str, str]] = []
         for s in [status] if isinstance(status, str) else status or []:
             q.append(("status", s))
+        if tags:
+            from ys.contract import check_tags
+
+            for key, value in check_tags(tags, "tag filter").items():
+                q.append(("tag", f"{key}={value}"))
         for k, v in (
             ("workflow", workflow),
             ("parent", parent),
+            ("since", since),
+            ("until", until),
             ("limit", limit),
             ("page_token", page_token),
         ):
@@ -324,6 +342,60 @@ class Client:
         path = "/v1/executions" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path)
         return result
+
+    def retry(
+        self,
+        execution_id: ExecutionRef,
+        *,
+        new_id: str | None = None,
+        from_step: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A new execution of a terminal one (default ID `<ID>.r1`, `.r2`, ...), its history
+        starting with copies of the steps recorded before `from_step` (default: before the
+        first that did not complete), which replay without running; returns
+        {"execution_id", "retry_of", "copied_steps"}. A live execution is
+        EXECUTION_NOT_TERMINAL."""
+        body: dict[str, Any] = {}
+        if new_id is not None:
+            body["execution_id"] = new_id
+        if from_step is not None:
+            body["from"] = from_step
+        if params is not None:
+            if not isinstance(params, dict):
+                raise InvalidArgument("INVALID_ARGUMENT", "params must be an object (a dict)")
+            body["params"] = params
+        result: dict[str, Any] = self._call(
+            "POST", f"/v1/executions/{_ex(execution_id)}/retry", body
+        )
+        return result
+
+    def retry_matching(
+        self,
+        *,
+        status: builtins.list[str] | str = "failed",
+        workflow: str | None = None,
+        since: float | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Retry every execution that matches (newest first), each in its own transaction;
+        returns what each retry returned. The matches are listed page by page before each
+        page is retried: the retries, newer than every match, are not among them."""
+        out: builtins.list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = self.list(
+                status=status,
+                workflow=workflow,
+                since=since,
+                tags=tags,
+                limit=1000,
+                page_token=token,
+            )
+            out += [self.retry(r["execution_id"]) for r in page["executions"]]
+            token = page.get("next_page_token")
+            if not token:
+                return out
 
     def ps(self) -> dict[str, Any]:
         return self.list(status=["admitted", "running", "suspended"], limit=1000)

@@ -277,3 +277,57 @@ def handler_id(of: str) -> str:
     room = MAX_ID_BYTES - len((digest + SUFFIX).encode("utf-8"))
     head = of.encode("utf-8")[:room].decode("utf-8", "ignore")
     return head + digest + SUFFIX
+
+
+# -- tags ---------------------------------------------------------------------------------------
+# Tags are a string-to-string map on an execution's record, copied to its children and its
+# retries, and filtered on by `ys list --tag k=v` (through an index: one row per tag).
+
+MAX_TAGS = 32
+MAX_TAG_KEY = 64  # characters
+MAX_TAG_VALUE = 256
+_TAG_KEY = re.compile(r"^[A-Za-z0-9_.:/-]+$")
+
+
+def check_tags(tags: Any, what: str = "tags") -> dict[str, str]:
+    """A tag map: at most 32 tags, each key 1..64 of letters, digits and `_.:/-`, each value
+    text up to 256 characters without control characters. Raises INVALID_ARGUMENT naming the
+    tag."""
+    if tags is None:
+        return {}
+    if not isinstance(tags, dict):
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{what} must be an object of text to text, not {json_kind(tags)}"
+        )
+    if len(tags) > MAX_TAGS:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT", f"{what}: {len(tags)} tags given; at most {MAX_TAGS} are allowed"
+        )
+    for key, value in tags.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument("INVALID_ARGUMENT", f"{what}: a tag key must be non-empty text")
+        if len(key) > MAX_TAG_KEY or not _TAG_KEY.match(key):
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                f"{what}: tag key {key[:80]!r} is not valid: use 1 to {MAX_TAG_KEY} letters, "
+                "digits, '_', '.', ':', '/' or '-'",
+            )
+        if not isinstance(value, str):
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"{what}: tag {key!r} must be text, not {json_kind(value)}"
+            )
+        if len(value) > MAX_TAG_VALUE or not value.isprintable():
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                f"{what}: tag {key!r} must be at most {MAX_TAG_VALUE} printable characters",
+            )
+    return dict(tags)
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """`k=v` (the CLI's --tag and the API's tag query) as (key, value), checked."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise InvalidArgument("INVALID_ARGUMENT", f"tag {text[:80]!r} must be written key=value")
+    check_tags({key: value}, "tag")
+    return key, value

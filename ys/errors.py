@@ -2,6 +2,7 @@
 
     YsError(code, message)                 root; .code is the spec's string, .exit_code the CLI's
     ├── ExecutionAdmissionError            EXECUTION_ID_CONFLICT, INVALID_EXECUTION_EVENT
+    ├── ExecutionNotTerminal               EXECUTION_NOT_TERMINAL (a retry of a live execution)
     ├── WorkflowStartError                 INVALID_START_PARAMETERS, START_REQUEST_MISMATCH
     ├── WorkflowEffectError                INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH
     ├── ChildWorkflowFailed                a child's failed outcome, raised in its caller
@@ -33,6 +34,7 @@ _CODES: dict[str, tuple[int, int]] = {
     "VERSION_CONFLICT": (409, 3),
     "LEASE_LOST": (409, 3),
     "FAILED_PRECONDITION": (409, 3),
+    "EXECUTION_NOT_TERMINAL": (409, 3),
     "EXECUTION_NOT_FOUND": (404, 4),
     "WORKFLOW_NOT_FOUND": (404, 4),
     "NOT_FOUND": (404, 4),
@@ -79,6 +81,12 @@ class YsError(Exception):
 
 class ExecutionAdmissionError(YsError):
     default_code = "EXECUTION_ID_CONFLICT"
+
+
+class ExecutionNotTerminal(YsError):
+    """Only a terminal execution can be retried (exit 3)."""
+
+    default_code = "EXECUTION_NOT_TERMINAL"
 
 
 class WorkflowStartError(YsError):
@@ -150,6 +158,7 @@ class ResourceExhausted(YsError):
 _BY_CODE: dict[str, type[YsError]] = {
     "EXECUTION_ID_CONFLICT": ExecutionAdmissionError,
     "INVALID_EXECUTION_EVENT": ExecutionAdmissionError,
+    "EXECUTION_NOT_TERMINAL": ExecutionNotTerminal,
     "INVALID_START_PARAMETERS": WorkflowStartError,
     "START_REQUEST_MISMATCH": WorkflowStartError,
     "INVALID_EFFECT_REQUEST": WorkflowEffectError,

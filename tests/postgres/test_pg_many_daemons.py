@@ -250,3 +250,19 @@ def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
     more, _ = a.event_stream(cursor)
     got = [(e["execution_id"], e["kind"]) for e in seen + more]
     assert got == [("x", "wake_requested"), ("y", "admitted")]
+
+
+def test_retries_of_one_execution_from_three_daemons_at_once_take_distinct_ids(daemons):
+    stores = daemons(3)
+    a = stores[0]
+    a.admit("pay", {"n": 1}, execution_id="p", now=T0)
+    (d,) = a.claim_due(now=T0, limit=1, lease_seconds=LEASE)
+    a.save_step("p", d.token, "one", kind="run", status="completed", value="1", now=T0)
+    a.acknowledge("p", d.token, {"status": "failed", "error": {"name": "E", "message": "x"}})
+    results = Threads(9, lambda i: stores[i % 3].retry("p", now=T0 + 1)).results()
+    assert all(not isinstance(r, BaseException) for r in results), results
+    assert sorted(r.execution_id for r in results) == sorted(f"p.r{n}" for n in range(1, 10))
+    for r in results:  # each with its one copied step, in its own transaction
+        assert [s.key for s in a.steps(r.execution_id)] == ["one"]
+        assert a.get(r.execution_id).retry_of == "p"
+    assert a.verify() == []

@@ -50,6 +50,21 @@ def _unanswered(exc: YsError, workflow: str, execution_id: str | None) -> YsErro
     )
 
 
+def parse_tags(texts: list[str] | None) -> dict[str, str] | None:
+    """`--tag k=v` options as one map; a key given twice is a usage error (exit 2)."""
+    if not texts:
+        return None
+    from ys.contract import parse_tag
+
+    tags: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_tag(text)
+        if key in tags and tags[key] != value:
+            fail("INVALID_ARGUMENT", f"--tag {key} is given twice with different values")
+        tags[key] = value
+    return tags
+
+
 def trigger(
     workflow: str,
     execution_id: str | None,
@@ -59,12 +74,16 @@ def trigger(
     json_: bool,
     wait: bool = False,
     timeout: float | None = None,
+    tags: list[str] | None = None,
 ) -> int:
     """Admit, print the ID (or the JSON), and with `wait` wait; returns the exit code."""
     body = build_params(pairs, spec)
+    tag_map = parse_tags(tags)
     with client(timeout=None if wait else 60.0) as c:
         try:
-            result = c.trigger(workflow, body, execution_id=execution_id, if_exists=if_exists)
+            result = c.trigger(
+                workflow, body, execution_id=execution_id, if_exists=if_exists, tags=tag_map
+            )
         except YsError as exc:
             if exc.code == "EXECUTION_ID_CONFLICT" and execution_id is not None:
                 raise _conflict(exc, c, execution_id) from None

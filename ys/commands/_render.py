@@ -245,6 +245,10 @@ def record_rows(g: Table, r: dict[str, Any]) -> None:
     if p:
         how = "detached child" if p.get("detached") else "child"
         add_row(g, "parent", f"{p.get('execution_id')} ({how}, step {p.get('step_key')})")
+    if r.get("retry_of"):
+        add_row(g, "retry of", str(r["retry_of"]))
+    if r.get("tags"):
+        add_row(g, "tags", tags_text(r["tags"]))
 
 
 def show_record(r: dict[str, Any]) -> None:
@@ -253,7 +257,31 @@ def show_record(r: dict[str, Any]) -> None:
     panel(r["execution_id"], g)
 
 
-def executions(records: list[dict[str, Any]], ps: bool = False) -> None:
+def tags_text(tags: dict[str, str] | None) -> str:
+    """`k=v k2=v2`, in key order; a dash for none."""
+    return " ".join(f"{k}={v}" for k, v in sorted((tags or {}).items())) or DASH
+
+
+def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = False) -> None:
+    if wide:
+        t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "ATTEMPTS", "PARENT", "TAGS", "OUTCOME")
+        for r in records:
+            parent = (r.get("parent") or {}).get("execution_id")
+            if not parent and r.get("retry_of"):
+                parent = f"retry of {r['retry_of']}"
+            add_row(
+                t,
+                ident(r["execution_id"]),
+                r["workflow"],
+                status(r["status"]),
+                relative(r.get("admitted_at")),
+                str(r.get("attempts", 0)),
+                parent or DASH,
+                tags_text(r.get("tags")),
+                outcome(r, 50),
+            )
+        show(fit(t, "ID", "TAGS", "OUTCOME"))
+        return
     if ps:
         t = table("ID", "WORKFLOW", "STATUS", "DUE", "ATTEMPT", "LEASE", "ADMITTED")
         for r in records:

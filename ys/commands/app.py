@@ -24,6 +24,7 @@ MODULES = [
     "daemon",
     "trigger",
     "executions",
+    "retry",
     "history",
     "logs",
     "workflows",

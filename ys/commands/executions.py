@@ -18,9 +18,13 @@ from ys.commands._opts import (
     timeout_seconds,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
-from ys.durations import format_duration
+from ys.durations import format_duration, parse_duration
 
 LIST_LIMIT = 50
+
+Wide = Annotated[
+    bool, typer.Option("--wide", help="A wider table: with each execution's parent and tags.")
+]
 
 
 class Status(StrEnum):
@@ -44,7 +48,7 @@ def get(execution_id: ExecutionId, json_: Json = False) -> None:
     _render.show_record(record)
 
 
-def ps(json_: Json = False) -> None:
+def ps(wide: Wide = False, json_: Json = False) -> None:
     """List the executions that are not finished: admitted, running or suspended.
 
     Each with when it is due, its delivery attempt and which process holds its lease.
@@ -59,7 +63,7 @@ def ps(json_: Json = False) -> None:
     if not page["executions"]:
         _render.note("nothing is admitted, running or suspended")
         return
-    _render.executions(page["executions"], ps=True)
+    _render.executions(page["executions"], ps=True, wide=wide)
 
 
 def list_(
@@ -86,6 +90,33 @@ def list_(
             show_default=False,
         ),
     ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            metavar="KEY=VALUE",
+            help="Only executions with this tag (repeat: all of them).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DUR",
+            help="Only executions admitted in the last DUR (30s, 10m, 2h, 7d).",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            metavar="DUR",
+            help="Only executions admitted more than DUR ago.",
+            show_default=False,
+        ),
+    ] = None,
     limit: Annotated[
         int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
     ] = LIST_LIMIT,
@@ -95,12 +126,19 @@ def list_(
             "--page-token", help="Continue from where the previous page ended.", show_default=False
         ),
     ] = None,
+    wide: Wide = False,
     json_: Json = False,
 ) -> None:
     """List all executions, newest admitted first, a page at a time.
 
-    For people the next page's token is printed on stderr; with --json it is next_page_token.
+    The filters combine (--tag, --since, --until, --parent, --workflow, --status). For people
+    the next page's token is printed on stderr; with --json it is next_page_token.
     """
+    from ys.commands._admit import parse_tags
+
+    tags = parse_tags(tag)
+    since_s = None if since is None else parse_duration(since, "--since")
+    until_s = None if until is None else parse_duration(until, "--until")
     with client() as c:
         page = c.list(
             status=[s.value for s in status or []],
@@ -108,6 +146,9 @@ def list_(
             parent=parent,
             limit=limit,
             page_token=page_token,
+            tags=tags,
+            since=since_s,
+            until=until_s,
         )
     if json_:
         emit_json(page)
@@ -115,13 +156,18 @@ def list_(
     from ys.commands import _render
 
     if page["executions"]:
-        _render.executions(page["executions"])
+        _render.executions(page["executions"], wide=wide)
     else:
-        _render.note("no executions" + (" match" if status or workflow or parent else " yet"))
+        filtered = status or workflow or parent or tag or since or until
+        _render.note("no executions" + (" match" if filtered else " yet"))
     if page.get("next_page_token"):
         again = [f"--status {s.value}" for s in status or []]
         again += [f"--workflow {shlex.quote(workflow)}"] if workflow else []
         again += [f"--parent {shlex.quote(parent)}"] if parent else []
+        again += [f"--tag {shlex.quote(t)}" for t in tag or []]
+        again += [f"--since {shlex.quote(since)}"] if since else []
+        again += [f"--until {shlex.quote(until)}"] if until else []
+        again += ["--wide"] if wide else []
         again += [f"--limit {limit}"] if limit != LIST_LIMIT else []
         _render.note(" ".join(["more: ys list", *again, "--page-token", page["next_page_token"]]))
 

@@ -65,6 +65,16 @@ def trigger(
             "ID if the workflow and params are the same).",
         ),
     ] = IfExists.fail,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            metavar="KEY=VALUE",
+            help="A tag (repeatable): text kept on the record, copied to the children it "
+            "starts and to its retries; `ys list --tag KEY=VALUE` finds it.",
+            show_default=False,
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -94,6 +104,7 @@ def trigger(
         json_,
         wait=wait,
         timeout=timeout_seconds(timeout),
+        tags=tag,
     )
     raise typer.Exit(code)
 

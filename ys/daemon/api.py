@@ -27,7 +27,7 @@ from ys.daemon import views
 from ys.daemon.api_base import _json
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
-from ys.daemon.api_requests import HistoryQuery, ListQuery, Trigger, WaitQuery
+from ys.daemon.api_requests import HistoryQuery, ListQuery, RetryRequest, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
 from ys.daemon.api_ui import UiRoutes
 from ys.daemon.api_values import ValueRoutes
@@ -99,6 +99,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get(e + "/wait", self.wait),
             web.post(e + "/wake", self.wake),
             web.post(e + "/cancel", self.cancel),
+            web.post(e + "/retry", self.retry),
             web.get(e + "/run", self.run_state),
             web.put(e + "/steps/{key}", self.save_step),
             web.get(e + "/channel", self.channel),
@@ -189,6 +190,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             context=req.context,
             execution_id=req.execution_id,
             if_exists=req.if_exists,
+            tags=req.tags or None,
         )
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
@@ -204,6 +206,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
+        now = time.time()
         page = await self.call(
             self.d.store.list,
             statuses=q.statuses or None,
@@ -211,6 +214,9 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             parent=q.parent,
             limit=q.limit,
             page_token=q.page_token,
+            tags=q.tags or None,
+            since=None if q.since is None else max(0.0, now - q.since),
+            until=None if q.until is None else max(0.0, now - q.until),
         )
         holders = await self._holders(page.items)
         return _json(
@@ -343,6 +349,30 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         out = self._record(record)
         out["changed"] = changed
         return _json(out)
+
+    async def retry(self, request: web.Request) -> web.Response:
+        """A new execution of a terminal one, replaying its steps before `from` (one store
+        transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
+        req = await RetryRequest.read(request)
+        original = await self._load(request.match_info["id"])
+        await self.known_workflow(original.workflow)
+        result = await self.call(
+            self.d.store.retry,
+            original.execution_id,
+            new_id=req.new_id,
+            from_step=req.from_step,
+            params=req.params,
+        )
+        self.d.metrics.admissions.labels("retry").inc()
+        self.d.dispatcher.poke()
+        return _json(
+            {
+                "execution_id": result.execution_id,
+                "retry_of": result.retry_of,
+                "copied_steps": result.copied_steps,
+            },
+            201,
+        )
 
 
 def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ys.contract import check_workflow_name
+from ys.contract import check_execution_id, check_tags, check_workflow_name, parse_tag
 from ys.cron import CATCH_UP, OVERLAP
 from ys.daemon.api_base import Body, Query, invalid
 from ys.store.protocols import STATUSES
@@ -37,6 +37,7 @@ class Trigger:
     context: dict[str, Any] | None
     execution_id: str | None
     if_exists: str
+    tags: dict[str, str]
 
     @classmethod
     async def read(cls, request: web.Request) -> Trigger:
@@ -47,7 +48,35 @@ class Trigger:
             context=b.opt_object("context"),
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
+            tags=check_tags(b.any("tags")),
         )
+
+
+@dataclass(frozen=True)
+class RetryRequest:
+    new_id: str | None  # the body's `execution_id`: the retry's ID (default `<ID>.rN`)
+    from_step: str | None
+    params: dict[str, Any] | None  # None: the original's
+
+    @classmethod
+    async def read(cls, request: web.Request) -> RetryRequest:
+        b = await Body.read(request)
+        new_id = b.opt_text("execution_id")
+        if new_id is not None:
+            check_execution_id(new_id, "execution_id (the retry's ID)")
+        return cls(new_id, b.opt_text("from"), b.opt_object("params"))
+
+
+def list_tags(texts: list[str]) -> dict[str, str]:
+    """`tag=k=v` query parameters as one map; a key given twice is refused (no execution
+    has two values for it)."""
+    tags: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_tag(text)
+        if key in tags and tags[key] != value:
+            raise invalid(f"tag {key!r} is given twice with different values")
+        tags[key] = value
+    return tags
 
 
 @dataclass(frozen=True)
@@ -57,6 +86,9 @@ class ListQuery:
     parent: str | None
     limit: int
     page_token: str | None
+    tags: dict[str, str]
+    since: float | None  # admitted at most this many seconds ago
+    until: float | None  # admitted more than this many seconds ago
 
     @classmethod
     def read(cls, request: web.Request) -> ListQuery:
@@ -65,12 +97,16 @@ class ListQuery:
         bad = [s for s in statuses if s not in STATUSES]
         if bad:
             raise invalid(f"status {bad[0]!r} is not one of {', '.join(STATUSES)}")
+        since, until = q.seconds("since", -1.0), q.seconds("until", -1.0)
         return cls(
             statuses,
             q.text("workflow"),
             q.text("parent"),
             q.whole("limit", 100),
             q.text("page_token"),
+            list_tags(q.texts("tag")),
+            since if since >= 0 else None,
+            until if until >= 0 else None,
         )
 
 

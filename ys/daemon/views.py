@@ -47,6 +47,8 @@ def record(r: Record) -> dict[str, Any]:
         "parent": r.parent,
         "cancel_requested": r.cancel_requested,
         "script_sha256": r.script_sha256,
+        "tags": dict(r.tags),
+        "retry_of": r.retry_of,
     }
 
 

@@ -76,3 +76,13 @@ class SharedCounts:
     effects: dict[str, int] = field(default_factory=dict)  # by status
     due: int = 0  # due now and not leased
     oldest_due_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What a retry admitted: the new execution, the one it retries, and the keys of the
+    steps copied into its history (they replay without running)."""
+
+    execution_id: str
+    retry_of: str
+    copied_steps: list[str]

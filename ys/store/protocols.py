@@ -3,6 +3,7 @@ of them over one writer. The daemon, the dispatcher, recovery, the scheduler, `y
 and `ys doctor` are typed against these; only `ys/store/` knows how an adapter keeps them.
 
     ExecutionClient   RFC 001: admission, wakes, claims, leases, steps, outcomes, cancellation
+    RetryClient       `ys retry`: a new execution replaying a terminal one's first steps
     StartClient       RFC 003: a child started once per (caller, step key)
     EffectClient      RFC 004: effect records begun, settled once, waited for
     ValueClient       durable values (`ys store`) and the executions waiting for them
@@ -32,6 +33,7 @@ from ys.store.base import (
     Delivery,
     Description,
     Page,
+    Retry,
     RunningExecution,
     SharedCounts,
     StepRecord,
@@ -55,6 +57,8 @@ __all__ = [
     "Page",
     "ReadClient",
     "Record",
+    "Retry",
+    "RetryClient",
     "RunningExecution",
     "ScheduleClient",
     "SharedCounts",
@@ -80,8 +84,9 @@ class ExecutionClient(Protocol):
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
-        """Admit one execution (record, `admitted` event, first wake) or, with
+        """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise."""
         ...
 
@@ -95,6 +100,7 @@ class ExecutionClient(Protocol):
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch."""
         ...
@@ -232,6 +238,28 @@ class ExecutionClient(Protocol):
     ) -> tuple[Record, builtins.list[StepRecord]]:
         """The record and its saved steps, read together, for the lease's holder (any
         caller once the execution is terminal)."""
+        ...
+
+
+class RetryClient(Protocol):
+    """`ys retry`: a new execution of a terminal one, replaying its steps before a point."""
+
+    def retry(
+        self,
+        execution_id: str,
+        *,
+        new_id: str | None = None,
+        from_step: str | None = None,
+        params: Any = None,
+        now: float | None = None,
+    ) -> Retry:
+        """In one transaction: admit a new execution of the terminal `execution_id`'s workflow
+        (its params unless `params`, its tags, `retry_of` set; ID `new_id` or the first free
+        `<ID>.rN`) whose history starts with copies of the steps recorded before `from_step`
+        (default: before the first that did not complete), with the start requests and
+        effect beginnings those steps made, so their replay starts no child and performs no
+        effect again. EXECUTION_NOT_TERMINAL for a live one; an unknown `from_step` is
+        INVALID_ARGUMENT. The original is unchanged."""
         ...
 
 
@@ -412,8 +440,13 @@ class ReadClient(Protocol):
         parent: str | None = None,
         limit: int = DEFAULT_PAGE,
         page_token: str | None = None,
+        tags: dict[str, str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> Page:
-        """Records, newest admitted first (ties by ID), filtered, one page."""
+        """Records, newest admitted first (ties by ID), one page; the filters combine: every
+        tag given, admitted at or after `since` and before `until` (epoch seconds). A tag
+        filter reads an index range in list order, however many executions there are."""
         ...
 
     def history(
@@ -605,6 +638,7 @@ class ObservingClient(Protocol):
 
 class Store(
     ExecutionClient,
+    RetryClient,
     StartClient,
     EffectClient,
     ValueClient,

@@ -55,6 +55,8 @@ class Record:
     cancel_requested: bool
     history_length: int
     script_sha256: str | None = None  # the workflow script's version at admission
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)  # copied to children, retries
+    retry_of: str | None = None  # the execution this one retries (`ys retry`)
 
     @property
     def terminal(self) -> bool:
@@ -105,6 +107,8 @@ def apply(record: Record | None, event: Event) -> Record:
             cancel_requested=False,
             history_length=1,
             script_sha256=d.get("script_sha256"),
+            tags=dict(d.get("tags") or {}),
+            retry_of=d.get("retry_of"),
         )
     r = dataclasses.replace(record, updated_at=event.at, history_length=record.history_length + 1)
     k = event.kind

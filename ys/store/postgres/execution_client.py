@@ -7,7 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ys import codec
-from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time, check_workflow_name
+from ys.contract import (
+    MAX_PARAMS_BYTES,
+    check_execution_id,
+    check_tags,
+    check_time,
+    check_workflow_name,
+)
 from ys.errors import InvalidArgument
 from ys.store.base import Admission, Delivery, StepRecord
 from ys.store.postgres import executions as ex
@@ -41,9 +47,10 @@ class PgExecutions:
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
         return self._writer.write(
-            self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+            self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
         )
 
     async def admit_async(
@@ -56,9 +63,10 @@ class PgExecutions:
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
         return await self._writer.write_async(
-            self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+            self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
         )
 
     def _admission(
@@ -70,6 +78,7 @@ class PgExecutions:
         if_exists: str,
         parent: dict[str, Any] | None,
         now: float | None,
+        tags: dict[str, str] | None = None,
     ) -> Callable[[Any], Admission]:
         """Checked and encoded before the transaction, as the SQLite client does."""
         check_workflow_name(workflow)
@@ -86,9 +95,10 @@ class PgExecutions:
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
         context_json = encode_event_value(context, "context") if context else "{}"
+        tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")
         return lambda c: ex.admit_tx(
-            c, workflow, params_json, context_json, execution_id, if_exists, parent, at
+            c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tag_map
         )
 
     # -- wakes and deliveries ---------------------------------------------------------------

@@ -39,7 +39,7 @@ from ys.store.records import (
 RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length, script_sha256"
+    "cancel_requested, history_length, script_sha256, tags, retry_of"
 )
 FULL = RECORD_COLUMNS.format(params="params", context="context")
 LIGHT = RECORD_COLUMNS.format(params="''", context="''")
@@ -49,9 +49,21 @@ INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
     "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
     "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
-    "script_sha256) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+    "script_sha256, tags, retry_of) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
     "ON CONFLICT (execution_id) DO NOTHING"
 )
+# One row per tag, in the order lists read (`ys list --tag k=v`: newest admitted first).
+INSERT_TAG = (
+    "INSERT INTO execution_tags (key, value, admitted_at, execution_id) VALUES (%s,%s,%s,%s)"
+)
+
+
+def tags_text(tags: dict[str, str]) -> str | None:
+    """The executions row's copy of the tags (NULL when there are none)."""
+    return _JSON(tags) if tags else None
+
+
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (%s,%s,%s,%s,%s)"
 
 
@@ -76,6 +88,8 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         cancel_requested=bool(row[15]),
         history_length=row[16],
         script_sha256=row[17],
+        tags=json.loads(row[18]) if row[18] else {},
+        retry_of=row[19],
     )
 
 
@@ -143,6 +157,8 @@ def record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         record.history_length,
         history_bytes,
         record.script_sha256,
+        tags_text(record.tags),
+        record.retry_of,
     )
 
 
@@ -192,16 +208,25 @@ def admit_new(
     context_json: str,
     parent: dict[str, Any] | None,
     at: float,
+    tags: dict[str, str] | None = None,
+    retry_of: str | None = None,
 ) -> bool:
     """Insert a new execution and its `admitted` event; False (nothing written) when the ID
     is taken, also by an admission that commits while this one waits for it. The record
     names the workflow's current script version (ys.store.postgres.versions)."""
     sha, _ = current_script(c, workflow)
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
+    event = admission_event(
+        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of
+    )
     record, rows, nbytes = project(None, [event])
     if c.execute(INSERT_EXECUTION, record_row(record, nbytes)).rowcount != 1:
         return False
     c.execute(INSERT_EVENT, rows[0])
+    if record.tags:
+        c.cursor().executemany(
+            INSERT_TAG,
+            [(k, v, record.admitted_at, record.execution_id) for k, v in record.tags.items()],
+        )
     return True
 
 
@@ -214,21 +239,25 @@ def admit_tx(
     if_exists: str,
     parent: dict[str, Any] | None,
     at: float,
+    tags: dict[str, str] | None = None,
 ) -> Admission:
     if execution_id is None:
         while True:  # a taken ID (32 random bits in one millisecond) is drawn again
             candidate = new_execution_id(workflow, at)
-            if admit_new(c, candidate, workflow, params_json, context_json, parent, at):
+            if admit_new(c, candidate, workflow, params_json, context_json, parent, at, tags):
                 return Admission(candidate, started=True)
-    if admit_new(c, execution_id, workflow, params_json, context_json, parent, at):
+    if admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags):
         return Admission(execution_id, started=True)
     row = c.execute(
-        "SELECT workflow, params, context, status FROM executions WHERE execution_id=%s",
+        "SELECT workflow, params, context, status, tags FROM executions WHERE execution_id=%s",
         (execution_id,),
     ).fetchone()
     if row is None:  # pruned between the two statements: admit it after all
-        return admit_tx(c, workflow, params_json, context_json, execution_id, if_exists, parent, at)
+        return admit_tx(
+            c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tags
+        )
     same = row[0] == workflow and row[1] == params_json and row[2] == context_json
+    same = same and tags_text(tags or {}) == row[4]
     if if_exists == "use-existing" and same:
         return Admission(execution_id, started=False)
     why = "" if if_exists == "fail" else " with a different workflow, params or context"

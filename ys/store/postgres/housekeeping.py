@@ -44,6 +44,7 @@ def prune_tx(c: Any, ids: list[str]) -> int:
             ("start_requests", "caller_id"),
             ("kv_waiters", "execution_id"),
             ("effect_waiters", "execution_id"),
+            ("execution_tags", "execution_id"),
         ):
             c.execute(f"DELETE FROM {table} WHERE {column}=%s", (execution_id,))
         c.execute("DELETE FROM executions WHERE execution_id=%s", (execution_id,))

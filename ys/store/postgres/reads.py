@@ -8,7 +8,6 @@ import builtins
 import json
 from typing import Any
 
-from ys.errors import InvalidArgument
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import FULL, load, not_found, row_to_record
@@ -17,11 +16,11 @@ from ys.store.postgres.shared import (
     deliveries,
     failed_attempts,
     history_token,
-    list_token,
+    list_page,
+    list_query,
     parse_history_token,
-    parse_list_token,
 )
-from ys.store.records import STATUSES, Event, Record, fold
+from ys.store.records import Event, Record, fold
 
 _STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
 MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
@@ -52,6 +51,10 @@ def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
     return Page(items, history_token(nxt) if nxt <= length[0] else None)
 
 
+# the record's columns, read off `e` (lists join the tag table)
+E_FULL = ", ".join("e." + col.strip() for col in FULL.split(","))
+
+
 def list_executions(
     c: Any,
     *,
@@ -60,41 +63,25 @@ def list_executions(
     parent: str | None,
     limit: int,
     page_token: str | None,
+    tags: dict[str, str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Page:
-    limit = check_limit(limit)
-    where: list[str] = []
-    args: list[object] = []
-    if statuses:
-        bad = [s for s in statuses if s not in STATUSES]
-        if bad:
-            raise InvalidArgument(
-                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
-            )
-        where.append("status = ANY(%s)")
-        args.append(list(statuses))
-    if workflow:
-        where.append("workflow = %s")
-        args.append(workflow)
-    if parent:
-        where.append("parent_id = %s")
-        args.append(parent)
-    if page_token:
-        at, last_id = parse_list_token(page_token)
-        where.append("(admitted_at < %s OR (admitted_at = %s AND execution_id > %s))")
-        args.extend([at, at, last_id])
-    sql = f"SELECT {FULL} FROM executions"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    #: IDs order by their bytes, as SQLite orders them, whatever the database's
-    # collation
-    sql += " ORDER BY admitted_at DESC, execution_id ASC LIMIT %s"
-    rows = c.execute(sql, (*args, limit + 1)).fetchall()
-    records = [row_to_record(r) for r in rows[:limit]]
-    nxt = None
-    if len(rows) > limit:
-        last = records[-1]
-        nxt = list_token(last.admitted_at, last.execution_id)
-    return Page(records, nxt)
+    """The SQLite adapter's query (`list_query`): IDs order by their bytes (COLLATE "C"),
+    as SQLite orders them."""
+    sql, args = list_query(
+        "%s",
+        E_FULL,
+        statuses=statuses,
+        workflow=workflow,
+        parent=parent,
+        tags=tags,
+        since=since,
+        until=until,
+        limit=limit,
+        page_token=page_token,
+    )
+    return list_page(c.execute(sql, args).fetchall(), limit, row_to_record)
 
 
 def steps(c: Any, execution_id: str) -> list[StepRecord]:
@@ -206,6 +193,9 @@ class PgReads:
         parent: str | None = None,
         limit: int = DEFAULT_PAGE,
         page_token: str | None = None,
+        tags: dict[str, str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> Page:
         return self._core.read(
             lambda c: list_executions(
@@ -215,6 +205,9 @@ class PgReads:
                 parent=parent,
                 limit=limit,
                 page_token=page_token,
+                tags=tags,
+                since=since,
+                until=until,
             )
         )
 

@@ -303,6 +303,23 @@ MIGRATIONS: list[str] = [
         updated_at double precision NOT NULL
     );
     """,
+    # 8: tags and retries (issue 15), as SQLite's migration 12: the record's tags (JSON, NULL
+    # for none) and the execution it retries; one row per tag in list order; children listed
+    # through their parent's range of an index.
+    """
+    ALTER TABLE executions ADD COLUMN tags text, ADD COLUMN retry_of text COLLATE "C";
+    CREATE TABLE execution_tags (
+        key          text COLLATE "C" NOT NULL,
+        value        text COLLATE "C" NOT NULL,
+        admitted_at  double precision NOT NULL,
+        execution_id text COLLATE "C" NOT NULL,
+        PRIMARY KEY (key, value, admitted_at, execution_id)
+    );
+    CREATE INDEX execution_tags_execution ON execution_tags (execution_id);
+    DROP INDEX executions_parent;
+    CREATE INDEX executions_parent ON executions (parent_id, admitted_at, execution_id)
+        WHERE parent_id IS NOT NULL;
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:
@@ -327,6 +344,7 @@ TABLES = (
     "effect_counts",
     "event_log",
     "scripts",
+    "execution_tags",
 )
 
 

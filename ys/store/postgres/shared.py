@@ -28,7 +28,14 @@ from ys.store.sqlite.executions import (
     step_error,
 )
 from ys.store.sqlite.overview import _prefix_end as prefix_end
-from ys.store.sqlite.reads import deliveries, failed_attempts
+from ys.store.sqlite.reads import deliveries, failed_attempts, list_page, list_query
+from ys.store.sqlite.retries import (
+    check_retry,
+    not_terminal,
+    retry_ids,
+    step_copy_event,
+    steps_to_copy,
+)
 from ys.store.sqlite.schedules import _row as schedule_row
 from ys.store.sqlite.slots import _rows as slot_rows
 from ys.store.sqlite.slots import _slot as slot_row
@@ -41,23 +48,30 @@ __all__ = [
     "check_effect_request",
     "check_limit",
     "check_params_json",
+    "check_retry",
     "check_schedule",
     "deliveries",
     "encode_event_value",
     "event_text",
     "failed_attempts",
     "history_token",
+    "list_page",
+    "list_query",
     "list_token",
     "new_execution_id",
     "new_record_row",
+    "not_terminal",
     "outcome_event",
     "parse_history_token",
     "parse_list_token",
     "prefix_end",
     "project",
+    "retry_ids",
     "schedule_row",
     "slot_id",
     "slot_row",
     "slot_rows",
+    "step_copy_event",
     "step_error",
+    "steps_to_copy",
 ]

@@ -7,6 +7,7 @@ request and gets the same target. `cancel_tx` follows the parent links a start m
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ys.contract import check_params_json, check_start
@@ -25,7 +26,7 @@ def start_tx(
     now: float,
 ) -> str:
     caller = c.execute(
-        "SELECT cancel_requested FROM executions WHERE execution_id=%s FOR UPDATE",
+        "SELECT cancel_requested, tags FROM executions WHERE execution_id=%s FOR UPDATE",
         (caller_id,),
     ).fetchone()
     if caller is None:
@@ -48,7 +49,15 @@ def start_tx(
         return str(row[2])
     parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
     admission = admit_tx(
-        c, workflow, "{}" if params_json == "null" else params_json, "{}", None, "fail", parent, now
+        c,
+        workflow,
+        "{}" if params_json == "null" else params_json,
+        "{}",
+        None,
+        "fail",
+        parent,
+        now,
+        json.loads(caller[1]) if caller[1] else None,  # a child carries its caller's tags
     )
     c.execute(
         "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "

@@ -17,6 +17,7 @@ from ys.store.postgres.housekeeping import PgHousekeeping
 from ys.store.postgres.observing import PgObserving
 from ys.store.postgres.overview import PgOverview
 from ys.store.postgres.reads import PgReads
+from ys.store.postgres.retries import PgRetries
 from ys.store.postgres.schedules import PgSchedules
 from ys.store.postgres.starts import PgStarts
 from ys.store.postgres.values import PgValues
@@ -68,6 +69,9 @@ class PostgresStore:
         self.save_step = ex.save_step
         self.save_step_async = ex.save_step_async
         self.delivery_state = ex.delivery_state
+
+        rt = self.retry_client = PgRetries(core)
+        self.retry = rt.retry
 
         st = self.start_client = PgStarts(core)
         self.start = st.start

@@ -20,6 +20,7 @@ from ys.contract import (
     MAX_PARAMS_BYTES,
     check_execution_id,
     check_object,
+    check_tags,
     check_time,
     check_workflow_name,
 )
@@ -74,9 +75,10 @@ class SqliteExecutions:
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
         return self._writer.write(
-            *self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+            *self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
         )
 
     async def admit_async(
@@ -89,11 +91,12 @@ class SqliteExecutions:
         if_exists: str = "fail",
         parent: dict[str, Any] | None = None,
         now: float | None = None,
+        tags: dict[str, str] | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
         return await self._writer.write_async(
-            *self._admission(workflow, params, context, execution_id, if_exists, parent, now)
+            *self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
         )
 
     def _admission(
@@ -105,6 +108,7 @@ class SqliteExecutions:
         if_exists: str,
         parent: dict[str, Any] | None,
         now: float | None,
+        tags: dict[str, str] | None = None,
     ) -> tuple[Callable[[sqlite3.Connection], Admission], Inserts, Admission]:
         """An admission checked and prepared: its transaction body, and its rows computed as
         if the ID were unused (the common case), so that the group writer can insert many
@@ -125,16 +129,19 @@ class SqliteExecutions:
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
         context_json = encode_event_value(context, "context") if context else "{}"
+        tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")  # the clock's reading too
 
         def tx(c: sqlite3.Connection) -> Admission:
             return admit_tx(
-                c, workflow, params_json, context_json, execution_id, if_exists, parent, at
+                c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tag_map
             )
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
         sha = self._core.scripts.get(workflow)
-        inserts = admission_inserts(new_id, workflow, params_json, context_json, parent, at, sha)
+        inserts = admission_inserts(
+            new_id, workflow, params_json, context_json, parent, at, sha, tag_map
+        )
         return tx, inserts, Admission(new_id, started=True)
 
     # -- wakes and deliveries ---------------------------------------------------------------

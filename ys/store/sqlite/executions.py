@@ -40,7 +40,7 @@ from ys.store.sqlite.versions import current_script, delivery_script
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length, script_sha256"
+    "cancel_requested, history_length, script_sha256, tags, retry_of"
 )
 _FULL = _RECORD_COLUMNS.format(params="params", context="context")
 _LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
@@ -67,6 +67,8 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         cancel_requested=bool(row[15]),
         history_length=row[16],
         script_sha256=row[17],
+        tags=json.loads(row[18]) if row[18] else {},
+        retry_of=row[19],
     )
 
 
@@ -101,9 +103,20 @@ INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
     "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
     "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
-    "script_sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "script_sha256, tags, retry_of) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
+# One row per tag, in the order lists read (`ys list --tag k=v`: newest admitted first).
+INSERT_TAG = "INSERT INTO execution_tags (key, value, admitted_at, execution_id) VALUES (?,?,?,?)"
+
+
+def tags_text(tags: dict[str, str]) -> str | None:
+    """The executions row's copy of the tags (NULL when there are none)."""
+    return _JSON(tags) if tags else None
+
+
+def tag_rows(record: Record) -> list[tuple[Any, ...]]:
+    return [(k, v, record.admitted_at, record.execution_id) for k, v in record.tags.items()]
 
 
 def project(prior: Record | None, events: list[Event]) -> tuple[Record, list[tuple[Any, ...]], int]:
@@ -150,6 +163,8 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         record.history_length,
         history_bytes,
         record.script_sha256,
+        tags_text(record.tags),
+        record.retry_of,
     )
 
 
@@ -159,6 +174,8 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
     if prior is None:
         # first: a duplicate execution_id fails here, before any event is written
         c.execute(INSERT_EXECUTION, new_record_row(record, nbytes))
+        if record.tags:
+            c.executemany(INSERT_TAG, tag_rows(record))
     else:
         c.execute(
             "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
@@ -230,6 +247,7 @@ def admit_tx(
     if_exists: str,
     parent: dict[str, Any] | None,
     at: float,
+    tags: dict[str, str] | None = None,
 ) -> Admission:
     if execution_id is None:
         # No look-up first: the executions row is inserted before the events (see `append`),
@@ -238,17 +256,21 @@ def admit_tx(
         while True:
             candidate = new_execution_id(workflow, at)
             try:
-                return _admit_new(c, candidate, workflow, params_json, context_json, parent, at)
+                return _admit_new(
+                    c, candidate, workflow, params_json, context_json, parent, at, tags
+                )
             except sqlite3.IntegrityError as exc:
                 if "executions.execution_id" not in str(exc):
                     raise
     else:
         row = c.execute(
-            "SELECT workflow, params, context, status FROM executions WHERE execution_id=?",
+            "SELECT workflow, params, context, status, tags FROM executions WHERE execution_id=?",
             (execution_id,),
         ).fetchone()
         if row is not None:
             same = row[0] == workflow and row[1] == params_json and row[2] == context_json
+            if same and tags_text(tags or {}) != row[4]:
+                same = False
             if if_exists == "use-existing" and same:
                 return Admission(execution_id, started=False)
             why = "" if if_exists == "fail" else " with a different workflow, params or context"
@@ -258,7 +280,7 @@ def admit_tx(
                 execution_id=execution_id,
                 status=row[3],
             )
-    return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at)
+    return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags)
 
 
 def admission_event(
@@ -269,6 +291,8 @@ def admission_event(
     parent: dict[str, Any] | None,
     at: float,
     script_sha256: str | None = None,
+    tags: dict[str, str] | None = None,
+    retry_of: str | None = None,
 ) -> Event:
     data: dict[str, Any] = {
         "execution_id": execution_id,
@@ -280,6 +304,10 @@ def admission_event(
         data["parent"] = parent
     if script_sha256 is not None:
         data["script_sha256"] = script_sha256
+    if tags:
+        data["tags"] = dict(tags)
+    if retry_of is not None:
+        data["retry_of"] = retry_of
     return Event(ADMITTED, at, data)
 
 
@@ -291,14 +319,17 @@ def admission_inserts(
     parent: dict[str, Any] | None,
     at: float,
     script_sha256: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `_admit_new` writes
     when `execution_id` is unused. The group writer inserts many of these per commit."""
     event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, script_sha256
+        execution_id, workflow, params_json, context_json, parent, at, script_sha256, tags
     )
     record, rows, nbytes = project(None, [event])
-    return [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
+    out = [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
+    out += [(INSERT_TAG, row) for row in tag_rows(record)]
+    return out
 
 
 def _admit_new(
@@ -309,9 +340,13 @@ def _admit_new(
     context_json: str,
     parent: dict[str, Any] | None,
     at: float,
+    tags: dict[str, str] | None = None,
+    retry_of: str | None = None,
 ) -> Admission:
     sha, _ = current_script(c, workflow)
-    event = admission_event(execution_id, workflow, params_json, context_json, parent, at, sha)
+    event = admission_event(
+        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of
+    )
     append(c, None, [event])
     return Admission(execution_id, started=True)
 

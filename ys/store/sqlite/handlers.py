@@ -67,7 +67,7 @@ def failure_handler_tx(
         "workflow": record.workflow,
         "error": {k: error.get(k) for k in _ERROR_FIELDS},
         "attempts": record.attempts,
-        "tags": getattr(record, "tags", None) or {},
+        "tags": dict(record.tags),
     }
     return _admit(c, handler, handler_id(record.execution_id), params, record.execution_id, now)
 

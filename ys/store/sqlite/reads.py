@@ -8,6 +8,7 @@ import json
 import sqlite3
 from typing import Any
 
+from ys.contract import check_tags, check_time
 from ys.errors import InvalidArgument, NotFoundError
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import (
@@ -59,6 +60,97 @@ def history(c: sqlite3.Connection, execution_id: str, limit: int, token: str | N
     return Page(items, history_token(nxt) if nxt <= length[0] else None)
 
 
+def list_query(
+    ph: str,
+    columns: str,
+    *,
+    statuses: list[str] | None,
+    workflow: str | None,
+    parent: str | None,
+    tags: dict[str, str] | None,
+    since: float | None,
+    until: float | None,
+    limit: int,
+    page_token: str | None,
+) -> tuple[str, list[object]]:
+    """The SQL of one list page (both adapters: `ph` is the placeholder, `columns` the record's
+    columns of `e`), newest admitted first, ties by ID. With tags, the first tag's range of
+    `execution_tags` drives the page in list order (an index range, however many executions
+    there are), the others are checked per row; without, the executions' own indexes do."""
+    limit = check_limit(limit)
+    tag_items = list(check_tags(tags, "tag filter").items())
+    if since is not None:
+        since = check_time(since, "since")
+    if until is not None:
+        until = check_time(until, "until")
+    where: list[str] = []
+    args: list[object] = []
+    if tag_items:
+        order = "t"  # the table whose (admitted_at, execution_id) orders and pages the list
+        key, value = tag_items[0]
+        source = "execution_tags t JOIN executions e ON e.execution_id = t.execution_id"
+        where.append(f"t.key = {ph} AND t.value = {ph}")
+        args.extend([key, value])
+        for key, value in tag_items[1:]:
+            where.append(
+                f"EXISTS (SELECT 1 FROM execution_tags t2 WHERE t2.key = {ph} AND "
+                f"t2.value = {ph} AND t2.admitted_at = e.admitted_at AND "
+                "t2.execution_id = e.execution_id)"
+            )
+            args.extend([key, value])
+    else:
+        order = "e"
+        source = "executions e"
+    if statuses:
+        bad = [s for s in statuses if s not in STATUSES]
+        if bad:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
+            )
+        where.append(f"e.status IN ({','.join([ph] * len(statuses))})")
+        args.extend(statuses)
+    if workflow:
+        where.append(f"e.workflow = {ph}")
+        args.append(workflow)
+    if parent:
+        where.append(f"e.parent_id = {ph}")
+        args.append(parent)
+    if since is not None:
+        where.append(f"{order}.admitted_at >= {ph}")
+        args.append(since)
+    if until is not None:
+        where.append(f"{order}.admitted_at < {ph}")
+        args.append(until)
+    if page_token:
+        at, last_id = parse_list_token(page_token)
+        where.append(
+            f"({order}.admitted_at < {ph} OR ({order}.admitted_at = {ph} "
+            f"AND {order}.execution_id > {ph}))"
+        )
+        args.extend([at, at, last_id])
+    sql = f"SELECT {columns} FROM {source}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += f" ORDER BY {order}.admitted_at DESC, {order}.execution_id ASC LIMIT {ph}"
+    args.append(limit + 1)
+    return sql, args
+
+
+def list_page(rows: list[Any], limit: int, to_record: Any) -> Page:
+    """A page of list rows (one more than `limit` read: whether a next page exists)."""
+    limit = check_limit(limit)
+    records = [to_record(r) for r in rows[:limit]]
+    nxt = None
+    if len(rows) > limit:
+        last = records[-1]
+        nxt = list_token(last.admitted_at, last.execution_id)
+    return Page(records, nxt)
+
+
+# the record's columns, read off `e` (lists join the tag table)
+E_FULL = ", ".join("e." + col.strip() for col in _FULL.split(","))
+
+
 def list_executions(
     c: sqlite3.Connection,
     *,
@@ -67,39 +159,23 @@ def list_executions(
     parent: str | None,
     limit: int,
     page_token: str | None,
+    tags: dict[str, str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Page:
-    limit = check_limit(limit)
-    where: list[str] = []
-    args: list[object] = []
-    if statuses:
-        bad = [s for s in statuses if s not in STATUSES]
-        if bad:
-            raise InvalidArgument(
-                "INVALID_ARGUMENT", f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}"
-            )
-        where.append(f"status IN ({','.join('?' * len(statuses))})")
-        args.extend(statuses)
-    if workflow:
-        where.append("workflow = ?")
-        args.append(workflow)
-    if parent:
-        where.append("parent_id = ?")
-        args.append(parent)
-    if page_token:
-        at, last_id = parse_list_token(page_token)
-        where.append("(admitted_at < ? OR (admitted_at = ? AND execution_id > ?))")
-        args.extend([at, at, last_id])
-    sql = f"SELECT {_FULL} FROM executions"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY admitted_at DESC, execution_id ASC LIMIT ?"
-    rows = c.execute(sql, (*args, limit + 1)).fetchall()
-    records = [row_to_record(r) for r in rows[:limit]]
-    nxt = None
-    if len(rows) > limit:
-        last = records[-1]
-        nxt = list_token(last.admitted_at, last.execution_id)
-    return Page(records, nxt)
+    sql, args = list_query(
+        "?",
+        E_FULL,
+        statuses=statuses,
+        workflow=workflow,
+        parent=parent,
+        tags=tags,
+        since=since,
+        until=until,
+        limit=limit,
+        page_token=page_token,
+    )
+    return list_page(c.execute(sql, args).fetchall(), limit, row_to_record)
 
 
 def steps(c: sqlite3.Connection, execution_id: str) -> list[StepRecord]:
@@ -255,6 +331,9 @@ class SqliteReads:
         parent: str | None = None,
         limit: int = DEFAULT_PAGE,
         page_token: str | None = None,
+        tags: dict[str, str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> Page:
         return list_executions(
             self._reader(),
@@ -263,6 +342,9 @@ class SqliteReads:
             parent=parent,
             limit=limit,
             page_token=page_token,
+            tags=tags,
+            since=since,
+            until=until,
         )
 
     def history(

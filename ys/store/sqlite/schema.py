@@ -254,6 +254,25 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX executions_workflow ON executions(workflow, admitted_at, execution_id);
     """,
+    # 12: tags and retries (issue 15). A record keeps its tags (JSON, NULL for none) and the
+    # execution it retries; `execution_tags` holds one row per tag in list order, so that a
+    # page of `ys list --tag k=v` is read off one index range however many executions there
+    # are. Children are listed newest first through their parent's range of an index too.
+    """
+    ALTER TABLE executions ADD COLUMN tags TEXT;
+    ALTER TABLE executions ADD COLUMN retry_of TEXT;
+    CREATE TABLE execution_tags (
+        key          TEXT NOT NULL,
+        value        TEXT NOT NULL,
+        admitted_at  REAL NOT NULL,
+        execution_id TEXT NOT NULL,
+        PRIMARY KEY (key, value, admitted_at, execution_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX execution_tags_execution ON execution_tags(execution_id);
+    DROP INDEX executions_parent;
+    CREATE INDEX executions_parent ON executions(parent_id, admitted_at, execution_id)
+        WHERE parent_id IS NOT NULL;
+    """,
 ]
 
 

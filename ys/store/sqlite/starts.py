@@ -11,6 +11,7 @@ execution client's `cancel` runs it).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from ys.contract import check_params_json, check_start
@@ -43,7 +44,7 @@ def start_tx(
             )
         return str(row[2])
     caller = c.execute(
-        "SELECT cancel_requested FROM executions WHERE execution_id=?", (caller_id,)
+        "SELECT cancel_requested, tags FROM executions WHERE execution_id=?", (caller_id,)
     ).fetchone()
     if caller is None:
         raise NotFoundError("EXECUTION_NOT_FOUND", f"caller {caller_id!r} does not exist")
@@ -57,6 +58,7 @@ def start_tx(
         "fail",
         parent,
         now,
+        json.loads(caller[1]) if caller[1] else None,  # a child carries its caller's tags
     )
     c.execute(
         "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, target_id, "

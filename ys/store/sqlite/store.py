@@ -22,6 +22,7 @@ from ys.store.sqlite.housekeeping import SqliteHousekeeping
 from ys.store.sqlite.observing import SqliteObserving
 from ys.store.sqlite.overview import SqliteOverview
 from ys.store.sqlite.reads import SqliteReads
+from ys.store.sqlite.retries import SqliteRetries
 from ys.store.sqlite.schedules import SqliteSchedules
 from ys.store.sqlite.starts import SqliteStarts
 from ys.store.sqlite.values import SqliteValues
@@ -69,6 +70,9 @@ class SqliteStore:
         self.save_step = ex.save_step
         self.save_step_async = ex.save_step_async
         self.delivery_state = ex.delivery_state
+
+        rt = self.retry_client = SqliteRetries(core)
+        self.retry = rt.retry
 
         st = self.start_client = SqliteStarts(core)
         self.start = st.start

@@ -1,0 +1,161 @@
+"""`ys retry`: a new execution of a terminal one whose first steps replay without running, or
+(`--status`) one for every match."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ys.commands._opts import Json, add, complete_executions
+from ys.commands._output import client, emit_json, fail
+from ys.commands._params import build_params
+from ys.durations import parse_duration
+
+
+def retry(
+    execution_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ID]",
+            help="The finished execution to retry (or use --status).",
+            autocompletion=complete_executions,
+            show_default=False,
+        ),
+    ] = None,
+    new_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            metavar="NEW",
+            help="The new execution's ID (default ID.r1, ID.r2, ...: the first free).",
+            show_default=False,
+        ),
+    ] = None,
+    from_step: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="STEP",
+            help="Rerun from this step key: only the steps recorded before it are copied "
+            "(default: before the first step that did not complete).",
+            show_default=False,
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            metavar="KEY=VALUE",
+            help="New params instead of the original's (repeatable, as for trigger).",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        str | None,
+        typer.Option(
+            "--params",
+            metavar="JSON|@FILE|-",
+            help="New params as JSON instead of the original's (as for trigger).",
+            show_default=False,
+        ),
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            help="Retry every execution with this status (failed or cancelled) instead of ID.",
+            show_default=False,
+        ),
+    ] = None,
+    workflow: Annotated[
+        str | None,
+        typer.Option("--workflow", help="With --status: only this workflow.", show_default=False),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DUR",
+            help="With --status: only executions admitted in the last DUR (10m, 2h, 1d).",
+            show_default=False,
+        ),
+    ] = None,
+    json_: Json = False,
+) -> None:
+    """Retry a finished execution: a new one of the same workflow (and params, unless given).
+
+    Its history starts with copies of the original's steps recorded before --from (default:
+    before the first step that did not complete), so those replay without running: a copied
+    step.effect is not performed again, a copied step.start starts no second child (a step
+    still waiting, such as a sleep, is not copied: it runs again). The original is unchanged; the new record's retry_of names it. Prints the new ID; with --json
+    {"execution_id", "retry_of", "copied_steps"}. A running or waiting execution is exit 3.
+
+    With --status (and --workflow, --since) every match is retried and the new IDs are
+    printed one per line (with --json, a list).
+    """
+    if status is not None:
+        _bulk(execution_id, new_id, from_step, param, params, status, workflow, since, json_)
+        return
+    if execution_id is None or not execution_id:
+        fail("INVALID_ARGUMENT", "give the ID to retry, or --status", hint="see `ys retry --help`")
+    if workflow is not None or since is not None:
+        fail("INVALID_ARGUMENT", "--workflow and --since go with --status")
+    body = build_params(param, params)
+    if body is not None and not isinstance(body, dict):
+        fail("INVALID_ARGUMENT", "--params must be a JSON object", hint="give {...}")
+    with client() as c:
+        result = c.retry(execution_id, new_id=new_id, from_step=from_step, params=body)
+    if json_:
+        emit_json(result)
+        return
+    sys.stdout.write(result["execution_id"] + "\n")
+    sys.stdout.flush()
+
+
+def _bulk(
+    execution_id: str | None,
+    new_id: str | None,
+    from_step: str | None,
+    param: list[str] | None,
+    params: str | None,
+    status: str,
+    workflow: str | None,
+    since: str | None,
+    json_: bool,
+) -> None:
+    given = [
+        name
+        for name, value in (
+            ("ID", execution_id),
+            ("--id", new_id),
+            ("--from", from_step),
+            ("-p", param),
+            ("--params", params),
+        )
+        if value
+    ]
+    if given:
+        fail("INVALID_ARGUMENT", f"--status retries every match: it takes no {given[0]}")
+    if status not in ("failed", "cancelled", "completed"):
+        fail(
+            "INVALID_ARGUMENT",
+            f"--status {status}: only a finished execution can be retried",
+            hint="use failed, cancelled or completed",
+        )
+    seconds = None if since is None else parse_duration(since, "--since")
+    out: list[dict[str, Any]] = []
+    with client() as c:
+        for result in c.retry_matching(status=status, workflow=workflow, since=seconds):
+            out.append(result)
+            if not json_:
+                sys.stdout.write(result["execution_id"] + "\n")
+                sys.stdout.flush()
+    if json_:
+        emit_json(out)
+
+
+def register(app: typer.Typer) -> None:
+    add(app, "retry", retry)

@@ -1,0 +1,113 @@
+"""The retry client on PostgreSQL (`protocols.RetryClient`): the SQLite adapter's retry
+(ys/store/sqlite/retries.py) in one transaction at READ COMMITTED. The original is terminal, so
+it never changes under the retry; two retries of one execution at once that both pick
+`<ID>.rN` are ordered by the insert (ON CONFLICT DO NOTHING): the second takes the next free
+number."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.contract import check_execution_id, check_time
+from ys.errors import ExecutionAdmissionError, InvalidArgument
+from ys.store.base import Retry
+from ys.store.postgres.executions import admit_new, append, load, not_found
+from ys.store.postgres.reads import steps as read_steps
+from ys.store.postgres.shared import (
+    check_retry,
+    not_terminal,
+    retry_ids,
+    step_copy_event,
+    steps_to_copy,
+)
+
+
+def retry_tx(
+    c: Any,
+    execution_id: str,
+    new_id: str | None,
+    from_step: str | None,
+    params_json: str | None,
+    now: float,
+) -> Retry:
+    original = load(c, execution_id)
+    if original is None:
+        raise not_found(execution_id)
+    if not original.terminal:
+        raise not_terminal(original)
+    steps = read_steps(c, execution_id)
+    copied = steps_to_copy(steps, from_step)
+    params = original.params_json if params_json is None else params_json
+    args = (original.workflow, params, original.context_json, None, now, original.tags)
+    target: str | None = None
+    if new_id is not None:
+        if not admit_new(c, new_id, *args, execution_id):
+            raise ExecutionAdmissionError(
+                "EXECUTION_ID_CONFLICT",
+                f"{new_id} already exists; pick another --id",
+                execution_id=new_id,
+            )
+        target = new_id
+    else:
+        for candidate in retry_ids(execution_id):
+            check_execution_id(candidate, "retry's execution ID")
+            taken = c.execute(
+                "SELECT 1 FROM executions WHERE execution_id=%s", (candidate,)
+            ).fetchone()
+            if taken is None and admit_new(c, candidate, *args, execution_id):
+                target = candidate
+                break
+        if target is None:
+            raise InvalidArgument("INVALID_ARGUMENT", "name the retry with --id NEW")
+    if copied:
+        record = load(c, target, payload=False, lock=True)
+        assert record is not None
+        first = record.history_length + 1
+        c.cursor().executemany(
+            "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
+            "updated_at, first_seq) VALUES (%s,%s,%s,%s,%s,%s,NULL,%s,%s)",
+            [
+                (target, s.key, s.kind, s.status, s.value, s.attempts, now, first + i)
+                for i, s in enumerate(copied)
+            ],
+        )
+        append(c, record, [step_copy_event(s, execution_id, now) for s in copied])
+        keys = [s.key for s in copied]
+        c.execute(
+            "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "
+            "target_id, created_at) SELECT %s, step_key, workflow, params, detached, target_id, "
+            "%s FROM start_requests WHERE caller_id=%s AND step_key = ANY(%s)",
+            (target, now, execution_id, keys),
+        )
+        c.execute(
+            "INSERT INTO effect_begins (effect_id, execution_id, step_key, at) "
+            "SELECT effect_id, %s, step_key, %s FROM effect_begins "
+            "WHERE execution_id=%s AND step_key = ANY(%s) ON CONFLICT DO NOTHING",
+            (target, now, execution_id, keys),
+        )
+    return Retry(target, execution_id, [s.key for s in copied])
+
+
+class PgRetries:
+    """The retry client of one PostgresStore."""
+
+    def __init__(self, core: Any) -> None:
+        self._writer = core.writer
+        self._clock = core.clock
+
+    def retry(
+        self,
+        execution_id: str,
+        *,
+        new_id: str | None = None,
+        from_step: str | None = None,
+        params: Any = None,
+        now: float | None = None,
+    ) -> Retry:
+        check_execution_id(execution_id)
+        new_id, params_json = check_retry(new_id, from_step, params)
+        t = check_time(self._clock() if now is None else now, "now")
+        result: Retry = self._writer.write(
+            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t)
+        )
+        return result

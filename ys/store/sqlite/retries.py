@@ -1,0 +1,177 @@
+"""The retry client on SQLite (`protocols.RetryClient`): `ys retry` in one transaction.
+
+A retry admits a new execution of a terminal one's workflow and starts its history with copies
+of the original's steps recorded before the retry point, each with what its replay looks up:
+a start step's start request (the same child, none started again), an effect step's beginning
+(the effect ledger names the retry too; a settled effect replays its result, performed 0 more
+times). The original is unchanged: terminal records never change.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ys.contract import check_execution_id, check_object, check_time
+from ys.errors import ExecutionAdmissionError, ExecutionNotTerminal, InvalidArgument, NotFoundError
+from ys.store.base import Retry, StepRecord
+from ys.store.records import STEP, Event, Record
+from ys.store.sqlite import reads
+from ys.store.sqlite.core import Core
+from ys.store.sqlite.executions import _admit_new, append, encode_event_value, load
+
+MAX_RETRY_NUMBER = 10_000  # `<ID>.r1` .. `<ID>.r10000`: past it, name the retry with --id
+
+
+def steps_to_copy(steps: list[StepRecord], from_step: str | None) -> list[StepRecord]:
+    """The original's steps (in recorded order) that the retry copies: those before
+    `from_step`, or before the first step that did not complete (all when every one did). A
+    step still waiting among them (a sleep, a call, an effect asked again later) is left out:
+    it has nothing to replay, so it runs again (a waiting call's child would wake the original,
+    never the retry)."""
+    if from_step is None:
+        n = next((i for i, s in enumerate(steps) if s.status != "completed"), len(steps))
+    else:
+        n = next((i for i, s in enumerate(steps) if s.key == from_step), -1)
+        if n < 0:
+            known = ", ".join(repr(s.key) for s in steps[:10]) or "none"
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                f"--from {from_step!r}: the execution recorded no such step (its steps: {known})",
+            )
+    return [s for s in steps[:n] if s.status != "waiting"]
+
+
+def not_terminal(record: Record) -> ExecutionNotTerminal:
+    return ExecutionNotTerminal(
+        "EXECUTION_NOT_TERMINAL",
+        f"{record.execution_id} is {record.status}; only a completed, failed or cancelled "
+        f"execution can be retried (cancel it first with `ys cancel {record.execution_id}`, "
+        "or wait for it)",
+        status=record.status,
+    )
+
+
+def retry_ids(execution_id: str) -> list[str]:
+    """The default IDs of a retry, in the order they are tried."""
+    return [f"{execution_id}.r{n}" for n in range(1, MAX_RETRY_NUMBER + 1)]
+
+
+def check_retry(
+    new_id: str | None, from_step: str | None, params: Any
+) -> tuple[str | None, str | None]:
+    """The retry's request checked before its transaction: (new ID, params JSON or None)."""
+    if new_id is not None:
+        check_execution_id(new_id, "new execution ID")
+    if from_step is not None and (not isinstance(from_step, str) or not from_step):
+        raise InvalidArgument("INVALID_ARGUMENT", "--from names a step key (non-empty text)")
+    check_object(params, "params")
+    params_json = encode_event_value(params, "params") if params is not None else None
+    return new_id, params_json
+
+
+def step_copy_event(s: StepRecord, original: str, at: float) -> Event:
+    data: dict[str, Any] = {"key": s.key, "kind": s.kind, "status": s.status}
+    if s.attempts != 1:
+        data["attempts"] = s.attempts
+    data["copied_from"] = original
+    return Event(STEP, at, data)
+
+
+def retry_tx(
+    c: sqlite3.Connection,
+    execution_id: str,
+    new_id: str | None,
+    from_step: str | None,
+    params_json: str | None,
+    now: float,
+) -> Retry:
+    original = load(c, execution_id)
+    if original is None:
+        raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+    if not original.terminal:
+        raise not_terminal(original)
+    steps = reads.steps(c, execution_id)
+    copied = steps_to_copy(steps, from_step)
+    target = new_id
+    if target is None:
+        for candidate in retry_ids(execution_id):
+            check_execution_id(candidate, "retry's execution ID")
+            taken = c.execute(
+                "SELECT 1 FROM executions WHERE execution_id=?", (candidate,)
+            ).fetchone()
+            if taken is None:
+                target = candidate
+                break
+        else:
+            raise InvalidArgument("INVALID_ARGUMENT", "name the retry with --id NEW")
+    elif c.execute("SELECT 1 FROM executions WHERE execution_id=?", (target,)).fetchone():
+        raise ExecutionAdmissionError(
+            "EXECUTION_ID_CONFLICT",
+            f"{target} already exists; pick another --id",
+            execution_id=target,
+        )
+    assert target is not None
+    _admit_new(
+        c,
+        target,
+        original.workflow,
+        original.params_json if params_json is None else params_json,
+        original.context_json,
+        None,
+        now,
+        original.tags,
+        execution_id,
+    )
+    if copied:
+        record = load(c, target, payload=False)
+        assert record is not None
+        first = record.history_length + 1
+        c.executemany(
+            "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
+            "updated_at, first_seq) VALUES (?,?,?,?,?,?,NULL,?,?)",
+            [
+                (target, s.key, s.kind, s.status, s.value, s.attempts, now, first + i)
+                for i, s in enumerate(copied)
+            ],
+        )
+        append(c, record, [step_copy_event(s, execution_id, now) for s in copied])
+        keys = [s.key for s in copied]
+        marks = ",".join("?" * len(keys))
+        c.execute(
+            "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "
+            "target_id, created_at) SELECT ?, step_key, workflow, params, detached, target_id, ? "
+            f"FROM start_requests WHERE caller_id=? AND step_key IN ({marks})",
+            (target, now, execution_id, *keys),
+        )
+        c.execute(
+            "INSERT OR IGNORE INTO effect_begins (effect_id, execution_id, step_key, at) "
+            "SELECT effect_id, ?, step_key, ? FROM effect_begins "
+            f"WHERE execution_id=? AND step_key IN ({marks})",
+            (target, now, execution_id, *keys),
+        )
+    return Retry(target, execution_id, [s.key for s in copied])
+
+
+class SqliteRetries:
+    """The retry client of one SqliteStore."""
+
+    def __init__(self, core: Core) -> None:
+        self._writer = core.writer
+        self._clock = core.clock
+
+    def retry(
+        self,
+        execution_id: str,
+        *,
+        new_id: str | None = None,
+        from_step: str | None = None,
+        params: Any = None,
+        now: float | None = None,
+    ) -> Retry:
+        check_execution_id(execution_id)
+        new_id, params_json = check_retry(new_id, from_step, params)
+        t = check_time(self._clock() if now is None else now, "now")
+        return self._writer.write(
+            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t)
+        )
