@@ -368,3 +368,48 @@ def test_three_daemons_fire_each_slot_of_a_schedule_once(tmp_path, pg_url):
     finally:
         for h in hs:
             h.stop()
+
+
+CHATTY = """
+    @ys.workflow
+    def main(step, params):
+        print("line one from", params["id"], flush=True)
+        step.run("talk", lambda: print("inside the step", flush=True) or 1)
+        print("the end", flush=True)
+        return 1
+"""
+
+
+def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is(
+    tmp_path, pg_url
+):
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "chatty", CHATTY, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("chatty", {"id": "c1"}, execution_id="c1")
+            assert c.wait("c1", timeout=60)["status"] == "completed"
+        b.start()
+        ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
+        printed = "line one from c1\ninside the step\nthe end\n"
+
+        def kept() -> bool:  # kept just after the delivery's process ended
+            with b.client() as c:
+                return bool(c.log_tails("c1")["logs"])
+
+        wait_until(kept, message="the end of c1's log in the database")
+        here = a.ys("logs", "c1")
+        assert here.returncode == 0 and here.stdout == printed, here.stderr
+        assert "ran on daemon" not in here.stderr  # a's own file
+        there = b.ys("logs", "c1")
+        assert there.returncode == 0, there.stderr
+        assert there.stdout == printed
+        assert f"ran on daemon {ida}" in there.stderr and "1.log on that box" in there.stderr
+        (entry,) = json.loads(b.ys("logs", "c1", "--json").stdout)["logs"]
+        assert entry["attempt"] == 1 and entry["text"] == printed
+        assert entry["daemon_id"] == ida and entry["truncated"] is False
+    finally:
+        for h in (a, b):
+            h.stop()

@@ -1,7 +1,10 @@
 """`ys logs`: what a workflow script printed (stdout and stderr), one file per delivery.
 
 The daemon writes delivery N's output to `<data>/logs/<execution>/N.log` (the folder named by
-`ys.paths.log_name`); this command reads those files directly and asks the daemon only whether the execution exists and when it ends.
+`ys.paths.log_name`); this command reads those files directly and asks the daemon only whether
+the execution exists and when it ends. On a database many boxes share (PostgreSQL), a delivery
+that ran on another box has no file here: the end of its log (64 KiB) comes from the database,
+with a note saying where the whole log is.
 """
 
 from __future__ import annotations
@@ -109,7 +112,9 @@ def logs(
     For people each attempt starts with a header line on stderr, so stdout is exactly what
     the script printed. With --json: {"execution_id", "logs": [{"attempt", "text"}, ...]}.
     Each attempt's log keeps at most YS_LOG_MAX_BYTES (10 MiB): past that, its first and its
-    last part, with a line between them saying how many bytes were dropped.
+    last part, with a line between them saying how many bytes were dropped. On a database
+    many boxes share, an attempt that ran on another box shows the last 64 KiB the database
+    keeps, and a note on stderr says where its whole log is.
     """
     from ys.paths import resolve
 
@@ -119,7 +124,14 @@ def logs(
         if follow:
             _follow(c, folder, execution_id, attempt, json_)
             return
-    files = attempt_files(folder)
+    files: list[tuple[int, Path | dict[str, Any]]] = list(attempt_files(folder))
+    if record.get("attempts", 0) > len(files):
+        # some deliveries ran elsewhere: what the database kept of them (a shared database)
+        with client() as c:
+            kept = c.log_tails(execution_id)["logs"]
+        here = {n for n, _ in files}
+        files += [(t["attempt"], t) for t in kept if t["attempt"] not in here]
+        files.sort(key=lambda f: f[0])
     if attempt is not None:
         files = [(n, p) for n, p in files if n == attempt]
         if not files:
@@ -129,24 +141,50 @@ def logs(
                 hint=f"it has had {record['attempts']} attempt(s)",
             )
     if json_:
-        emit_json(
-            {
-                "execution_id": execution_id,
-                "logs": [
-                    {"attempt": n, "text": p.read_bytes().decode("utf-8", "replace")}
-                    for n, p in files
-                ],
-            }
-        )
+        emit_json({"execution_id": execution_id, "logs": [_json_log(n, p) for n, p in files]})
         return
     if not files:
         from ys.commands import _render
 
-        _render.note(f"{execution_id} has not been delivered yet; nothing printed")
+        if record.get("attempts", 0):
+            _render.note(f"{execution_id} has no log on this box, and the database keeps none")
+        else:
+            _render.note(f"{execution_id} has not been delivered yet; nothing printed")
     for n, p in files:
         _header(n)
-        sys.stdout.buffer.write(p.read_bytes())
+        if isinstance(p, dict):
+            _elsewhere(p)
+            sys.stdout.buffer.write(p["text"].encode("utf-8", "surrogateescape"))
+        else:
+            sys.stdout.buffer.write(p.read_bytes())
         sys.stdout.buffer.flush()
+
+
+def _elsewhere(kept: dict[str, Any]) -> None:
+    """Say on stderr that this delivery ran on another box, and where its whole log is."""
+    from ys.commands import _render
+
+    part = (
+        f"its last {len(kept['text'].encode())} of {kept['size']} bytes"
+        if kept["truncated"]
+        else "all of it"
+    )
+    _render.note(
+        f"ran on daemon {kept['daemon_id']}: its log is {kept['path']} on that box; "
+        f"{part} follows, as the database keeps it"
+    )
+
+
+def _json_log(attempt: int, log: Path | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(log, dict):
+        return {
+            "attempt": attempt,
+            "text": log["text"],
+            "daemon_id": log["daemon_id"],
+            "path": log["path"],
+            "truncated": log["truncated"],
+        }
+    return {"attempt": attempt, "text": log.read_bytes().decode("utf-8", "replace")}
 
 
 def register(app: typer.Typer) -> None:

@@ -96,6 +96,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get(e, self.get),
             web.get(e + "/describe", self.describe),
             web.get(e + "/history", self.history),
+            web.get(e + "/logs", self.logs),
             web.get(e + "/wait", self.wait),
             web.post(e + "/wake", self.wake),
             web.post(e + "/cancel", self.cancel),
@@ -265,6 +266,31 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def get(self, request: web.Request) -> web.Response:
         record = await self._load(request.match_info["id"])
         return _json(self._record(record, await self._holders([record])))
+
+    async def logs(self, request: web.Request) -> web.Response:
+        """The ends of the execution's delivery logs kept in the database (a shared one: each
+        box keeps whole logs on its own disk), with the daemon that ran each delivery."""
+        execution_id = request.match_info["id"]
+        if await self.call(self.d.store.get, execution_id) is None:
+            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        tails = await self.call(self.d.store.log_tails, execution_id)
+        return _json(
+            {
+                "execution_id": execution_id,
+                "daemon_id": self.d.daemon_id,
+                "logs": [
+                    {
+                        "attempt": t.attempt,
+                        "daemon_id": t.daemon_id,
+                        "path": t.path,
+                        "size": t.size,
+                        "truncated": t.size > len(t.tail),
+                        "text": t.tail.decode("utf-8", "replace"),
+                    }
+                    for t in tails
+                ],
+            }
+        )
 
     async def describe(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]

@@ -29,6 +29,7 @@ from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
+from ys.store.base import LOG_TAIL_BYTES
 from ys.store.protocols import Delivery, Store
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Dispatcher(Cancelling):
         # The workflow a failure of a workflow admits (the daemon's handler_for)
         self.handler_for: Callable[[str], str | None] = lambda _workflow: None
         self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
+        self.daemon_id = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
         self._background: set[asyncio.Task[None]] = set()
         self._poke = asyncio.Event()
         self._stopping = False
@@ -286,6 +288,29 @@ class Dispatcher(Cancelling):
         r.out.close()
         last.close()
         r.last_line = last.line
+        if self.store.shared:
+            await self._keep_log_tail(r)
+
+    async def _keep_log_tail(self, r: Running) -> None:
+        """On a database other daemons share, keep the end of this delivery's log there too,
+        so that `ys logs` on another box shows it (the whole log stays on this one)."""
+        d = r.delivery
+        try:
+            with open(r.log_path, "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - LOG_TAIL_BYTES))
+                tail = f.read()
+            await self.call(
+                self.store.keep_log_tail,
+                d.execution_id,
+                d.attempt,
+                daemon_id=self.daemon_id,
+                path=r.log_path,
+                size=size,
+                tail=tail,
+            )
+        except (OSError, YsError) as exc:  # the outcome stands; only other boxes miss it
+            log.warning("%s: the end of its log was not kept: %s", d.execution_id, exc)
 
     async def _unavailable(self, r: Running, why: str) -> None:
         """The workflow's script is missing or broken: the execution waits for it."""

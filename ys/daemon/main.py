@@ -176,6 +176,7 @@ class Daemon:
         # the log capture keeps
         dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
         dispatcher.handler_for = self.handler_for
+        dispatcher.daemon_id = self.daemon_id
         dispatcher.metrics = self.metrics
         store.observe_commits(self.metrics.observe_commit)
         scheduler = self._scheduler = Scheduler(self)

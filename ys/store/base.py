@@ -78,6 +78,22 @@ class SharedCounts:
     oldest_due_at: float | None = None
 
 
+# How much of a delivery's log the database keeps (ys logs on another box shows it)
+LOG_TAIL_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The end of one delivery's log as the database keeps it."""
+
+    attempt: int
+    daemon_id: str  # the daemon that ran it
+    path: str  # its whole log, on that daemon's box
+    size: int  # the whole log's size in bytes
+    tail: bytes  # its last LOG_TAIL_BYTES at most
+    ended_at: float
+
+
 @dataclass(frozen=True)
 class Retry:
     """What a retry admitted: the new execution, the one it retries, and the keys of the

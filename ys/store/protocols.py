@@ -32,6 +32,7 @@ from ys.store.base import (
     Admission,
     Delivery,
     Description,
+    LogTail,
     Page,
     Retry,
     RunningExecution,
@@ -635,6 +636,26 @@ class ObservingClient(Protocol):
         """Call `observer(seconds, requests)` after each commit of the writer."""
         ...
 
+    def keep_log_tail(
+        self,
+        execution_id: str,
+        attempt: int,
+        *,
+        daemon_id: str,
+        path: str,
+        size: int,
+        tail: bytes,
+        now: float | None = None,
+    ) -> None:
+        """Keep the end of one delivery's log (at most LOG_TAIL_BYTES), with the daemon that
+        ran it and where its whole log is on that box; a second call for the same delivery
+        replaces the first. Nothing if the execution no longer exists."""
+        ...
+
+    def log_tails(self, execution_id: str) -> builtins.list[LogTail]:
+        """The kept log ends of an execution's deliveries, in attempt order."""
+        ...
+
 
 class Store(
     ExecutionClient,
@@ -650,6 +671,10 @@ class Store(
     Protocol,
 ):
     """A store: every client over one database and one writer."""
+
+    # Whether other daemons write this database too (PostgreSQL): then what one box has on
+    # its disk only (a delivery's log) is kept in the database as well.
+    shared: bool
 
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None

@@ -45,6 +45,7 @@ def prune_tx(c: Any, ids: list[str]) -> int:
             ("kv_waiters", "execution_id"),
             ("effect_waiters", "execution_id"),
             ("execution_tags", "execution_id"),
+            ("delivery_logs", "execution_id"),
         ):
             c.execute(f"DELETE FROM {table} WHERE {column}=%s", (execution_id,))
         c.execute("DELETE FROM executions WHERE execution_id=%s", (execution_id,))

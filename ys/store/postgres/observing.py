@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ys.contract import check_time
-from ys.store.base import SharedCounts
+from ys.store.base import LOG_TAIL_BYTES, LogTail, SharedCounts
 from ys.store.paging import MAX_BATCH, check_cursor
 from ys.store.postgres import versions
 from ys.store.postgres.core import Core
@@ -121,3 +121,43 @@ class PgObserving:
     def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
         """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
         self._core.writer.observe = observer
+
+    def keep_log_tail(
+        self,
+        execution_id: str,
+        attempt: int,
+        *,
+        daemon_id: str,
+        path: str,
+        size: int,
+        tail: bytes,
+        now: float | None = None,
+    ) -> None:
+        """Keep the end of one delivery's log; the same delivery again replaces it."""
+        t = self._core.now(now)
+        kept = bytes(tail[-LOG_TAIL_BYTES:])
+
+        def tx(c: Any) -> None:
+            c.execute(
+                "INSERT INTO delivery_logs (execution_id, attempt, daemon_id, path, size, tail, "
+                "ended_at) SELECT %s,%s,%s,%s,%s,%s,%s WHERE EXISTS (SELECT 1 FROM executions "
+                "WHERE execution_id=%s) ON CONFLICT (execution_id, attempt) DO UPDATE SET "
+                "daemon_id=EXCLUDED.daemon_id, path=EXCLUDED.path, size=EXCLUDED.size, "
+                "tail=EXCLUDED.tail, ended_at=EXCLUDED.ended_at",
+                (execution_id, int(attempt), daemon_id, path, int(size), kept, t, execution_id),
+            )
+
+        self._core.write(tx)
+
+    def log_tails(self, execution_id: str) -> list[LogTail]:
+        """The kept log ends of an execution's deliveries, in attempt order."""
+
+        def read(c: Any) -> list[LogTail]:
+            rows = c.execute(
+                "SELECT attempt, daemon_id, path, size, tail, ended_at FROM delivery_logs "
+                "WHERE execution_id=%s ORDER BY attempt",
+                (execution_id,),
+            ).fetchall()
+            return [LogTail(a, d, p, s, bytes(b), e) for a, d, p, s, b, e in rows]
+
+        return self._core.read(read)

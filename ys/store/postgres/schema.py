@@ -320,6 +320,20 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_parent ON executions (parent_id, admitted_at, execution_id)
         WHERE parent_id IS NOT NULL;
     """,
+    # 9: the end of each delivery's log (issue 14), as SQLite's migration 13: daemons share
+    # this database, so `ys logs` on any box shows what a delivery on another box printed.
+    """
+    CREATE TABLE delivery_logs (
+        execution_id text COLLATE "C" NOT NULL,
+        attempt      integer NOT NULL,
+        daemon_id    text NOT NULL,
+        path         text NOT NULL,
+        size         bigint NOT NULL,
+        tail         bytea NOT NULL,
+        ended_at     double precision NOT NULL,
+        PRIMARY KEY (execution_id, attempt)
+    );
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:
@@ -345,6 +359,7 @@ TABLES = (
     "event_log",
     "scripts",
     "execution_tags",
+    "delivery_logs",
 )
 
 

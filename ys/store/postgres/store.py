@@ -27,6 +27,8 @@ class PostgresStore:
     """One PostgreSQL database. Thread-safe: writes go through one writer (a group commit
     in the daemon), reads through a pool of connections."""
 
+    shared = True  # the daemons of many boxes write it
+
     def __init__(
         self,
         url: str,
@@ -127,6 +129,8 @@ class PostgresStore:
         self.scripts_needed = ob.scripts_needed
         self.stale_scripts = ob.stale_scripts
         self.observe_commits = ob.observe_commits
+        self.keep_log_tail = ob.keep_log_tail
+        self.log_tails = ob.log_tails
 
         ov = self.overview = PgOverview(core)
         self.running = ov.running

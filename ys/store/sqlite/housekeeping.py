@@ -46,6 +46,7 @@ def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
             ("kv_waiters", "execution_id"),
             ("effect_waiters", "execution_id"),
             ("execution_tags", "execution_id"),
+            ("delivery_logs", "execution_id"),
         ):
             c.execute(f"DELETE FROM {table} WHERE {column}=?", (execution_id,))
         c.execute("DELETE FROM executions WHERE execution_id=?", (execution_id,))

@@ -5,11 +5,12 @@ versions.py beside this module."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 from ys.contract import check_time
-from ys.store.base import SharedCounts
+from ys.store.base import LOG_TAIL_BYTES, LogTail, SharedCounts
 from ys.store.sqlite.core import Core
 
 
@@ -72,3 +73,37 @@ class SqliteObserving:
     def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
         """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
         self._core.writer.observe = observer
+
+    def keep_log_tail(
+        self,
+        execution_id: str,
+        attempt: int,
+        *,
+        daemon_id: str,
+        path: str,
+        size: int,
+        tail: bytes,
+        now: float | None = None,
+    ) -> None:
+        """Keep the end of one delivery's log; the same delivery again replaces it."""
+        t = self._core.now(now)
+        kept = bytes(tail[-LOG_TAIL_BYTES:])
+
+        def tx(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT OR REPLACE INTO delivery_logs (execution_id, attempt, daemon_id, path, "
+                "size, tail, ended_at) SELECT ?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM "
+                "executions WHERE execution_id=?)",
+                (execution_id, int(attempt), daemon_id, path, int(size), kept, t, execution_id),
+            )
+
+        self._core.write(tx)
+
+    def log_tails(self, execution_id: str) -> list[LogTail]:
+        """The kept log ends of an execution's deliveries, in attempt order."""
+        rows = self._core.reader().execute(
+            "SELECT attempt, daemon_id, path, size, tail, ended_at FROM delivery_logs "
+            "WHERE execution_id=? ORDER BY attempt",
+            (execution_id,),
+        )
+        return [LogTail(a, d, p, s, bytes(b), e) for a, d, p, s, b, e in rows]

@@ -273,6 +273,21 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_parent ON executions(parent_id, admitted_at, execution_id)
         WHERE parent_id IS NOT NULL;
     """,
+    # 13: the end of each delivery's log (issue 14), kept where daemons share a database so
+    # that `ys logs` works on a box that did not run it. The SQLite adapter has the table
+    # for the contract's sake; its one daemon keeps whole logs on its own disk.
+    """
+    CREATE TABLE delivery_logs (
+        execution_id TEXT NOT NULL,
+        attempt      INTEGER NOT NULL,
+        daemon_id    TEXT NOT NULL,
+        path         TEXT NOT NULL,
+        size         INTEGER NOT NULL,
+        tail         BLOB NOT NULL,
+        ended_at     REAL NOT NULL,
+        PRIMARY KEY (execution_id, attempt)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

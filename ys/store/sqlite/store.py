@@ -33,6 +33,8 @@ class SqliteStore:
     writes go through one writer, reads use per-thread connections (WAL lets them run beside
     the writer)."""
 
+    shared = False  # one daemon owns the file (its lock says so)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -137,6 +139,8 @@ class SqliteStore:
         self.scripts_needed = ob.scripts_needed
         self.stale_scripts = ob.stale_scripts
         self.observe_commits = ob.observe_commits
+        self.keep_log_tail = ob.keep_log_tail
+        self.log_tails = ob.log_tails
 
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
