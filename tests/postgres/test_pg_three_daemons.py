@@ -380,9 +380,7 @@ CHATTY = """
 """
 
 
-def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is(
-    tmp_path, pg_url
-):
+def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is(tmp_path, pg_url):
     a, b = boxes(tmp_path, pg_url, 2)
     try:
         for h in (a, b):

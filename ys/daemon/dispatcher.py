@@ -29,8 +29,7 @@ from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
-from ys.store.base import LOG_TAIL_BYTES
-from ys.store.protocols import Delivery, Store
+from ys.store.protocols import LOG_TAIL_BYTES, Delivery, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from ys.store.base import (
     DEFAULT_PAGE,
+    LOG_TAIL_BYTES,
     Admission,
     Delivery,
     Description,
@@ -43,6 +44,7 @@ from ys.store.records import STATUSES, TERMINAL, Event, Record
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
+    "LOG_TAIL_BYTES",
     "STATUSES",
     "TERMINAL",
     "Admission",
@@ -55,6 +57,7 @@ __all__ = [
     "Housekeeping",
     "ObservingClient",
     "OverviewClient",
+    "LogTail",
     "Page",
     "ReadClient",
     "Record",
