@@ -397,8 +397,12 @@ class Client:
             if not token:
                 return out
 
-    def ps(self) -> dict[str, Any]:
-        return self.list(status=["admitted", "running", "suspended"], limit=1000)
+    def ps(self, *, limit: int = 100, page_token: str | None = None) -> dict[str, Any]:
+        """The executions that are not finished (admitted, running, suspended), newest
+        admitted first, a page at a time (`next_page_token` continues)."""
+        return self.list(
+            status=["admitted", "running", "suspended"], limit=limit, page_token=page_token
+        )
 
     def history(
         self, execution_id: ExecutionRef, limit: int | None = None, page_token: str | None = None

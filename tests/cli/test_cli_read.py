@@ -149,6 +149,31 @@ def test_ps_shows_suspended_and_running_with_due_time_attempt_and_lease_holder(s
     wait_status(shared, "ps-run", "completed")
 
 
+def test_ps_pages_its_live_executions_and_says_how_to_go_on(shared):
+    naps = [f"ps-page-{i}" for i in range(5)]
+    for execution_id in naps:
+        admit(shared, "nap", execution_id)
+        wait_status(shared, execution_id, "suspended")
+    finished(shared, "hello", "ps-page-done")
+    seen: list[str] = []
+    args = ["ps", "--limit", "2"]
+    for _ in range(10):
+        out = shared.ys(*args)
+        assert out.returncode == 0, out.stderr
+        seen += [line.split()[0] for line in out.stdout.splitlines()[1:] if line.strip()]
+        more = [line for line in out.stderr.splitlines() if line.startswith("more: ys ps")]
+        if not more:
+            break
+        assert more[0].startswith("more: ys ps --limit 2 --page-token ")
+        args = more[0].split()[2:]
+    live = [
+        r["execution_id"]
+        for r in out_json(shared.ys("ps", "--json", "--limit", "1000"))["executions"]
+    ]
+    assert len(seen) == len(set(seen)) == len(live)  # every live one once, none finished
+    assert set(naps) <= set(seen) and "ps-page-done" not in seen
+
+
 # -- describe and history -----------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_
 from ys.durations import format_duration, parse_duration
 
 LIST_LIMIT = 50
+PS_LIMIT = 100  # a page of `ys ps`: each live status's range is read to this many
 
 Wide = Annotated[
     bool, typer.Option("--wide", help="A wider table: with each execution's parent and tags.")
@@ -48,13 +49,27 @@ def get(execution_id: ExecutionId, json_: Json = False) -> None:
     _render.show_record(record)
 
 
-def ps(wide: Wide = False, json_: Json = False) -> None:
+def ps(
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
+    ] = PS_LIMIT,
+    page_token: Annotated[
+        str | None,
+        typer.Option(
+            "--page-token", help="Continue from where the previous page ended.", show_default=False
+        ),
+    ] = None,
+    wide: Wide = False,
+    json_: Json = False,
+) -> None:
     """List the executions that are not finished: admitted, running or suspended.
 
-    Each with when it is due, its delivery attempt and which process holds its lease.
+    Each with when it is due, its delivery attempt and which process holds its lease; newest
+    admitted first, a page at a time (the next page's token is printed on stderr; with --json
+    it is next_page_token).
     """
     with client() as c:
-        page = c.ps()
+        page = c.ps(limit=limit, page_token=page_token)
     if json_:
         emit_json(page)
         return
@@ -64,6 +79,10 @@ def ps(wide: Wide = False, json_: Json = False) -> None:
         _render.note("nothing is admitted, running or suspended")
         return
     _render.executions(page["executions"], ps=True, wide=wide)
+    if page.get("next_page_token"):
+        again = ["--wide"] if wide else []
+        again += [f"--limit {limit}"] if limit != PS_LIMIT else []
+        _render.note(" ".join(["more: ys ps", *again, "--page-token", page["next_page_token"]]))
 
 
 def list_(

@@ -334,6 +334,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, attempt)
     );
     """,
+    # 10: as SQLite's migration 14: each status's range in list order, ties included, so
+    # `ys ps` merges the live statuses' first pages (O(page), however many are live).
+    """
+    DROP INDEX executions_status;
+    CREATE INDEX executions_status ON executions (status, admitted_at DESC, execution_id);
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

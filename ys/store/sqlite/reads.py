@@ -128,10 +128,32 @@ def list_query(
             f"AND {order}.execution_id > {ph}))"
         )
         args.extend([at, at, last_id])
+    page_order = f" ORDER BY {order}.admitted_at DESC, {order}.execution_id ASC LIMIT {ph}"
+    if statuses and len(statuses) > 1 and not tag_items:
+        # Several statuses (`ys ps`: admitted, running, suspended): each one's first page is
+        # read off its own range of executions_status, in list order, and the pages merged,
+        # so a page costs O(page) however many executions have those statuses (an IN list
+        # over one index would read and sort them all).
+        # No tag filter: the status clause is the first, its arguments the first ones.
+        assert where[0].startswith("e.status IN")
+        others, rest = where[1:], args[len(statuses) :]
+        parts: list[str] = []
+        merged: list[object] = []
+        for n, status in enumerate(statuses):
+            conds = " AND ".join([f"e.status = {ph}", *others])
+            parts.append(
+                f"SELECT * FROM (SELECT {columns} FROM {source} WHERE {conds}{page_order}) AS s{n}"
+            )
+            merged += [status, *rest, limit + 1]
+        sql = (
+            f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS u "
+            f"ORDER BY u.admitted_at DESC, u.execution_id ASC LIMIT {ph}"
+        )
+        return sql, [*merged, limit + 1]
     sql = f"SELECT {columns} FROM {source}"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += f" ORDER BY {order}.admitted_at DESC, {order}.execution_id ASC LIMIT {ph}"
+    sql += page_order
     args.append(limit + 1)
     return sql, args
 

@@ -288,6 +288,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, attempt)
     ) WITHOUT ROWID;
     """,
+    # 14: one index per status in list order, ties included (issue 16): `ys ps` reads each
+    # live status's first page off its range and merges them (O(page), however many live).
+    """
+    DROP INDEX executions_status;
+    CREATE INDEX executions_status ON executions(status, admitted_at DESC, execution_id);
+    """,
 ]
 
 
