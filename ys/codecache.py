@@ -6,7 +6,9 @@ the database beside it), named by the SHA-256 of the interpreter's bytecode tag,
 path (code objects carry their file name, for tracebacks) and its bytes. A changed script is
 another key, so it is compiled again; a cache file that does not load is compiled over.
 The registry's load check (`python -m ys.worker --check`) fills the cache before the first
-delivery needs it.
+delivery needs it. A file in use has its modification time brought forward (at most once a
+day), so `ys gc` (and the daemon's daily gc) prunes the versions no delivery loaded within the
+retention period; one pruned too early only costs a compile.
 """
 
 from __future__ import annotations
@@ -16,14 +18,53 @@ import importlib.util
 import marshal
 import os
 import sys
+import time
 from pathlib import Path
 from types import CodeType
 
 from ys.paths import resolve  # preloaded by the fork server, with this module
 
+TOUCH_AFTER = 86400.0  # a loaded file older than this has its time brought forward
+STRAY_AFTER = 3600.0  # a half-written file (a crash mid-store) older than this is litter
+
 
 def folder() -> Path:
     return resolve().data / "code"
+
+
+def _load(where: Path) -> bytes:
+    with open(where, "rb") as f:
+        mtime = os.fstat(f.fileno()).st_mtime
+        data = f.read()
+    if time.time() - mtime > TOUCH_AFTER:  # in use: keep it from the prune
+        try:
+            os.utime(where)
+        except OSError:
+            pass
+    return data
+
+
+def prune(where: Path, older_than: float, now: float | None = None) -> list[str]:
+    """Remove the cached versions no delivery loaded for `older_than` seconds, and the
+    litter of interrupted writes; returns the names removed."""
+    t = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(where))
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        stray = e.name.startswith(".")
+        if not (stray or e.name.endswith(".code")):
+            continue
+        try:
+            age = t - e.stat(follow_symlinks=False).st_mtime
+            if age > (STRAY_AFTER if stray else older_than):
+                os.unlink(e.path)
+                removed.append(e.name)
+        except OSError:
+            pass  # gone meanwhile, or not ours to remove: nothing to do
+    return removed
 
 
 def compiled(path: str) -> CodeType:
@@ -42,7 +83,7 @@ def compiled(path: str) -> CodeType:
     ).hexdigest()
     where = folder() / f"{key}.code"
     try:
-        code = marshal.loads(where.read_bytes())
+        code = marshal.loads(_load(where))
         if isinstance(code, CodeType):
             return code
     except (OSError, ValueError, EOFError, TypeError):

@@ -41,3 +41,34 @@ def test_a_script_is_compiled_once_into_a_private_cache_and_a_new_version_runs(d
 
         wait_until(runs_v2, timeout=30, message="the new version runs")
     assert len(list(cache.iterdir())) == 2
+
+
+def test_gc_prunes_compiled_versions_no_delivery_loaded_and_keeps_those_in_use(daemon):
+    """A cached version a delivery loads has its time brought forward (at most once a day),
+    so gc removes only the versions unused for the retention period, and litter."""
+    import os
+    import time
+
+    daemon.write("versioned.py", V1)
+    cache = daemon.home / "code"
+    month = 40 * 86400
+    with daemon.client() as c:
+        wait_until(
+            lambda: "versioned" in {w["name"] for w in c.workflows()["workflows"]},
+            message="the script is registered",
+        )
+        assert c.wait(c.trigger("versioned")["execution_id"], timeout=60)["status"] == "completed"
+        [used] = list(cache.iterdir())
+        old = time.time() - month
+        os.utime(used, (old, old))  # as if compiled long ago: the next delivery loads it
+        assert c.wait(c.trigger("versioned")["execution_id"], timeout=60)["status"] == "completed"
+        assert used.stat().st_mtime > old + month / 2
+        unused = cache / ("0" * 64 + ".code")
+        unused.write_bytes(b"not loaded by anyone")
+        litter = cache / f".{'1' * 64}.code.123"
+        litter.write_bytes(b"half")
+        for f in (unused, litter):
+            os.utime(f, (old, old))
+    gc = daemon.ys("gc", "--older-than", "30d")
+    assert gc.returncode == 0, gc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == [used.name]

@@ -155,6 +155,7 @@ class Scheduler:
                     older_than / DAY,
                 )
             await self.prune_versions()
+            await self.prune_code(older_than)
         return ids
 
     async def prune_versions(self) -> None:
@@ -165,6 +166,16 @@ class Scheduler:
         removed = await asyncio.to_thread(prune, self.d.paths.data / "scripts", needed)
         if removed:
             log.info("pruned %d script versions no live execution needs", len(removed))
+
+    async def prune_code(self, older_than: float) -> None:
+        """Remove the compiled scripts no delivery loaded within `older_than` seconds."""
+        from ys import codecache
+
+        removed = await asyncio.to_thread(codecache.prune, self.d.paths.data / "code", older_than)
+        if removed:
+            log.info(
+                "pruned %d compiled scripts unused for %.0f days", len(removed), older_than / DAY
+            )
 
     async def sync_declared(self, workflows: dict[str, Any]) -> None:
         """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""
