@@ -55,7 +55,13 @@ def check(path: str) -> int:
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
             schedule = simple
-        options = {k: simple[k] for k in ("on_failure", "pin") if k in simple}
+        # Every option goes to the registry, which checks them (ys.daemon.scripts): one it
+        # cannot read back from JSON is sent as its repr, and refused there as a bad value.
+        options = {
+            k: simple.get(k, repr(v))
+            for k, v in opts.items()
+            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+        }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
     sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options}) + "\n")

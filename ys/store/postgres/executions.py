@@ -155,7 +155,8 @@ def append(
     sql = (
         "UPDATE executions SET status=%s, outcome=%s, updated_at=%s, due_at=%s, "
         "covered_due_at=%s, prior_status=%s, attempts=%s, cancel_requested=%s, "
-        "history_length=%s, history_bytes=history_bytes+%s"
+        "history_length=%s, history_bytes=history_bytes+%s, "
+        "deadline_at=CASE WHEN %s THEN NULL ELSE deadline_at END"
         + (
             ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
             if clear_lease
@@ -175,6 +176,7 @@ def append(
         record.cancel_requested,
         record.history_length,
         nbytes,
+        record.terminal,  # an execution that ended has no deadline left
         record.execution_id,
     )
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
@@ -304,8 +306,9 @@ def claim_due_tx(
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
         f"SELECT {LIGHT} FROM executions WHERE due_at <= %s AND lease_token IS NULL "
+        "AND (deadline_at IS NULL OR deadline_at > %s) "
         "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
-        (now, limit),
+        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
     ).fetchall()
     out = []
     for row in rows:

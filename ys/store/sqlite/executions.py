@@ -163,7 +163,8 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
         c.execute(
             "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
             "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
-            "history_bytes=history_bytes+? WHERE execution_id=?",
+            "history_bytes=history_bytes+?, "
+            "deadline_at=CASE WHEN ? THEN NULL ELSE deadline_at END WHERE execution_id=?",
             (
                 record.status,
                 _outcome_text(record),
@@ -175,6 +176,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
                 int(record.cancel_requested),
                 record.history_length,
                 nbytes,
+                record.terminal,  # an execution that ended has no deadline left
                 record.execution_id,
             ),
         )
@@ -357,8 +359,8 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
         "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "
-        "ORDER BY due_at, execution_id LIMIT ?",
-        (now, limit),
+        "AND (deadline_at IS NULL OR deadline_at > ?) ORDER BY due_at, execution_id LIMIT ?",
+        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
     ).fetchall()
     out = []
     for (execution_id,) in rows:
