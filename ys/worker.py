@@ -121,6 +121,14 @@ class ApiBackend:
         self.open_channel()
         return bool(out and out.get("cancel_requested"))
 
+    def step_deadline(
+        self, key: str, timeout: float, attempts: int, retry_delay: float | None
+    ) -> None:
+        """Tell the daemon that this attempt of step `key` may run `timeout` seconds: past
+        them it kills this worker and records the attempt (registered before the body runs)."""
+        body = {"timeout": timeout, "attempts": attempts, "retry_delay": retry_delay}
+        self.transport.request("POST", f"{self.base}/steps/{quote(key, safe='')}/deadline", body)
+
     def open_channel(self) -> Any:
         """The channel, opened now if it is not yet (None: saves go over HTTP)."""
         if self._channel is None and not self._http_only:

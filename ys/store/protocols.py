@@ -208,9 +208,7 @@ class ExecutionClient(Protocol):
         """`acknowledge` for the event loop."""
         ...
 
-    def cancel(
-        self, execution_id: str, *, now: float | None = None, at_once: bool = False
-    ) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         """Request cancellation of the execution and of its attached children that have not
         ended, in one transaction; False when nothing changed. `at_once` (`ys cancel
         --now`): the execution also ends `cancelled` in that transaction, its lease dropped

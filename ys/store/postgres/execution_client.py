@@ -10,8 +10,8 @@ from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time, check_workflow_name
 from ys.errors import InvalidArgument
 from ys.store.base import Admission, Delivery, StepRecord
-from ys.store.postgres import limits
 from ys.store.postgres import executions as ex
+from ys.store.postgres import limits
 from ys.store.postgres.core import Core
 from ys.store.postgres.reads import steps
 from ys.store.postgres.shared import encode_event_value, outcome_event, step_error
@@ -225,9 +225,7 @@ class PgExecutions:
             check_workflow_name(on_failure)
         return lambda c: ex.acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
-    def cancel(
-        self, execution_id: str, *, now: float | None = None, at_once: bool = False
-    ) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         t = self._now(now)
         if at_once:
             return self._writer.write(lambda c: limits.cancel_now_tx(c, execution_id, t))

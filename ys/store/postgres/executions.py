@@ -305,7 +305,7 @@ def claim_due_tx(
     committed by another since this statement began is re-checked and left out."""
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
-        f"SELECT {LIGHT} FROM executions WHERE due_at <= %s AND lease_token IS NULL "
+        f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= %s AND lease_token IS NULL "
         "AND (deadline_at IS NULL OR deadline_at > %s) "
         "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
@@ -337,6 +337,7 @@ def claim_due_tx(
                 cancel_requested=record.cancel_requested,
                 cancel_seen=seen,
                 script_sha256=script,
+                deadline_at=row[18],
             )
         )
     return out

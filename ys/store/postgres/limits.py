@@ -57,8 +57,7 @@ def time_out_tx(c: Any, execution_id: str, now: float, on_failure: str | None) -
     error = {
         "name": "TimeoutError",
         "message": (
-            "the execution did not end within its timeout of "
-            f"{row[0] - record.admitted_at:g} s"
+            f"the execution did not end within its timeout of {row[0] - record.admitted_at:g} s"
         ),
         "code": "TIMEOUT",
     }

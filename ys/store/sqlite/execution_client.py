@@ -25,7 +25,7 @@ from ys.contract import (
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
 from ys.store.base import Admission, Delivery, StepRecord
-from ys.store.records import RELEASED, Event, Record
+from ys.store.records import Record
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.db import Inserts
@@ -33,10 +33,8 @@ from ys.store.sqlite.executions import (
     acknowledge_tx,
     admission_inserts,
     admit_tx,
-    append,
     check_lease,
     claim_due_tx,
-    clear_lease,
     encode_event_value,
     load,
     new_execution_id,
@@ -223,9 +221,7 @@ class SqliteExecutions:
         if on_failure is not None:
             check_workflow_name(on_failure)
         return self._writer.write(
-            lambda c: release_counted_tx(
-                c, execution_id, token, t, data, max_attempts, on_failure
-            )
+            lambda c: release_counted_tx(c, execution_id, token, t, data, max_attempts, on_failure)
         )
 
     def timed_out(self, now: float | None = None, limit: int = 100) -> list[tuple[str, str]]:
@@ -279,9 +275,7 @@ class SqliteExecutions:
             check_workflow_name(on_failure)
         return lambda c: acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
-    def cancel(
-        self, execution_id: str, *, now: float | None = None, at_once: bool = False
-    ) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         t = self._now(now)
         if at_once:
             return self._writer.write(lambda c: cancel_now_tx(c, execution_id, t))

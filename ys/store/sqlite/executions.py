@@ -358,12 +358,13 @@ def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> 
 def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
-        "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "
-        "AND (deadline_at IS NULL OR deadline_at > ?) ORDER BY due_at, execution_id LIMIT ?",
+        "SELECT execution_id, deadline_at FROM executions WHERE due_at <= ? "
+        "AND lease_token IS NULL AND (deadline_at IS NULL OR deadline_at > ?) "
+        "ORDER BY due_at, execution_id LIMIT ?",
         (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
     ).fetchall()
     out = []
-    for (execution_id,) in rows:
+    for execution_id, deadline_at in rows:
         record = load(c, execution_id, payload=False)
         assert record is not None and not record.terminal
         token = secrets.token_hex(16)
@@ -388,6 +389,7 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
                 cancel_requested=record.cancel_requested,
                 cancel_seen=seen,
                 script_sha256=script,
+                deadline_at=deadline_at,
             )
         )
     return out
