@@ -59,8 +59,8 @@ class WorkerRoutes(ApiBase):
     async def step_deadline(self, request: web.Request) -> web.Response:
         """A worker announces the limit of one step attempt before its body runs: past it the
         dispatcher kills the worker and records the attempt (DESIGN.md §7). Fenced."""
-        req = await StepDeadline.read(request)
         execution_id, token = request.match_info["id"], self._token(request)
+        req = await StepDeadline.read(request)
         key = request.match_info["key"]
         await self.call(self.d.store.renew, execution_id, token)  # fenced: the live lease's
         self.d.dispatcher.step_deadline(
