@@ -217,14 +217,19 @@ class Dispatcher(Limits):
         if r.ended:  # timed out or cancelled at once while it started
             kill_group(r.proc)
         watch = asyncio.create_task(self._watch_lease(r))
-        deadline = asyncio.create_task(self.watch_deadline(r))
+        deadline = (
+            asyncio.create_task(self.watch_deadline(r))
+            if r.delivery.deadline_at is not None
+            else None
+        )
         renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
         if r.delivery.cancel_requested or r.cancel_noticed:
             self._start_grace(r)
         try:
             return await r.proc.wait()
         finally:
-            deadline.cancel()
+            if deadline is not None:
+                deadline.cancel()
             await self._finish(r, last, watch, renew)
 
     async def _launch(self, r: Running, wf: Workflow) -> LastLine | None:
