@@ -125,3 +125,21 @@ def test_cancel_at_once_ends_a_running_execution_cancelled_and_fences_its_worker
         store.renew("run", d.token, now=T0 + 2)
     assert store.cancel("run", now=T0 + 3, at_once=True) is False
     assert store.verify() == []
+
+
+def test_a_group_commit_batch_and_a_failure_handler_get_their_deadlines(store_factory):
+    import asyncio
+
+    store = store_factory(group_commit=True)
+    store.set_script("job", SHA, timeout=10, now=T0)
+    store.set_script("notify", SHA, timeout=20, now=T0)
+
+    async def batch() -> None:
+        await asyncio.gather(
+            *(store.admit_async("job", {"i": i}, execution_id=f"b{i}", now=T0) for i in range(5))
+        )
+
+    asyncio.run(batch())
+    assert {e for e, _ in store.timed_out(now=T0 + 10)} == {f"b{i}" for i in range(5)}
+    assert store.time_out("b0", now=T0 + 10, on_failure="notify") is True
+    assert ("b0.on-failure", "notify") in store.timed_out(now=T0 + 30)
