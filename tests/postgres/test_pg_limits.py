@@ -1,7 +1,8 @@
 """Timeouts and force-kill across daemons on one PostgreSQL database (DESIGN.md §7): the
 daemon that runs a worker kills it when another box cancels the execution at once, and a
 workflow's timeout fails it and kills its worker whichever daemon's sweep comes first. The
-lease is long (60 s) so that a lost lease cannot be what kills the worker."""
+lease is long (120 s: the worker renews every 40 s) so that neither a lost lease nor a refused
+renewal can be what kills the worker."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _two(root: Path, url: str) -> tuple[DaemonHandle, DaemonHandle]:
     out = []
     for i in range(2):
         (root / f"box{i}").mkdir()
-        h = make_home(root / f"box{i}", YS_DATABASE=url, YS_LEASE_SECONDS="60")
+        h = make_home(root / f"box{i}", YS_DATABASE=url, YS_LEASE_SECONDS="120")
         write_script(h, "blocker", BLOCKER, prelude(start_pid=False))
         write_script(h, "slow", SLOW, prelude(start_pid=False))
         out.append(h)
@@ -51,7 +52,7 @@ def test_cancel_now_on_one_box_kills_the_worker_running_on_another(tmp_path, pg_
         a.start()
         done = a.ys("cancel", eid, "--now")
         assert done.returncode == 0, done.stderr
-        wait_until(lambda: not alive(pid), timeout=20, message="b to kill its worker")
+        wait_until(lambda: not alive(pid), timeout=15, message="b to kill its worker")
         with a.client() as c:
             assert c.get(eid)["status"] == "cancelled"
     finally:
@@ -70,7 +71,7 @@ def test_a_timeout_fails_the_execution_and_kills_its_worker_across_daemons(tmp_p
         with a.client() as c:
             record = c.wait(eid, timeout=30)
         assert record["outcome"]["error"]["name"] == "TimeoutError"
-        wait_until(lambda: not alive(pid), timeout=20, message="the worker to be killed")
+        wait_until(lambda: not alive(pid), timeout=15, message="the worker to be killed")
     finally:
         for h in (a, b):
             h.stop()
