@@ -163,7 +163,7 @@ def test_a_workflow_that_crashes_at_its_first_step_fails_after_max_attempts(
     assert claimed(c, eid) == 3
 
 
-def test_daemon_crashes_during_a_delivery_do_not_exhaust_its_attempts(tmp_path: Path):
+def test_daemon_crashes_and_stops_during_a_delivery_do_not_exhaust_its_attempts(tmp_path: Path):
     fx = fixture_dir(tmp_path)
     with make_home(tmp_path) as d:
         d.start()
@@ -179,22 +179,27 @@ def test_daemon_crashes_during_a_delivery_do_not_exhaust_its_attempts(tmp_path: 
         )
         c = d.client()
         eid = c.trigger("patient", {"d": str(fx)})["execution_id"]
-        for n in range(1, 6):
+        for n in range(1, 8):
             wait_until(
                 lambda n=n: sum(ln.startswith("work:start") for ln in lines(fx)) >= n,
                 message=f"delivery {n} to block",
             )
-            d.kill9()
-            d.start()  # recovery kills the old worker and releases its lease
+            if n <= 5:
+                d.kill9()  # recovery at the next start kills the worker and releases its lease
+            else:
+                d.stop()  # a graceful stop: the worker is killed after the grace period
+            d.start()
         wait_until(
-            lambda: sum(ln.startswith("work:start") for ln in lines(fx)) >= 6,
+            lambda: sum(ln.startswith("work:start") for ln in lines(fx)) >= 8,
             message="the delivery after the last crash",
         )
         (fx / "work.go").touch()
         c = d.client()
         record = c.wait(eid, timeout=60)
         assert record["status"] == "completed", record
-        assert claimed(c, eid) == 6
+        assert claimed(c, eid) == 8
+        reasons = [e["data"]["reason"] for e in events(c, eid) if e["kind"] == "released"]
+        assert reasons == ["daemon_restarted"] * 5 + ["daemon_stopped"] * 2
 
 
 def test_cancel_now_kills_a_running_worker_at_once_and_ends_it_cancelled(tmp_path: Path):
