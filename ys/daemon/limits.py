@@ -91,14 +91,25 @@ class Limits(Cancelling):
         r = self.running.get(execution_id)
         if r is None or r.acknowledged:
             return
+        if r.checking_end:  # one look at a time (on PostgreSQL each of its steps notifies
+            r.check_again = True  # too), and one more after it for what came meanwhile
+            return
+        r.checking_end = True
         task = asyncio.get_running_loop().create_task(self._check_ended(r))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     async def _check_ended(self, r: Running) -> None:
-        record = await self.call(self.store.get, r.delivery.execution_id)
-        if record is not None and record.terminal and not r.acknowledged:
-            self.end_here(r, f"ended {record.status} without its worker")
+        try:
+            while True:
+                r.check_again = False
+                record = await self.call(self.store.get, r.delivery.execution_id)
+                if record is not None and record.terminal and not r.acknowledged:
+                    self.end_here(r, f"ended {record.status} without its worker")
+                if not r.check_again or r.acknowledged:
+                    return
+        finally:
+            r.checking_end = False
 
     # -- step timeouts ----------------------------------------------------------------------
 
