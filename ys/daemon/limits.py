@@ -49,17 +49,20 @@ class Limits(Cancelling):
 
     async def _time_out(self, execution_id: str, workflow: str) -> None:
         try:
-            if await self.call(
+            ended = await self.call(
                 self.store.time_out, execution_id, on_failure=self.handler_for(workflow)
-            ):
-                log.warning("%s: past its workflow's timeout; it failed", execution_id)
+            )
         except YsError as exc:
             log.error("%s: could not time out: %s", execution_id, exc)
             return
-        self.hub.notify(execution_id, may_end=True)
-        r = self.running.get(execution_id)
-        if r is not None:
-            self.end_here(r, "timed out")
+        if ended:
+            log.warning("%s: past its workflow's timeout; it failed", execution_id)
+            self.hub.notify(execution_id, may_end=True)
+            r = self.running.get(execution_id)
+            if r is not None:
+                self.end_here(r, "timed out")
+        else:  # another daemon's sweep came first (its worker is killed all the same)
+            self.ended_elsewhere(execution_id)
 
     async def watch_deadline(self, r: Running) -> None:
         """At the delivery's deadline: fail the execution (if no daemon did yet) and kill its
