@@ -449,8 +449,9 @@ class Client:
         result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
 
-    def cancel(self, execution_id: ExecutionRef) -> dict[str, Any]:
-        path = f"/v1/executions/{_ex(execution_id)}/cancel"
+    def cancel(self, execution_id: ExecutionRef, *, now: bool = False) -> dict[str, Any]:
+        """Request cancellation; `now`: end it cancelled at once, its worker killed."""
+        path = f"/v1/executions/{_ex(execution_id)}/cancel" + ("?now=true" if now else "")
         result: dict[str, Any] = self._call("POST", path, {})
         return result
 

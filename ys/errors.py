@@ -8,6 +8,7 @@
     ├── ChildWorkflowFailed                a child's failed outcome, raised in its caller
     ├── WorkflowCancelledError             raised at the next step after `ys cancel`
     ├── WaitTimeout                        step.wait_for timed out
+    ├── StepTimeout                        an attempt of step.run(timeout=) ran too long
     ├── InvalidArgument                    INVALID_ARGUMENT
     │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
     ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
@@ -112,6 +113,13 @@ class WorkflowCancelledError(YsError):
 
 class WaitTimeout(YsError):
     default_code = "WAIT_TIMEOUT"
+
+
+class StepTimeout(YsError):
+    """An attempt of `step.run(..., timeout=)` ran past its limit: the daemon killed its
+    worker and recorded the attempt failed with this error (a `retry=` policy retries it)."""
+
+    default_code = "STEP_TIMEOUT"
 
 
 class EffectInvariantError(YsError):

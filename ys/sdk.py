@@ -21,6 +21,7 @@ from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
 from ys.crashpoints import crash_point as crash_point  # the steps call sdk.crash_point
 from ys.errors import (
+    StepTimeout,
     ValueTooLarge,
     WaitTimeout,
     WorkflowCancelledError,
@@ -179,6 +180,8 @@ def revive(error: codec.ErrorValue) -> BaseException:
         return from_code(error.code, error.message)
     if error.name == "WaitTimeout":
         return WaitTimeout("WAIT_TIMEOUT", error.message)
+    if error.name == "StepTimeout":
+        return StepTimeout("STEP_TIMEOUT", error.message)
     if error.name == "ValueTooLarge":
         return ValueTooLarge(error.code or "INVALID_ARGUMENT", error.message)
     cls = getattr(builtins, error.name, None)
@@ -286,8 +289,18 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
 
     # -- steps ------------------------------------------------------------------------------
 
-    def run(self, key: str, fn: Callable[..., Any], *args: Any, retry: Retry | None = None) -> Any:
-        """Run fn(*args) once and save its result; an exception is saved and raised on replay."""
+    def run(
+        self,
+        key: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retry: Retry | None = None,
+        timeout: float | str | None = None,
+    ) -> Any:
+        """Run fn(*args) once and save its result; an exception is saved and raised on replay.
+        `timeout` (seconds, or text like "10m"): the daemon kills an attempt that runs longer
+        (its whole worker) and records it failed with ys.StepTimeout, which `retry` retries."""
+        limit = step_timeout(timeout, f"step.run({key!r}): timeout")
         saved = self._begin(key)
         attempts = 0
         if saved is not None:
@@ -299,6 +312,8 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             if saved.wake_at is not None and self._backend.now() < saved.wake_at:
                 self._suspend(key, "run", saved.value, attempts, saved.wake_at)
         attempts += 1
+        if limit is not None:
+            self._announce(key, limit, attempts, retry)
         try:
             result = _call(fn, args)
         except Exception as exc:
@@ -327,6 +342,20 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             raise
         self._save(key, "run", "completed", canonical, attempts)
         return result
+
+    def _announce(self, key: str, limit: float, attempts: int, retry: Retry | None) -> None:
+        """Tell the daemon this attempt's limit before its body runs, and what to record if it
+        kills the attempt: a retry after the policy's delay, or the step's failure."""
+        announce = getattr(self._backend, "step_deadline", None)
+        if announce is None:  # a backend without a daemon (ys.testing): nothing can kill
+            return
+        delay = None
+        if retry is not None and attempts < retry.max_attempts:
+            try:
+                delay = retry.delay(attempts)
+            except OverflowError:
+                delay = None
+        self._infra(announce, key, limit, attempts, delay)
 
     def sleep(self, key: str, seconds: float) -> None:
         """A durable timer: the step and its wake are recorded, the delivery ends, and the
@@ -369,6 +398,22 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             self._save(key, "sleep", "completed", None, 1, wake)
             return
         self._suspend(key, "sleep", None, 1, wake)
+
+
+def step_timeout(value: float | str | None, what: str) -> float | None:
+    """A step's timeout in seconds (a number, or text like "10m"); ValueError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from ys.durations import parse_duration
+
+        try:
+            value = parse_duration(value, what)
+        except YsError as exc:
+            raise ValueError(exc.message) from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+        raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
+    return float(value)
 
 
 def _savable(value: Any, what: str) -> str:

@@ -55,7 +55,13 @@ def check(path: str) -> int:
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
             schedule = simple
-        options = {k: simple[k] for k in ("on_failure", "pin") if k in simple}
+        # Every option goes to the registry, which checks them (ys.daemon.scripts): one it
+        # cannot read back from JSON is sent as its repr, and refused there as a bad value.
+        options = {
+            k: simple.get(k, repr(v))
+            for k, v in opts.items()
+            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+        }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
     sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options}) + "\n")
@@ -114,6 +120,14 @@ class ApiBackend:
         # the window in which a cancel or a crash finds the step run but not saved.
         self.open_channel()
         return bool(out and out.get("cancel_requested"))
+
+    def step_deadline(
+        self, key: str, timeout: float, attempts: int, retry_delay: float | None
+    ) -> None:
+        """Tell the daemon that this attempt of step `key` may run `timeout` seconds: past
+        them it kills this worker and records the attempt (registered before the body runs)."""
+        body = {"timeout": timeout, "attempts": attempts, "retry_delay": retry_delay}
+        self.transport.request("POST", f"{self.base}/steps/{quote(key, safe='')}/deadline", body)
 
     def open_channel(self) -> Any:
         """The channel, opened now if it is not yet (None: saves go over HTTP)."""

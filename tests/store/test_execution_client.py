@@ -617,6 +617,30 @@ def test_live_token_writes_steps_and_their_wakes(store):
     assert store.get("order-42").due_at == T0 + 600
 
 
+def test_a_completed_step_is_final_and_a_later_save_of_it_changes_nothing(store):
+    """The daemon records a step's timeout while the step's own save may just have committed
+    (issue 15): the completed result stands, and the history gains no second record of it."""
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    store.save_step(
+        "order-42", d.token, "charge", kind="run", status="completed", value="1", now=T0 + 1
+    )
+    length = store.get("order-42").history_length
+    store.save_step(
+        "order-42",
+        d.token,
+        "charge",
+        kind="run",
+        status="failed",
+        value='{"__ys__":"error","name":"StepTimeout","message":"late"}',
+        now=T0 + 2,
+    )
+    assert [(s.key, s.status, s.value) for s in store.steps("order-42")] == [
+        ("charge", "completed", "1")
+    ]
+    assert store.get("order-42").history_length == length
+
+
 @pytest.mark.parametrize(
     "wake_during, due_after",
     [(None, T0 + 2 + LEASE), (T0 + 10, T0 + 10), (T0 + 100, T0 + 2 + LEASE)],

@@ -154,16 +154,47 @@ def _execute(argv: list[str]) -> dict[str, Any]:
     }
 
 
-def run(key: str, command: list[str], json_: bool = False) -> int:
+def split_timeout(command: list[str]) -> tuple[str | None, list[str]]:
+    """`--timeout DUR` (or `--timeout=DUR`) right after KEY, then the command (after `--`)."""
+    timeout = None
+    if command[:1] == ["--timeout"] and len(command) > 1:
+        timeout, command = command[1], command[2:]
+    elif command[:1] and command[0].startswith("--timeout="):
+        timeout, command = command[0].split("=", 1)[1], command[1:]
+    if command[:1] == ["--"]:
+        command = command[1:]
+    return timeout, command
+
+
+def run(key: str, command: list[str], json_: bool = False, timeout: str | None = None) -> int:
     """Run the command once and record its stdout and exit status; on replay print the saved
-    stdout and exit with the saved status without running it."""
+    stdout and exit with the saved status without running it. With `timeout`, an attempt that
+    runs longer is killed by the daemon (the whole script) and recorded failed with
+    StepTimeout: on replay this exits 124, as timeout(1) does."""
     if not command:
         fail(
             "INVALID_ARGUMENT",
             "ys step run needs a command after the key",
-            hint="write ys step run KEY -- CMD [ARGS...]",
+            hint="write ys step run KEY [--timeout DUR] -- CMD [ARGS...]",
         )
-    saved = _with_step(key, lambda step: step.run(key, _execute, list(command)))
+    limit = None
+    if timeout is not None:
+        from ys.durations import parse_duration
+
+        limit = parse_duration(timeout, "--timeout")
+        if limit <= 0:
+            fail("INVALID_ARGUMENT", "--timeout must be more than 0", hint="for example 10m")
+
+    def action(step: Step) -> Any:
+        from ys.errors import StepTimeout
+
+        try:
+            return step.run(key, _execute, list(command), timeout=limit)
+        except StepTimeout as exc:
+            sys.stderr.write(f"ys step run: {exc.message}\n")
+            return {"stdout": "", "status": 124}
+
+    saved = _with_step(key, action)
     if not isinstance(saved, dict) or not isinstance(saved.get("status"), int):
         fail(
             "INVALID_ARGUMENT",
@@ -300,10 +331,10 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         rest = args[1:] if json_ else args
         if len(rest) < 2 or rest[0].startswith("-"):
             return None
-        command = rest[2:] if rest[1] == "--" else rest[1:]
+        timeout, command = split_timeout(rest[1:])
         if not command:
             return None
-        return lambda: run(rest[0], command, json_)
+        return lambda: run(rest[0], command, json_, timeout)
     shape = _SHAPES.get(cmd)
     parsed = None if shape is None else _parse(shape, args)
     if parsed is None:

@@ -247,24 +247,36 @@ def wake(execution_id: ExecutionId, json_: Json = False) -> None:
         _render.note(f"{execution_id} is due now")
 
 
-def cancel(execution_id: ExecutionId, json_: Json = False) -> None:
+def cancel(
+    execution_id: ExecutionId,
+    now: Annotated[
+        bool,
+        typer.Option(
+            "--now", help="Kill a running worker at once (no grace) and end it cancelled."
+        ),
+    ] = False,
+    json_: Json = False,
+) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.
 
     A running worker that reaches no step within YS_CANCEL_GRACE_SECONDS (10 s) is killed,
-    and the execution ends cancelled all the same.
+    and the execution ends cancelled all the same. With --now it ends cancelled at once and
+    its worker (on whichever daemon runs it) is killed with its process group, no grace.
 
     A suspended or admitted one is cancelled when the daemon next looks at it; a finished one
     is left as it is (exit 0). With --json the record is printed, plus "changed": false when
     nothing changed (it had finished, or its cancellation was already requested).
     """
     with client() as c:
-        record = c.cancel(execution_id)
+        record = c.cancel(execution_id, now=now)
     if json_:
         emit_json(record)
         return
     from ys.commands import _render
 
-    if record.get("changed"):
+    if now and record["status"] == "cancelled" and record.get("changed", True):
+        _render.note(f"{execution_id} is cancelled; a worker running it was killed")
+    elif record.get("changed"):
         _render.note(f"cancellation requested for {execution_id} (it stops at its next step)")
     elif record["status"] in TERMINAL:
         _render.note(f"{execution_id} is already {record['status']}; nothing changed")

@@ -40,18 +40,28 @@ def run(
         ),
     ],
     json_: Json = False,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout",
+            metavar="DUR",
+            help="Kill an attempt that runs longer (90, 90s, 10m): it fails with StepTimeout.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a command once and record its output and exit status.
 
     Prints the command's stdout and exits with its status. When the script runs again (after a
     sleep, a crash or a restart), prints the saved stdout and exits with the saved status
     without running the command. Its stderr goes to the log as it comes. Options go before
-    KEY: everything after KEY is the command. With --json prints {"stdout": ..., "status": N}
-    instead of the output.
+    KEY, except --timeout, which may also come right after it (ys step run KEY --timeout 10m
+    -- CMD): an attempt that runs longer is killed by the daemon with the whole script, and
+    recorded failed with StepTimeout (replayed: exit 124). Everything else after KEY is the
+    command. With --json prints {"stdout": ..., "status": N} instead of the output.
     """
-    if command[:1] == ["--"]:  # click keeps the `--` that ends the options after KEY
-        command = command[1:]
-    raise typer.Exit(_step.run(key, command, json_))
+    after, command = _step.split_timeout(command)  # click keeps the `--` after KEY
+    raise typer.Exit(_step.run(key, command, json_, timeout or after))
 
 
 def sleep(

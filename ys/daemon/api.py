@@ -103,6 +103,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.post(e + "/retry", self.retry),
             web.get(e + "/run", self.run_state),
             web.put(e + "/steps/{key}", self.save_step),
+            web.post(e + "/steps/{key}/deadline", self.step_deadline),
             web.get(e + "/channel", self.channel),
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
@@ -366,9 +367,12 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def cancel(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
-        changed = await self.call(self.d.store.cancel, execution_id)
+        at_once = request.query.get("now", "") in ("1", "true")
+        changed = await self.call(self.d.store.cancel, execution_id, at_once=at_once)
         record = await self._load(execution_id)
         self.d.hub.notify(execution_id, may_end=True)
+        if at_once:
+            self.d.dispatcher.ended_elsewhere(execution_id)  # killed at once, if it runs here
         if changed:
             self.d.dispatcher.cancels_requested()  # running workers get a grace period
         self.d.dispatcher.poke()

@@ -160,6 +160,23 @@ class SaveStep:
 
 
 @dataclass(frozen=True)
+class StepDeadline:
+    """A worker's word that one attempt of a step may run `timeout` seconds (DESIGN.md §7)."""
+
+    timeout: float
+    attempts: int
+    retry_delay: float | None  # the retry policy's delay after this attempt; None: no retry
+
+    @classmethod
+    async def read(cls, request: web.Request) -> StepDeadline:
+        b = await Body.read(request)
+        timeout = b.opt_seconds("timeout")
+        if timeout is None or timeout <= 0:
+            raise invalid("timeout is required: the attempt's limit in seconds, above 0")
+        return cls(timeout, b.whole("attempts", 1, least=1), b.opt_seconds("retry_delay"))
+
+
+@dataclass(frozen=True)
 class Start:
     workflow: str
     params: Any  # the start client checks them (INVALID_START_PARAMETERS)

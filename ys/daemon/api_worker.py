@@ -15,7 +15,7 @@ from ys.contract import request_params
 from ys.crashpoints import crash_point
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, Body, _json, invalid
-from ys.daemon.api_requests import Outcome, SaveStep, Start
+from ys.daemon.api_requests import Outcome, SaveStep, Start, StepDeadline
 from ys.daemon.http import SETTINGS
 from ys.errors import YsError
 
@@ -56,7 +56,22 @@ class WorkerRoutes(ApiBase):
         )
         return _json({"cancel_requested": cancel})
 
+    async def step_deadline(self, request: web.Request) -> web.Response:
+        """A worker announces the limit of one step attempt before its body runs: past it the
+        dispatcher kills the worker and records the attempt (DESIGN.md §7). Fenced."""
+        execution_id, token = request.match_info["id"], self._token(request)
+        req = await StepDeadline.read(request)
+        key = request.match_info["key"]
+        await self.call(self.d.store.renew, execution_id, token)  # fenced: the live lease's
+        self.d.dispatcher.step_deadline(
+            execution_id, token, key, req.timeout, req.attempts, req.retry_delay
+        )
+        return _json({"ok": True})
+
     async def _save_step(self, execution_id: str, token: str, key: str, req: SaveStep) -> bool:
+        # A step whose attempt the dispatcher killed for its timeout is recorded by the
+        # dispatcher: a save that comes after the kill is refused (LEASE_LOST).
+        self.d.dispatcher.step_ending(execution_id, token, key)
         # Awaited on the loop whatever its size: the value is already canonical text (the
         # worker encoded it), so there is nothing to encode here.
         cancel = await self.d.store.save_step_async(

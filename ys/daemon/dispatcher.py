@@ -21,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ys.daemon.cancelling import Cancelling, cancel_grace_seconds
+from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
+from ys.daemon.limits import Limits
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
@@ -39,7 +40,7 @@ MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that 
 PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
 
 
-class Dispatcher(Cancelling):
+class Dispatcher(Limits):
     def __init__(
         self,
         store: Store,
@@ -86,6 +87,10 @@ class Dispatcher(Cancelling):
     async def _loop(self) -> None:
         while not self._stopping:
             self._poke.clear()
+            try:  # past their deadline: failed, never delivered again (ys.daemon.limits)
+                await self.expire_due()
+            except YsError as exc:
+                log.error("timing out failed: %s", exc)
             free = self.concurrency - len(self.running)
             claimed: list[Delivery] = []
             if free > 0:
@@ -146,9 +151,15 @@ class Dispatcher(Cancelling):
                 await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
                 return
             wf = self._version(d, wf)
+            r.max_attempts = wf.max_attempts
             code = await self._run(r, wf)
+            if r.step_timer is not None:
+                if r.step_timed_out:
+                    await asyncio.wait([r.step_timer])  # the killed attempt is recorded first
+                else:
+                    r.step_timer.cancel()
             if wf.kind == "shell" and not (
-                r.lost or r.acknowledged or r.cancel_killed or r.start_error
+                r.lost or r.acknowledged or r.cancel_killed or r.start_error or r.step_timed_out
             ):
                 await self._shell_outcome(r, code, r.log_path)
             if r.acknowledged:
@@ -204,13 +215,22 @@ class Dispatcher(Cancelling):
         if last is None:
             return None
         assert r.proc is not None
+        if r.ended:  # timed out or cancelled at once while it started
+            kill_group(r.proc)
         watch = asyncio.create_task(self._watch_lease(r))
+        deadline = (
+            asyncio.create_task(self.watch_deadline(r))
+            if r.delivery.deadline_at is not None
+            else None
+        )
         renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
         if r.delivery.cancel_requested or r.cancel_noticed:
             self._start_grace(r)
         try:
             return await r.proc.wait()
         finally:
+            if deadline is not None:
+                deadline.cancel()
             await self._finish(r, last, watch, renew)
 
     async def _launch(self, r: Running, wf: Workflow) -> LastLine | None:
@@ -343,23 +363,40 @@ class Dispatcher(Cancelling):
         """The delivery ended without an outcome: its wakes are due again after a delay."""
         d = r.delivery
         detail = r.start_error or f"worker exited with status {code} without an outcome"
+        reason = "worker_failed"
+        retry_at = time.time() + self.retry_delay(d.attempt)
         if r.lost:
-            detail = "the lease was lost; the worker was killed"
+            detail, reason = "the lease was lost; the worker was killed", "lease_lost"
+        elif r.step_timed_out:
+            detail = f"step {r.step_key!r} ran past its timeout; the worker was killed"
+            reason, retry_at = "step_timeout", r.step_retry_at or time.time()
+        elif self._stopping and not r.start_error:
+            detail, reason = "the daemon stopped; the worker was killed", "daemon_stopped"
         tail = _tail(r.log_path)
         if tail:
             detail += f"; last output: {tail}"
         log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
+        # Only deliveries that ended without an outcome by themselves count toward the cap
+        # (not a daemon stop, a lost lease, a step killed for its timeout, a failed start).
+        counted = reason == "worker_failed" and not r.start_error
         try:
-            await self.call(
+            exhausted = await self.call(
                 self.store.release,
                 d.execution_id,
                 d.token,
-                retry_at=time.time() + self.retry_delay(d.attempt),
-                reason="lease_lost" if r.lost else "worker_failed",
+                retry_at=retry_at,
+                reason=reason,
                 detail=detail,
+                max_attempts=r.max_attempts if counted else None,
+                on_failure=self.handler_for(d.workflow) if counted else None,
             )
         except LeaseLost:
-            pass  # the lease already expired; claim_due releases it
+            return  # the lease already expired; claim_due releases it
+        if exhausted:
+            r.result = "failed"
+            log.warning(
+                "%s: %d deliveries without an outcome; it failed", d.execution_id, d.attempt
+            )
 
     async def _renew(self, r: Running) -> None:
         """Renew the lease of a delivery that has no worker doing it: a shell script, or a

@@ -244,8 +244,12 @@ class Daemon:
         log.info("stopped")
 
     def _changed(self, execution_id: str) -> None:
-        """Another daemon changed an execution: long polls on it (`ys wait`) read it again."""
+        """Another daemon changed an execution: long polls on it (`ys wait`) read it again,
+        and a worker of it that runs here is killed if it ended without it (timed out, or
+        cancelled at once, on another box)."""
         self.hub.notify(execution_id, may_end=True)
+        if self._dispatcher is not None:
+            self._dispatcher.ended_elsewhere(execution_id)
 
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits: its own `on_failure`, else the
@@ -269,7 +273,9 @@ class Daemon:
                 is None
             ):
                 continue  # edited again meanwhile: the registry reports that version next
-            await self.hub.call(self.store.set_script, wf.name, wf.sha256, pin=wf.pin)
+            await self.hub.call(
+                self.store.set_script, wf.name, wf.sha256, pin=wf.pin, timeout=wf.timeout
+            )
 
     async def _workflow_changed(self, wf: Workflow) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it

@@ -25,9 +25,10 @@ from typing import Any
 
 from ys.daemon.scripts import (
     Signature,
+    WorkflowOptions,
     check_python,
-    is_pinned,
     options_error,
+    parse_options,
     schedule_error,
     shell_header,
     signature,
@@ -51,6 +52,15 @@ class Workflow:
     pin: bool = False  # deliveries run the version recorded at admission
     sha256: str | None = None  # the script's content now (None: not readable, or broken)
     folder: str | None = None  # where a delivery runs (a pinned copy runs from the folder)
+    options: WorkflowOptions = WorkflowOptions()  # timeout, max_attempts, concurrency, key
+
+    @property
+    def timeout(self) -> float | None:
+        return self.options.timeout
+
+    @property
+    def max_attempts(self) -> int:
+        return self.options.max_attempts
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +72,10 @@ class Workflow:
             "on_failure": self.on_failure,
             "pin": self.pin,
             "sha256": self.sha256,
+            "timeout": self.options.timeout,
+            "max_attempts": self.options.max_attempts,
+            "concurrency": self.options.concurrency,
+            "key": self.options.key,
         }
 
 
@@ -323,6 +337,7 @@ class Registry:
         schedule, options = split_options(declared)
         if error is None:
             error = schedule_error(name, schedule) or options_error(options)
+        parsed = parse_options(options) if error is None else WorkflowOptions()
         sha = None
         if error is None:
             from ys.daemon.versions import file_sha256
@@ -338,9 +353,10 @@ class Registry:
             error,
             mtime,
             schedule,
-            on_failure=options.get("on_failure"),
-            pin=is_pinned(options),
+            on_failure=parsed.on_failure,
+            pin=parsed.pin,
             sha256=sha,
+            options=parsed,
         )
 
     def _unsafe(self, path: Path) -> str | None:

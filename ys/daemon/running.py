@@ -30,3 +30,11 @@ class Running:
     started_at: float = 0.0  # time.monotonic() when the dispatcher took it (metrics)
     last_step_at: float = 0.0  # ... and when it last saved a step
     result: str = ""  # the outcome it recorded, for the metrics ("" until then)
+    max_attempts: int | None = None  # its workflow's cap on deliveries without an outcome
+    ended: str = ""  # why the execution ended without its worker (timed out, cancelled now)
+    step_timer: asyncio.Task[None] | None = None  # kills the worker at a step's timeout
+    step_key: str = ""  # the step whose attempt has a timeout running
+    step_timed_out: bool = False  # ... and the dispatcher killed the worker for it
+    step_retry_at: float | None = None  # when the killed step's retry is due (None: failed)
+    checking_end: bool = False  # a look at whether it ended elsewhere is under way
+    check_again: bool = False  # ... and another change came while it looked

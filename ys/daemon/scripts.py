@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +24,90 @@ Signature = tuple[Any, ...]
 FLAGS = ("pin",)  # header options written without a value
 
 
-OPTIONS = ("on_failure", "pin")  # what a script declares beside its schedule
+# What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
+OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin")
+SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+DEFAULT_MAX_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class WorkflowOptions:
+    """A workflow's declared options, parsed and checked (`parse_options`)."""
+
+    timeout: float | None = None  # seconds from admission to a TimeoutError failure
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS  # deliveries ending without an outcome, at most
+    concurrency: int | None = None  # executions running at once (per `key` value when set)
+    key: str | None = None  # the params field whose value `concurrency` counts per
+    on_failure: str | None = None
+    pin: bool = False
 
 
 def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(schedule, options) of what a script declares: its decorator's options or its header.
-    The schedule part is what it was before options existed (None when nothing is left)."""
+    Whatever is not a schedule key is an option (an unknown one is `parse_options`' error);
+    the schedule part is None when nothing is left of it."""
     d = dict(declared or {})
     options = dict(d.pop("options", None) or {})
-    for key in OPTIONS:
-        if key in d:
+    for key in list(d):
+        if key not in SCHEDULE_KEYS:
             options[key] = d.pop(key)
     return d or None, options
 
 
+def parse_options(options: dict[str, Any]) -> WorkflowOptions:
+    """The declared options checked; ValueError saying which one is wrong and why."""
+    unknown = sorted(k for k in options if k not in OPTIONS)
+    if unknown:
+        known = ", ".join(OPTIONS + SCHEDULE_KEYS)
+        raise ValueError(f"unknown option {unknown[0]!r}; the options are {known}")
+    timeout = _seconds(options.get("timeout"), "timeout")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"bad timeout: {options['timeout']!r} must be more than 0 seconds")
+    handler = options.get("on_failure")
+    if handler is not None:
+        from ys.contract import check_workflow_name
+        from ys.errors import YsError
+
+        try:
+            check_workflow_name(handler)
+        except YsError as exc:
+            raise ValueError(f"bad on_failure: {exc.message}") from None
+    key = options.get("key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise ValueError(f"bad key: {key!r} must be the name of a params field")
+    concurrency = _count(options.get("concurrency"), "concurrency")
+    if key is not None and concurrency is None:
+        raise ValueError("key needs concurrency: key=FIELD limits concurrency per value")
+    max_attempts = _count(options.get("max_attempts"), "max_attempts")
+    return WorkflowOptions(
+        timeout=timeout,
+        max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts,
+        concurrency=concurrency,
+        key=key,
+        on_failure=handler,
+        pin=is_pinned(options),
+    )
+
+
+def _count(v: Any, what: str) -> int | None:
+    """A whole number >= 1 (an int, or its text in a header), or None when not given."""
+    if v is None:
+        return None
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"bad {what}: {v!r} must be a whole number of 1 or more")
+    return v
+
+
 def options_error(options: dict[str, Any]) -> str | None:
     """Why the declared options cannot be used, or None."""
-    handler = options.get("on_failure")
-    if handler is None:
-        return None
-    from ys.contract import check_workflow_name
-    from ys.errors import YsError
-
     try:
-        check_workflow_name(handler)
-    except YsError as exc:
-        return f"bad on_failure: {exc.message}"
+        parse_options(options)
+    except ValueError as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a YsError from a duration, say
+        return f"bad option: {getattr(exc, 'message', exc)}"
     return None
 
 
@@ -126,7 +185,7 @@ def parse_header(head: list[str]) -> dict[str, Any] | None:
                 if "=" in part:
                     k, v = part.split("=", 1)
                     fields[k.strip()] = v
-                elif part in FLAGS:
+                else:  # a flag (pin); any other bare word is an unknown option
                     fields[part] = True
             return fields or None
     return None
@@ -195,13 +254,19 @@ def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
 def _seconds(v: Any, what: str) -> float | None:
     if v is None or v == "":
         return None
-    if isinstance(v, bool):
-        raise ValueError(f"{what} must be a duration")
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise ValueError(f"bad {what}: {v!r} is not a duration (seconds, or text like 10m)")
     if isinstance(v, int | float):
+        if not 0 <= v < float("inf"):
+            raise ValueError(f"bad {what}: {v!r} is not a duration (seconds, or text like 10m)")
         return float(v)
     from ys.durations import parse_duration
+    from ys.errors import YsError
 
-    return parse_duration(str(v), what)
+    try:
+        return parse_duration(str(v), what)
+    except YsError as exc:
+        raise ValueError(f"bad {what}: {exc.message}") from None
 
 
 def signature(folder: Path, path: Path) -> Signature | None:

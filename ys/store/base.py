@@ -31,6 +31,7 @@ class Delivery:
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
     script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
+    deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
 
 
 @dataclass(frozen=True)

@@ -168,9 +168,28 @@ class ExecutionClient(Protocol):
         reason: str = "retry",
         now: float | None = None,
         detail: str | None = None,
-    ) -> None:
+        max_attempts: int | None = None,
+        on_failure: str | None = None,
+    ) -> bool:
         """End a delivery without an outcome: the lease is dropped and the covered wakes are
-        due again at retry_at, with a `released` event saying why."""
+        due again at retry_at, with a `released` event saying why. A `worker_failed` release
+        that is the `max_attempts`-th one instead fails the execution (error name
+        DeliveryAttemptsExhausted, admitting `on_failure`) in the same transaction: True."""
+        ...
+
+    def timed_out(
+        self, now: float | None = None, limit: int = 100
+    ) -> builtins.list[tuple[str, str]]:
+        """(execution ID, workflow) of live executions past their deadline (admission time
+        plus the workflow's timeout recorded by `set_script`), earliest first."""
+        ...
+
+    def time_out(
+        self, execution_id: str, *, now: float | None = None, on_failure: str | None = None
+    ) -> bool:
+        """Fail the execution with TimeoutError if it is live and past its deadline, checked
+        and written in one transaction that drops its lease (its worker is fenced), wakes a
+        waiting caller and admits `on_failure`; False when it is not due."""
         ...
 
     def acknowledge(
@@ -199,9 +218,11 @@ class ExecutionClient(Protocol):
         """`acknowledge` for the event loop."""
         ...
 
-    def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         """Request cancellation of the execution and of its attached children that have not
-        ended, in one transaction; False when nothing changed."""
+        ended, in one transaction; False when nothing changed. `at_once` (`ys cancel
+        --now`): the execution also ends `cancelled` in that transaction, its lease dropped
+        (its worker is fenced; the daemon running it kills it)."""
         ...
 
     def save_step(
@@ -621,10 +642,12 @@ class ObservingClient(Protocol):
         sha256: str,
         *,
         pin: bool = False,
+        timeout: float | None = None,
         now: float | None = None,
     ) -> None:
         """Record the version of `workflow`'s script seen now: what admissions record and
-        unpinned deliveries run (`pin`: every delivery runs its admission's version)."""
+        unpinned deliveries run (`pin`: every delivery runs its admission's version), and its
+        timeout: each later admission's deadline is its admission time plus it."""
         ...
 
     def scripts_needed(self) -> set[str]:

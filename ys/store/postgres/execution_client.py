@@ -17,6 +17,7 @@ from ys.contract import (
 from ys.errors import InvalidArgument
 from ys.store.base import Admission, Delivery, StepRecord
 from ys.store.postgres import executions as ex
+from ys.store.postgres import limits
 from ys.store.postgres.core import Core
 from ys.store.postgres.reads import steps
 from ys.store.postgres.shared import encode_event_value, outcome_event, step_error
@@ -167,12 +168,32 @@ class PgExecutions:
         reason: str = "retry",
         now: float | None = None,
         detail: str | None = None,
-    ) -> None:
+        max_attempts: int | None = None,
+        on_failure: str | None = None,
+    ) -> bool:
         t = self._now(now)
         data: dict[str, Any] = {"reason": reason, "retry_at": retry_at or t}
         if detail:
             data["detail"] = detail[-2000:]
-        self._writer.write(lambda c: ex.release_tx(c, execution_id, token, t, data))
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return self._writer.write(
+            lambda c: limits.release_counted_tx(
+                c, execution_id, token, t, data, max_attempts, on_failure
+            )
+        )
+
+    def timed_out(self, now: float | None = None, limit: int = 100) -> list[tuple[str, str]]:
+        t = self._now(now)
+        return self._core.read(lambda c: limits.timed_out(c, t, limit))
+
+    def time_out(
+        self, execution_id: str, *, now: float | None = None, on_failure: str | None = None
+    ) -> bool:
+        t = self._now(now)
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return self._writer.write(lambda c: limits.time_out_tx(c, execution_id, t, on_failure))
 
     def acknowledge(
         self,
@@ -214,8 +235,10 @@ class PgExecutions:
             check_workflow_name(on_failure)
         return lambda c: ex.acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
-    def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         t = self._now(now)
+        if at_once:
+            return self._writer.write(lambda c: limits.cancel_now_tx(c, execution_id, t))
         return self._writer.write(lambda c: cancel_tx(c, execution_id, t))
 
     # -- steps ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import Admission, Delivery
-from ys.store.postgres.shared import admission_event, new_execution_id, project
+from ys.store.postgres.shared import admission_event, completed_step, new_execution_id, project
 from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
     CANCEL_REQUESTED,
@@ -171,7 +171,8 @@ def append(
     sql = (
         "UPDATE executions SET status=%s, outcome=%s, updated_at=%s, due_at=%s, "
         "covered_due_at=%s, prior_status=%s, attempts=%s, cancel_requested=%s, "
-        "history_length=%s, history_bytes=history_bytes+%s"
+        "history_length=%s, history_bytes=history_bytes+%s, "
+        "deadline_at=CASE WHEN %s THEN NULL ELSE deadline_at END"
         + (
             ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
             if clear_lease
@@ -191,6 +192,7 @@ def append(
         record.cancel_requested,
         record.history_length,
         nbytes,
+        record.terminal,  # an execution that ended has no deadline left
         record.execution_id,
     )
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
@@ -332,9 +334,10 @@ def claim_due_tx(
     committed by another since this statement began is re-checked and left out."""
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
-        f"SELECT {LIGHT} FROM executions WHERE due_at <= %s AND lease_token IS NULL "
+        f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= %s AND lease_token IS NULL "
+        "AND (deadline_at IS NULL OR deadline_at > %s) "
         "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
-        (now, limit),
+        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
     ).fetchall()
     out = []
     for row in rows:
@@ -363,6 +366,7 @@ def claim_due_tx(
                 cancel_requested=record.cancel_requested,
                 cancel_seen=seen,
                 script_sha256=script,
+                deadline_at=row[18],
             )
         )
     return out
@@ -447,6 +451,10 @@ def save_step_tx(
     error: dict[str, Any] | None,
 ) -> bool:
     record = load_leased(c, execution_id, token, now)
+    if completed_step(c, execution_id, key, "%s"):
+        # A completed step is final: a later save of it (the daemon recording a step's
+        # timeout just as the step's own save committed) changes nothing.
+        return record.cancel_requested
     if kind == "call" and status == "waiting":
         # The child may have ended before this step said it waits: then nobody would wake us.
         child = c.execute(

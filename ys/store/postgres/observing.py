@@ -103,12 +103,22 @@ class PgObserving:
         return items, str(pos)
 
     def set_script(
-        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None
+        self,
+        workflow: str,
+        sha256: str,
+        *,
+        pin: bool = False,
+        timeout: float | None = None,
+        now: float | None = None,
     ) -> None:
         """The version of `workflow`'s script the daemon sees now: what admissions record,
-        and what unpinned deliveries run."""
+        and what unpinned deliveries run; `timeout` counts from each later admission."""
+        if timeout is not None:
+            from ys.contract import check_time
+
+            check_time(timeout, "timeout")
         t = self._core.now(now)
-        self._core.write(lambda c: versions.set_script_tx(c, workflow, sha256, pin, t))
+        self._core.write(lambda c: versions.set_script_tx(c, workflow, sha256, pin, t, timeout))
 
     def scripts_needed(self) -> set[str]:
         """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""

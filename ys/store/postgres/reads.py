@@ -170,7 +170,8 @@ def next_due_at(c: Any) -> float | None:
     row = c.execute(
         "SELECT LEAST((SELECT MIN(due_at) FROM executions WHERE due_at IS NOT NULL "
         "AND lease_token IS NULL), (SELECT MIN(lease_expires_at) FROM executions "
-        "WHERE lease_token IS NOT NULL))"
+        "WHERE lease_token IS NOT NULL), (SELECT MIN(deadline_at) FROM executions "
+        "WHERE deadline_at IS NOT NULL))"
     ).fetchone()
     return row[0] if row else None
 

@@ -340,6 +340,24 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions (status, admitted_at DESC, execution_id);
     """,
+    # 11 (issue 15a): hard timeouts, as SQLite's migration 15: `scripts.timeout`, and each
+    # admission's `deadline_at` (admission time + its workflow's timeout), set by a BEFORE
+    # INSERT trigger in the admission's own statement whichever path admits (trigger, child
+    # start, schedule, failure handler, retry); cleared when the execution ends.
+    """
+    ALTER TABLE scripts ADD COLUMN timeout double precision;
+    ALTER TABLE executions ADD COLUMN deadline_at double precision;
+    CREATE INDEX executions_deadline ON executions (deadline_at) WHERE deadline_at IS NOT NULL;
+    CREATE FUNCTION ys_deadline_set() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.deadline_at := NEW.admitted_at
+            + (SELECT timeout FROM scripts WHERE workflow = NEW.workflow);
+        RETURN NEW;
+    END
+    $$;
+    CREATE TRIGGER executions_deadline_set BEFORE INSERT ON executions
+        FOR EACH ROW EXECUTE FUNCTION ys_deadline_set();
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

@@ -19,6 +19,7 @@ from ys.store.sqlite.db import _answer as answer
 from ys.store.sqlite.db import _Request as Request
 from ys.store.sqlite.executions import (
     admission_event,
+    completed_step,
     encode_event_value,
     event_text,
     new_execution_id,
@@ -45,6 +46,7 @@ __all__ = [
     "Request",
     "admission_event",
     "answer",
+    "completed_step",
     "check_effect_request",
     "check_limit",
     "check_params_json",

@@ -26,7 +26,7 @@ from ys.contract import (
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
 from ys.store.base import Admission, Delivery, StepRecord
-from ys.store.records import RELEASED, Event, Record
+from ys.store.records import Record
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.db import Inserts
@@ -34,10 +34,8 @@ from ys.store.sqlite.executions import (
     acknowledge_tx,
     admission_inserts,
     admit_tx,
-    append,
     check_lease,
     claim_due_tx,
-    clear_lease,
     encode_event_value,
     load,
     new_execution_id,
@@ -47,6 +45,7 @@ from ys.store.sqlite.executions import (
     save_step_tx,
     wake_workflow_tx,
 )
+from ys.store.sqlite.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
 from ys.store.sqlite.starts import cancel_tx
 
 
@@ -218,21 +217,30 @@ class SqliteExecutions:
         reason: str = "retry",
         now: float | None = None,
         detail: str | None = None,
-    ) -> None:
+        max_attempts: int | None = None,
+        on_failure: str | None = None,
+    ) -> bool:
         t = self._now(now)
         retry = check_time(retry_at, "retry_at") if retry_at else t
+        data: dict[str, Any] = {"reason": reason, "retry_at": retry}
+        if detail:
+            data["detail"] = detail[-2000:]
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return self._writer.write(
+            lambda c: release_counted_tx(c, execution_id, token, t, data, max_attempts, on_failure)
+        )
 
-        def tx(c: sqlite3.Connection) -> None:
-            check_lease(c, execution_id, token, t)
-            record = load(c, execution_id, payload=False)
-            assert record is not None
-            data: dict[str, Any] = {"reason": reason, "retry_at": retry}
-            if detail:
-                data["detail"] = detail[-2000:]
-            append(c, record, [Event(RELEASED, t, data)])
-            clear_lease(c, execution_id)
+    def timed_out(self, now: float | None = None, limit: int = 100) -> list[tuple[str, str]]:
+        return timed_out(self._core.reader(), self._now(now), limit)
 
-        self._writer.write(tx)
+    def time_out(
+        self, execution_id: str, *, now: float | None = None, on_failure: str | None = None
+    ) -> bool:
+        t = self._now(now)
+        if on_failure is not None:
+            check_workflow_name(on_failure)
+        return self._writer.write(lambda c: time_out_tx(c, execution_id, t, on_failure))
 
     def acknowledge(
         self,
@@ -274,8 +282,10 @@ class SqliteExecutions:
             check_workflow_name(on_failure)
         return lambda c: acknowledge_tx(c, execution_id, token, event, t, on_failure)
 
-    def cancel(self, execution_id: str, *, now: float | None = None) -> bool:
+    def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         t = self._now(now)
+        if at_once:
+            return self._writer.write(lambda c: cancel_now_tx(c, execution_id, t))
         return self._writer.write(lambda c: cancel_tx(c, execution_id, t))
 
     # -- steps ------------------------------------------------------------------------------

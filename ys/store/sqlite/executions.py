@@ -180,7 +180,8 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
         c.execute(
             "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
             "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
-            "history_bytes=history_bytes+? WHERE execution_id=?",
+            "history_bytes=history_bytes+?, "
+            "deadline_at=CASE WHEN ? THEN NULL ELSE deadline_at END WHERE execution_id=?",
             (
                 record.status,
                 _outcome_text(record),
@@ -192,6 +193,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
                 int(record.cancel_requested),
                 record.history_length,
                 nbytes,
+                record.terminal,  # an execution that ended has no deadline left
                 record.execution_id,
             ),
         )
@@ -391,12 +393,13 @@ def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> 
 def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
     release_expired_tx(c, now, limit=max(limit, 16))
     rows = c.execute(
-        "SELECT execution_id FROM executions WHERE due_at <= ? AND lease_token IS NULL "
+        "SELECT execution_id, deadline_at FROM executions WHERE due_at <= ? "
+        "AND lease_token IS NULL AND (deadline_at IS NULL OR deadline_at > ?) "
         "ORDER BY due_at, execution_id LIMIT ?",
-        (now, limit),
+        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
     ).fetchall()
     out = []
-    for (execution_id,) in rows:
+    for execution_id, deadline_at in rows:
         record = load(c, execution_id, payload=False)
         assert record is not None and not record.terminal
         token = secrets.token_hex(16)
@@ -421,6 +424,7 @@ def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) ->
                 cancel_requested=record.cancel_requested,
                 cancel_seen=seen,
                 script_sha256=script,
+                deadline_at=deadline_at,
             )
         )
     return out
@@ -518,6 +522,15 @@ def step_error(value: str | None) -> dict[str, Any] | None:
     return error.to_json() if isinstance(error, codec.ErrorValue) else None
 
 
+def completed_step(c: Any, execution_id: str, key: str, ph: str) -> bool:
+    """Whether step `key` of the execution is recorded completed (both adapters)."""
+    row = c.execute(
+        f"SELECT 1 FROM steps WHERE execution_id={ph} AND key={ph} AND status='completed'",
+        (execution_id, key),
+    ).fetchone()
+    return row is not None
+
+
 def save_step_tx(
     c: sqlite3.Connection,
     execution_id: str,
@@ -533,6 +546,10 @@ def save_step_tx(
     check_lease(c, execution_id, token, now)
     record = load(c, execution_id, payload=False)
     assert record is not None
+    if completed_step(c, execution_id, key, "?"):
+        # A completed step is final: a later save of it (the daemon recording a step's
+        # timeout just as the step's own save committed) changes nothing.
+        return record.cancel_requested
     if kind == "call" and status == "waiting":
         # The child may have ended before this step said it waits: then nobody would wake us.
         child = c.execute(

@@ -48,14 +48,24 @@ class SqliteObserving:
     # -- script versions --------------------------------------------------------------------
 
     def set_script(
-        self, workflow: str, sha256: str, *, pin: bool = False, now: float | None = None
+        self,
+        workflow: str,
+        sha256: str,
+        *,
+        pin: bool = False,
+        timeout: float | None = None,
+        now: float | None = None,
     ) -> None:
         """The version of `workflow`'s script the daemon sees now: what admissions record,
-        and what unpinned deliveries run."""
+        and what unpinned deliveries run; `timeout` counts from each later admission."""
+        if timeout is not None:
+            from ys.contract import check_time
+
+            check_time(timeout, "timeout")
         from ys.store.sqlite.versions import set_script_tx
 
         t = self._core.now(now)
-        self._core.write(lambda c: set_script_tx(c, workflow, sha256, pin, t))
+        self._core.write(lambda c: set_script_tx(c, workflow, sha256, pin, t, timeout))
         self._core.scripts[workflow] = sha256
 
     def scripts_needed(self) -> set[str]:

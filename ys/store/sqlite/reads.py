@@ -331,7 +331,8 @@ def next_due_at(c: sqlite3.Connection) -> float | None:
     row = c.execute(
         "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
         "AND lease_token IS NULL UNION ALL SELECT MIN(lease_expires_at) FROM executions "
-        "WHERE lease_token IS NOT NULL)"
+        "WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) FROM executions "
+        "WHERE deadline_at IS NOT NULL)"
     ).fetchone()
     return row[0] if row else None
 

@@ -294,6 +294,24 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions(status, admitted_at DESC, execution_id);
     """,
+    # 15 (issue 15a): hard timeouts. `scripts.timeout` is the workflow's declared timeout
+    # (seconds) as the daemon last saw it; every admission, whichever path admits (trigger,
+    # child start, schedule, failure handler, retry), gets `deadline_at` = its admission time
+    # plus that timeout from the trigger, in the admission's transaction. The store fails a
+    # live execution past its deadline (`time_out`); a terminal one has none (index stays
+    # small). The trigger's WHEN looks the workflow up in the tiny `scripts` table only.
+    """
+    ALTER TABLE scripts ADD COLUMN timeout REAL;
+    ALTER TABLE executions ADD COLUMN deadline_at REAL;
+    CREATE INDEX executions_deadline ON executions(deadline_at) WHERE deadline_at IS NOT NULL;
+    CREATE TRIGGER executions_deadline_set AFTER INSERT ON executions
+        WHEN (SELECT timeout FROM scripts WHERE workflow = NEW.workflow) IS NOT NULL
+    BEGIN
+        UPDATE executions SET deadline_at = NEW.admitted_at
+            + (SELECT timeout FROM scripts WHERE workflow = NEW.workflow)
+        WHERE execution_id = NEW.execution_id;
+    END;
+    """,
 ]
 
 

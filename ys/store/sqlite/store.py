@@ -66,6 +66,8 @@ class SqliteStore:
         self.renew = ex.renew
         self.renew_async = ex.renew_async
         self.release = ex.release
+        self.timed_out = ex.timed_out
+        self.time_out = ex.time_out
         self.acknowledge = ex.acknowledge
         self.acknowledge_async = ex.acknowledge_async
         self.cancel = ex.cancel

@@ -31,12 +31,21 @@ def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> 
     return current
 
 
-def set_script_tx(c: sqlite3.Connection, workflow: str, sha256: str, pin: bool, now: float) -> None:
+def set_script_tx(
+    c: sqlite3.Connection,
+    workflow: str,
+    sha256: str,
+    pin: bool,
+    now: float,
+    timeout: float | None = None,
+) -> None:
+    """Record the workflow's current version, whether it is pinned and its timeout (which
+    every later admission's deadline counts from: migration 12's trigger)."""
     c.execute(
-        "INSERT INTO scripts (workflow, sha256, pin, updated_at) VALUES (?,?,?,?) "
+        "INSERT INTO scripts (workflow, sha256, pin, updated_at, timeout) VALUES (?,?,?,?,?) "
         "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
-        "updated_at=excluded.updated_at",
-        (workflow, sha256, int(pin), now),
+        "updated_at=excluded.updated_at, timeout=excluded.timeout",
+        (workflow, sha256, int(pin), now, timeout),
     )
 
 

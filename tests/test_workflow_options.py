@@ -1,0 +1,61 @@
+"""Workflow options (DESIGN.md §7) as the registry reads them from a `# ys:` header or a
+decorator: parsed into WorkflowOptions, or refused with a message naming the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from ys.daemon.scripts import (
+    DEFAULT_MAX_ATTEMPTS,
+    WorkflowOptions,
+    options_error,
+    parse_header,
+    parse_options,
+    split_options,
+)
+
+
+def _header(line: str) -> WorkflowOptions:
+    schedule, options = split_options(parse_header([line]))
+    return parse_options(options)
+
+
+def test_a_header_sets_every_option_and_leaves_the_schedule_apart():
+    declared = parse_header(
+        ['# ys: timeout=10m max_attempts=3 concurrency=1 key=host schedule="0 3 * * *" pin\n']
+    )
+    schedule, options = split_options(declared)
+    assert schedule == {"schedule": "0 3 * * *"}
+    assert parse_options(options) == WorkflowOptions(
+        timeout=600.0, max_attempts=3, concurrency=1, key="host", pin=True
+    )
+
+
+def test_defaults_and_decorator_values():
+    assert parse_options({}) == WorkflowOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
+    assert parse_options({"timeout": 2, "max_attempts": 5, "concurrency": 2, "key": "a"}) == (
+        WorkflowOptions(timeout=2.0, max_attempts=5, concurrency=2, key="a")
+    )
+    assert _header("# ys: timeout=1.5h\n").timeout == 5400.0
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"timeout": "soon"}, "bad timeout"),
+        ({"timeout": 0}, "bad timeout"),
+        ({"timeout": True}, "bad timeout"),
+        ({"timeout": "[1]"}, "bad timeout"),
+        ({"max_attempts": 0}, "bad max_attempts"),
+        ({"max_attempts": "2.5"}, "bad max_attempts"),
+        ({"concurrency": -1}, "bad concurrency"),
+        ({"concurrency": True}, "bad concurrency"),
+        ({"key": "host"}, "key needs concurrency"),
+        ({"concurrency": 1, "key": " "}, "bad key"),
+        ({"on_failure": "no/such"}, "bad on_failure"),
+        ({"retries": 3}, "unknown option 'retries'"),
+    ],
+)
+def test_a_bad_option_is_refused_naming_it(options, why):
+    error = options_error(options)
+    assert error is not None and why in error, error
