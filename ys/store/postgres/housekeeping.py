@@ -130,7 +130,7 @@ class PgHousekeeping:
         due, waiting = self._core.read(
             lambda c: c.execute(
                 "SELECT COUNT(*) FILTER (WHERE due_at <= %s), COUNT(*) FILTER (WHERE due_at > %s) "
-                "FROM executions WHERE due_at IS NOT NULL",
+                "FROM executions WHERE due_at IS NOT NULL AND slot_wait IS NULL",
                 (now, now),
             ).fetchone()
         )

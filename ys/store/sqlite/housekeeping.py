@@ -175,7 +175,7 @@ class SqliteHousekeeping:
             self._core.reader()
             .execute(
                 "SELECT COUNT(*) FILTER (WHERE due_at <= ?), COUNT(*) FILTER (WHERE due_at > ?) "
-                "FROM executions WHERE due_at IS NOT NULL",
+                "FROM executions WHERE due_at IS NOT NULL AND slot_wait IS NULL",
                 (now, now),
             )
             .fetchone()
