@@ -55,7 +55,7 @@ def check(path: str) -> int:
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
             schedule = simple
-        options = {k: simple[k] for k in ("on_failure", "pin") if k in simple}
+        options = {k: simple[k] for k in ("on_failure", "pin", "concurrency", "key") if k in simple}
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
     sys.stdout.write(json.dumps({"error": error, "schedule": schedule, "options": options}) + "\n")

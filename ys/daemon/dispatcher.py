@@ -90,7 +90,11 @@ class Dispatcher(Cancelling):
             if free > 0:
                 try:
                     claimed = await self.call(
-                        self.store.claim_due, time.time(), free, self.lease_seconds
+                        self.store.claim_due,
+                        time.time(),
+                        free,
+                        self.lease_seconds,
+                        self.registry.limits or None,
                     )
                 except YsError as exc:
                     log.error("claim failed: %s", exc)

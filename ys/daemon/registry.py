@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ys.daemon.limits import concurrency_limit
 from ys.daemon.scripts import (
     Signature,
     check_python,
@@ -33,6 +34,7 @@ from ys.daemon.scripts import (
     signature,
     split_options,
 )
+from ys.store.base import ConcurrencyLimit
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
@@ -51,6 +53,7 @@ class Workflow:
     pin: bool = False  # deliveries run the version recorded at admission
     sha256: str | None = None  # the script's content now (None: not readable, or broken)
     folder: str | None = None  # where a delivery runs (a pinned copy runs from the folder)
+    limit: ConcurrencyLimit | None = None  # `concurrency=N` (`key=FIELD`): ys.daemon.limits
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,8 @@ class Workflow:
             "on_failure": self.on_failure,
             "pin": self.pin,
             "sha256": self.sha256,
+            "concurrency": self.limit.n if self.limit else None,
+            "key": self.limit.key if self.limit else None,
         }
 
 
@@ -87,6 +92,8 @@ class Registry:
         self.uid = os.getuid()
         self.files: dict[str, Workflow] = {}  # file name -> the workflow it is
         self.workflows: dict[str, Workflow] = {}  # workflow name -> what runs (or why not)
+        # what each claim passes to the store: the limits of the workflows that declare one
+        self.limits: dict[str, ConcurrencyLimit] = {}
         self._listing: list[Workflow] = []  # every file, duplicates with their error
         self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected
         self._lock = asyncio.Lock()  # one refresh at a time: changes apply in order
@@ -277,6 +284,9 @@ class Registry:
             workflows[name] = group[0]
             listing += group
         self.workflows, self._listing = workflows, listing
+        self.limits = {
+            n: wf.limit for n, wf in workflows.items() if wf.limit is not None and wf.error is None
+        }
 
     async def _inspect(self, path: Path) -> Workflow | None:
         """What one file is: a workflow (with its error, if any) or None (not a script)."""
@@ -321,8 +331,9 @@ class Registry:
         if error is None:
             error, declared = await (check_python(real) if kind == "python" else shell_header(real))
         schedule, options = split_options(declared)
+        limit, limit_error = concurrency_limit(options)
         if error is None:
-            error = schedule_error(name, schedule) or options_error(options)
+            error = schedule_error(name, schedule) or options_error(options) or limit_error
         sha = None
         if error is None:
             from ys.daemon.versions import file_sha256
@@ -341,6 +352,7 @@ class Registry:
             on_failure=options.get("on_failure"),
             pin=is_pinned(options),
             sha256=sha,
+            limit=limit,
         )
 
     def _unsafe(self, path: Path) -> str | None:

@@ -23,7 +23,7 @@ Signature = tuple[Any, ...]
 FLAGS = ("pin",)  # header options written without a value
 
 
-OPTIONS = ("on_failure", "pin")  # what a script declares beside its schedule
+OPTIONS = ("on_failure", "pin", "concurrency", "key")  # declared beside its schedule
 
 
 def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
