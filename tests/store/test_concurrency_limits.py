@@ -129,7 +129,11 @@ def test_two_stores_on_one_database_claiming_at_once_never_hold_more_than_n(stor
     for rnd in range(40):
         now = T0 + rnd
         stores = (one, two)
-        got = Threads(2, lambda i: claim(stores[i], TWO, now=now, limit=2)).results()
+
+        def together(i: int, stores: Any = stores, now: float = now) -> list[Any]:
+            return claim(stores[i], TWO, now=now, limit=2)
+
+        got = Threads(2, together).results()
         assert all(isinstance(g, list) for g in got), got
         batch = [d for g in got for d in g]
         most = max(most, len(leased(one)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ys.store.base import ConcurrencyLimit
+from ys.store.protocols import ConcurrencyLimit
 
 MAX_CONCURRENCY = 1_000_000
 

@@ -34,7 +34,7 @@ from ys.daemon.scripts import (
     signature,
     split_options,
 )
-from ys.store.base import ConcurrencyLimit
+from ys.store.protocols import ConcurrencyLimit
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
