@@ -9,6 +9,8 @@ one, awaits them all, then the same for the other (the order alternates by round
 shows the median workflows/s of each; the verdict reads the median of each round's ratio (two
 runs back to back drift less with the load than two medians). Target: within 5% (the limited claim
 counts its slot group's leases through a partial index, one statement per claimed execution).
+Then the same claim + acknowledge cycle straight on a SQLite store, as CPU time per cycle: the
+figure to trust on a loaded machine, as it does not depend on who else has the cores.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from common import machine_info, progress, scratch_dir, table
 from delivery import Daemon, _outcome, median
 
 TARGET = 0.05  # at most 5% apart
+DONE = {"status": "completed", "result": None}
 
 SOURCES = {
     "zero.py": """
@@ -52,6 +55,38 @@ def run_zero(c: Any, workflow: str, m: int) -> float:
     for eid in ids:
         _outcome(c.wait(eid, timeout=600))
     return m / (time.perf_counter() - t0)
+
+
+def store_cycles(db: Path, limited: bool, n: int) -> float:
+    """CPU seconds (every thread of this process) per claim + acknowledge of one zero-step
+    execution, straight on a SQLite store: the claim's own cost, whoever else has the cores."""
+    from ys.store.base import ConcurrencyLimit
+    from ys.store.sqlite import SqliteStore
+
+    limits = {"zero": ConcurrencyLimit(1000)} if limited else None
+    store = SqliteStore(db)
+    try:
+        for _ in range(n):
+            store.admit("zero", None, now=1_000_000.0)
+        t0 = time.process_time()
+        for _ in range(n):
+            (d,) = store.claim_due(now=1_000_001.0, limit=1, limits=limits)
+            store.acknowledge(d.execution_id, d.token, DONE, now=1_000_001.0)
+        return (time.process_time() - t0) / n
+    finally:
+        store.close()
+
+
+def measure_store(home: Path, n: int, rounds: int) -> dict[str, Any]:
+    home.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[float]] = {"no_limit": [], "limit_1000": []}
+    for i in range(rounds):
+        for name in ("no_limit", "limit_1000") if i % 2 == 0 else ("limit_1000", "no_limit"):
+            cpu = store_cycles(home / f"{name}-{i}.db", name == "limit_1000", n)
+            runs[name].append(cpu)
+            progress(f"store round {i + 1}/{rounds}: {name} {cpu * 1e6:.0f} µs CPU per cycle")
+    free, limited = median(runs["no_limit"]), median(runs["limit_1000"])
+    return {"n": n, "runs": runs, "no_limit_cpu": free, "limit_1000_cpu": limited}
 
 
 def measure(home: Path, m: int, rounds: int, concurrency: int) -> dict[str, Any]:
@@ -101,6 +136,7 @@ def main() -> int:
     m, rounds = (100, 3) if a.quick else (a.m, a.rounds)
     with scratch_dir("limits", keep=a.keep) as home:
         res = measure(home / "home", m, rounds, a.concurrency)
+        res["store"] = measure_store(home / "store", 300 if a.quick else 2000, rounds)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
@@ -116,6 +152,12 @@ def main() -> int:
                 ],
             ],
         )
+    )
+    st = res["store"]
+    print(
+        f"claim + acknowledge on the store, CPU per cycle: no limit {st['no_limit_cpu'] * 1e6:.0f}"
+        f" µs, concurrency=1000 {st['limit_1000_cpu'] * 1e6:.0f} µs "
+        f"({(st['limit_1000_cpu'] / st['no_limit_cpu'] - 1) * 100:+.1f}%)"
     )
     verdict = "PASS" if res["pass"] else "FAIL"
     print(f"load average at start: {res['machine']['load_average_at_start']}")
