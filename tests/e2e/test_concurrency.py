@@ -179,3 +179,19 @@ def test_a_shell_header_sets_the_limit_and_a_bad_one_is_the_scripts_error(ys_hom
     (d / "go").touch()
     with daemon.client() as c:
         assert c.wait("deploy-1", timeout=60)["status"] == "completed"
+
+
+def test_cancelling_an_execution_that_waits_for_a_slot_ends_it_at_once(ys_home, tmp_path):
+    daemon = ys_home.start(concurrency=4)
+    d = fixture_dir(tmp_path)
+    write_limited(daemon, "solo", "concurrency=1")
+    with daemon.client() as c:
+        for i in range(2):
+            c.trigger("solo", {"d": str(d), "label": f"s{i}"}, execution_id=f"solo-{i}")
+        hold(daemon, d, running=1, waiting=1)
+        assert c.cancel("solo-1")["changed"] is True
+        assert c.wait("solo-1", timeout=30)["status"] == "cancelled"
+        assert c.get("solo-0")["status"] == "running"  # it kept the slot meanwhile
+        assert starts(d) == ["s0"]  # solo-1 ran no code
+        (d / "go").touch()
+        assert c.wait("solo-0", timeout=60)["status"] == "completed"

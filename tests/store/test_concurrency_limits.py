@@ -145,3 +145,19 @@ def test_two_stores_on_one_database_claiming_at_once_never_hold_more_than_n(stor
             break
     assert sorted(done) == ids  # each once, every one in the end
     assert most == 2
+
+
+def test_one_cancelled_while_waiting_that_never_ran_is_claimed_at_once_to_end_cancelled(store):
+    a, b = admit(store, "limited", 2)
+    limits = {"limited": ConcurrencyLimit(1)}
+    (da,) = claim(store, limits)
+    assert store.slot_waits([b]) == {b: SLOT_ALL}
+    assert store.cancel(b, now=T0 + 1)
+    (db,) = claim(store, limits, now=T0 + 1)  # a still holds the only slot
+    assert (db.execution_id, db.cancel_requested, db.cancel_seen) == (b, True, True)
+    assert store.slot_waits([b]) == {}
+    # it took no slot: a's group is still full for anything else
+    (c,) = admit(store, "limited", 1, prefix="late", at=T0 + 1)
+    assert claim(store, limits, now=T0 + 2) == []
+    assert store.slot_waits([c]) == {c: SLOT_ALL}
+    assert da.execution_id == a

@@ -140,7 +140,12 @@ class Dispatcher(Cancelling):
                 if prev.task is not None:
                     await asyncio.wait([prev.task])
             if d.cancel_seen:
-                await self._end_cancelled(r, "an earlier delivery ended without honouring it")
+                why = (
+                    "it was cancelled before it ever ran (waiting for a concurrency slot)"
+                    if d.attempt == 1
+                    else "an earlier delivery ended without honouring it"
+                )
+                await self._end_cancelled(r, why)
                 return
             wf = self.registry.get(d.workflow)
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?

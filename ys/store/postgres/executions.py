@@ -359,7 +359,10 @@ def _claim_one(
     assert not record.terminal
     slot = None
     bound = limits.get(record.workflow) if limits else None
-    if bound is not None:
+    # Cancelled before it ever ran: no workflow code runs (cancel_seen: the dispatcher ends it
+    # cancelled at once), so it needs no slot and does not wait for one.
+    never_ran = record.cancel_requested and record.attempts == 0
+    if bound is not None and not never_ran:
         slot = SLOT_ALL
         if bound.key is not None:
             (params,) = c.execute(
@@ -382,7 +385,9 @@ def _claim_one(
         "lease_pid=%s, slot=%s WHERE execution_id=%s",
         (token, expires, holder, pid, slot, record.execution_id),
     )
-    seen = record.cancel_requested and cancel_seen(c, record.execution_id)
+    seen = (bound is not None and never_ran) or (
+        record.cancel_requested and cancel_seen(c, record.execution_id)
+    )
     return Delivery(
         record.execution_id,
         token,
