@@ -161,3 +161,12 @@ def test_one_cancelled_while_waiting_that_never_ran_is_claimed_at_once_to_end_ca
     assert claim(store, limits, now=T0 + 2) == []
     assert store.slot_waits([c]) == {c: SLOT_ALL}
     assert da.execution_id == a
+
+
+def test_recovery_at_start_makes_every_waiter_claimable_under_the_limits_of_now(store):
+    ids = admit(store, "limited", 4)
+    claim(store, TWO)
+    assert len(store.slot_waits(ids)) == 2
+    store.release_held(now=T0 + 1)  # the limit was removed while the daemon was down
+    assert store.slot_waits(ids) == {}
+    assert sorted(d.execution_id for d in claim(store, None, now=T0 + 1)) == ids

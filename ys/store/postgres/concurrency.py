@@ -70,6 +70,12 @@ def release_waiters(c: Any, workflow: str) -> int:
     return int(cur.rowcount)
 
 
+def release_all_waiters(c: Any) -> None:
+    """Every waiter of every workflow is claimable again (recovery at start: a limit may have
+    been raised or removed while no daemon ran, and no lease of its group would free it)."""
+    c.execute("UPDATE executions SET slot_wait=NULL WHERE slot_wait IS NOT NULL")
+
+
 def waiting(c: Any, execution_ids: list[str]) -> dict[str, str]:
     """Which of these executions wait for a concurrency slot, and in which group."""
     if not execution_ids:

@@ -179,7 +179,9 @@ class PgHousekeeping:
 def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
     """Release every lease `holder` holds, expired or not, each with a `released` event: a
     restarted daemon's recovery. Other daemons' leases are not touched (their expired ones
-    are swept by claims)."""
+    are swept by claims). Executions that waited for a concurrency slot are claimable again:
+    the next claim, under the limits of the scripts as they are now, marks again those that
+    still wait."""
     from ys.store.postgres.executions import append, load
     from ys.store.records import RELEASED, Event
 
@@ -197,4 +199,7 @@ def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
             [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})],
             clear_lease=True,
         )
+    from ys.store.postgres.concurrency import release_all_waiters
+
+    release_all_waiters(c)  # this daemon's limits may have changed while it was down
     return [r[0] for r in rows]

@@ -48,6 +48,12 @@ def release_waiters(c: sqlite3.Connection, workflow: str) -> int:
     ).rowcount
 
 
+def release_all_waiters(c: sqlite3.Connection) -> None:
+    """Every waiter of every workflow is claimable again (recovery at start: a limit may have
+    been raised or removed while no daemon ran, and no lease of its group would free it)."""
+    c.execute("UPDATE executions SET slot_wait=NULL WHERE slot_wait IS NOT NULL")
+
+
 def waiting(c: sqlite3.Connection, execution_ids: list[str]) -> dict[str, str]:
     """Which of these executions wait for a concurrency slot, and in which group."""
     if not execution_ids:
