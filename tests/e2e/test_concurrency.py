@@ -195,3 +195,22 @@ def test_cancelling_an_execution_that_waits_for_a_slot_ends_it_at_once(ys_home, 
         assert starts(d) == ["s0"]  # solo-1 ran no code
         (d / "go").touch()
         assert c.wait("solo-0", timeout=60)["status"] == "completed"
+
+
+def test_a_limit_raised_in_the_script_lets_the_waiting_run_at_once(ys_home, tmp_path):
+    daemon = ys_home.start(concurrency=4)
+    d = fixture_dir(tmp_path)
+    write_limited(daemon, "grow", "concurrency=1")
+    with daemon.client() as c:
+        for i in range(3):
+            c.trigger("grow", {"d": str(d), "label": f"g{i}"}, execution_id=f"grow-{i}")
+    hold(daemon, d, running=1, waiting=2)
+    write_limited(daemon, "grow", "concurrency=3")  # read at each claim: the queued ones too
+    wait_until(
+        lambda: len(starts(d)) == 3 and not waiting_ids(daemon),
+        timeout=30,
+        message="all three running under the raised limit",
+    )
+    (d / "go").touch()
+    with daemon.client() as c:
+        assert {c.wait(f"grow-{i}", timeout=60)["status"] for i in range(3)} == {"completed"}
