@@ -258,10 +258,13 @@ def test_a_screenshot_of_every_page(home: DaemonHandle, browser: Any):
         ("value", "/ui/values/approve%2F7"),
     ]:
         browser.get(base + path)
-        assert browser.find_element("css selector", "h1").text
+        wait_until(
+            lambda: browser.find_element("css selector", "h1").text, message=f"the {name} page"
+        )
         shoot(browser, name)
     browser.get(base + "/ui/schedules")
-    assert "nightly" in browser.page_source
+    # a loaded machine may hand back the document before it is parsed: wait for it
+    wait_until(lambda: "nightly" in browser.page_source, message="the schedules page")
     shoot(browser, "schedules-dark", dark=True)
     expected = {
         "now",

@@ -119,6 +119,13 @@ def _effects(d: dict[str, Any]) -> Any:
     return r.fit(t, "EFFECT", "RESULT")
 
 
+def _slot(slot: Any) -> str:
+    """The slot group's key value as people read it ("*": the whole workflow)."""
+    if slot in (None, "*"):
+        return ""
+    return " (its key's field missing)" if slot == "missing" else f" for {slot}"
+
+
 def _waiting_on(d: dict[str, Any]) -> Any:
     """Store keys it waits for (`ys store put` wakes it) and effects it waits to settle."""
     if not d.get("waiting_on"):
@@ -126,10 +133,13 @@ def _waiting_on(d: dict[str, Any]) -> Any:
     t = r.table("KIND", "KEY", "STEP", "SINCE", "WAKE")
     for w in d["waiting_on"]:
         store = w.get("kind") == "store"
+        what = w.get("key") if store else w.get("effect_id")
+        if w.get("kind") == "concurrency":  # a slot of its workflow's limit (one key value)
+            what = "a slot of " + str(w.get("workflow")) + _slot(w.get("slot"))
         r.add_row(
             t,
             str(w.get("kind", "")),
-            str(w.get("key") if store else w.get("effect_id")),
+            str(what),
             str(w.get("step_key") or r.DASH),
             r.relative(w.get("since")),
             r.relative(w.get("wake_at")),

@@ -219,6 +219,12 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 # -- records --------------------------------------------------------------------------------
 
 
+def _waiting(r: dict[str, Any]) -> str:
+    """`, waiting for a concurrency slot` after the status of an execution a claim passed
+    over (its workflow's `concurrency` limit is reached)."""
+    return f", waiting for {r['waiting_for']}" if r.get("waiting_for") else ""
+
+
 def record_rows(g: Table, r: dict[str, Any]) -> None:
     cancel = (
         " (cancel requested)"
@@ -226,7 +232,7 @@ def record_rows(g: Table, r: dict[str, Any]) -> None:
         else ""
     )
     add_row(g, "workflow", r["workflow"])
-    add_row(g, "status", status(r["status"], cancel))
+    add_row(g, "status", status(r["status"], cancel + _waiting(r)))
     o = r.get("outcome") or {}
     if o.get("status") == "completed":
         add_row(g, "result", compact(o.get("result"), 400))
@@ -289,7 +295,7 @@ def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = Fal
                 t,
                 ident(r["execution_id"]),
                 r["workflow"],
-                status(r["status"]),
+                status(r["status"], _waiting(r)),
                 relative(r.get("due_at")),
                 str(r.get("attempts", 0)),
                 r.get("lease_holder") or DASH,

@@ -42,6 +42,9 @@ from ys.daemon.http import (
 from ys.errors import DaemonUnavailable, NotFoundError, YsError
 
 log = logging.getLogger("ys.api")
+# `waiting_for` of a due execution a claim passed over: its workflow's concurrency limit is
+# reached (for its value of the limit's key); it runs when a slot frees
+WAITING_FOR_SLOT = "a concurrency slot"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -221,19 +224,39 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             until=None if q.until is None else max(0.0, now - q.until),
         )
         holders = await self._holders(page.items)
+        slots = await self._slot_waits(page.items)
         return _json(
             {
-                "executions": [self._record(r, holders) for r in page.items],
+                "executions": [self._record(r, holders, slots) for r in page.items],
                 "next_page_token": page.next_page_token,
             }
         )
 
-    def _record(self, r: Any, holders: dict[str, str] | None = None) -> dict[str, Any]:
+    def _record(
+        self,
+        r: Any,
+        holders: dict[str, str] | None = None,
+        slots: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         out = views.record(r)
         holder = self._holder(r, holders)
         if holder is not None:
             out["lease_holder"] = holder
+        if slots and r.execution_id in slots:
+            out["waiting_for"] = WAITING_FOR_SLOT
         return out
+
+    async def _slot_waits(self, records: Sequence[Any]) -> dict[str, str]:
+        """Which of these due, unleased executions wait for a concurrency slot (a claim
+        passed them over), by execution ID."""
+        ids = [
+            r.execution_id
+            for r in records
+            if r.status in ("admitted", "suspended") and r.due_at is not None
+        ]
+        if not ids:
+            return {}
+        return dict(await self.call(self.d.store.slot_waits, ids))
 
     def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
         """Who runs a running execution: this daemon's worker ("pid N"; on a shared database
@@ -266,7 +289,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def get(self, request: web.Request) -> web.Response:
         record = await self._load(request.match_info["id"])
-        return _json(self._record(record, await self._holders([record])))
+        slots = await self._slot_waits([record])
+        return _json(self._record(record, await self._holders([record]), slots))
 
     async def logs(self, request: web.Request) -> web.Response:
         """The ends of the execution's delivery logs kept in the database (a shared one: each
@@ -318,6 +342,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             }
             for w in await self.call(self.d.store.waits, execution_id)
         ]
+        if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
+            out["waiting_for"] = WAITING_FOR_SLOT
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:

@@ -96,7 +96,11 @@ class Dispatcher(Limits):
             if free > 0:
                 try:
                     claimed = await self.call(
-                        self.store.claim_due, time.time(), free, self.lease_seconds
+                        self.store.claim_due,
+                        time.time(),
+                        free,
+                        self.lease_seconds,
+                        self.registry.limits or None,
                     )
                 except YsError as exc:
                     log.error("claim failed: %s", exc)
@@ -142,7 +146,12 @@ class Dispatcher(Limits):
                 if prev.task is not None:
                     await asyncio.wait([prev.task])
             if d.cancel_seen:
-                await self._end_cancelled(r, "an earlier delivery ended without honouring it")
+                why = (
+                    "it was cancelled before it ever ran (waiting for a concurrency slot)"
+                    if d.attempt == 1
+                    else "an earlier delivery ended without honouring it"
+                )
+                await self._end_cancelled(r, why)
                 return
             wf = self.registry.get(d.workflow)
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?

@@ -34,6 +34,7 @@ from ys.daemon.scripts import (
     signature,
     split_options,
 )
+from ys.store.protocols import ConcurrencyLimit
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
@@ -61,6 +62,12 @@ class Workflow:
     @property
     def max_attempts(self) -> int:
         return self.options.max_attempts
+
+    @property
+    def limit(self) -> ConcurrencyLimit | None:
+        """`concurrency=N` (`key=FIELD`): what each claim enforces (the store's claim_due)."""
+        n = self.options.concurrency
+        return None if n is None else ConcurrencyLimit(n, self.options.key)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +108,8 @@ class Registry:
         self.uid = os.getuid()
         self.files: dict[str, Workflow] = {}  # file name -> the workflow it is
         self.workflows: dict[str, Workflow] = {}  # workflow name -> what runs (or why not)
+        # what each claim passes to the store: the limits of the workflows that declare one
+        self.limits: dict[str, ConcurrencyLimit] = {}
         self._listing: list[Workflow] = []  # every file, duplicates with their error
         self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected
         self._lock = asyncio.Lock()  # one refresh at a time: changes apply in order
@@ -291,6 +300,9 @@ class Registry:
             workflows[name] = group[0]
             listing += group
         self.workflows, self._listing = workflows, listing
+        self.limits = {
+            n: wf.limit for n, wf in workflows.items() if wf.limit is not None and wf.error is None
+        }
 
     async def _inspect(self, path: Path) -> Workflow | None:
         """What one file is: a workflow (with its error, if any) or None (not a script)."""

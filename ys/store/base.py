@@ -35,6 +35,38 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class ConcurrencyLimit:
+    """A workflow's `concurrency=N` (and `key=FIELD`): at most `n` of its executions hold a
+    lease at once, per value of `params[key]` when `key` is set. The claim takes the limits
+    the daemon's registry reads from the scripts now (`claim_due(limits=...)`), so an edited
+    limit applies to executions already queued."""
+
+    n: int
+    key: str | None = None
+
+
+# The slot an execution of a limited workflow takes: the canonical JSON of `params[key]`, or
+# one of these (neither is JSON text, so no parameter value can take them).
+SLOT_ALL = "*"  # a limit without a key: one slot group for the whole workflow
+SLOT_MISSING = "missing"  # params has no `key` field (or is no object): a value of its own
+
+
+def slot_of(params_json: str, key: str | None) -> str:
+    """The slot group of an execution with these params under a limit keyed by `key`."""
+    if key is None:
+        return SLOT_ALL
+    import json
+
+    try:
+        params = json.loads(params_json)
+    except ValueError:
+        return SLOT_MISSING
+    if not isinstance(params, dict) or key not in params:
+        return SLOT_MISSING
+    return json.dumps(params[key], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
 class StepRecord:
     key: str
     kind: str

@@ -22,7 +22,7 @@ thread). The contract suite (tests/store/) runs every adapter against these.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +31,7 @@ from ys.store.base import (
     DEFAULT_PAGE,
     LOG_TAIL_BYTES,
     Admission,
+    ConcurrencyLimit,
     Delivery,
     Description,
     LogTail,
@@ -48,6 +49,7 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "Admission",
+    "ConcurrencyLimit",
     "Delivery",
     "Description",
     "EffectClient",
@@ -127,10 +129,17 @@ class ExecutionClient(Protocol):
         ...
 
     def claim_due(
-        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """Release expired leases, then lease up to `limit` due executions, each with a new
-        token and a `claimed` event, in one transaction."""
+        token and a `claimed` event, in one transaction. An execution of a workflow in
+        `limits` is leased only while fewer than its limit's `n` leases of its slot group
+        are held (across daemons: counted in the claim's transaction); otherwise it stays
+        due, marked waiting for a slot, until a lease of its group ends."""
         ...
 
     def release_expired(self, now: float | None = None) -> builtins.list[str]:
@@ -493,11 +502,18 @@ class ReadClient(Protocol):
         ...
 
     def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
-        """What the execution waits on: store keys and effects."""
+        """What the execution waits on: store keys, effects, and a concurrency slot
+        ({"kind": "concurrency", "workflow", "slot"})."""
         ...
 
     def next_due_at(self) -> float | None:
-        """The earliest time anything becomes claimable (a due wake or a lease expiry)."""
+        """The earliest time anything becomes claimable (a due wake or a lease expiry); an
+        execution waiting for a concurrency slot is not claimable."""
+        ...
+
+    def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        """Which of these executions are due but wait for a concurrency slot, each with its
+        slot group (`base.slot_of`)."""
         ...
 
 

@@ -3,7 +3,7 @@ as the SQLite client before the transaction, the bodies of `postgres.executions`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ys import codec
@@ -15,7 +15,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument
-from ys.store.base import Admission, Delivery, StepRecord
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
 from ys.store.postgres import executions as ex
 from ys.store.postgres import limits
 from ys.store.postgres.core import Core
@@ -121,12 +121,18 @@ class PgExecutions:
         return self._writer.write(lambda c: ex.wake_workflow_tx(c, workflow, t))
 
     def claim_due(
-        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
         holder, pid = self._core.holder, self._core.pid
-        return self._writer.write(lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid))
+        return self._writer.write(
+            lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid, limits)
+        )
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
-from ys.store.base import Admission, Delivery
+from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
+from ys.store.postgres import concurrency
 from ys.store.postgres.shared import admission_event, completed_step, new_execution_id, project
 from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
@@ -166,7 +168,8 @@ def append(
     c: Any, prior: Record, events: list[Event], token: str | None = None, clear_lease: bool = False
 ) -> Record:
     """Fold `events` onto `prior` (its row locked by this transaction) and persist the
-    events and the new projection together. With `token`, the UPDATE is fenced by it."""
+    events and the new projection together. With `token`, the UPDATE is fenced by it; with
+    `clear_lease`, the lease ends and a concurrency slot it held frees."""
     record, rows, nbytes = project(prior, events)
     sql = (
         "UPDATE executions SET status=%s, outcome=%s, updated_at=%s, due_at=%s, "
@@ -180,6 +183,7 @@ def append(
         )
         + " WHERE execution_id=%s"
         + (" AND lease_token=%s" if token is not None else "")
+        + (" RETURNING workflow, slot" if clear_lease else "")
     )
     args: tuple[Any, ...] = (
         record.status,
@@ -198,6 +202,10 @@ def append(
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
     if cur.rowcount != 1:
         raise lease_lost(record.execution_id)
+    if clear_lease:
+        workflow, slot = cur.fetchone()
+        if slot is not None:  # the lease held a concurrency slot: it frees with the lease
+            concurrency.free(c, workflow, slot)
     c.cursor().executemany(INSERT_EVENT, rows)
     return record
 
@@ -294,7 +302,8 @@ def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
         "AND (due_at IS NULL OR due_at > %s) FOR UPDATE SKIP LOCKED",
         (workflow, now),
     ).fetchall()
-    return sum(
+    n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
+    return n + sum(
         request_wake_tx(c, r[0], now, now, f"workflow {workflow} changed") == "requested"
         for r in rows
     )
@@ -326,50 +335,105 @@ def release_expired_tx(
     return released
 
 
+MAX_PASSED_OVER = 1000  # executions one claim may mark waiting for a slot (the rest: next claim)
+
+
 def claim_due_tx(
-    c: Any, now: float, limit: int, lease: float, holder: str, pid: int
+    c: Any,
+    now: float,
+    limit: int,
+    lease: float,
+    holder: str,
+    pid: int,
+    limits: Mapping[str, ConcurrencyLimit] | None = None,
 ) -> list[Delivery]:
     """Sweep expired leases (any daemon's), then lease up to `limit` due executions.
     FOR UPDATE SKIP LOCKED: daemons claiming at once take disjoint rows; a row claimed and
-    committed by another since this statement began is re-checked and left out."""
+    committed by another since this statement began is re-checked and left out. One of a
+    workflow in `limits` is leased only if its slot group has a free slot, counted under the
+    group's lock (ys/store/postgres/concurrency.py says why that holds across daemons); else
+    it is marked waiting and the claim looks further."""
     release_expired_tx(c, now, limit=max(limit, 16))
-    rows = c.execute(
-        f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= %s AND lease_token IS NULL "
-        "AND (deadline_at IS NULL OR deadline_at > %s) "
-        "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
-        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
-    ).fetchall()
-    out = []
-    for row in rows:
-        record = row_to_record(row)
-        assert not record.terminal
-        token = secrets.token_hex(16)
-        expires = now + lease
-        claim: dict[str, Any] = {"attempt": record.attempts + 1}
-        script = delivery_script(c, record)
-        if script is not None:
-            claim["script_sha256"] = script
-        record = append(c, record, [Event(CLAIMED, now, claim)])
-        c.execute(
-            "UPDATE executions SET lease_token=%s, lease_expires_at=%s, lease_holder=%s, "
-            "lease_pid=%s WHERE execution_id=%s",
-            (token, expires, holder, pid, record.execution_id),
-        )
-        seen = record.cancel_requested and cancel_seen(c, record.execution_id)
-        out.append(
-            Delivery(
-                record.execution_id,
-                token,
-                record.attempts,
-                expires,
-                record.workflow,
-                cancel_requested=record.cancel_requested,
-                cancel_seen=seen,
-                script_sha256=script,
-                deadline_at=row[18],
-            )
-        )
+    out: list[Delivery] = []
+    passed = 0
+    while len(out) < limit:
+        want = limit - len(out)
+        rows = c.execute(
+            f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= %s "
+            "AND lease_token IS NULL AND slot_wait IS NULL "
+            "AND (deadline_at IS NULL OR deadline_at > %s) "
+            "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
+        ).fetchall()
+        waited = 0
+        for row in rows:  # deadline_at: the last column, after the record's
+            record = row_to_record(row)
+            delivery = _claim_one(c, record, now, lease, holder, pid, limits, row[-1])
+            if delivery is None:
+                waited += 1
+            else:
+                out.append(delivery)
+        passed += waited
+        if len(rows) < want or not waited or passed >= MAX_PASSED_OVER:
+            break
     return out
+
+
+def _claim_one(
+    c: Any,
+    record: Record,
+    now: float,
+    lease: float,
+    holder: str,
+    pid: int,
+    limits: Mapping[str, ConcurrencyLimit] | None,
+    deadline_at: float | None = None,
+) -> Delivery | None:
+    """Lease one due execution (its row locked), or (its slot group full) mark it waiting
+    and return None."""
+    assert not record.terminal
+    slot = None
+    bound = limits.get(record.workflow) if limits else None
+    # Cancelled before it ever ran: no workflow code runs (cancel_seen: the dispatcher ends it
+    # cancelled at once), so it needs no slot and does not wait for one.
+    never_ran = record.cancel_requested and record.attempts == 0
+    if bound is not None and not never_ran:
+        slot = SLOT_ALL
+        if bound.key is not None:
+            (params,) = c.execute(
+                "SELECT params FROM executions WHERE execution_id=%s", (record.execution_id,)
+            ).fetchone()
+            slot = slot_of(params, bound.key)
+        concurrency.lock(c, record.workflow, slot)
+        if concurrency.held(c, record.workflow, slot) >= bound.n:
+            concurrency.wait(c, record.execution_id, slot)
+            return None
+    token = secrets.token_hex(16)
+    expires = now + lease
+    claim: dict[str, Any] = {"attempt": record.attempts + 1}
+    script = delivery_script(c, record)
+    if script is not None:
+        claim["script_sha256"] = script
+    record = append(c, record, [Event(CLAIMED, now, claim)])
+    c.execute(
+        "UPDATE executions SET lease_token=%s, lease_expires_at=%s, lease_holder=%s, "
+        "lease_pid=%s, slot=%s WHERE execution_id=%s",
+        (token, expires, holder, pid, slot, record.execution_id),
+    )
+    seen = (bound is not None and never_ran) or (
+        record.cancel_requested and cancel_seen(c, record.execution_id)
+    )
+    return Delivery(
+        record.execution_id,
+        token,
+        record.attempts,
+        expires,
+        record.workflow,
+        cancel_requested=record.cancel_requested,
+        cancel_seen=seen,
+        script_sha256=script,
+        deadline_at=deadline_at,
+    )
 
 
 def cancel_seen(c: Any, execution_id: str) -> bool:

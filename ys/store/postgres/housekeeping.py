@@ -132,7 +132,7 @@ class PgHousekeeping:
         due, waiting = self._core.read(
             lambda c: c.execute(
                 "SELECT COUNT(*) FILTER (WHERE due_at <= %s), COUNT(*) FILTER (WHERE due_at > %s) "
-                "FROM executions WHERE due_at IS NOT NULL",
+                "FROM executions WHERE due_at IS NOT NULL AND slot_wait IS NULL",
                 (now, now),
             ).fetchone()
         )
@@ -181,7 +181,9 @@ class PgHousekeeping:
 def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
     """Release every lease `holder` holds, expired or not, each with a `released` event: a
     restarted daemon's recovery. Other daemons' leases are not touched (their expired ones
-    are swept by claims)."""
+    are swept by claims). Executions that waited for a concurrency slot are claimable again:
+    the next claim, under the limits of the scripts as they are now, marks again those that
+    still wait."""
     from ys.store.postgres.executions import append, load
     from ys.store.records import RELEASED, Event
 
@@ -199,4 +201,7 @@ def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
             [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})],
             clear_lease=True,
         )
+    from ys.store.postgres.concurrency import release_all_waiters
+
+    release_all_waiters(c)  # this daemon's limits may have changed while it was down
     return [r[0] for r in rows]

@@ -34,7 +34,7 @@ def shared_counts(c: Any, now: float) -> SharedCounts:
     }
     due, oldest = c.execute(
         "SELECT COUNT(*), MIN(due_at) FROM executions "
-        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL",
+        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL AND slot_wait IS NULL",
         (now,),
     ).fetchone()
     return SharedCounts(executions, effects, int(due), oldest)

@@ -36,7 +36,7 @@ def due(c: Any, limit: int = 10) -> list[Record]:
     return _records(
         c,
         f"SELECT {FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
-        "ORDER BY due_at LIMIT %s",
+        "AND slot_wait IS NULL ORDER BY due_at LIMIT %s",
         (limit,),
     )
 

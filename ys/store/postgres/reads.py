@@ -147,7 +147,8 @@ def verify(c: Any) -> list[str]:
 
 
 def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
-    """What an execution waits on: store keys (oldest registration first), then effects."""
+    """What an execution waits on: store keys (oldest registration first), effects, then a
+    concurrency slot."""
     out = [
         {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
         for r in c.execute(
@@ -163,15 +164,23 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
             (execution_id,),
         ).fetchall()
     ]
+    out += [
+        {"kind": "concurrency", "workflow": r[0], "slot": r[1]}
+        for r in c.execute(
+            "SELECT workflow, slot_wait FROM executions WHERE execution_id=%s "
+            "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
+            (execution_id,),
+        ).fetchall()
+    ]
     return out
 
 
 def next_due_at(c: Any) -> float | None:
     row = c.execute(
         "SELECT LEAST((SELECT MIN(due_at) FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL), (SELECT MIN(lease_expires_at) FROM executions "
-        "WHERE lease_token IS NOT NULL), (SELECT MIN(deadline_at) FROM executions "
-        "WHERE deadline_at IS NOT NULL))"
+        "AND lease_token IS NULL AND slot_wait IS NULL), (SELECT MIN(lease_expires_at) "
+        "FROM executions WHERE lease_token IS NOT NULL), (SELECT MIN(deadline_at) "
+        "FROM executions WHERE deadline_at IS NOT NULL))"
     ).fetchone()
     return row[0] if row else None
 
@@ -231,3 +240,8 @@ class PgReads:
 
     def next_due_at(self) -> float | None:
         return self._core.read(next_due_at)
+
+    def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        from ys.store.postgres.concurrency import waiting
+
+        return self._core.read(lambda c: waiting(c, execution_ids))

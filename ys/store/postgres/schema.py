@@ -358,6 +358,25 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER executions_deadline_set BEFORE INSERT ON executions
         FOR EACH ROW EXECUTE FUNCTION ys_deadline_set();
     """,
+    # 12: concurrency limits (ys/store/postgres/concurrency.py), as SQLite's migration 16:
+    # `slot`, the slot group a leased row's lease holds; `slot_wait`, the group a due
+    # execution waits in for a free slot (claims pass it over; the due index leaves it out).
+    # A waiter made claimable again tells the other daemons, as a row that becomes due does.
+    """
+    ALTER TABLE executions ADD COLUMN slot text COLLATE "C";
+    ALTER TABLE executions ADD COLUMN slot_wait text COLLATE "C";
+    CREATE INDEX executions_slot ON executions (workflow, slot)
+        WHERE slot IS NOT NULL AND lease_token IS NOT NULL;
+    CREATE INDEX executions_slot_wait ON executions (workflow, slot_wait, due_at, execution_id)
+        WHERE slot_wait IS NOT NULL;
+    DROP INDEX executions_due;
+    CREATE INDEX executions_due ON executions (due_at, execution_id)
+        WHERE due_at IS NOT NULL AND slot_wait IS NULL;
+    CREATE TRIGGER executions_slot_notify
+        AFTER UPDATE OF slot_wait ON executions
+        FOR EACH ROW WHEN (NEW.slot_wait IS NULL AND OLD.slot_wait IS NOT NULL)
+        EXECUTE FUNCTION ys_notify_due();
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

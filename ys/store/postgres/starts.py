@@ -80,6 +80,12 @@ def cancel_tx(c: Any, execution_id: str, now: float, depth: int = 0) -> bool:
     if record.terminal or record.cancel_requested:
         return False
     append(c, record, [Event(CANCEL_REQUESTED, now, {"by": "parent"} if depth else {})])
+    # one waiting for a concurrency slot is looked at again: if it never ran, the next claim
+    # ends it cancelled without a slot (ys/store/postgres/executions.py `_claim_one`)
+    c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE execution_id=%s AND slot_wait IS NOT NULL",
+        (execution_id,),
+    )
     if depth < 64:
         children = c.execute(
             "SELECT execution_id FROM executions WHERE parent_id=%s AND parent_detached = false "

@@ -12,7 +12,7 @@ their checks here, outside the transaction, and nothing more per call.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ys import codec
@@ -25,7 +25,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
-from ys.store.base import Admission, Delivery, StepRecord
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
 from ys.store.records import Record
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
@@ -162,11 +162,15 @@ class SqliteExecutions:
         return self._writer.write(lambda c: wake_workflow_tx(c, workflow, t))
 
     def claim_due(
-        self, now: float | None = None, limit: int = 10, lease_seconds: float | None = None
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
-        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease))
+        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease, limits))
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

@@ -13,11 +13,12 @@ import json
 import random
 import secrets
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFoundError
-from ys.store.base import Admission, Delivery
+from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.records import (
     ADMITTED,
     CANCEL_REQUESTED,
@@ -35,6 +36,7 @@ from ys.store.records import (
     Record,
     apply,
 )
+from ys.store.sqlite import concurrency
 from ys.store.sqlite.versions import current_script, delivery_script
 
 _RECORD_COLUMNS = (
@@ -368,10 +370,14 @@ def request_wake_tx(
 
 
 def clear_lease(c: sqlite3.Connection, execution_id: str) -> None:
-    c.execute(
-        "UPDATE executions SET lease_token=NULL, lease_expires_at=NULL WHERE execution_id=?",
+    """End the lease; a slot it held (a concurrency limit) frees in the same transaction."""
+    row = c.execute(
+        "UPDATE executions SET lease_token=NULL, lease_expires_at=NULL WHERE execution_id=? "
+        "RETURNING workflow, slot",
         (execution_id,),
-    )
+    ).fetchone()
+    if row is not None and row[1] is not None:
+        concurrency.free(c, row[0], row[1])
 
 
 def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> list[str]:
@@ -390,44 +396,94 @@ def release_expired_tx(c: sqlite3.Connection, now: float, limit: int | None) -> 
     return released
 
 
-def claim_due_tx(c: sqlite3.Connection, now: float, limit: int, lease: float) -> list[Delivery]:
+MAX_PASSED_OVER = 1000  # executions one claim may mark waiting for a slot (the rest: next claim)
+
+
+def claim_due_tx(
+    c: sqlite3.Connection,
+    now: float,
+    limit: int,
+    lease: float,
+    limits: Mapping[str, ConcurrencyLimit] | None = None,
+) -> list[Delivery]:
+    """Lease up to `limit` due executions; one of a workflow in `limits` only if its slot
+    group has a free slot (counted in this transaction), else it is marked waiting and the
+    claim looks further."""
     release_expired_tx(c, now, limit=max(limit, 16))
-    rows = c.execute(
-        "SELECT execution_id, deadline_at FROM executions WHERE due_at <= ? "
-        "AND lease_token IS NULL AND (deadline_at IS NULL OR deadline_at > ?) "
-        "ORDER BY due_at, execution_id LIMIT ?",
-        (now, now, limit),  # past its deadline: never delivered again (`time_out` ends it)
-    ).fetchall()
-    out = []
-    for execution_id, deadline_at in rows:
-        record = load(c, execution_id, payload=False)
-        assert record is not None and not record.terminal
-        token = secrets.token_hex(16)
-        expires = now + lease
-        claim: dict[str, Any] = {"attempt": record.attempts + 1}
-        script = delivery_script(c, execution_id, record.workflow)
-        if script is not None:
-            claim["script_sha256"] = script
-        record = append(c, record, [Event(CLAIMED, now, claim)])
-        c.execute(
-            "UPDATE executions SET lease_token=?, lease_expires_at=? WHERE execution_id=?",
-            (token, expires, execution_id),
-        )
-        seen = record.cancel_requested and cancel_seen(c, execution_id)
-        out.append(
-            Delivery(
-                execution_id,
-                token,
-                record.attempts,
-                expires,
-                record.workflow,
-                cancel_requested=record.cancel_requested,
-                cancel_seen=seen,
-                script_sha256=script,
-                deadline_at=deadline_at,
-            )
-        )
+    out: list[Delivery] = []
+    passed = 0
+    while len(out) < limit:
+        want = limit - len(out)
+        rows = c.execute(
+            "SELECT execution_id, deadline_at FROM executions WHERE due_at <= ? "
+            "AND lease_token IS NULL AND slot_wait IS NULL "
+            "AND (deadline_at IS NULL OR deadline_at > ?) ORDER BY due_at, execution_id LIMIT ?",
+            (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
+        ).fetchall()
+        waited = 0
+        for execution_id, deadline_at in rows:
+            delivery = _claim_one(c, execution_id, now, lease, limits, deadline_at)
+            if delivery is None:
+                waited += 1
+            else:
+                out.append(delivery)
+        passed += waited
+        if len(rows) < want or not waited or passed >= MAX_PASSED_OVER:
+            break
     return out
+
+
+def _claim_one(
+    c: sqlite3.Connection,
+    execution_id: str,
+    now: float,
+    lease: float,
+    limits: Mapping[str, ConcurrencyLimit] | None,
+    deadline_at: float | None = None,
+) -> Delivery | None:
+    """Lease one due execution, or (its slot group full) mark it waiting and return None."""
+    record = load(c, execution_id, payload=False)
+    assert record is not None and not record.terminal
+    slot = None
+    bound = limits.get(record.workflow) if limits else None
+    # Cancelled before it ever ran: no workflow code runs (cancel_seen: the dispatcher ends it
+    # cancelled at once), so it needs no slot and does not wait for one.
+    never_ran = record.cancel_requested and record.attempts == 0
+    if bound is not None and not never_ran:
+        slot = SLOT_ALL
+        if bound.key is not None:
+            (params,) = c.execute(
+                "SELECT params FROM executions WHERE execution_id=?", (execution_id,)
+            ).fetchone()
+            slot = slot_of(params, bound.key)
+        if concurrency.held(c, record.workflow, slot) >= bound.n:
+            concurrency.wait(c, execution_id, slot)
+            return None
+    token = secrets.token_hex(16)
+    expires = now + lease
+    claim: dict[str, Any] = {"attempt": record.attempts + 1}
+    script = delivery_script(c, execution_id, record.workflow)
+    if script is not None:
+        claim["script_sha256"] = script
+    record = append(c, record, [Event(CLAIMED, now, claim)])
+    c.execute(
+        "UPDATE executions SET lease_token=?, lease_expires_at=?, slot=? WHERE execution_id=?",
+        (token, expires, slot, execution_id),
+    )
+    seen = (bound is not None and never_ran) or (
+        record.cancel_requested and cancel_seen(c, execution_id)
+    )
+    return Delivery(
+        execution_id,
+        token,
+        record.attempts,
+        expires,
+        record.workflow,
+        cancel_requested=record.cancel_requested,
+        cancel_seen=seen,
+        script_sha256=script,
+        deadline_at=deadline_at,
+    )
 
 
 def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
@@ -588,7 +644,7 @@ def wake_workflow_tx(c: sqlite3.Connection, workflow: str, now: float) -> int:
         " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",
         (workflow, now),
     ).fetchall()
-    n = 0
+    n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
     for (execution_id,) in rows:
         if (
             request_wake_tx(c, execution_id, now, now, f"workflow {workflow} changed")

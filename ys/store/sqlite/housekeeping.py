@@ -65,7 +65,9 @@ def prune_event_log_tx(c: sqlite3.Connection) -> int:
 
 def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
     """Release every lease held, expired or not, each with a `released` event: a restarted
-    daemon's recovery (the file has one daemon, so every lease was its own)."""
+    daemon's recovery (the file has one daemon, so every lease was its own). Executions that
+    waited for a concurrency slot are claimable again: the next claim, under the limits of
+    the scripts as they are now, marks again those that still wait."""
     from ys.store.records import RELEASED, Event
     from ys.store.sqlite.executions import append, clear_lease, load
 
@@ -81,6 +83,9 @@ def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
         assert record is not None
         append(c, record, [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})])
         clear_lease(c, execution_id)
+    from ys.store.sqlite.concurrency import release_all_waiters
+
+    release_all_waiters(c)  # the limits may have changed while no daemon ran
     return ids
 
 
@@ -177,7 +182,7 @@ class SqliteHousekeeping:
             self._core.reader()
             .execute(
                 "SELECT COUNT(*) FILTER (WHERE due_at <= ?), COUNT(*) FILTER (WHERE due_at > ?) "
-                "FROM executions WHERE due_at IS NOT NULL",
+                "FROM executions WHERE due_at IS NOT NULL AND slot_wait IS NULL",
                 (now, now),
             )
             .fetchone()

@@ -21,7 +21,7 @@ def shared_counts(c: sqlite3.Connection, now: float) -> SharedCounts:
         effects = dict(c.execute("SELECT status, n FROM effect_counts WHERE n > 0").fetchall())
         due, oldest = c.execute(
             "SELECT COUNT(*), MIN(due_at) FROM executions "
-            "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL",
+            "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL AND slot_wait IS NULL",
             (now,),
         ).fetchone()
     finally:

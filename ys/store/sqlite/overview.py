@@ -41,11 +41,11 @@ def running(c: sqlite3.Connection, limit: int = 100) -> list[RunningExecution]:
 
 def due(c: sqlite3.Connection, limit: int = 10) -> list[Record]:
     """Executions with a pending wake and no delivery, soonest first (overdue ones too: they
-    wait for a free slot or for their script)."""
+    wait for a free slot or for their script; not those waiting for a concurrency slot)."""
     return _records(
         c,
         f"SELECT {_FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
-        "ORDER BY due_at LIMIT ?",
+        "AND slot_wait IS NULL ORDER BY due_at LIMIT ?",
         (limit,),
     )
 

@@ -308,7 +308,8 @@ def verify(c: sqlite3.Connection) -> list[str]:
 
 
 def waits(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
-    """What an execution waits on: store keys (oldest registration first), then effects."""
+    """What an execution waits on: store keys (oldest registration first), effects, then a
+    concurrency slot."""
     out = [
         {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
         for r in c.execute(
@@ -324,15 +325,23 @@ def waits(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
             (execution_id,),
         ).fetchall()
     ]
+    out += [
+        {"kind": "concurrency", "workflow": r[0], "slot": r[1]}
+        for r in c.execute(
+            "SELECT workflow, slot_wait FROM executions WHERE execution_id=? "
+            "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
+            (execution_id,),
+        ).fetchall()
+    ]
     return out
 
 
 def next_due_at(c: sqlite3.Connection) -> float | None:
     row = c.execute(
         "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL UNION ALL SELECT MIN(lease_expires_at) FROM executions "
-        "WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) FROM executions "
-        "WHERE deadline_at IS NOT NULL)"
+        "AND lease_token IS NULL AND slot_wait IS NULL UNION ALL SELECT MIN(lease_expires_at) "
+        "FROM executions WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) "
+        "FROM executions WHERE deadline_at IS NOT NULL)"
     ).fetchone()
     return row[0] if row else None
 
@@ -389,3 +398,8 @@ class SqliteReads:
 
     def next_due_at(self) -> float | None:
         return next_due_at(self._reader())
+
+    def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        from ys.store.sqlite.concurrency import waiting
+
+        return waiting(self._reader(), execution_ids)

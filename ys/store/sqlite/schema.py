@@ -312,6 +312,21 @@ MIGRATIONS: list[str] = [
         WHERE execution_id = NEW.execution_id;
     END;
     """,
+    # 16: concurrency limits (ys/store/sqlite/concurrency.py). `slot`: the slot group the lease
+    # of an execution of a limited workflow holds (counted over leased rows, per workflow and
+    # group); `slot_wait`: the group a due execution waits in for a free slot, passed over by
+    # claims until a lease of its group ends. The due index leaves the waiting out, so claims
+    # and next_due_at never scan them.
+    """
+    ALTER TABLE executions ADD COLUMN slot TEXT;
+    ALTER TABLE executions ADD COLUMN slot_wait TEXT;
+    CREATE INDEX executions_slot ON executions(workflow, slot)
+        WHERE slot IS NOT NULL AND lease_token IS NOT NULL;
+    CREATE INDEX executions_slot_wait ON executions(workflow, slot_wait, due_at, execution_id)
+        WHERE slot_wait IS NOT NULL;
+    DROP INDEX executions_due;
+    CREATE INDEX executions_due ON executions(due_at) WHERE due_at IS NOT NULL AND slot_wait IS NULL;
+    """,
 ]
 
 

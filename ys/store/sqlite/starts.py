@@ -90,6 +90,12 @@ def cancel_tx(c: sqlite3.Connection, execution_id: str, now: float, depth: int =
         return False
     data = {"by": "parent"} if depth else {}
     append(c, record, [Event(CANCEL_REQUESTED, now, data)])
+    # one waiting for a concurrency slot is looked at again: if it never ran, the next claim
+    # ends it cancelled without a slot (ys/store/sqlite/executions.py `_claim_one`)
+    c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE execution_id=? AND slot_wait IS NOT NULL",
+        (execution_id,),
+    )
     if depth < 64:
         children = c.execute(
             "SELECT execution_id FROM executions WHERE parent_id=? AND parent_detached=0 "

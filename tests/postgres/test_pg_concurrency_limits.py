@@ -1,0 +1,147 @@
+"""Concurrency limits with several daemons on one PostgreSQL database: three stores (each its
+own writer, pool and lease holder) claiming at once, and two real daemons sharing the work of
+one limited workflow. Each test asserts an invariant (the most leases or runs of one group at
+once), never a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import T0, DaemonHandle, Threads, lines, make_home, wait_until
+from ys.store.base import ConcurrencyLimit
+from ys.store.postgres import PostgresStore
+
+LEASE = 30.0
+DONE = {"status": "completed", "result": None}
+
+
+@pytest.fixture
+def daemons(pg_url: str) -> Iterator[Callable[..., list[PostgresStore]]]:
+    opened: list[PostgresStore] = []
+
+    def open_(n: int = 3, **options: Any) -> list[PostgresStore]:
+        options.setdefault("clock", lambda: T0)
+        stores = [PostgresStore(pg_url, daemon_id=f"d{i}", **options) for i in range(n)]
+        opened.extend(stores)
+        return stores
+
+    yield open_
+    for s in opened:
+        s.close()
+
+
+def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemons):
+    stores = daemons(3, group_commit=True)
+    accounts = ("acme", "globex")
+    for i in range(24):
+        stores[i % 3].admit("pay", {"account": accounts[i % 2]}, execution_id=f"pay-{i:02}")
+    limits = {"pay": ConcurrencyLimit(1, key="account")}
+    lock = threading.Lock()
+    held: Counter[str] = Counter()
+    most: Counter[str] = Counter()
+    done: list[str] = []
+
+    def account(execution_id: str) -> str:
+        return accounts[int(execution_id.rsplit("-", 1)[1]) % 2]
+
+    def drain(i: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(done) < 24 and time.monotonic() < deadline:
+            batch = stores[i].claim_due(now=T0, limit=2, lease_seconds=LEASE, limits=limits)
+            with lock:  # counted after the claim committed, uncounted before the outcome
+                for d in batch:
+                    held[account(d.execution_id)] += 1
+                    most[account(d.execution_id)] = max(
+                        most[account(d.execution_id)], held[account(d.execution_id)]
+                    )
+            for d in batch:
+                with lock:
+                    held[account(d.execution_id)] -= 1
+                stores[i].acknowledge(d.execution_id, d.token, DONE)
+                with lock:
+                    done.append(d.execution_id)
+
+    results = Threads(3, drain).results()
+    assert all(r is None for r in results), results
+    assert sorted(done) == [f"pay-{i:02}" for i in range(24)]  # each once
+    assert dict(most) == dict.fromkeys(accounts, 1)
+
+
+LIMITED = """
+import os
+import pathlib
+import time
+
+import ys
+
+
+def work(d, label):
+    def note(what):
+        with open(os.path.join(d, "effects"), "a") as f:
+            f.write(f"{what} {label} {time.time():.6f}\\n")
+
+    note("start")
+    while not pathlib.Path(d, "go").exists():
+        time.sleep(0.01)
+    time.sleep(0.05)
+    note("end")
+
+
+@ys.workflow(concurrency=2)
+def main(step, params):
+    step.run("work", work, params["d"], params["label"])
+"""
+
+
+def most_at_once(d: Path) -> int:
+    edges = []
+    for ln in lines(d):
+        what, _, at = ln.split()
+        edges.append((float(at), 1 if what == "start" else -1))
+    now = most = 0
+    for _, step in sorted(edges):  # at one instant an end (-1) sorts before a start
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_two_daemons_on_one_database_run_at_most_the_limit_between_them(tmp_path, pg_url):
+    d = tmp_path / "fx"
+    d.mkdir()
+    hs: list[DaemonHandle] = []
+    for i in range(2):
+        (tmp_path / f"box{i}").mkdir()
+        hs.append(make_home(tmp_path / f"box{i}", YS_DATABASE=pg_url))
+    try:
+        for h in hs:
+            h.write("limited.py", LIMITED)
+            h.start(concurrency=4)
+        for i in range(8):
+            with hs[i % 2].client() as c:
+                c.trigger("limited", {"d": str(d), "label": f"n{i}"}, execution_id=f"n{i}")
+
+        def waiting() -> set[str]:
+            with hs[1].client() as c:
+                ps = c.ps()["executions"]
+            return {r["execution_id"] for r in ps if r.get("waiting_for")}
+
+        wait_until(
+            lambda: sum(ln.startswith("start") for ln in lines(d)) == 2 and len(waiting()) == 6,
+            timeout=30,
+            message="2 running on the two daemons, 6 waiting for a slot",
+        )
+        (d / "go").touch()
+        with hs[0].client() as c:
+            assert {c.wait(f"n{i}", timeout=60)["status"] for i in range(8)} == {"completed"}
+        assert sum(ln.startswith("end") for ln in lines(d)) == 8
+        assert most_at_once(d) == 2
+    finally:
+        for h in hs:
+            h.stop()

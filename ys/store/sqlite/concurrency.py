@@ -1,0 +1,67 @@
+"""Concurrency limits on SQLite: the claim's side (`claim_due_tx` counts `held` slots before it
+leases an execution of a limited workflow) and the side of a lease that ends (`free`).
+
+A limited execution's lease holds a slot: its row's `slot` names the group (the workflow's
+whole, or one value of `params[key]`, `base.slot_of`), counted over leased rows through a
+partial index. A due execution whose group is full is marked `slot_wait` and left out of
+claims and of `next_due_at` (the due index excludes it) until a lease of its group ends:
+that transaction clears the mark of the group's earliest waiter, which the next claim takes
+or marks again. All of it runs inside the claim's or the release's one transaction, and
+SQLite has one writer at a time, so the count a claim reads is the count it leases against.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def held(c: sqlite3.Connection, workflow: str, slot: str) -> int:
+    """How many leases of `workflow` hold a slot of group `slot` now."""
+    row = c.execute(
+        "SELECT COUNT(*) FROM executions WHERE workflow=? AND slot=? AND lease_token IS NOT NULL",
+        (workflow, slot),
+    ).fetchone()
+    return int(row[0])
+
+
+def wait(c: sqlite3.Connection, execution_id: str, slot: str) -> None:
+    """The execution waits for a slot of its group: claims pass it over until one frees."""
+    c.execute("UPDATE executions SET slot_wait=? WHERE execution_id=?", (slot, execution_id))
+
+
+def free(c: sqlite3.Connection, workflow: str, slot: str) -> None:
+    """A lease of group `slot` ended: its earliest due waiter may be claimed again (one per
+    freed slot; a waiter that still finds the group full is marked again)."""
+    c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE execution_id = (SELECT execution_id "
+        "FROM executions WHERE workflow=? AND slot_wait=? AND due_at IS NOT NULL "
+        "ORDER BY due_at, execution_id LIMIT 1)",
+        (workflow, slot),
+    )
+
+
+def release_waiters(c: sqlite3.Connection, workflow: str) -> int:
+    """Every waiter of `workflow` is claimable again (its script, and so its limit, changed)."""
+    return c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE workflow=? AND slot_wait IS NOT NULL",
+        (workflow,),
+    ).rowcount
+
+
+def release_all_waiters(c: sqlite3.Connection) -> None:
+    """Every waiter of every workflow is claimable again (recovery at start: a limit may have
+    been raised or removed while no daemon ran, and no lease of its group would free it)."""
+    c.execute("UPDATE executions SET slot_wait=NULL WHERE slot_wait IS NOT NULL")
+
+
+def waiting(c: sqlite3.Connection, execution_ids: list[str]) -> dict[str, str]:
+    """Which of these executions wait for a concurrency slot, and in which group."""
+    if not execution_ids:
+        return {}
+    marks = ",".join("?" * len(execution_ids))
+    rows = c.execute(
+        f"SELECT execution_id, slot_wait FROM executions WHERE execution_id IN ({marks}) "
+        "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
+        execution_ids,
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
