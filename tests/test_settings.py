@@ -85,3 +85,11 @@ def test_a_refused_database_url_never_shows_its_password(tmp_path):
 )
 def test_redact_hides_the_password_and_keeps_the_rest(url, shown):
     assert redact(url) == shown
+
+
+def test_only_a_url_names_postgresql_a_file_named_postgres_is_a_file():
+    from ys.store import is_postgres
+
+    assert is_postgres("postgresql://u@h/db") and is_postgres("postgres://h/db")
+    assert not is_postgres("postgres") and not is_postgres("/data/postgresql")
+    assert not is_postgres(None)

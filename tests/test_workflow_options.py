@@ -59,3 +59,10 @@ def test_defaults_and_decorator_values():
 def test_a_bad_option_is_refused_naming_it(options, why):
     error = options_error(options)
     assert error is not None and why in error, error
+
+
+@pytest.mark.parametrize("timeout", [1e12, 1e300])
+def test_a_timeout_past_the_year_9999_is_the_scripts_load_error(timeout):
+    # the store could not record it (times end in 9999): refused here, as a header's is
+    with pytest.raises(ValueError, match="bad timeout"):
+        parse_options({"timeout": timeout})

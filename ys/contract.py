@@ -41,7 +41,7 @@ def check_execution_id(execution_id: str, what: str = "execution ID") -> str:
 
 def check_workflow_name(name: str) -> str:
     """Workflow names are file names: letters, digits, '.', '_', '-', at most 128."""
-    if not isinstance(name, str) or not _WORKFLOW_NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _WORKFLOW_NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"workflow name {name!r} is not valid: use letters, digits, '.', '_' or '-' "
@@ -306,7 +306,7 @@ def check_tags(tags: Any, what: str = "tags") -> dict[str, str]:
     for key, value in tags.items():
         if not isinstance(key, str) or not key:
             raise InvalidArgument("INVALID_ARGUMENT", f"{what}: a tag key must be non-empty text")
-        if len(key) > MAX_TAG_KEY or not _TAG_KEY.match(key):
+        if len(key) > MAX_TAG_KEY or not _TAG_KEY.fullmatch(key):
             raise InvalidArgument(
                 "INVALID_ARGUMENT",
                 f"{what}: tag key {key[:80]!r} is not valid: use 1 to {MAX_TAG_KEY} letters, "

@@ -170,3 +170,50 @@ def test_recovery_at_start_makes_every_waiter_claimable_under_the_limits_of_now(
     store.release_held(now=T0 + 1)  # the limit was removed while the daemon was down
     assert store.slot_waits(ids) == {}
     assert sorted(d.execution_id for d in claim(store, None, now=T0 + 1)) == ids
+
+
+# A slot handed to a waiter that then ends without taking it (cancelled, timed out) is not
+# lost: the next waiter of its group is claimed (claims heal groups with free slots).
+ONE = {"limited": ConcurrencyLimit(1)}
+
+
+def test_cancel_now_of_the_woken_waiter_does_not_strand_the_next_one(store):
+    a, w1, w2 = admit(store, "limited", 3)
+    (da,) = claim(store, ONE)
+    store.acknowledge(a, da.token, DONE, now=T0 + 1)  # w1's turn
+    store.cancel(w1, at_once=True, now=T0 + 2)
+    assert [d.execution_id for d in claim(store, ONE, now=T0 + 3)] == [w2]
+
+
+def test_a_plain_cancel_of_the_woken_waiter_does_not_strand_the_next_one(store):
+    a, w1, w2 = admit(store, "limited", 3)
+    (da,) = claim(store, ONE)
+    store.acknowledge(a, da.token, DONE, now=T0 + 1)
+    store.cancel(w1, now=T0 + 2)
+    # w1 never ran: it is claimed without a slot (to end cancelled), and w2 takes the slot
+    got = {d.execution_id: d for d in claim(store, ONE, now=T0 + 3)}
+    assert set(got) == {w1, w2} and got[w1].cancel_seen
+    store.acknowledge(w1, got[w1].token, {"status": "cancelled"}, now=T0 + 4)
+    assert leased(store) == {w2}
+
+
+def test_the_woken_waiter_timing_out_does_not_strand_the_next_one(store):
+    store.set_script("limited", "0" * 64, timeout=10.0, now=T0 - 1)
+    a, w1 = admit(store, "limited", 2)
+    (w2,) = admit(store, "limited", 1, prefix="late", at=T0 + 5)
+    (da,) = claim(store, ONE, now=T0 + 5)
+    store.acknowledge(a, da.token, DONE, now=T0 + 9.9)  # w1's turn, but its deadline comes
+    assert store.time_out(w1, now=T0 + 10.1)
+    assert [d.execution_id for d in claim(store, ONE, now=T0 + 11.5)] == [w2]
+
+
+def test_a_long_key_value_names_its_group_by_a_hash_and_wedges_no_claim(store):
+    import secrets
+
+    big = secrets.token_hex(4000)  # past what a PostgreSQL index entry may hold
+    store.admit("pay", {"account": big}, execution_id="big", now=T0)
+    store.admit("pay", {"account": big}, execution_id="big2", now=T0 + 0.5)
+    store.admit("other", None, execution_id="plain", now=T0 + 1)
+    keyed = {"pay": ConcurrencyLimit(1, key="account")}
+    got = sorted(d.execution_id for d in claim(store, keyed, now=T0 + 2))
+    assert got == ["big", "plain"]  # big2 is of big's group: it waits

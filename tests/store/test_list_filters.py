@@ -171,3 +171,36 @@ def test_bad_times_are_invalid(store):
     for bad in (float("nan"), -5.0, 1e20):
         with refused("INVALID_ARGUMENT"):
             store.list(since=bad)
+
+
+def test_a_status_given_twice_lists_each_record_once(store):
+    store.admit("w", execution_id="a", now=T0)
+    store.admit("w", execution_id="b", now=T0 + 1)
+    assert [r.execution_id for r in store.list(statuses=["admitted", "admitted"]).items] == [
+        "b",
+        "a",
+    ]
+    both = store.list(statuses=["admitted", "running", "admitted"], limit=1)
+    rest = store.list(statuses=["admitted", "running"], limit=5, page_token=both.next_page_token)
+    assert [r.execution_id for r in both.items + rest.items] == ["b", "a"]
+
+
+@pytest.mark.parametrize("bad_id", ["\ud800", "a\x00b"])
+def test_a_page_token_naming_an_impossible_id_is_invalid(store, bad_id):
+    from ys.store.paging import list_token
+
+    store.admit("w", execution_id="a", now=T0)
+    for kw in ({}, {"statuses": ["admitted", "running"]}):
+        with refused("INVALID_ARGUMENT"):
+            store.list(page_token=list_token(T0 + 1, bad_id), **kw)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"workflow": "w\n"}, {"workflow": "a\x00b"}, {"parent": "a\x00b"}, {"tags": {"env\n": "x"}}],
+    ids=["workflow-newline", "workflow-nul", "parent-nul", "tag-key-newline"],
+)
+def test_a_filter_no_record_can_match_is_refused_not_a_server_error(store, kw):
+    store.admit("w", execution_id="a", now=T0)
+    with refused("INVALID_ARGUMENT"):
+        store.list(**kw)

@@ -190,3 +190,15 @@ def test_a_waiting_step_before_from_is_not_copied_and_runs_again(store):
     assert [s.key for s in store.steps(retry.execution_id)] == ["a", "c"]
     assert store.start(retry.execution_id, "b", "ship", "{}", now=T0 + 9) != child
     assert store.verify() == []
+
+
+def test_retry_params_have_the_admission_limit(store):
+    from tests.store.test_execution_client import claim_one, refused
+
+    store.admit("w", {"i": 1}, execution_id="X", now=T0)
+    d = claim_one(store, "X", T0)
+    failed = {"status": "failed", "error": {"name": "E", "message": "m"}}
+    store.acknowledge("X", d.token, failed, now=T0 + 1)
+    with refused("INVALID_ARGUMENT"):
+        store.retry("X", params={"a": "x" * (2 * 1024 * 1024 + 100)}, now=T0 + 2)
+    assert store.get("X.r1") is None

@@ -164,11 +164,7 @@ def _elsewhere(kept: dict[str, Any]) -> None:
     """Say on stderr that this delivery ran on another box, and where its whole log is."""
     from ys.commands import _render
 
-    part = (
-        f"its last {len(kept['text'].encode())} of {kept['size']} bytes"
-        if kept["truncated"]
-        else "all of it"
-    )
+    part = f"its last {kept['kept']} of {kept['size']} bytes" if kept["truncated"] else "all of it"
     _render.note(
         f"ran on daemon {kept['daemon_id']}: its log is {kept['path']} on that box; "
         f"{part} follows, as the database keeps it"

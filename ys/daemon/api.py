@@ -309,6 +309,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                         "daemon_id": t.daemon_id,
                         "path": t.path,
                         "size": t.size,
+                        "kept": len(t.tail),
                         "truncated": t.size > len(t.tail),
                         "text": t.tail.decode("utf-8", "replace"),
                     }

@@ -71,6 +71,7 @@ class Dispatcher(Limits):
         self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
         self.daemon_id = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
         self._background: set[asyncio.Task[None]] = set()
+        self._log_tails: set[asyncio.Task[None]] = set()  # log ends being kept (shared store)
         self._poke = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -188,6 +189,12 @@ class Dispatcher(Limits):
         except Exception:
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
+            if self.store.shared and r.log_ended:
+                # Kept once the outcome or release is written, off its path: a slow write
+                # here must not hold the delivery (nor its lease) open.
+                task = asyncio.create_task(self._keep_log_tail(r))
+                self._log_tails.add(task)
+                task.add_done_callback(self._log_tails.discard)
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
             if self.metrics is not None:
@@ -316,8 +323,7 @@ class Dispatcher(Limits):
         r.out.close()
         last.close()
         r.last_line = last.line
-        if self.store.shared:
-            await self._keep_log_tail(r)
+        r.log_ended = True
 
     async def _keep_log_tail(self, r: Running) -> None:
         """On a database other daemons share, keep the end of this delivery's log there too,
@@ -337,7 +343,7 @@ class Dispatcher(Limits):
                 size=size,
                 tail=tail,
             )
-        except (OSError, YsError) as exc:  # the outcome stands; only other boxes miss it
+        except Exception as exc:  # the outcome stands; only other boxes miss the log's end
             log.warning("%s: the end of its log was not kept: %s", d.execution_id, exc)
 
     async def _unavailable(self, r: Running, why: str) -> None:
@@ -545,6 +551,8 @@ class Dispatcher(Limits):
                     kill_group(r.proc)
             if pending:
                 await asyncio.wait(pending, timeout=10)
+        if self._log_tails:  # before the store closes
+            await asyncio.wait(set(self._log_tails), timeout=5)
 
 
 def _tail(path: Any, limit: int = 400) -> str:

@@ -273,9 +273,13 @@ class Daemon:
                 is None
             ):
                 continue  # edited again meanwhile: the registry reports that version next
-            await self.hub.call(
-                self.store.set_script, wf.name, wf.sha256, pin=wf.pin, timeout=wf.timeout
-            )
+            try:
+                await self.hub.call(
+                    self.store.set_script, wf.name, wf.sha256, pin=wf.pin, timeout=wf.timeout
+                )
+            except YsError as exc:  # refused by the store: that script's error, not the daemon's
+                log.error("workflow %s: its version was not recorded: %s", wf.name, exc.message)
+                self.registry.set_error(wf.name, f"its options were refused: {exc.message}")
 
     async def _workflow_changed(self, wf: Workflow) -> None:
         """A script became runnable: executions that waited for it are woken; schedules it

@@ -20,6 +20,7 @@ class Running:
     lost: bool = False
     suspended: bool = False  # a shell workflow's `ys step` recorded a suspension
     last_line: str = ""
+    log_ended: bool = False  # its log is closed: all the worker printed is in it
     log_path: str = ""
     cancel_noticed: bool = False  # a cancellation was requested while this delivery ran
     grace: asyncio.Task[None] | None = None  # kills the worker if it ignores the cancellation

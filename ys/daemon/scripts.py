@@ -257,7 +257,9 @@ def _seconds(v: Any, what: str) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float | str):
         raise ValueError(f"bad {what}: {v!r} is not a duration (seconds, or text like 10m)")
     if isinstance(v, int | float):
-        if not 0 <= v < float("inf"):
+        from ys.durations import MAX_TIME
+
+        if not 0 <= v <= MAX_TIME:  # as parse_duration: times end in the year 9999
             raise ValueError(f"bad {what}: {v!r} is not a duration (seconds, or text like 10m)")
         return float(v)
     from ys.durations import parse_duration

@@ -59,10 +59,9 @@ def open_store(
 
 def is_postgres(database: str | os.PathLike[str] | None) -> bool:
     """Whether a database setting names a PostgreSQL server."""
-    return database is not None and os.fspath(database).split("://", 1)[0] in (
-        "postgres",
-        "postgresql",
-    )
+    if database is None or "://" not in os.fspath(database):
+        return False  # a file path (even a file named "postgres")
+    return os.fspath(database).split("://", 1)[0] in ("postgres", "postgresql")
 
 
 def require_driver(database: str | os.PathLike[str] | None) -> None:

@@ -51,6 +51,9 @@ SLOT_ALL = "*"  # a limit without a key: one slot group for the whole workflow
 SLOT_MISSING = "missing"  # params has no `key` field (or is no object): a value of its own
 
 
+SLOT_TEXT_MAX = 256  # a key value's canonical JSON up to this many bytes names its group
+
+
 def slot_of(params_json: str, key: str | None) -> str:
     """The slot group of an execution with these params under a limit keyed by `key`."""
     if key is None:
@@ -63,7 +66,14 @@ def slot_of(params_json: str, key: str | None) -> str:
         return SLOT_MISSING
     if not isinstance(params, dict) or key not in params:
         return SLOT_MISSING
-    return json.dumps(params[key], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(params[key], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode("utf-8", "surrogatepass")) <= SLOT_TEXT_MAX:
+        return text
+    # A long value is named by its hash: a slot is an index key (PostgreSQL refuses a btree
+    # entry past ~2.7 KB, which would fail every claim), and equal values hash alike.
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

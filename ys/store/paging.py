@@ -88,11 +88,13 @@ def parse_list_token(token: str) -> tuple[float, str]:
             or not isinstance(at, int | float)
             or not MIN_TIME <= at <= MAX_TIME
             or not isinstance(execution_id, str)
+            or "\x00" in execution_id
         ):
             raise ValueError(token)
+        execution_id.encode("utf-8")  # a lone surrogate names no execution: malformed
         return float(at), execution_id
     except (ValueError, TypeError, RecursionError):  # not JSON, not a pair, nested too deep
-        raise _malformed(token) from None
+        raise _malformed(token) from None  # (UnicodeEncodeError is a ValueError)
 
 
 # -- event stream cursors ----------------------------------------------------------------------

@@ -19,7 +19,10 @@ them and row locks is then rolled back and retried whole by the writer.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from ys.store.base import ConcurrencyLimit
 
 # The class of the two-key advisory locks (a 64-bit key and two 32-bit keys never overlap,
 # so this cannot meet MIGRATION_LOCK or EVENT_LOG_LOCK): 'ys' 'sl' in ASCII.
@@ -59,6 +62,29 @@ def free(c: Any, workflow: str, slot: str) -> None:
         "ORDER BY due_at, execution_id LIMIT 1)",
         (workflow, slot),
     )
+
+
+def heal(c: Any, limits: Mapping[str, ConcurrencyLimit]) -> None:
+    """Groups whose waiters wait on slots no lease holds get them back: as many of their
+    earliest waiters as there are free slots are claimable again. `free` hands each freed slot
+    to one waiter; if that one then ends without taking it (cancelled, timed out), nothing
+    else would. A safety net run by claims, at most once a second per store."""
+    for workflow, bound in limits.items():
+        groups = c.execute(
+            "SELECT DISTINCT slot_wait FROM executions WHERE workflow=%s AND slot_wait IS NOT NULL "
+            "ORDER BY slot_wait",  # the groups' locks in one order: no deadlock between healers
+            (workflow,),
+        ).fetchall()
+        for (group,) in groups:
+            lock(c, workflow, group)  # the count sees every commit of the group's holders
+            spare = bound.n - held(c, workflow, group)
+            if spare > 0:
+                c.execute(
+                    "UPDATE executions SET slot_wait=NULL WHERE execution_id IN (SELECT "
+                    "execution_id FROM executions WHERE workflow=%s AND slot_wait=%s AND due_at "
+                    "IS NOT NULL ORDER BY due_at, execution_id LIMIT %s)",
+                    (workflow, group, spare),
+                )
 
 
 def release_waiters(c: Any, workflow: str) -> int:

@@ -24,6 +24,8 @@ from ys.store.postgres.shared import encode_event_value, outcome_event, step_err
 from ys.store.postgres.starts import cancel_tx
 from ys.store.records import Record
 
+HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
+
 
 class PgExecutions:
     """The execution client of one PostgresStore."""
@@ -32,6 +34,7 @@ class PgExecutions:
         self._core = core
         self._writer = core.writer
         self._clock = core.clock
+        self._healed_at = float("-inf")  # the last claim that healed slot waiters
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now
@@ -130,8 +133,11 @@ class PgExecutions:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
         holder, pid = self._core.holder, self._core.pid
+        heal = bool(limits) and not 0 <= t - self._healed_at < HEAL_EVERY
+        if heal:
+            self._healed_at = t
         return self._writer.write(
-            lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid, limits)
+            lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal)
         )
 
     def release_expired(self, now: float | None = None) -> list[str]:

@@ -175,7 +175,8 @@ def append(
         "UPDATE executions SET status=%s, outcome=%s, updated_at=%s, due_at=%s, "
         "covered_due_at=%s, prior_status=%s, attempts=%s, cancel_requested=%s, "
         "history_length=%s, history_bytes=history_bytes+%s, "
-        "deadline_at=CASE WHEN %s THEN NULL ELSE deadline_at END"
+        "deadline_at=CASE WHEN %s THEN NULL ELSE deadline_at END, "
+        "slot_wait=CASE WHEN %s THEN NULL ELSE slot_wait END"
         + (
             ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
             if clear_lease
@@ -197,6 +198,7 @@ def append(
         record.history_length,
         nbytes,
         record.terminal,  # an execution that ended has no deadline left
+        record.terminal,  # nor waits for a concurrency slot
         record.execution_id,
     )
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
@@ -346,14 +348,18 @@ def claim_due_tx(
     holder: str,
     pid: int,
     limits: Mapping[str, ConcurrencyLimit] | None = None,
+    heal: bool = False,
 ) -> list[Delivery]:
-    """Sweep expired leases (any daemon's), then lease up to `limit` due executions.
+    """Sweep expired leases (any daemon's), then lease up to `limit` due executions (with
+    `heal`, after making claimable the waiters of groups with free slots: concurrency.heal).
     FOR UPDATE SKIP LOCKED: daemons claiming at once take disjoint rows; a row claimed and
     committed by another since this statement began is re-checked and left out. One of a
     workflow in `limits` is leased only if its slot group has a free slot, counted under the
     group's lock (ys/store/postgres/concurrency.py says why that holds across daemons); else
     it is marked waiting and the claim looks further."""
     release_expired_tx(c, now, limit=max(limit, 16))
+    if heal and limits:
+        concurrency.heal(c, limits)
     out: list[Delivery] = []
     passed = 0
     while len(out) < limit:

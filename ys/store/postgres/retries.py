@@ -30,7 +30,7 @@ def retry_tx(
     params_json: str | None,
     now: float,
 ) -> Retry:
-    original = load(c, execution_id)
+    original = load(c, execution_id, lock=True)  # gc waits: the copies come out whole
     if original is None:
         raise not_found(execution_id)
     if not original.terminal:

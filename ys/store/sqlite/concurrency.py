@@ -13,6 +13,9 @@ SQLite has one writer at a time, so the count a claim reads is the count it leas
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
+
+from ys.store.base import ConcurrencyLimit
 
 
 def held(c: sqlite3.Connection, workflow: str, slot: str) -> int:
@@ -38,6 +41,27 @@ def free(c: sqlite3.Connection, workflow: str, slot: str) -> None:
         "ORDER BY due_at, execution_id LIMIT 1)",
         (workflow, slot),
     )
+
+
+def heal(c: sqlite3.Connection, limits: Mapping[str, ConcurrencyLimit]) -> None:
+    """Groups whose waiters wait on slots no lease holds get them back: as many of their
+    earliest waiters as there are free slots are claimable again. `free` hands each freed slot
+    to one waiter; if that one then ends without taking it (cancelled, timed out), nothing
+    else would. A safety net run by claims, at most once a second per store."""
+    for workflow, bound in limits.items():
+        groups = c.execute(
+            "SELECT DISTINCT slot_wait FROM executions WHERE workflow=? AND slot_wait IS NOT NULL",
+            (workflow,),
+        ).fetchall()
+        for (group,) in groups:
+            spare = bound.n - held(c, workflow, group)
+            if spare > 0:
+                c.execute(
+                    "UPDATE executions SET slot_wait=NULL WHERE execution_id IN (SELECT "
+                    "execution_id FROM executions WHERE workflow=? AND slot_wait=? AND due_at "
+                    "IS NOT NULL ORDER BY due_at, execution_id LIMIT ?)",
+                    (workflow, group, spare),
+                )
 
 
 def release_waiters(c: sqlite3.Connection, workflow: str) -> int:

@@ -48,6 +48,8 @@ from ys.store.sqlite.executions import (
 from ys.store.sqlite.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
 from ys.store.sqlite.starts import cancel_tx
 
+HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
+
 
 class SqliteExecutions:
     """The execution client of one SqliteStore."""
@@ -56,6 +58,7 @@ class SqliteExecutions:
         self._core = core
         self._writer = core.writer  # held directly: one attribute lookup per write
         self._clock = core.clock
+        self._healed_at = float("-inf")  # the last claim that healed slot waiters
 
     def _now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked like every time
@@ -170,7 +173,10 @@ class SqliteExecutions:
     ) -> list[Delivery]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
-        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease, limits))
+        heal = bool(limits) and not 0 <= t - self._healed_at < HEAL_EVERY
+        if heal:
+            self._healed_at = t
+        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease, limits, heal))
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

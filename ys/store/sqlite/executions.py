@@ -183,7 +183,8 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
             "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, covered_due_at=?, "
             "prior_status=?, attempts=?, cancel_requested=?, history_length=?, "
             "history_bytes=history_bytes+?, "
-            "deadline_at=CASE WHEN ? THEN NULL ELSE deadline_at END WHERE execution_id=?",
+            "deadline_at=CASE WHEN ? THEN NULL ELSE deadline_at END, "
+            "slot_wait=CASE WHEN ? THEN NULL ELSE slot_wait END WHERE execution_id=?",
             (
                 record.status,
                 _outcome_text(record),
@@ -196,6 +197,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
                 record.history_length,
                 nbytes,
                 record.terminal,  # an execution that ended has no deadline left
+                record.terminal,  # nor waits for a concurrency slot
                 record.execution_id,
             ),
         )
@@ -405,11 +407,15 @@ def claim_due_tx(
     limit: int,
     lease: float,
     limits: Mapping[str, ConcurrencyLimit] | None = None,
+    heal: bool = False,
 ) -> list[Delivery]:
     """Lease up to `limit` due executions; one of a workflow in `limits` only if its slot
     group has a free slot (counted in this transaction), else it is marked waiting and the
-    claim looks further."""
+    claim looks further. With `heal`, waiters of groups with free slots are made claimable
+    first (`concurrency.heal`)."""
     release_expired_tx(c, now, limit=max(limit, 16))
+    if heal and limits:
+        concurrency.heal(c, limits)
     out: list[Delivery] = []
     passed = 0
     while len(out) < limit:

@@ -8,7 +8,7 @@ import json
 import sqlite3
 from typing import Any
 
-from ys.contract import check_tags, check_time
+from ys.contract import check_execution_id, check_tags, check_time, check_workflow_name
 from ys.errors import InvalidArgument, NotFoundError
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import (
@@ -102,6 +102,7 @@ def list_query(
         order = "e"
         source = "executions e"
     if statuses:
+        statuses = list(dict.fromkeys(statuses))  # a status given twice lists its rows once
         bad = [s for s in statuses if s not in STATUSES]
         if bad:
             raise InvalidArgument(
@@ -110,9 +111,11 @@ def list_query(
         where.append(f"e.status IN ({','.join([ph] * len(statuses))})")
         args.extend(statuses)
     if workflow:
+        check_workflow_name(workflow)  # (a NUL would be a server error on PostgreSQL)
         where.append(f"e.workflow = {ph}")
         args.append(workflow)
     if parent:
+        check_execution_id(parent, "parent ID")
         where.append(f"e.parent_id = {ph}")
         args.append(parent)
     if since is not None:
@@ -123,11 +126,13 @@ def list_query(
         args.append(until)
     if page_token:
         at, last_id = parse_list_token(page_token)
+        # `admitted_at <= at` is the bound an index seeks to (the OR alone makes it scan from
+        # the top: O(depth) per page); the rest leaves out what the last page showed.
         where.append(
-            f"({order}.admitted_at < {ph} OR ({order}.admitted_at = {ph} "
-            f"AND {order}.execution_id > {ph}))"
+            f"{order}.admitted_at <= {ph} AND ({order}.admitted_at < {ph} OR "
+            f"({order}.admitted_at = {ph} AND {order}.execution_id > {ph}))"
         )
-        args.extend([at, at, last_id])
+        args.extend([at, at, at, last_id])
     page_order = f" ORDER BY {order}.admitted_at DESC, {order}.execution_id ASC LIMIT {ph}"
     if statuses and len(statuses) > 1 and not tag_items:
         # Several statuses (`ys ps`: admitted, running, suspended): each one's first page is

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ys.contract import check_execution_id, check_object, check_time
+from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_object, check_time
 from ys.errors import ExecutionAdmissionError, ExecutionNotTerminal, InvalidArgument, NotFoundError
 from ys.store.base import Retry, StepRecord
 from ys.store.records import STEP, Event, Record
@@ -67,6 +67,10 @@ def check_retry(
         raise InvalidArgument("INVALID_ARGUMENT", "--from names a step key (non-empty text)")
     check_object(params, "params")
     params_json = encode_event_value(params, "params") if params is not None else None
+    if params_json is not None and len(params_json.encode("utf-8")) > MAX_PARAMS_BYTES:
+        raise InvalidArgument(  # the limit an admission has (its params are an admission's)
+            "INVALID_ARGUMENT", f"params are over {MAX_PARAMS_BYTES // (1024 * 1024)} MiB encoded"
+        )
     return new_id, params_json
 
 
