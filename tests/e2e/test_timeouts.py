@@ -84,6 +84,50 @@ def test_a_suspended_execution_past_its_timeout_fails_without_a_delivery(
     assert claimed(c, eid) == 1  # failed by the daemon, not by a delivery
 
 
+def test_a_deadline_is_kept_while_the_daemon_runs_at_its_concurrency_ceiling(
+    tmp_path: Path,
+):
+    """With every slot busy nothing can be claimed, but an admitted execution past its
+    deadline still fails on time (the dispatcher wakes at the next deadline, not in 30 s)."""
+    fx = fixture_dir(tmp_path)
+    (tmp_path / "home").mkdir()
+    with make_home(tmp_path / "home") as h:
+        write(
+            h,
+            "busy",
+            """
+            @ys.workflow
+            def main(step, params):
+                step.run("gate", block, params["d"], "gate")
+            """,
+        )
+        write(
+            h,
+            "late",
+            """
+            @ys.workflow(timeout=1)
+            def main(step, params):
+                return 1
+            """,
+        )
+        h.start(concurrency=1)
+        c = h.client()
+        busy = c.trigger("busy", {"d": str(fx)})["execution_id"]
+        wait_until(
+            lambda: any(ln.startswith("gate:start") for ln in lines(fx)),
+            message="the one slot to be taken",
+        )
+        t0 = time.monotonic()
+        late = c.trigger("late")["execution_id"]
+        record = c.wait(late, timeout=25)
+        assert record["status"] == "failed", record
+        assert record["outcome"]["error"]["name"] == "TimeoutError"
+        assert time.monotonic() - t0 < 10  # not the dispatcher's 30 s idle look
+        assert claimed(c, late) == 0  # never delivered: the slot stayed busy
+        (fx / "gate.go").touch()
+        assert c.wait(busy, timeout=30)["status"] == "completed"
+
+
 def test_a_hanging_step_with_a_timeout_is_killed_retried_and_fails_with_step_timeout(
     daemon: DaemonHandle, tmp_path: Path
 ):

@@ -411,3 +411,54 @@ def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is
     finally:
         for h in (a, b):
             h.stop()
+
+
+CHATTY_GATED = """
+    @ys.workflow
+    def main(step, params):
+        print("before the gate", flush=True)
+        step.run("gate", block, params["dir"], "gate")
+        print("after the gate", flush=True)
+        return 1
+"""
+
+
+def test_logs_follow_on_another_box_shows_the_end_of_a_delivery_once_it_ends(tmp_path, pg_url):
+    import subprocess
+    import sys
+
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "chatty", CHATTY_GATED, prelude(start_pid=False))
+        a.start()
+        with a.client() as c:
+            c.trigger("chatty", {"dir": str(fx)}, execution_id="c2")
+        wait_until(lambda: "gate:start" in lines(fx), message="c2 to run on a")
+        b.start()
+        ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
+        running = b.ys("logs", "c2")
+        assert running.returncode == 0, running.stderr
+        assert f"attempt 1 runs on daemon {ida}" in running.stderr
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "ys", "logs", "c2", "--follow"],
+            env=b.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            (fx / "gate.go").touch()
+            out, err = follower.communicate(timeout=60)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.communicate()
+        assert follower.returncode == 0, err
+        assert out == "before the gate\nafter the gate\n"
+        assert f"ran on daemon {ida}" in err
+    finally:
+        for h in (a, b):
+            h.stop()

@@ -72,16 +72,65 @@ def _follow(c: Any, folder: Path, execution_id: str, only: int | None, json_: bo
     The record is read before each look at the files, so once it says finished, the look
     that follows sees everything the script wrote."""
     tail = _Tail(json_)
+    elsewhere = _Elsewhere(c, execution_id, json_)
     after: int | None = None
     while True:
         wait = 0.0 if after is None else POLL_SECONDS
         state = c.wait_change(execution_id, after=after, timeout=wait)
+        changed = after != state["history_length"]
         after = state["history_length"]
+        here = set()
         for attempt, path in attempt_files(folder):
+            here.add(attempt)
             if only is None or attempt == only:
                 tail.drain(attempt, path)
-        if state["status"] in TERMINAL or (only is not None and state["attempts"] > only):
+        ended = state["status"] in TERMINAL or (only is not None and state["attempts"] > only)
+        wanted = [
+            n
+            for n in range(1, state["attempts"] + 1)
+            if n not in here and (only is None or n == only)
+        ]
+        if wanted and (changed or ended):
+            elsewhere.show(wanted, ended)
+        if ended:
             return
+
+
+class _Elsewhere:
+    """`--follow` on a box that did not run some attempts: each one's end, as the database
+    keeps it once the attempt is over, printed once (a database many daemons share)."""
+
+    WAIT_AT_END = 3.0  # an attempt's end is kept just after its outcome: wait that long for it
+
+    def __init__(self, c: Any, execution_id: str, json_: bool) -> None:
+        self.c, self.execution_id, self.json = c, execution_id, json_
+        self.shown: set[int] = set()
+        self.shared = True  # until the daemon says its database keeps no log ends
+
+    def show(self, wanted: list[int], ended: bool) -> None:
+        import time
+
+        deadline = time.monotonic() + (self.WAIT_AT_END if ended else 0.0)
+        while self.shared:
+            answer = self.c.log_tails(self.execution_id)
+            self.shared = bool(answer.get("shared", True))
+            kept = {t["attempt"]: t for t in answer["logs"]}
+            for n in wanted:
+                if n in kept and n not in self.shown:
+                    self.shown.add(n)
+                    self._print(n, kept[n])
+            if all(n in self.shown for n in wanted) or time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
+    def _print(self, attempt: int, kept: dict[str, Any]) -> None:
+        if self.json:
+            emit_json_line(_json_log(attempt, kept))
+            return
+        _header(attempt)
+        _elsewhere(kept)
+        sys.stdout.buffer.write(kept["text"].encode("utf-8", "surrogateescape"))
+        sys.stdout.buffer.flush()
 
 
 def logs(
@@ -128,10 +177,19 @@ def logs(
     if record.get("attempts", 0) > len(files):
         # some deliveries ran elsewhere: what the database kept of them (a shared database)
         with client() as c:
-            kept = c.log_tails(execution_id)["logs"]
+            answer = c.log_tails(execution_id)
         here = {n for n, _ in files}
-        files += [(t["attempt"], t) for t in kept if t["attempt"] not in here]
+        files += [(t["attempt"], t) for t in answer["logs"] if t["attempt"] not in here]
         files.sort(key=lambda f: f[0])
+        last = record["attempts"]
+        if answer.get("shared") and record["status"] == "running" and last not in dict(files):
+            from ys.commands import _render
+
+            holder = record.get("lease_holder") or "another box"
+            _render.note(
+                f"attempt {last} runs on {holder}: its log is there; the database keeps its "
+                "end when it ends (ys logs --follow shows it then)"
+            )
     if attempt is not None:
         files = [(n, p) for n, p in files if n == attempt]
         if not files:

@@ -303,6 +303,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             {
                 "execution_id": execution_id,
                 "daemon_id": self.d.daemon_id,
+                "shared": self.d.store.shared,  # whether log ends are kept here at all
                 "logs": [
                     {
                         "attempt": t.attempt,

@@ -122,10 +122,13 @@ class Dispatcher(Limits):
             if claimed and len(claimed) == free:
                 continue  # more may be due
             timeout = MAX_IDLE
-            if len(self.running) < self.concurrency:
-                nxt = await self.call(self.store.next_due_at)
-                if nxt is not None:
-                    timeout = min(MAX_IDLE, max(0.0, nxt - time.time()) + 0.005)
+            # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
+            # due (an admitted or suspended execution past it fails without a delivery).
+            full = len(self.running) >= self.concurrency
+            nxt = await self.call(self.store.next_deadline_at if full else self.store.next_due_at)
+            if nxt is not None:
+                soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
+                timeout = min(MAX_IDLE, max(soonest, nxt - time.time()) + 0.005)
             try:
                 await asyncio.wait_for(self._poke.wait(), timeout)
             except TimeoutError:

@@ -511,6 +511,10 @@ class ReadClient(Protocol):
         execution waiting for a concurrency slot is not claimable."""
         ...
 
+    def next_deadline_at(self) -> float | None:
+        """The earliest deadline of a live execution (its workflow's timeout), if any."""
+        ...
+
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         """Which of these executions are due but wait for a concurrency slot, each with its
         slot group (`base.slot_of`)."""

@@ -241,6 +241,15 @@ class PgReads:
     def next_due_at(self) -> float | None:
         return self._core.read(next_due_at)
 
+    def next_deadline_at(self) -> float | None:
+        def read(c: Any) -> float | None:
+            row = c.execute(
+                "SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL"
+            ).fetchone()
+            return None if row is None or row[0] is None else float(row[0])
+
+        return self._core.read(read)
+
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         from ys.store.postgres.concurrency import waiting
 

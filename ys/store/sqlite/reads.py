@@ -404,6 +404,14 @@ class SqliteReads:
     def next_due_at(self) -> float | None:
         return next_due_at(self._reader())
 
+    def next_deadline_at(self) -> float | None:
+        row = (
+            self._reader()
+            .execute("SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL")
+            .fetchone()
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         from ys.store.sqlite.concurrency import waiting
 

@@ -112,6 +112,7 @@ class SqliteStore:
         self.events = rd.events
         self.waits = rd.waits
         self.next_due_at = rd.next_due_at
+        self.next_deadline_at = rd.next_deadline_at
         self.slot_waits = rd.slot_waits
 
         ov = self.overview_client = SqliteOverview(core)
