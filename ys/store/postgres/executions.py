@@ -25,14 +25,12 @@ from typing import Any
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.postgres import concurrency
-from ys.store.postgres.shared import admission_event, completed_step, new_execution_id, project
+from ys.store.postgres.shared import admission_event, new_execution_id, project, step_save
 from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
     CANCEL_REQUESTED,
     CLAIMED,
     RELEASED,
-    STEP,
-    TERMINAL,
     WAKE_REQUESTED,
     Event,
     Record,
@@ -521,33 +519,7 @@ def save_step_tx(
     error: dict[str, Any] | None,
 ) -> bool:
     record = load_leased(c, execution_id, token, now)
-    if completed_step(c, execution_id, key, "%s"):
-        # A completed step is final: a later save of it (the daemon recording a step's
-        # timeout just as the step's own save committed) changes nothing.
-        return record.cancel_requested
-    if kind == "call" and status == "waiting":
-        # The child may have ended before this step said it waits: then nobody would wake us.
-        child = c.execute(
-            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
-            " WHERE s.caller_id=%s AND s.step_key=%s",
-            (execution_id, key),
-        ).fetchone()
-        if child is not None and child[0] in TERMINAL:
-            wake_at = now
-    c.execute(
-        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
-        "updated_at, first_seq) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) "
-        "ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
-        "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
-        "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
-    )
-    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
-    if attempts != 1:
-        data["attempts"] = attempts
-    if wake_at is not None:
-        data["wake_at"] = wake_at
-    if error is not None:
-        data["error"] = error  # each failed attempt's error stays in the history
-    append(c, record, [Event(STEP, now, data)], token=token)
+    event = step_save(c, "%s", record, key, kind, status, value, attempts, wake_at, now, error)
+    if event is not None:
+        append(c, record, [event], token=token)
     return record.cancel_requested

@@ -27,6 +27,7 @@ from ys.store.sqlite.executions import (
     outcome_event,
     project,
     step_error,
+    step_save,
 )
 from ys.store.sqlite.overview import _prefix_end as prefix_end
 from ys.store.sqlite.reads import deliveries, failed_attempts, list_page, list_query
@@ -47,6 +48,7 @@ __all__ = [
     "admission_event",
     "answer",
     "completed_step",
+    "step_save",
     "check_effect_request",
     "check_limit",
     "check_params_json",

@@ -593,6 +593,55 @@ def completed_step(c: Any, execution_id: str, key: str, ph: str) -> bool:
     return row is not None
 
 
+def step_save(
+    c: Any,
+    ph: str,
+    record: Record,
+    key: str,
+    kind: str,
+    status: str,
+    value: str | None,
+    attempts: int,
+    wake_at: float | None,
+    now: float,
+    error: dict[str, Any] | None,
+) -> Event | None:
+    """Write one step's row (both adapters: `ph` is the placeholder) and return the event its
+    history gains, or None when the step is already completed (a completed step is final: a
+    later save of it, the daemon recording a step's timeout just as the step's own save
+    committed, changes nothing)."""
+    execution_id = record.execution_id
+    if completed_step(c, execution_id, key, ph):
+        return None
+    if kind == "call" and status == "waiting":
+        # The child may have ended before this step said it waits: then nobody would wake us.
+        child = c.execute(
+            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
+            f" WHERE s.caller_id={ph} AND s.step_key={ph}",
+            (execution_id, key),
+        ).fetchone()
+        if child is not None and child[0] in TERMINAL:
+            wake_at = now
+    marks = ",".join([ph] * 9)
+    c.execute(
+        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
+        f"updated_at, first_seq) VALUES ({marks}) ON CONFLICT (execution_id, key) DO UPDATE SET "
+        "kind=excluded.kind, status=excluded.status, value=excluded.value, "
+        "attempts=excluded.attempts, wake_at=excluded.wake_at, updated_at=excluded.updated_at",
+        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
+    )
+    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
+    if attempts != 1:
+        data["attempts"] = attempts
+    if wake_at is not None:
+        data["wake_at"] = wake_at
+    if error is not None:
+        # The history keeps each failed attempt's error: the step's row keeps only its last
+        # value, which a retry that succeeds replaces with the result.
+        data["error"] = error
+    return Event(STEP, now, data)
+
+
 def save_step_tx(
     c: sqlite3.Connection,
     execution_id: str,
@@ -608,37 +657,11 @@ def save_step_tx(
     check_lease(c, execution_id, token, now)
     record = load(c, execution_id, payload=False)
     assert record is not None
-    if completed_step(c, execution_id, key, "?"):
-        # A completed step is final: a later save of it (the daemon recording a step's
-        # timeout just as the step's own save committed) changes nothing.
-        return record.cancel_requested
-    if kind == "call" and status == "waiting":
-        # The child may have ended before this step said it waits: then nobody would wake us.
-        child = c.execute(
-            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
-            " WHERE s.caller_id=? AND s.step_key=?",
-            (execution_id, key),
-        ).fetchone()
-        if child is not None and child[0] in TERMINAL:
-            wake_at = now
-    c.execute(
-        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, updated_at, "
-        "first_seq) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (execution_id, key) DO UPDATE SET kind=excluded.kind, "
-        "status=excluded.status, value=excluded.value, attempts=excluded.attempts, "
-        "wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
+    event = step_save(
+        c, "?", record, key, kind, status, value, attempts, wake_at, now, step_error(value)
     )
-    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
-    if attempts != 1:
-        data["attempts"] = attempts
-    if wake_at is not None:
-        data["wake_at"] = wake_at
-    error = step_error(value)
-    if error is not None:
-        # The history keeps each failed attempt's error: the step's row keeps only its last
-        # value, which a retry that succeeds replaces with the result.
-        data["error"] = error
-    append(c, record, [Event(STEP, now, data)])
+    if event is not None:
+        append(c, record, [event])
     return record.cancel_requested
 
 
