@@ -377,10 +377,13 @@ class Client:
         workflow: str | None = None,
         since: float | None = None,
         tags: dict[str, str] | None = None,
+        errors: builtins.list[tuple[str, YsError]] | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Retry every execution that matches (newest first), each in its own transaction;
         returns what each retry returned. The matches are listed page by page before each
-        page is retried: the retries, newer than every match, are not among them."""
+        page is retried: the retries, newer than every match, are not among them. With
+        `errors`, a retry that is refused (a match gc removed meanwhile, an ID too long to
+        take `.rN`) is added there as (ID, error) and the others go on; without, it raises."""
         out: builtins.list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -392,7 +395,13 @@ class Client:
                 limit=1000,
                 page_token=token,
             )
-            out += [self.retry(r["execution_id"]) for r in page["executions"]]
+            for r in page["executions"]:
+                try:
+                    out.append(self.retry(r["execution_id"]))
+                except YsError as exc:
+                    if errors is None or isinstance(exc, DaemonUnavailable):
+                        raise
+                    errors.append((r["execution_id"], exc))
             token = page.get("next_page_token")
             if not token:
                 return out

@@ -127,6 +127,7 @@ def daemon15(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]
         h.write("charge.py", CHARGE)
         h.write("hold.py", HOLD)
         h.write("flaky.py", FLAKY)
+        h.write("bulky.py", FLAKY)  # failures of its own, for the bulk retry's refusal test
         h.write("parent.py", PARENT)
         h.write("kid.py", KID)
         h.write("tagged.py", TAGGED)
@@ -259,6 +260,22 @@ def test_bulk_retry_retries_each_of_five_failures(daemon15, tmp_path):
         live = h.ys("retry", "--status", "running")
         assert live.returncode == 2 and live.stderr.startswith("INVALID_ARGUMENT")
         assert live.stdout == ""
+
+
+def test_bulk_retry_goes_on_past_a_match_it_cannot_retry_and_names_it(daemon15, tmp_path):
+    h = daemon15
+    long_id = "x" * 255  # a retry's ID, long-id.r1, would pass the 256-byte limit
+    with h.client() as c:
+        for execution_id in ("bulk-a", long_id, "bulk-b"):
+            c.trigger("bulky", {"d": str(tmp_path), "n": 9}, execution_id=execution_id)
+        for execution_id in ("bulk-a", long_id, "bulk-b"):
+            assert done(c, execution_id)["status"] == "failed"
+        result = h.ys("retry", "--status", "failed", "--workflow", "bulky", "--since", "1h")
+        assert result.returncode == 2, result.stderr  # the refused one's exit code
+        assert sorted(result.stdout.splitlines()) == ["bulk-a.r1", "bulk-b.r1"]
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"{long_id} was not retried: INVALID_ARGUMENT")
+        assert c.get("bulk-a.r1")["retry_of"] == "bulk-a"
 
 
 def test_tags_are_copied_to_a_child_and_to_a_retry(daemon15, tmp_path):

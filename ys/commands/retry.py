@@ -9,9 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from ys.commands._opts import Json, add, complete_executions
-from ys.commands._output import client, emit_json, fail
+from ys.commands._output import client, emit_json, error_line, fail
 from ys.commands._params import build_params
 from ys.durations import parse_duration
+from ys.errors import YsError
 
 
 def retry(
@@ -147,14 +148,21 @@ def _bulk(
         )
     seconds = None if since is None else parse_duration(since, "--since")
     out: list[dict[str, Any]] = []
+    errors: list[tuple[str, YsError]] = []
     with client() as c:
-        for result in c.retry_matching(status=status, workflow=workflow, since=seconds):
+        for result in c.retry_matching(
+            status=status, workflow=workflow, since=seconds, errors=errors
+        ):
             out.append(result)
             if not json_:
                 sys.stdout.write(result["execution_id"] + "\n")
                 sys.stdout.flush()
     if json_:
         emit_json(out)
+    for execution_id, exc in errors:  # the others were retried: say which were not, and why
+        sys.stderr.write(f"{execution_id} was not retried: {error_line(exc)}\n")
+    if errors:
+        raise typer.Exit(errors[0][1].exit_code)
 
 
 def register(app: typer.Typer) -> None:
