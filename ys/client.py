@@ -421,12 +421,16 @@ class Client:
         result: dict[str, Any] = self._call("GET", path)
         return result
 
-    def log_tails(self, execution_id: ExecutionRef) -> dict[str, Any]:
-        """The ends of its delivery logs kept in a shared database (the last 64 KiB of each,
-        with the daemon that ran it and where its whole log is on that box):
-        {"execution_id", "daemon_id", "logs": [{"attempt", "daemon_id", "path", "size",
-        "truncated", "text"}]}. Empty on SQLite, where the one box has whole logs."""
-        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_ex(execution_id)}/logs")
+    def log_tails(self, execution_id: ExecutionRef, attempt: int | None = None) -> dict[str, Any]:
+        """The ends of its delivery logs (of one `attempt`) kept in a shared database (the
+        last 64 KiB of each, with the daemon that ran it and where its whole log is on that
+        box): {"execution_id", "daemon_id", "shared", "logs": [{"attempt", "daemon_id",
+        "path", "size", "kept", "truncated", "text"}]}. Empty on SQLite, where the one box
+        has whole logs."""
+        path = f"/v1/executions/{_ex(execution_id)}/logs"
+        if attempt is not None:
+            path += f"?attempt={int(attempt)}"
+        result: dict[str, Any] = self._call("GET", path)
         return result
 
     def events(

@@ -408,6 +408,11 @@ def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is
         (entry,) = json.loads(b.ys("logs", "c1", "--json").stdout)["logs"]
         assert entry["attempt"] == 1 and entry["text"] == printed
         assert entry["daemon_id"] == ida and entry["truncated"] is False
+        (one,) = json.loads(b.ys("logs", "c1", "--attempt", "1", "--json").stdout)["logs"]
+        assert one == entry
+        with b.client() as c:  # the route's attempt filter: only that delivery's
+            assert c.log_tails("c1", attempt=2)["logs"] == []
+            assert [t["attempt"] for t in c.log_tails("c1", attempt=1)["logs"]] == [1]
     finally:
         for h in (a, b):
             h.stop()

@@ -26,6 +26,8 @@ def test_a_kept_tail_is_read_back_per_attempt_in_order(store):
         LogTail(2, "b", "/b/2.log", 3, b"two", T0),
     ]
     assert store.log_tails("other") == []
+    assert store.log_tails("x", attempt=2) == [LogTail(2, "b", "/b/2.log", 3, b"two", T0)]
+    assert store.log_tails("x", attempt=3) == []
 
 
 def test_only_the_last_bytes_are_kept_and_a_second_keep_replaces_the_first(store):

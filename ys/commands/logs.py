@@ -112,9 +112,15 @@ class _Elsewhere:
 
         deadline = time.monotonic() + (self.WAIT_AT_END if ended else 0.0)
         while self.shared:
-            answer = self.c.log_tails(self.execution_id)
-            self.shared = bool(answer.get("shared", True))
-            kept = {t["attempt"]: t for t in answer["logs"]}
+            kept: dict[int, dict[str, Any]] = {}
+            for n in wanted:  # each attempt's alone: never every attempt's tail at once
+                if n in self.shown:
+                    continue
+                answer = self.c.log_tails(self.execution_id, attempt=n)
+                self.shared = bool(answer.get("shared", True))
+                kept.update((t["attempt"], t) for t in answer["logs"])
+                if not self.shared:
+                    return
             for n in wanted:
                 if n in kept and n not in self.shown:
                     self.shown.add(n)
@@ -177,7 +183,7 @@ def logs(
     if record.get("attempts", 0) > len(files):
         # some deliveries ran elsewhere: what the database kept of them (a shared database)
         with client() as c:
-            answer = c.log_tails(execution_id)
+            answer = c.log_tails(execution_id, attempt=attempt)
         here = {n for n, _ in files}
         files += [(t["attempt"], t) for t in answer["logs"] if t["attempt"] not in here]
         files.sort(key=lambda f: f[0])

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.api_base import _json
+from ys.daemon.api_base import Query, _json
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, RetryRequest, Trigger, WaitQuery
@@ -298,7 +298,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         execution_id = request.match_info["id"]
         if await self.call(self.d.store.get, execution_id) is None:
             raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-        tails = await self.call(self.d.store.log_tails, execution_id)
+        attempt = Query(request).opt_whole("attempt", least=1)  # one attempt's, or every one
+        tails = await self.call(self.d.store.log_tails, execution_id, attempt)
         return _json(
             {
                 "execution_id": execution_id,

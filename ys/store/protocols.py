@@ -698,8 +698,8 @@ class ObservingClient(Protocol):
         replaces the first. Nothing if the execution no longer exists."""
         ...
 
-    def log_tails(self, execution_id: str) -> builtins.list[LogTail]:
-        """The kept log ends of an execution's deliveries, in attempt order."""
+    def log_tails(self, execution_id: str, attempt: int | None = None) -> builtins.list[LogTail]:
+        """The kept log ends of an execution's deliveries (of one `attempt`), in attempt order."""
         ...
 
 

@@ -159,14 +159,14 @@ class PgObserving:
 
         self._core.write(tx)
 
-    def log_tails(self, execution_id: str) -> list[LogTail]:
-        """The kept log ends of an execution's deliveries, in attempt order."""
+    def log_tails(self, execution_id: str, attempt: int | None = None) -> list[LogTail]:
+        """The kept log ends of an execution's deliveries (of one `attempt`), in order."""
 
         def read(c: Any) -> list[LogTail]:
             rows = c.execute(
                 "SELECT attempt, daemon_id, path, size, tail, ended_at FROM delivery_logs "
-                "WHERE execution_id=%s ORDER BY attempt",
-                (execution_id,),
+                "WHERE execution_id=%s AND (%s::integer IS NULL OR attempt=%s) ORDER BY attempt",
+                (execution_id, attempt, attempt),
             ).fetchall()
             return [LogTail(a, d, p, s, bytes(b), e) for a, d, p, s, b, e in rows]
 

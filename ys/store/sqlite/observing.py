@@ -109,11 +109,11 @@ class SqliteObserving:
 
         self._core.write(tx)
 
-    def log_tails(self, execution_id: str) -> list[LogTail]:
-        """The kept log ends of an execution's deliveries, in attempt order."""
+    def log_tails(self, execution_id: str, attempt: int | None = None) -> list[LogTail]:
+        """The kept log ends of an execution's deliveries (of one `attempt`), in order."""
         rows = self._core.reader().execute(
             "SELECT attempt, daemon_id, path, size, tail, ended_at FROM delivery_logs "
-            "WHERE execution_id=? ORDER BY attempt",
-            (execution_id,),
+            "WHERE execution_id=? AND (? IS NULL OR attempt=?) ORDER BY attempt",
+            (execution_id, attempt, attempt),
         )
         return [LogTail(a, d, p, s, bytes(b), e) for a, d, p, s, b, e in rows]
