@@ -25,7 +25,9 @@ from typing import Any
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.postgres import concurrency
+from ys.store.postgres.shared import RECORD_COLUMNS as RECORD_COLUMNS
 from ys.store.postgres.shared import admission_event, new_execution_id, project, step_save
+from ys.store.postgres.shared import row_to_record as row_to_record
 from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
     CANCEL_REQUESTED,
@@ -36,11 +38,8 @@ from ys.store.records import (
     Record,
 )
 
-RECORD_COLUMNS = (
-    "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
-    "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length, script_sha256, tags, retry_of"
-)
+# RECORD_COLUMNS: the record's columns, in the order row_to_record reads them (shared.py:
+# one list and one reader for both adapters).
 FULL = RECORD_COLUMNS.format(params="params", context="context")
 LIGHT = RECORD_COLUMNS.format(params="''", context="''")
 _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
@@ -65,32 +64,6 @@ def tags_text(tags: dict[str, str]) -> str | None:
 
 
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (%s,%s,%s,%s,%s)"
-
-
-def row_to_record(row: tuple[Any, ...]) -> Record:
-    parent = None
-    if row[12] is not None:
-        parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
-    return Record(
-        execution_id=row[0],
-        workflow=row[1],
-        params_json=row[2],
-        context_json=row[3],
-        status=row[4],
-        outcome=json.loads(row[5]) if row[5] is not None else None,
-        admitted_at=row[6],
-        updated_at=row[7],
-        due_at=row[8],
-        covered_due_at=row[9],
-        prior_status=row[10],
-        attempts=row[11],
-        parent=parent,
-        cancel_requested=bool(row[15]),
-        history_length=row[16],
-        script_sha256=row[17],
-        tags=json.loads(row[18]) if row[18] else {},
-        retry_of=row[19],
-    )
 
 
 def not_found(execution_id: str) -> NotFoundError:

@@ -17,6 +17,7 @@ from ys.store.paging import (
 from ys.store.sqlite.db import _UNSET as UNSET
 from ys.store.sqlite.db import _answer as answer
 from ys.store.sqlite.db import _Request as Request
+from ys.store.sqlite.executions import _RECORD_COLUMNS as RECORD_COLUMNS
 from ys.store.sqlite.executions import (
     admission_event,
     completed_step,
@@ -26,6 +27,7 @@ from ys.store.sqlite.executions import (
     new_record_row,
     outcome_event,
     project,
+    row_to_record,
     step_error,
     step_save,
 )
@@ -43,6 +45,8 @@ from ys.store.sqlite.slots import _rows as slot_rows
 from ys.store.sqlite.slots import _slot as slot_row
 
 __all__ = [
+    "RECORD_COLUMNS",
+    "row_to_record",
     "UNSET",
     "Request",
     "admission_event",
