@@ -1,120 +1,106 @@
-"""The worker channel: one WebSocket over the daemon's Unix socket for a delivery's steps.
+"""The worker channel: one delivery's line of talk with the daemon, newline-delimited JSON
+over a Unix socket the daemon hands the worker at its launch (a socket pair: nothing to
+connect, no HTTP, no token in each request).
 
-A step save over HTTP costs a request head, its parse and routing on both sides; over the
-channel it is one small text frame each way, JSON in both: `{"op": "step", ...}` answered by
-`{"ok": ...}` or `{"error": {"code", "message"}}`. HTTP stays the API for users and curl; the
-channel is the daemon's route `GET /v1/executions/{id}/channel` (docs/API.md), and the
-WebSocket protocol is wsproto's (python-hyper), on a blocking socket: no thread, no event
-loop in the worker. Each request is answered before the next is sent, and the daemon answers
-a save only once it is committed, so a step returns to the workflow only once it is durable.
+The daemon writes the launch first: one line with the delivery (execution, token, script)
+and its run state (params, context, the steps recorded so far). Then the worker asks and the
+daemon answers, a line each way: `{"id": n, "op": "step", ...}` answered `{"id": n, "ok":
+...}` or `{"id": n, "error": {"code", "message"}}`. The daemon answers a step's save only
+once it is committed, so a step returns to the workflow only once it is durable. Answers come
+in the order of their requests.
+
+A request sent with `send` is pipelined: the worker goes on without its answer (a step's
+deadline is announced so), and an error in it is raised by the next `call`. The channel is
+shared by the workflow's thread and the heartbeat's, one request and its answer at a time.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-from collections import deque
+import threading
 from typing import Any
 
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    CloseConnection,
-    Event,
-    Message,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
+from ys.errors import YsError, from_code
 
-from ys.errors import from_code
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class ChannelClosed(ConnectionError):
     """The daemon closed the channel or went away: the request may or may not have been
-    carried out (as with an HTTP request that got no answer)."""
+    carried out."""
 
 
 class Channel:
-    """A delivery's WebSocket to the daemon; `call` sends one request and waits its answer."""
+    """A delivery's end of its channel (a connected, blocking stream socket)."""
 
-    def __init__(self, socket_path: str, target: str, token: str, timeout: float) -> None:
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
-        self._ws = WSConnection(ConnectionType.CLIENT)
-        self._events: deque[Event] = deque()
-        try:
-            self._sock.connect(socket_path)
-            self._send(
-                Request(
-                    host="localhost", target=target, extra_headers=[(b"x-ys-token", token.encode())]
-                )
-            )
-            self._handshake()
-        except BaseException:
-            self._sock.close()
-            raise
+    def __init__(self, sock: socket.socket, buffered: bytes = b"") -> None:
+        self._sock = sock
+        self._buf = buffered
+        self._lock = threading.Lock()
+        self._next = 0
+        self._unread: set[int] = set()  # pipelined requests whose answers are not read yet
+        self._deferred: YsError | None = None  # the first error a pipelined request got
 
-    def _send(self, event: Event) -> None:
-        self._sock.sendall(self._ws.send(event))
-
-    def _next(self) -> Event:
-        while not self._events:
-            data = self._sock.recv(65536)
+    def read_line(self) -> bytes:
+        """The next line the daemon wrote (without its newline)."""
+        while True:
+            i = self._buf.find(b"\n")
+            if i >= 0:
+                line, self._buf = self._buf[:i], self._buf[i + 1 :]
+                return line
+            data = self._sock.recv(262144)
             if not data:
                 raise ChannelClosed("the daemon closed the worker channel")
-            self._ws.receive_data(data)
-            self._events.extend(self._ws.events())
-        return self._events.popleft()
+            self._buf += data
 
-    def _handshake(self) -> None:
-        event = self._next()
-        if isinstance(event, AcceptConnection):
-            return
-        if isinstance(event, RejectConnection):  # the daemon's JSON error, as over HTTP
-            body = b""
-            while event.has_body:
-                more = self._next()
-                if not isinstance(more, RejectData):
-                    break
-                body += more.data
-                if more.body_finished:
-                    break
-            try:
-                err = json.loads(body)
-            except ValueError:
-                err = {}
-            raise from_code(
-                str(err.get("code") or "INTERNAL"),
-                str(err.get("message") or f"the worker channel was refused ({event.status_code})"),
-            )
-        raise ChannelClosed(f"unexpected answer to the worker channel's opening: {event!r}")
+    def _write(self, request: dict[str, Any]) -> int:
+        self._next += 1
+        request["id"] = self._next
+        self._sock.sendall(_dumps(request).encode() + b"\n")
+        return self._next
+
+    def send(self, request: dict[str, Any]) -> None:
+        """Send a request without waiting for its answer (see the module)."""
+        with self._lock:
+            self._unread.add(self._write(request))
 
     def call(self, request: dict[str, Any]) -> Any:
         """Send one request; its answer's "ok" value, or the error of its code raised."""
-        self._send(Message(data=json.dumps(request, separators=(",", ":"), ensure_ascii=False)))
-        parts: list[str] = []
-        while True:
-            event = self._next()
-            if isinstance(event, TextMessage):
-                parts.append(event.data)
-                if event.message_finished:
+        with self._lock:
+            rid = self._write(request)
+            while True:
+                answer = json.loads(self.read_line())
+                got = answer.get("id")
+                if got == rid:
                     break
-            elif isinstance(event, Ping):
-                self._send(event.response())
-            elif isinstance(event, CloseConnection):
-                raise ChannelClosed("the daemon closed the worker channel")
-        answer = json.loads("".join(parts))
+                self._unread.discard(got)
+                if "error" in answer and self._deferred is None:
+                    self._deferred = _error(answer["error"])
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            raise deferred
         if "error" in answer:
-            err = answer["error"]
-            raise from_code(str(err.get("code")), str(err.get("message")))
+            raise _error(answer["error"])
         return answer.get("ok")
 
+    def finish(self) -> None:
+        """Read the answers of the pipelined requests; the first error among them raised."""
+        with self._lock:
+            while self._unread:
+                answer = json.loads(self.read_line())
+                self._unread.discard(answer.get("id"))
+                if "error" in answer and self._deferred is None:
+                    self._deferred = _error(answer["error"])
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            raise deferred
+
     def close(self) -> None:
-        try:
-            self._send(CloseConnection(code=1000))
-        except Exception:  # noqa: BLE001 - closing a channel whose daemon is gone
-            pass
         self._sock.close()
+
+
+def _error(err: Any) -> YsError:
+    if not isinstance(err, dict):
+        err = {}
+    return from_code(str(err.get("code") or "INTERNAL"), str(err.get("message") or "no message"))

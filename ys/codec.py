@@ -509,3 +509,14 @@ def decode(canonical: str) -> Any:
         return decoder.decode(canonical)
     except RecursionError:
         raise ValueError("malformed durable value: nested too deeply") from None
+
+
+def plain(value: Any) -> Any:
+    """A decoded durable value as plain JSON (tagged errors become their dict form)."""
+    if isinstance(value, ErrorValue):
+        return value.to_json()
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

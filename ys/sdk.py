@@ -284,7 +284,12 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
     def _suspend(
         self, key: str, kind: str, value: str | None, attempts: int, wake_at: float
     ) -> None:
-        self._save(key, kind, "waiting", value, attempts, wake_at)
+        suspend = getattr(self._backend, "suspend", None)
+        if suspend is None:  # save the step, then report the suspension (ys.testing, ys step)
+            self._save(key, kind, "waiting", value, attempts, wake_at)
+        else:  # both at once (a worker's channel: one transaction, no wait between)
+            self._infra(suspend, key, kind, value, attempts, wake_at)
+            self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
         raise Suspend(key)
 
     # -- steps ------------------------------------------------------------------------------

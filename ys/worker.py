@@ -1,12 +1,15 @@
 """The worker: one delivery of one execution, in its own process.
 
-    python -m ys.worker               run the delivery named by YS_EXECUTION_ID / YS_DELIVERY_TOKEN
+    python -m ys.worker               run the delivery the daemon hands over (see below)
     python -m ys.worker --check FILE  import a script and print {"error", "schedule", "options"}
 
-The worker reads workflow, params and context from the record through the API (never from the
-environment or the command line), renews its lease while it runs, saves steps with its token,
-and reports the outcome. Exit status 0 means an outcome was acknowledged; EXIT_RETRY means an
-infrastructure failure: no outcome, the daemon redelivers.
+A delivery talks to the daemon over its channel (ys/channel.py), a socket the daemon hands it
+at its launch: a child of the fork server gets it as the socket it was forked with; a spawned
+worker finds it as the descriptor named by YS_CHANNEL_FD. The launch (the channel's first
+line) carries the delivery and its run state, so the worker reads nothing before the
+workflow's first line runs. The worker renews its lease while it runs, saves steps, and
+reports the outcome, all over the channel. Exit status 0 means an outcome was acknowledged;
+EXIT_RETRY means an infrastructure failure: no outcome, the daemon redelivers.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import _thread
 import importlib.util
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -69,16 +73,12 @@ def check(path: str) -> int:
 
 
 class ApiBackend:
-    """Step's backend in a worker: the daemon's API with this delivery's token."""
+    """Step's backend over HTTP with a delivery's token: `ys step` in a shell workflow."""
 
-    def __init__(self, transport: Any, execution_id: str, *, channel: bool = False) -> None:
+    def __init__(self, transport: Any, execution_id: str) -> None:
         self.transport = transport
         self.execution_id = execution_id
         self.base = f"/v1/executions/{quote(execution_id, safe='')}"
-        self._channel: Any = None  # ys.channel.Channel, opened at the first step
-        # A delivery's worker saves over its channel; `ys step` saves one step per process,
-        # where opening a channel would only add a round trip.
-        self._http_only = not channel
 
     def now(self) -> float:
         return time.time()
@@ -99,26 +99,7 @@ class ApiBackend:
             "attempts": attempts,
             "wake_at": wake_at,
         }
-        channel = self._channel
-        if channel is not None:
-            from ys.channel import ChannelClosed
-
-            try:
-                out = channel.call({"op": "step", "key": key, **body})
-                return bool(out and out.get("cancel_requested"))
-            except (ChannelClosed, OSError):
-                # No answer: the save may or may not be committed. Saving it again over HTTP
-                # is what a dropped keep-alive connection does too: a save is idempotent for
-                # its delivery, and a daemon that is gone fails the HTTP request as well.
-                self.close()
-                self._http_only = True
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
-        # The first save goes over HTTP (the connection that read the run state is open) and
-        # the channel is opened once it is committed, before the step returns: a delivery that
-        # saves one step or none never pays the opening, and the opening (a connect and an
-        # upgrade) never sits between a step's side effects and its save, where it would widen
-        # the window in which a cancel or a crash finds the step run but not saved.
-        self.open_channel()
         return bool(out and out.get("cancel_requested"))
 
     def step_deadline(
@@ -128,26 +109,6 @@ class ApiBackend:
         them it kills this worker and records the attempt (registered before the body runs)."""
         body = {"timeout": timeout, "attempts": attempts, "retry_delay": retry_delay}
         self.transport.request("POST", f"{self.base}/steps/{quote(key, safe='')}/deadline", body)
-
-    def open_channel(self) -> Any:
-        """The channel, opened now if it is not yet (None: saves go over HTTP)."""
-        if self._channel is None and not self._http_only:
-            from ys.channel import Channel
-            from ys.errors import YsError
-
-            t = self.transport
-            try:
-                self._channel = Channel(
-                    t.socket_path, f"{self.base}/channel", t.token or "", t.timeout or 120.0
-                )
-            except (YsError, OSError):  # an older daemon, say: the HTTP route serves as well
-                self._http_only = True
-        return self._channel
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.contract import check_start, request_params
@@ -204,8 +165,121 @@ class ApiBackend:
         return float(self._effect(effect_id, "wait", body)["wake_at"])
 
 
-def make_step(backend: ApiBackend, state: dict[str, Any]) -> Any:
-    """The Step of a delivery, from what GET /run returned (the worker's and `ys step`'s)."""
+class ChannelBackend:
+    """Step's backend in a delivery's worker: its channel to the daemon (ys/channel.py),
+    which knows the delivery, so no request names its execution or carries its token."""
+
+    def __init__(self, channel: Any, execution_id: str) -> None:
+        self.channel = channel
+        self.execution_id = execution_id
+        self.suspended = False  # the delivery's outcome went with a waiting step (`suspend`)
+
+    def now(self) -> float:
+        return time.time()
+
+    def save_step(
+        self,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+    ) -> bool | None:
+        out = self.channel.call(
+            {
+                "op": "step",
+                "key": key,
+                "kind": kind,
+                "status": status,
+                "value": value,
+                "attempts": attempts,
+                "wake_at": wake_at,
+            }
+        )
+        return bool(out and out.get("cancel_requested"))
+
+    def step_deadline(
+        self, key: str, timeout: float, attempts: int, retry_delay: float | None
+    ) -> None:
+        """Announce the attempt's limit, pipelined: the daemon registers it before it reads
+        the step's save (its answers keep the order of the requests); a refusal is raised at
+        the next request."""
+        self.channel.send(
+            {
+                "op": "deadline",
+                "key": key,
+                "timeout": timeout,
+                "attempts": attempts,
+                "retry_delay": retry_delay,
+            }
+        )
+
+    def suspend(
+        self, key: str, kind: str, value: str | None, attempts: int, wake_at: float
+    ) -> None:
+        """Record a waiting step and end the delivery `suspended`, both at once, pipelined:
+        the workflow unwinds while the daemon commits them in one transaction, and `deliver`
+        reads the answer before the worker exits (it reports no other outcome)."""
+        sys.stdout.flush()  # its log is whole before the outcome is recorded
+        sys.stderr.flush()
+        self.channel.send(
+            {
+                "op": "suspend",
+                "key": key,
+                "kind": kind,
+                "status": "waiting",
+                "value": value,
+                "attempts": attempts,
+                "wake_at": wake_at,
+            }
+        )
+        self.suspended = True
+
+    def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
+        from ys.contract import check_start, request_params
+
+        check_start(key, workflow)  # the client refuses what it cannot send
+        # Encoded once, here: the store checks the canonical text, it does not encode again.
+        out = self.channel.call(
+            {
+                "op": "start",
+                "key": key,
+                "workflow": workflow,
+                "params_json": request_params(params),
+                "detached": detached,
+            }
+        )
+        return str(out["execution_id"])
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.channel.call({"op": "get", "execution_id": execution_id})
+        return out
+
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+        req = {"op": "effect_begin", "effect_id": effect_id, "operation": operation}
+        out: dict[str, Any] = self.channel.call(req | {"input": input, "step_key": key})
+        return out
+
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+        req = {"op": "effect_settle", "effect_id": effect_id, "operation": operation}
+        out: dict[str, Any] = self.channel.call(req | {"result": result})
+        return out
+
+    def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
+        req = {"op": "effect_wait", "effect_id": effect_id, "step_key": key, "wake_at": wake_at}
+        return float(self.channel.call(req)["wake_at"])
+
+    def value_wait(
+        self, store_key: str, key: str, seen: int, timeout_at: float | None
+    ) -> dict[str, Any] | None:
+        req = {"op": "value_wait", "key": store_key, "step_key": key, "seen": seen}
+        out: dict[str, Any] = self.channel.call(req | {"timeout_at": timeout_at})
+        return out.get("found")
+
+
+def make_step(backend: Any, state: dict[str, Any]) -> Any:
+    """The Step of a delivery, from what GET /run returned (`ys step`'s)."""
     from ys.sdk import SavedStep, Step
 
     record = state["record"]
@@ -224,55 +298,59 @@ def make_step(backend: ApiBackend, state: dict[str, Any]) -> Any:
     )
 
 
-def _heartbeat(
-    socket_path: str, token: str, base: str, every: float, stop: threading.Event
-) -> None:
-    from ys.client import Transport
+def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
+    """Renew the lease every `every` seconds until `stop`; a lost lease ends the worker."""
+    from ys.channel import ChannelClosed
     from ys.errors import LeaseLost, YsError
 
-    t = Transport(socket_path, timeout=max(every, 5.0), token=token)
     while not stop.wait(every):
         try:
-            t.request("POST", f"{base}/lease", {})
+            channel.call({"op": "lease"})
         except LeaseLost:
             sys.stderr.write("ys: this delivery lost its lease; stopping\n")
+            sys.stderr.flush()
             os._exit(EXIT_RETRY)
-        except (YsError, OSError):
+        except (ChannelClosed, OSError):
+            return  # the daemon is gone: the next step fails, or its recovery kills us
+        except YsError:
             continue  # the daemon may be busy; the lease covers a few missed beats
 
 
-def deliver() -> int:
-    from ys import codec
-    from ys.client import Transport
-    from ys.errors import YsError
-    from ys.sdk import InfrastructureFailure, run_workflow
+def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
+    """The channel over `sock` and the launch the daemon wrote first on it."""
+    from ys.channel import Channel
 
-    execution_id = os.environ["YS_EXECUTION_ID"]
-    token = os.environ["YS_DELIVERY_TOKEN"]
-    socket_path = os.environ["YS_SOCKET"]
-    script = os.environ["YS_WORKFLOW_FILE"]
-    transport = Transport(socket_path, timeout=120.0, token=token)
-    backend = ApiBackend(transport, execution_id, channel=True)
-    try:
-        state = transport.request("GET", f"{backend.base}/run")
-    except YsError as exc:
-        sys.stderr.write(f"ys: cannot read the execution: {exc.code}: {exc.message}\n")
-        return EXIT_RETRY
-    record = state["record"]
-    if record["status"] in ("completed", "failed", "cancelled"):
-        return 0  # a terminal execution keeps its outcome: no workflow code runs
+    channel = Channel(sock)
+    return channel, json.loads(channel.read_line())
+
+
+def deliver(channel: Any, launch: dict[str, Any]) -> int:
+    """Run the delivery `launch` describes; the worker's exit status."""
+    from ys import codec
+    from ys.errors import YsError
+    from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+
+    execution_id = launch["execution_id"]
+    backend = ChannelBackend(channel, execution_id)
     stop = threading.Event()
     # Not threading.Thread.start(): that waits until the new thread has been scheduled and
     # has run, milliseconds on a busy machine before the workflow's first line; the
     # heartbeat's first beat is a third of a lease away, so it can start whenever it gets
     # the CPU. (A low-level thread, like a daemon thread: it does not hold up the exit.)
-    _thread.start_new_thread(
-        _heartbeat, (socket_path, token, backend.base, max(0.2, state["lease_seconds"] / 3), stop)
+    _thread.start_new_thread(_heartbeat, (channel, max(0.2, launch["lease_seconds"] / 3), stop))
+    steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
+    step = Step(
+        backend,
+        execution_id=execution_id,
+        workflow=launch["workflow"],
+        context=codec.plain(codec.decode(launch["context"])) if launch["context"] else {},
+        attempt=launch["attempt"],
+        steps=steps,
+        cancel_requested=bool(launch["cancel_requested"]),
     )
-    step = make_step(backend, state)
-    params = codec.decode(state["params"])
+    params = codec.decode(launch["params"])
     try:
-        fn = load_script(script)
+        fn = load_script(launch["script"])
         outcome = run_workflow(fn, step, params)
     except InfrastructureFailure as exc:
         sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")
@@ -282,12 +360,15 @@ def deliver() -> int:
         return EXIT_RETRY
     finally:
         sys.stdout.flush()
+        sys.stderr.flush()
         stop.set()
-    backend.close()
     try:
-        transport.request("POST", f"{backend.base}/outcome", {"outcome": outcome})
-    except YsError as exc:
-        sys.stderr.write(f"ys: the outcome was not recorded: {exc.code}: {exc.message}\n")
+        if backend.suspended and outcome["status"] == "suspended":
+            channel.finish()  # its outcome went with the waiting step: read the answer
+        else:
+            channel.call({"op": "outcome", "outcome": outcome})
+    except (YsError, OSError) as exc:
+        sys.stderr.write(f"ys: the outcome was not recorded: {exc}\n")
         return EXIT_RETRY
     return 0
 
@@ -296,7 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--check"] and len(args) == 2:
         return check(args[1])
-    return deliver()
+    fd = os.environ.get("YS_CHANNEL_FD")
+    if not fd:
+        sys.stderr.write("ys.worker: no channel (YS_CHANNEL_FD); the daemon starts workers\n")
+        return 2
+    sock = socket.socket(fileno=int(fd))
+    os.set_inheritable(sock.fileno(), False)  # not for what the workflow starts
+    try:
+        channel, launch = read_launch(sock)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"ys: no delivery came over the channel: {exc}\n")
+        return EXIT_RETRY
+    return deliver(channel, launch)
 
 
 if __name__ == "__main__":

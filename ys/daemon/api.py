@@ -24,7 +24,7 @@ from aiohttp import web
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.api_base import Query, _json
+from ys.daemon.api_base import SMALL_BODY, Query, _json
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, RetryRequest, Trigger, WaitQuery
@@ -40,6 +40,7 @@ from ys.daemon.http import (
     within_limits,
 )
 from ys.errors import DaemonUnavailable, NotFoundError, YsError
+from ys.store.protocols import Admission
 
 log = logging.getLogger("ys.api")
 # `waiting_for` of a due execution a claim passed over: its workflow's concurrency limit is
@@ -107,7 +108,6 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get(e + "/run", self.run_state),
             web.put(e + "/steps/{key}", self.save_step),
             web.post(e + "/steps/{key}/deadline", self.step_deadline),
-            web.get(e + "/channel", self.channel),
             web.post(e + "/starts/{key}", self.start),
             web.post(e + "/outcome", self.outcome),
             web.post(e + "/lease", self.renew),
@@ -185,22 +185,42 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
     async def trigger(self, request: web.Request) -> web.Response:
         req = await Trigger.read(request)
         await self.known_workflow(req.workflow)
-        store = self.d.store
-        result = await self.write(
-            request,
-            store.admit_async,
-            store.admit,
-            req.workflow,
-            req.params,
-            context=req.context,
-            execution_id=req.execution_id,
-            if_exists=req.if_exists,
-            tags=req.tags or None,
-        )
+        store, dispatcher = self.d.store, self.d.dispatcher
+        # A small request admitted while a slot is free is claimed in its admission's
+        # transaction: its worker starts as soon as that commits.
+        lease = None
+        if len(await request.read()) <= SMALL_BODY:
+            lease = dispatcher.reserve(req.workflow)
+        if lease is None:
+            result = await self.write(
+                request,
+                store.admit_async,
+                store.admit,
+                req.workflow,
+                req.params,
+                context=req.context,
+                execution_id=req.execution_id,
+                if_exists=req.if_exists,
+                tags=req.tags or None,
+            )
+        else:
+            result = Admission(req.execution_id or "", False)
+            try:
+                result = await store.admit_async(
+                    req.workflow,
+                    req.params,
+                    context=req.context,
+                    execution_id=req.execution_id,
+                    if_exists=req.if_exists,
+                    tags=req.tags or None,
+                    lease_seconds=lease,
+                )
+            finally:
+                dispatcher.admitted(result.delivery)
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.metrics.admissions.labels("trigger").inc()
-            self.d.dispatcher.poke()
+            dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix
                 out["warning"] = (
@@ -281,14 +301,14 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             return {}
         return dict(await self.call(self.d.store.lease_holders, ids))
 
-    async def _load(self, execution_id: str) -> Any:
+    async def load(self, execution_id: str) -> Any:
         record = await self.call(self.d.store.get, execution_id)
         if record is None:
             raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
         return record
 
     async def get(self, request: web.Request) -> web.Response:
-        record = await self._load(request.match_info["id"])
+        record = await self.load(request.match_info["id"])
         slots = await self._slot_waits([record])
         return _json(self._record(record, await self._holders([record]), slots))
 
@@ -379,7 +399,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     "it with `ys daemon start` and run the command again",
                 )
             ev = self.d.hub.watch(execution_id, ends_only=after_n is None)
-            record = await self._load(execution_id)
+            record = await self.load(execution_id)
             if record.terminal or (after_n is not None and record.history_length > after_n):
                 break
             left = deadline - time.monotonic()
@@ -398,7 +418,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         execution_id = request.match_info["id"]
         at_once = request.query.get("now", "") in ("1", "true")
         changed = await self.call(self.d.store.cancel, execution_id, at_once=at_once)
-        record = await self._load(execution_id)
+        record = await self.load(execution_id)
         self.d.hub.notify(execution_id, may_end=True)
         if at_once:
             self.d.dispatcher.ended_elsewhere(execution_id)  # killed at once, if it runs here
@@ -413,7 +433,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         """A new execution of a terminal one, replaying its steps before `from` (one store
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
         req = await RetryRequest.read(request)
-        original = await self._load(request.match_info["id"])
+        original = await self.load(request.match_info["id"])
         await self.known_workflow(original.workflow)
         result = await self.call(
             self.d.store.retry,

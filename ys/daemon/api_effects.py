@@ -3,6 +3,8 @@ and wait. Not fenced."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from ys.daemon import views
@@ -28,38 +30,40 @@ class EffectRoutes(ApiBase):
 
     async def effect_begin(self, request: web.Request) -> web.Response:
         req = await EffectBegin.read(request)
-        state = await self.call(
+        return _json(await self.effect_begin_op(request.match_info["effect_id"], req))
+
+    async def effect_begin_op(self, effect_id: str, req: EffectBegin) -> dict[str, Any]:
+        state: dict[str, Any] = await self.call(
             self.d.store.effect_begin,
             req.operation,
-            request.match_info["effect_id"],
+            effect_id,
             req.input,
             req.execution_id,
             req.step_key,
         )
-        return _json(state)
+        return state
 
     async def effect_settle(self, request: web.Request) -> web.Response:
         req = await EffectSettle.read(request)
+        return _json(await self.effect_settle_op(request.match_info["effect_id"], req))
+
+    async def effect_settle_op(self, effect_id: str, req: EffectSettle) -> dict[str, Any]:
         try:
-            state = await self.call(
-                self.d.store.effect_settle,
-                req.operation,
-                request.match_info["effect_id"],
-                req.result,
+            state: dict[str, Any] = await self.call(
+                self.d.store.effect_settle, req.operation, effect_id, req.result
             )
         except ValueError as exc:
             raise InvalidArgument("INVALID_ARGUMENT", f"result is not canonical: {exc}") from None
         self.d.dispatcher.poke()  # settlement wakes every waiter
-        return _json(state)
+        return state
 
     async def effect_wait(self, request: web.Request) -> web.Response:
         req = await EffectWait.read(request)
+        return _json(await self.effect_wait_op(request.match_info["effect_id"], req))
+
+    async def effect_wait_op(self, effect_id: str, req: EffectWait) -> dict[str, Any]:
         first = await self.call(
-            self.d.store.effect_wait,
-            request.match_info["effect_id"],
-            req.execution_id,
-            req.step_key,
-            req.wake_at,
+            self.d.store.effect_wait, effect_id, req.execution_id, req.step_key, req.wake_at
         )
         self.d.dispatcher.poke()
-        return _json({"wake_at": first})
+        return {"wake_at": first}

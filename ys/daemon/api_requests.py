@@ -169,7 +169,10 @@ class StepDeadline:
 
     @classmethod
     async def read(cls, request: web.Request) -> StepDeadline:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> StepDeadline:
         timeout = b.opt_seconds("timeout")
         if timeout is None or timeout <= 0:
             raise invalid("timeout is required: the attempt's limit in seconds, above 0")
@@ -185,7 +188,10 @@ class Start:
 
     @classmethod
     async def read(cls, request: web.Request) -> Start:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> Start:
         return cls(
             b.required_text("workflow"),
             b.any("params"),
@@ -201,7 +207,11 @@ class Outcome:
     @classmethod
     async def read(cls, request: web.Request) -> Outcome:
         # Its type before the token; a missing outcome after it (`{}` asks which token).
-        return cls((await Body.read(request)).opt_object("outcome"))
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> Outcome:
+        return cls(b.opt_object("outcome"))
 
 
 # -- durable values ---------------------------------------------------------------------------
@@ -229,7 +239,10 @@ class ValueWait:
 
     @classmethod
     async def read(cls, request: web.Request) -> ValueWait:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> ValueWait:
         return cls(
             b.required_text("execution_id"),
             b.required_text("step_key"),
@@ -306,7 +319,10 @@ class EffectBegin:
 
     @classmethod
     async def read(cls, request: web.Request) -> EffectBegin:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> EffectBegin:
         return cls(
             b.any("operation"),
             b.any("input"),
@@ -322,7 +338,10 @@ class EffectSettle:
 
     @classmethod
     async def read(cls, request: web.Request) -> EffectSettle:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> EffectSettle:
         return cls(b.required_text("operation"), b.required_text("result"))
 
 
@@ -334,5 +353,8 @@ class EffectWait:
 
     @classmethod
     async def read(cls, request: web.Request) -> EffectWait:
-        b = await Body.read(request)
+        return cls.of(await Body.read(request))
+
+    @classmethod
+    def of(cls, b: Body) -> EffectWait:
         return cls(b.required_text("execution_id"), b.required_text("step_key"), b.time("wake_at"))

@@ -3,8 +3,11 @@ code): list, get, put (compare-and-set), delete, and a step's wait for a key."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
+from ys import codec
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, _json
 from ys.daemon.api_requests import ValuePut, ValueWait
@@ -37,7 +40,7 @@ class ValueRoutes(ApiBase):
         return _json(
             {
                 "key": key,
-                "value": views.plain(found["value"]),
+                "value": codec.plain(found["value"]),
                 "version": found["version"],
                 "updated_at": views.iso(found["updated_at"]),
             }
@@ -68,12 +71,10 @@ class ValueRoutes(ApiBase):
 
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
+        return _json(await self.value_wait_op(request.match_info["key"], req))
+
+    async def value_wait_op(self, key: str, req: ValueWait) -> dict[str, Any]:
         found = await self.call(
-            self.d.store.value_wait,
-            request.match_info["key"],
-            req.execution_id,
-            req.step_key,
-            req.seen,
-            req.timeout_at,
+            self.d.store.value_wait, key, req.execution_id, req.step_key, req.seen, req.timeout_at
         )
-        return _json({"found": found})
+        return {"found": found}

@@ -1,23 +1,21 @@
-"""The worker's routes: a delivery reads its state, saves steps, starts children, renews its
-lease and reports its outcome. All but the start are fenced by the delivery token
-(X-Ys-Token). A worker saves its steps over its channel (a WebSocket, ys/channel.py): one
-text frame each way per step, where HTTP costs a request head, its parse and routing."""
+"""The worker's routes over HTTP: a delivery's state, its steps, its children, its lease and
+its outcome; all but the start are fenced by the delivery token (X-Ys-Token). `ys step` in a
+shell workflow uses them. A Python workflow's worker asks the same over its channel
+(ys/daemon/channel.py), which shares these routes' logic (the `*_op` methods).
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from ys.contract import request_params
 from ys.crashpoints import crash_point
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, Body, _json, invalid
+from ys.daemon.api_base import ApiBase, _json, invalid
 from ys.daemon.api_requests import Outcome, SaveStep, Start, StepDeadline
-from ys.daemon.http import SETTINGS
-from ys.errors import YsError
 
 log = logging.getLogger("ys.api")
 
@@ -61,12 +59,16 @@ class WorkerRoutes(ApiBase):
         dispatcher kills the worker and records the attempt (DESIGN.md §7). Fenced."""
         execution_id, token = request.match_info["id"], self._token(request)
         req = await StepDeadline.read(request)
-        key = request.match_info["key"]
+        return _json(await self.deadline_op(execution_id, token, request.match_info["key"], req))
+
+    async def deadline_op(
+        self, execution_id: str, token: str, key: str, req: StepDeadline
+    ) -> dict[str, Any]:
         await self.call(self.d.store.renew, execution_id, token)  # fenced: the live lease's
         self.d.dispatcher.step_deadline(
             execution_id, token, key, req.timeout, req.attempts, req.retry_delay
         )
-        return _json({"ok": True})
+        return {"ok": True}
 
     async def _save_step(self, execution_id: str, token: str, key: str, req: SaveStep) -> bool:
         # A step whose attempt the dispatcher killed for its timeout is recorded by the
@@ -91,76 +93,23 @@ class WorkerRoutes(ApiBase):
         self.d.hub.notify(execution_id)
         return bool(cancel)
 
-    async def channel(self, request: web.Request) -> web.WebSocketResponse:
-        """The worker channel (a WebSocket): `{"op": "step", "key", ...SaveStep's fields}` is
-        the step route's request, answered `{"ok": {"cancel_requested"}}` once committed, or
-        `{"error": {"code", "message}}` as that route would answer; the channel stays open.
-        Requests are taken one at a time, in order."""
-        execution_id = request.match_info["id"]
-        token = self._token(request)
-        ws = web.WebSocketResponse(max_msg_size=request.app[SETTINGS].max_body, autoping=True)
-        if not ws.can_prepare(request).ok:
-            raise invalid(
-                f"GET {request.path} is the worker channel: a WebSocket upgrade "
-                "(see docs/API.md); save steps over HTTP with PUT .../steps/{key}"
-            )
-        await ws.prepare(request)
-        async for msg in ws:
-            if msg.type != WSMsgType.TEXT:
-                break  # close, error, binary: the worker falls back to HTTP
-            try:
-                reply: dict[str, Any] = {
-                    "ok": await self._channel_op(execution_id, token, msg.data)
-                }
-            except YsError as exc:
-                reply = {"error": exc.to_json()}
-            except Exception as exc:
-                log.exception("internal error on the worker channel of %s", execution_id)
-                reply = {"error": {"code": "INTERNAL", "message": f"internal error: {exc}"}}
-            await ws.send_str(json.dumps(reply, separators=(",", ":"), ensure_ascii=False))
-        return ws
-
-    async def _channel_op(self, execution_id: str, token: str, text: str) -> Any:
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            raise invalid("a worker channel request is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise invalid("a worker channel request must be a JSON object")
-        b = Body(data)
-        op = b.required_text("op")
-        if op != "step":
-            raise invalid(f"op must be step, not {op!r}")
-        key = b.required_text("key")
-        if not key:
-            raise invalid("key must be non-empty text")
-        req = SaveStep.of(b)
-
-        crash_point("channel.before_save")
-        cancel = await self._save_step(execution_id, token, key, req)
-        crash_point("channel.after_save")  # committed, not answered
-        return {"cancel_requested": cancel}
-
     async def start(self, request: web.Request) -> web.Response:
         """RFC 003's start client: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
-        caller = request.match_info["id"]
+        return _json(await self.start_op(request.match_info["id"], request.match_info["key"], req))
+
+    async def start_op(self, caller: str, key: str, req: Start) -> dict[str, Any]:
         # The worker sends params_json, encoded once on its side; another caller may send
         # params as an object, encoded once here. The store checks the text.
         params_json = req.params_json
         if params_json is None:
             params_json = request_params(req.params)
         target = await self.call(
-            self.d.store.start,
-            caller,
-            request.match_info["key"],
-            req.workflow,
-            params_json,
-            detached=req.detached,
+            self.d.store.start, caller, key, req.workflow, params_json, detached=req.detached
         )
         self.d.hub.notify(target)
         self.d.dispatcher.poke()
-        return _json({"execution_id": target})
+        return {"execution_id": target}
 
     async def outcome(self, request: web.Request) -> web.Response:
         req = await Outcome.read(request)
@@ -194,12 +143,13 @@ class WorkerRoutes(ApiBase):
         return _json(result)
 
     async def renew(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        token = self._token(request)
+        return _json(await self.renew_op(request.match_info["id"], self._token(request)))
+
+    async def renew_op(self, execution_id: str, token: str) -> dict[str, Any]:
         expires = await self.d.store.renew_async(
             execution_id,
             token,
             lease_seconds=self.d.dispatcher.lease_seconds,
         )
         self.d.dispatcher.renewed(execution_id, token, expires)
-        return _json({"lease_expires_at": views.iso(expires)})
+        return {"lease_expires_at": views.iso(expires)}

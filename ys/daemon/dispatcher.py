@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
-from ys.store.protocols import LOG_TAIL_BYTES, Delivery, Store
+from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
@@ -70,10 +71,14 @@ class Dispatcher(Limits):
         self.handler_for: Callable[[str], str | None] = lambda _workflow: None
         self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
         self.daemon_id = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
+        # A Python worker's channel, served from its socket (the daemon's: ys.daemon.channel)
+        self.open_channel: Callable[[Running, socket.socket], Any] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._log_tails: set[asyncio.Task[None]] = set()  # log ends being kept (shared store)
         self._poke = asyncio.Event()
         self._stopping = False
+        self._reserved = 0  # slots reserved by admissions that claim in their transaction
+        self._caught_up = False  # the last claim took everything due (it asked for more)
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -92,7 +97,7 @@ class Dispatcher(Limits):
                 await self.expire_due()
             except YsError as exc:
                 log.error("timing out failed: %s", exc)
-            free = self.concurrency - len(self.running)
+            free = self.concurrency - len(self.running) - self._reserved
             claimed: list[Delivery] = []
             if free > 0:
                 try:
@@ -103,22 +108,11 @@ class Dispatcher(Limits):
                         self.lease_seconds,
                         self.registry.limits or None,
                     )
+                    self._caught_up = len(claimed) < free
                 except YsError as exc:
                     log.error("claim failed: %s", exc)
             for d in claimed:
-                self.hub.notify(d.execution_id)
-                if self.metrics is not None:
-                    self.metrics.deliveries_started.labels(d.workflow).inc()
-                    if d.attempt > 1:
-                        self.metrics.redeliveries.labels(d.workflow).inc()
-                # A delivery whose lease expired may still be here, being killed: claim_due
-                # released and re-claimed its execution. The new one waits until it is gone.
-                prev = self.running.get(d.execution_id)
-                r = Running(d, lease_expires_at=d.lease_expires_at, started_at=time.monotonic())
-                self.running[d.execution_id] = r
-                r.task = asyncio.create_task(
-                    self._deliver(r, prev), name=f"deliver {d.execution_id}"
-                )
+                self._start(d)
             if claimed and len(claimed) == free:
                 continue  # more may be due
             timeout = MAX_IDLE
@@ -133,6 +127,48 @@ class Dispatcher(Limits):
                 await asyncio.wait_for(self._poke.wait(), timeout)
             except TimeoutError:
                 pass
+
+    def _start(self, d: Delivery) -> None:
+        """Run a claimed delivery."""
+        self.hub.notify(d.execution_id)
+        if self.metrics is not None:
+            self.metrics.deliveries_started.labels(d.workflow).inc()
+            if d.attempt > 1:
+                self.metrics.redeliveries.labels(d.workflow).inc()
+        # A delivery whose lease expired may still be here, being killed: claim_due
+        # released and re-claimed its execution. The new one waits until it is gone.
+        prev = self.running.get(d.execution_id)
+        r = Running(d, lease_expires_at=d.lease_expires_at, started_at=time.monotonic())
+        self.running[d.execution_id] = r
+        r.task = asyncio.create_task(self._deliver(r, prev), name=f"deliver {d.execution_id}")
+
+    # -- deliveries claimed in their admission's transaction -----------------------------------
+
+    def reserve(self, workflow: str) -> float | None:
+        """A free slot for an execution of `workflow` about to be admitted, to claim it in its
+        admission's transaction (one commit fewer before its first line runs): the lease to
+        claim it with, or None when that should not be done: no slot is free, executions due
+        before it are not all claimed yet, its workflow is not runnable or has a concurrency
+        limit (the claim counts slots), or the daemon stops. `admitted` ends the reservation."""
+        if self._stopping or not self._caught_up or workflow in self.registry.limits:
+            return None
+        if len(self.running) + self._reserved >= self.concurrency:
+            return None
+        wf = self.registry.get(workflow)
+        if wf is None or wf.error is not None:
+            return None
+        self._reserved += 1
+        return self.lease_seconds
+
+    def admitted(self, delivery: Delivery | None) -> None:
+        """End a reservation: run what its admission claimed (None: it claimed nothing)."""
+        self._reserved -= 1
+        if delivery is None:
+            self.poke()  # the slot it held is free again
+        elif self._stopping:  # too late to run: its lease is released by the next start
+            log.info("%s: admitted while the daemon stops; it runs after", delivery.execution_id)
+        else:
+            self._start(delivery)
 
     # -- one delivery -----------------------------------------------------------------------
 
@@ -264,7 +300,8 @@ class Dispatcher(Limits):
             r.start_error = f"its log cannot be written: {exc}"
             return None
         try:
-            worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path)
+            start = await self._start_of(d, wf)
+            worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path, start)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             out.close()
             r.start_error = f"the worker could not start: {exc}"
@@ -275,6 +312,11 @@ class Dispatcher(Limits):
         r.proc = worker.proc
         last = LastLine()
         try:
+            if worker.channel is not None:
+                if self.open_channel is None:
+                    worker.channel.close()
+                else:
+                    r.channel = self.open_channel(r, worker.channel)
             record_worker(self.paths, r.proc.pid, d.execution_id)
             r.out = out
             r.pipes = [Pipe(worker.output, out.write)]
@@ -289,6 +331,8 @@ class Dispatcher(Limits):
             # Not supervised yet (a full disk for its pid file, say): it must not run on
             # unwatched; it is delivered again.
             kill_group(r.proc)
+            if r.channel is not None:
+                r.channel.close()
             for p in r.pipes:
                 p.close()
             for fd in [worker.output, worker.stdout][len(r.pipes) :]:  # not yet a Pipe's
@@ -298,6 +342,28 @@ class Dispatcher(Limits):
             out.close()
             raise
         return last
+
+    async def _start_of(self, d: Delivery, wf: Workflow) -> dict[str, Any] | None:
+        """A Python worker's launch: the delivery and its run state (the claim read it)."""
+        if wf.kind != "python":
+            return None
+        state = d.state
+        if state is None:  # a delivery from a claim that did not read it
+            record, steps = await self.call(self.store.delivery_state, d.execution_id, d.token)
+            state = RunState(record.params_json, record.context_json, steps)
+        return {
+            "execution_id": d.execution_id,
+            "attempt": d.attempt,
+            "workflow": d.workflow,
+            "script": wf.path,
+            "lease_seconds": self.lease_seconds,
+            "params": state.params_json,
+            "context": state.context_json,
+            "cancel_requested": d.cancel_requested,
+            "steps": [
+                [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
+            ],
+        }
 
     async def _finish(
         self,
@@ -312,6 +378,8 @@ class Dispatcher(Limits):
         # The delivery ends with its script: what it left running dies with it (and lets go
         # of the pipes its output comes through).
         kill_group(r.proc)
+        if r.channel is not None:
+            r.channel.close()
         watch.cancel()
         if r.grace is not None:
             r.grace.cancel()

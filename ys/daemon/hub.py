@@ -20,6 +20,7 @@ class Hub:
         self._changed: dict[str, asyncio.Event] = {}  # woken by any change
         self._ended: dict[str, asyncio.Event] = {}  # woken only where it may have ended
         self._any = asyncio.Event()  # woken by a change to any execution (the dashboard)
+        self._any_taken = False  # whether anyone took `_any` since it was last set
         self.stopping = False  # the daemon is stopping: long polls answer now
 
     def stop_waits(self) -> None:
@@ -46,9 +47,17 @@ class Hub:
                 ev.set()
         self._any.set()
         self._any = asyncio.Event()
+        self._any_taken = False
+
+    def watched(self, execution_id: str) -> bool:
+        """Whether a long poll waits for a change to the execution, so that a change must be
+        told (`notify`). Safe from any thread: a poll takes its event before it reads the
+        store, so one that this misses reads the change itself."""
+        return self._any_taken or execution_id in self._changed
 
     def watch_any(self) -> asyncio.Event:
         """An event set at the next change to any execution (take it before reading)."""
+        self._any_taken = True
         return self._any
 
     def watch(self, execution_id: str, *, ends_only: bool = False) -> asyncio.Event:

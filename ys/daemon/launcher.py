@@ -5,24 +5,31 @@ A launched worker writes its output into pipes whose read ends the launcher hand
 dispatcher copies them into the delivery's log (ys.daemon.capture). No launcher gives asyncio
 a pipe of its own to watch: asyncio's `wait()` would then also wait for every process that
 inherited the pipe (a shell script's `cmd &`), and a delivery must end when its script exits.
+
+A Python delivery also gets its channel (ys/channel.py): the launcher writes the launch (the
+delivery and its run state) on a socket pair and hands the dispatcher its end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
+import socket
 import sys
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ys.daemon.registry import Workflow
 from ys.paths import Paths
 
 log = logging.getLogger("ys.launcher")
+LAUNCH_CHUNK = 65536  # the launch's first bytes, sent with the output pipe
 
 
 class Proc(Protocol):
@@ -39,23 +46,49 @@ class Proc(Protocol):
 
 @dataclass(frozen=True)
 class Worker:
-    """A started delivery: its process (a session of its own: its pid is its process group)
-    and the read ends of its output pipes, which the caller now owns."""
+    """A started delivery: its process (a session of its own: its pid is its process group),
+    the read ends of its output pipes, and its channel, which the caller now owns."""
 
     proc: Proc
     output: int  # stdout and stderr of a Python worker; a shell script's stderr
     stdout: int | None = None  # a shell script's stdout (its last line is the result)
+    channel: socket.socket | None = None  # a Python worker's channel, its launch written
 
 
 class Launcher(Protocol):
-    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker: ...
+    async def launch(
+        self,
+        workflow: Workflow,
+        env: dict[str, str],
+        log_path: Path,
+        start: dict[str, Any] | None = None,
+    ) -> Worker:
+        """Start the delivery's process; `start` is a Python worker's launch (its channel's
+        first line), None for a shell script."""
+        ...
+
+
+def _launch_line(start: dict[str, Any]) -> bytes:
+    return json.dumps(start, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def _cwd(workflow: Workflow) -> str:
+    return workflow.folder or str(Path(workflow.path).parent)
 
 
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
-    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker:
+    async def launch(
+        self,
+        workflow: Workflow,
+        env: dict[str, str],
+        log_path: Path,
+        start: dict[str, Any] | None = None,
+    ) -> Worker:
         shell = workflow.kind != "python"
+        ours = theirs = None
+        pass_fds: tuple[int, ...] = ()
         if shell:
             # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
             argv = [workflow.path]
@@ -63,6 +96,9 @@ class SpawnLauncher:
             env = {**env, "PATH": bindir + os.pathsep + env.get("PATH", os.defpath)}
         else:
             argv = [sys.executable, "-m", "ys.worker"]
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pass_fds = (theirs.fileno(),)
+            env = {**env, "YS_CHANNEL_FD": str(theirs.fileno())}
         output = os.pipe()  # non-inheritable: only the child's dup2 copies reach it
         stdout = os.pipe() if shell else output
         try:
@@ -72,16 +108,28 @@ class SpawnLauncher:
                 stdout=stdout[1],
                 stderr=output[1],
                 env=env,
-                cwd=workflow.folder or str(Path(workflow.path).parent),
+                cwd=_cwd(workflow),
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         except BaseException:
             for fd in {*output, *stdout}:
                 os.close(fd)
+            if ours is not None:
+                ours.close()
             raise
+        finally:
+            if theirs is not None:
+                theirs.close()
         for fd in {output[1], stdout[1]}:
             os.close(fd)
-        return Worker(proc, output[0], stdout[0] if shell else None)
+        if ours is not None:
+            ours.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_sendall(ours, _launch_line(start or {}))
+            except OSError as exc:  # it died at once: its exit says so
+                log.warning("the launch of a spawned worker was not written: %s", exc)
+        return Worker(proc, output[0], stdout[0] if shell else None, ours)
 
 
 def kill_group(proc: Proc, sig: int = signal.SIGKILL) -> None:
@@ -115,151 +163,248 @@ class WarmProcess:
         return int(await asyncio.shield(self._done))
 
 
-class WarmLauncher:
-    """Python deliveries fork from a preloaded interpreter (ys.forkserver), which takes the
-    interpreter's start and the SDK's imports out of every delivery. Shell workflows, and any
-    delivery while the fork server is unavailable, fall back to spawning."""
+@dataclass
+class Spare:
+    """A child the fork server forked ahead, waiting for a delivery on `sock`."""
 
-    def __init__(self) -> None:
+    pid: int
+    sock: socket.socket
+
+
+class WarmLauncher:
+    """Python deliveries go to children the fork server (ys.forkserver) forked ahead from a
+    preloaded interpreter, which takes the interpreter's start, the SDK's imports and the
+    fork itself out of every delivery: a launch is one write to a live process. Shell
+    workflows, and any delivery while the fork server is unavailable, are spawned.
+
+    The server is asked for a new spare whenever one is taken; a launch that finds none waits
+    for the next (and asks for one more, up to `most` spares ready or coming)."""
+
+    def __init__(self, most: int = 4) -> None:
         self.spawn = SpawnLauncher()
+        self.most = max(1, most)
         self._server: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._pending: dict[int, asyncio.Future[dict[str, object]]] = {}
+        self._link: socket.socket | None = None
+        self._buf = b""
+        self._fds: deque[int] = deque()  # descriptors received, each for its "spare" line
+        self._ready: asyncio.Future[None] | None = None
+        self._spares: deque[Spare] = deque()
+        self._waiting: deque[asyncio.Future[Spare | None]] = deque()
+        self._asked = 0  # spares asked for that have not come yet
         self._procs: dict[int, WarmProcess] = {}
-        self._early: dict[int, int] = {}  # exits reported before the fork reply was read
-        self._next = 0
+        self._early: dict[int, int] = {}  # exits reported before the launch registered them
         self._lock = asyncio.Lock()
 
-    async def _ensure(self) -> asyncio.subprocess.Process | None:
+    async def start(self) -> None:
+        """Start the fork server now, so the first delivery finds a spare."""
+        await self._ensure()
+
+    async def _ensure(self) -> bool:
         async with self._lock:
             if self._server is not None and self._server.returncode is None:
-                return self._server
+                return True
+            self._gone()  # what the last server left
+            loop = asyncio.get_running_loop()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 server = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
                     "ys.forkserver",
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
+                    str(theirs.fileno()),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(),),
                     start_new_session=True,
                 )
-                assert server.stdout is not None
-                line = await asyncio.wait_for(server.stdout.readline(), 30)
-                if b"ready" not in line:
-                    raise RuntimeError(f"fork server said {line!r}")
             except Exception as exc:
+                ours.close()
                 log.warning("warm launcher unavailable (%s); spawning workers", exc)
-                return None
-            self._server = server
-            self._reader = asyncio.create_task(self._read(server), name="forkserver-reader")
-            return server
-
-    async def _read(self, server: asyncio.subprocess.Process) -> None:
-        import json
-
-        assert server.stdout is not None
-        while True:
-            line = await server.stdout.readline()
-            if not line:
-                break
-            msg = json.loads(line)
-            if "exit" in msg:
-                proc = self._procs.pop(int(msg["exit"]), None)
-                if proc is not None:
-                    proc._exited(int(msg["code"]))
-                else:
-                    self._early[int(msg["exit"])] = int(msg["code"])
-            elif "id" in msg:
-                fut = self._pending.pop(int(msg["id"]), None)
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-        # The server is gone: workers it forked can no longer be waited for by exit code;
-        # watch them by polling their pid instead.
-        for pid, proc in list(self._procs.items()):
-            asyncio.create_task(_poll_exit(proc))
-            del self._procs[pid]
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_result({"error": "the fork server exited"})
-        self._pending.clear()
-
-    async def launch(self, workflow: Workflow, env: dict[str, str], log_path: Path) -> Worker:
-        if workflow.kind != "python":
-            return await self.spawn.launch(workflow, env, log_path)
-        server = await self._ensure()
-        if server is None or server.stdin is None:
-            return await self.spawn.launch(workflow, env, log_path)
-        # The worker's output comes through a FIFO beside its log: the server opens it to
-        # write before it forks, so it is open on both ends once the reply says forked, and
-        # the name can go.
-        fifo = log_path.with_name(f".{log_path.name}.fifo")
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                fifo.unlink()
-            os.mkfifo(fifo, 0o600)
-        except OSError as exc:
-            log.warning("no FIFO for a warm worker (%s); spawning this one", exc)
-            return await self.spawn.launch(workflow, env, log_path)
-        try:
-            output = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                return False
+            finally:
+                theirs.close()
+            ours.setblocking(False)
+            self._link, self._server, self._buf = ours, server, b""
+            self._ready = loop.create_future()
+            loop.add_reader(ours.fileno(), self._on_link)
             try:
-                reply = await self._fork(server, env, workflow, fifo)
-            except BaseException:
-                os.close(output)
-                raise
-        finally:
-            fifo.unlink(missing_ok=True)
-        if "pid" not in reply:
-            os.close(output)
-            log.warning("no warm worker (%s); spawning this one", reply.get("error"))
-            return await self.spawn.launch(workflow, env, log_path)
-        proc = WarmProcess(int(reply["pid"]))  # type: ignore[call-overload]
+                await asyncio.wait_for(asyncio.shield(self._ready), 30)
+            except (TimeoutError, ConnectionError) as exc:
+                log.warning("warm launcher unavailable (%s); spawning workers", exc)
+                server.kill()
+                self._gone()
+                return False
+            self._ask(1)
+            return True
+
+    def _ask(self, n: int) -> None:
+        n = min(n, self.most - len(self._spares) - self._asked)
+        if n <= 0 or self._link is None:
+            return
+        try:
+            self._link.send(b'{"spares": %d}\n' % n)  # a few bytes: the buffer has room
+        except OSError:
+            return
+        self._asked += n
+
+    def _on_link(self) -> None:
+        link = self._link
+        assert link is not None
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(link, 262144, 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data, fds = b"", []
+            self._fds.extend(fds)
+            if not data:
+                self._gone()
+                return
+            self._buf += data
+            *lines, self._buf = self._buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self._message(json.loads(line))
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        if "exit" in msg:
+            pid, code = int(msg["exit"]), int(msg["code"])
+            proc = self._procs.pop(pid, None)
+            if proc is not None:
+                proc._exited(code)
+            elif not self._drop_spare(pid):
+                self._early[pid] = code
+        elif "spare" in msg:
+            self._asked = max(0, self._asked - 1)
+            if msg["spare"] is None:  # the server could not fork
+                self._hand(None)
+                return
+            spare = Spare(int(msg["spare"]), socket.socket(fileno=self._fds.popleft()))
+            spare.sock.setblocking(False)
+            self._hand(spare)
+        elif "ready" in msg and self._ready is not None and not self._ready.done():
+            self._ready.set_result(None)
+
+    def _hand(self, spare: Spare | None) -> None:
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(spare)
+                return
+        if spare is not None:
+            self._spares.append(spare)
+
+    def _drop_spare(self, pid: int) -> bool:
+        """A spare died before its delivery (killed, say): forget it."""
+        for spare in self._spares:
+            if spare.pid == pid:
+                self._spares.remove(spare)
+                spare.sock.close()
+                self._ask(1)
+                return True
+        return False
+
+    def _gone(self) -> None:
+        """The fork server is gone (or never came): its spares are let go, the workers it
+        forked are watched by their pid (their exits come no more), and launches waiting
+        for a spare spawn instead."""
+        if self._link is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(self._link.fileno())
+            self._link.close()
+            self._link = None
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+        for spare in self._spares:
+            spare.sock.close()
+        self._spares.clear()
+        self._asked = 0
+        for proc in self._procs.values():
+            asyncio.get_running_loop().create_task(_poll_exit(proc))
+        self._procs.clear()
+        self._early.clear()
+        self._hand(None)
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(ConnectionError("the fork server exited"))
+        self._server = None
+
+    async def _take(self) -> Spare | None:
+        """A spare (a new one is asked for in its place), or None if none comes."""
+        if self._spares:
+            spare = self._spares.popleft()
+            self._ask(1)
+            return spare
+        fut: asyncio.Future[Spare | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(fut)
+        self._ask(len(self._waiting))
+        try:
+            return await asyncio.wait_for(fut, 30)
+        except TimeoutError:
+            return None
+
+    async def launch(
+        self,
+        workflow: Workflow,
+        env: dict[str, str],
+        log_path: Path,
+        start: dict[str, Any] | None = None,
+    ) -> Worker:
+        if workflow.kind != "python" or start is None or not await self._ensure():
+            return await self.spawn.launch(workflow, env, log_path, start)
+        # The spare runs with the server's environment, the daemon's own: only what differs
+        # (the delivery's names) goes with the launch.
+        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        line = _launch_line({**start, "env": delta, "cwd": _cwd(workflow)})
+        while True:
+            spare = await self._take()
+            if spare is None:
+                log.warning("no spare from the fork server; spawning this worker")
+                return await self.spawn.launch(workflow, env, log_path, start)
+            out_r, out_w = os.pipe()
+            proc = WarmProcess(spare.pid)
+            self._procs[spare.pid] = proc
+            try:
+                sent = socket.send_fds(spare.sock, [line[:LAUNCH_CHUNK]], [out_w])
+            except OSError:  # it died waiting: its exit (if any) comes to nobody
+                self._procs.pop(spare.pid, None)
+                spare.sock.close()
+                os.close(out_r)
+                continue
+            finally:
+                os.close(out_w)
+            break
         code = self._early.pop(proc.pid, None)
         if code is not None:
+            self._procs.pop(proc.pid, None)
             proc._exited(code)
-        else:
-            self._procs[proc.pid] = proc
-        return Worker(proc, output)
-
-    async def _fork(
-        self,
-        server: asyncio.subprocess.Process,
-        env: dict[str, str],
-        workflow: Workflow,
-        fifo: Path,
-    ) -> dict[str, object]:
-        """Ask the server for a worker; its reply, or {"error"} when it did not answer."""
-        import json
-
-        assert server.stdin is not None
-        self._next += 1
-        rid = self._next
-        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        req = {
-            "id": rid,
-            "env": env,
-            "cwd": workflow.folder or str(Path(workflow.path).parent),
-            "output": str(fifo),
-        }
-        try:
-            server.stdin.write((json.dumps(req) + "\n").encode())
-            await server.stdin.drain()
-            return await asyncio.wait_for(fut, 30)
-        except (OSError, TimeoutError) as exc:
-            self._pending.pop(rid, None)
-            return {"error": f"the fork server failed: {exc}"}
+        if sent < len(line):  # a long run state: the rest as the worker reads it
+            try:
+                await asyncio.get_running_loop().sock_sendall(spare.sock, line[sent:])
+            except OSError as exc:  # it died: its exit says so
+                log.warning("the launch of worker %d was cut short: %s", proc.pid, exc)
+        return Worker(proc, out_r, None, spare.sock)
 
     async def close(self) -> None:
+        for spare in self._spares:  # a spare whose socket closes exits
+            spare.sock.close()
+        self._spares.clear()
         server = self._server
-        if server is not None and server.returncode is None and server.stdin is not None:
-            server.stdin.close()
+        link = self._link
+        if link is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(link.fileno())
+            link.close()  # the server sees the link close and exits
+            self._link = None
+        if server is not None and server.returncode is None:
             try:
                 await asyncio.wait_for(server.wait(), 5)
             except TimeoutError:
                 server.kill()
-        if self._reader is not None:
-            self._reader.cancel()
 
 
 async def _poll_exit(proc: WarmProcess) -> None:
@@ -332,8 +477,8 @@ def kill_orphans(paths: Paths) -> int:
     return killed
 
 
-def make_launcher() -> Launcher:
-    """The warm launcher unless YS_LAUNCHER=spawn."""
+def make_launcher(concurrency: int = 4) -> Launcher:
+    """The warm launcher (with up to `concurrency` spares) unless YS_LAUNCHER=spawn."""
     if os.environ.get("YS_LAUNCHER", "warm") == "spawn":
         return SpawnLauncher()
-    return WarmLauncher()
+    return WarmLauncher(concurrency)

@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ys.daemon.launcher import Launcher
     from ys.daemon.metrics import Metrics
     from ys.daemon.registry import Registry, Workflow
+    from ys.daemon.running import Running
     from ys.daemon.scheduler import Scheduler
     from ys.store.protocols import Store
 
@@ -141,6 +143,7 @@ class Daemon:
         from aiohttp import web
 
         from ys.daemon.api import Api, make_app
+        from ys.daemon.channel import WorkerChannel
         from ys.daemon.dispatcher import Dispatcher
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
@@ -159,7 +162,7 @@ class Daemon:
             daemon_id=self.daemon_id,
         )
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
-        launcher = self._launcher = make_launcher()
+        launcher = self._launcher = make_launcher(self.concurrency)
         dispatcher = self._dispatcher = Dispatcher(
             store,
             registry,
@@ -187,7 +190,13 @@ class Daemon:
         await scheduler.sync_declared(registry.workflows)
 
         http = HttpSettings.from_env()
-        runner = self._runner = web.AppRunner(make_app(Api(self), http), handle_signals=False)
+        api = Api(self)
+        runner = self._runner = web.AppRunner(make_app(api, http), handle_signals=False)
+
+        def open_channel(r: Running, sock: socket.socket) -> WorkerChannel:
+            return WorkerChannel(api, r, sock)
+
+        dispatcher.open_channel = open_channel
         await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
@@ -200,6 +209,9 @@ class Daemon:
         finally:
             os.umask(old)
         registry.start_watching()
+        start = getattr(launcher, "start", None)
+        if start is not None:  # the fork server and its first spare, before the first claim
+            await start()
         dispatcher.start()
         loop = asyncio.get_running_loop()
 

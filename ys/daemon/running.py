@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from ys.daemon.capture import CappedLog, Pipe
 from ys.daemon.launcher import Proc
@@ -37,5 +38,6 @@ class Running:
     step_key: str = ""  # the step whose attempt has a timeout running
     step_timed_out: bool = False  # ... and the dispatcher killed the worker for it
     step_retry_at: float | None = None  # when the killed step's retry is due (None: failed)
+    channel: Any = None  # its worker's channel (ys.daemon.channel.WorkerChannel), if any
     checking_end: bool = False  # a look at whether it ended elsewhere is under way
     check_again: bool = False  # ... and another change came while it looked

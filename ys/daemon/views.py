@@ -21,15 +21,7 @@ def iso(t: float | None) -> str | None:
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 
 
-def plain(value: Any) -> Any:
-    """A decoded durable value as plain JSON (tagged errors become their dict form)."""
-    if isinstance(value, codec.ErrorValue):
-        return value.to_json()
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
+plain = codec.plain
 
 
 def record(r: Record) -> dict[str, Any]:

@@ -3,6 +3,7 @@ adapter. The contract's checks are in `ys.contract`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,11 +13,16 @@ DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 SLOTS_KEPT = 100  # schedule slots whose outcome is kept, per schedule, newest first
 
+# A write's answer, called on the writer's thread once it is committed: (result, None), or
+# (None, the error that refused it). Quick and never blocking (`save_step_then`).
+Then = Callable[[Any, BaseException | None], None]
+
 
 @dataclass(frozen=True)
 class Admission:
     execution_id: str
     started: bool
+    delivery: Delivery | None = None  # claimed in the admission's transaction (lease_seconds)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,18 @@ class Delivery:
     cancel_seen: bool = False
     script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
     deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
+    state: RunState | None = None  # what its worker starts from, read by the claim
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What a delivery's worker starts from, read in its claim's transaction: the params and
+    context as admitted (canonical JSON) and the steps recorded so far, in the order they
+    were first recorded. It travels with the worker's launch (no read of its own)."""
+
+    params_json: str
+    context_json: str
+    steps: list[StepRecord]
 
 
 @dataclass(frozen=True)

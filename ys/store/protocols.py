@@ -38,8 +38,10 @@ from ys.store.base import (
     Page,
     Retry,
     RunningExecution,
+    RunState,
     SharedCounts,
     StepRecord,
+    Then,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
 
@@ -66,11 +68,13 @@ __all__ = [
     "Retry",
     "RetryClient",
     "RunningExecution",
+    "RunState",
     "ScheduleClient",
     "SharedCounts",
     "StartClient",
     "StepRecord",
     "Store",
+    "Then",
     "ValueClient",
 ]
 
@@ -107,8 +111,12 @@ class ExecutionClient(Protocol):
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        lease_seconds: float | None = None,
     ) -> Admission:
-        """`admit` for the event loop: committed with the other admissions of its batch."""
+        """`admit` for the event loop: committed with the other admissions of its batch.
+        With `lease_seconds`, a new execution is also claimed in the admission's transaction
+        (`Admission.delivery`: its first delivery, to run now; the caller checked that no
+        concurrency limit applies to its workflow)."""
         ...
 
     def request_wake(
@@ -227,6 +235,20 @@ class ExecutionClient(Protocol):
         """`acknowledge` for the event loop."""
         ...
 
+    def acknowledge_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        on_failure: str | None = None,
+    ) -> None:
+        """`acknowledge` answered by `then(result, error)` on the writer's thread once
+        committed (a worker channel answers its worker from there); a malformed outcome is
+        refused at once (raised)."""
+        ...
+
     def cancel(self, execution_id: str, *, now: float | None = None, at_once: bool = False) -> bool:
         """Request cancellation of the execution and of its attached children that have not
         ended, in one transaction; False when nothing changed. `at_once` (`ys cancel
@@ -265,6 +287,40 @@ class ExecutionClient(Protocol):
         now: float | None = None,
     ) -> bool:
         """`save_step` for the event loop."""
+        ...
+
+    def save_step_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        """`save_step` answered by `then(cancel_requested, error)` on the writer's thread once
+        committed; a malformed step is refused at once (raised)."""
+        ...
+
+    def suspend_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        """A waiting step's save and the delivery's `suspended` outcome, in one transaction
+        (both or neither), answered like `acknowledge_then`: the worker sends both at once
+        and does not wait between them."""
         ...
 
     def delivery_state(

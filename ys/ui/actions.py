@@ -24,7 +24,7 @@ def check(what: str, action: str) -> None:
 async def on_execution(api: Any, action: str, execution_id: str) -> str:
     """Run the action; returns what happened, for the page to say."""
     d = api.d
-    await api._load(execution_id)  # EXECUTION_NOT_FOUND before anything else
+    await api.load(execution_id)  # EXECUTION_NOT_FOUND before anything else
     if action == "cancel":
         changed = await api.call(d.store.cancel, execution_id)
         d.hub.notify(execution_id, may_end=True)

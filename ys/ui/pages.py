@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ys import cron
+from ys import codec, cron
 from ys.daemon import overview, views
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
@@ -284,7 +284,7 @@ def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         None
         if found is None
         else {
-            "value": views.plain(found["value"]),
+            "value": codec.plain(found["value"]),
             "version": found["version"],
             "updated_at": views.iso(found["updated_at"]),
         }

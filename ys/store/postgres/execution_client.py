@@ -4,6 +4,7 @@ as the SQLite client before the transaction, the bodies of `postgres.executions`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ys import codec
@@ -15,7 +16,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument
-from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord, Then
 from ys.store.postgres import executions as ex
 from ys.store.postgres import limits
 from ys.store.postgres.core import Core
@@ -68,10 +69,22 @@ class PgExecutions:
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        lease_seconds: float | None = None,
     ) -> Admission:
-        return await self._writer.write_async(
-            self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
-        )
+        fn = self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+        if lease_seconds is None:
+            return await self._writer.write_async(fn)
+        t, lease = self._now(now), lease_seconds
+        holder, pid = self._core.holder, self._core.pid
+
+        def tx(c: Any) -> Admission:
+            admission = fn(c)
+            if not admission.started:
+                return admission
+            delivery = ex.claim_new(c, admission.execution_id, t, lease, holder, pid)
+            return replace(admission, delivery=delivery)
+
+        return await self._writer.write_async(tx)
 
     def _admission(
         self,
@@ -233,6 +246,17 @@ class PgExecutions:
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
 
+    def acknowledge_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        on_failure: str | None = None,
+    ) -> None:
+        self._writer.submit(self._acknowledge(execution_id, token, outcome, None, on_failure), then)
+
     def _acknowledge(
         self,
         execution_id: str,
@@ -288,6 +312,42 @@ class PgExecutions:
         return await self._writer.write_async(
             self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
         )
+
+    def save_step_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        self._writer.submit(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None),
+            then,
+        )
+
+    def suspend_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        save = self._save_step(
+            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
+        )
+        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
+        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
 
     def _save_step(
         self,

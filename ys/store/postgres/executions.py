@@ -26,7 +26,13 @@ from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.postgres import concurrency
 from ys.store.postgres.shared import RECORD_COLUMNS as RECORD_COLUMNS
-from ys.store.postgres.shared import admission_event, new_execution_id, project, step_save
+from ys.store.postgres.shared import (
+    admission_event,
+    new_execution_id,
+    project,
+    run_state,
+    step_save,
+)
 from ys.store.postgres.shared import row_to_record as row_to_record
 from ys.store.postgres.versions import current_script, delivery_script
 from ys.store.records import (
@@ -356,6 +362,20 @@ def claim_due_tx(
     return out
 
 
+def claim_new(
+    c: Any, execution_id: str, now: float, lease: float, holder: str, pid: int
+) -> Delivery:
+    """Lease an execution this transaction admitted (its first delivery, claimed in its
+    admission's transaction: no concurrency limit applies to its workflow). Nobody else
+    sees the row before the commit, so it needs no lock."""
+    row = c.execute(
+        f"SELECT {LIGHT}, deadline_at FROM executions WHERE execution_id=%s", (execution_id,)
+    ).fetchone()
+    delivery = _claim_one(c, row_to_record(row), now, lease, holder, pid, None, row[-1])
+    assert delivery is not None  # without limits a due execution is always leased
+    return delivery
+
+
 def _claim_one(
     c: Any,
     record: Record,
@@ -410,6 +430,7 @@ def _claim_one(
         cancel_seen=seen,
         script_sha256=script,
         deadline_at=deadline_at,
+        state=run_state(c, record.execution_id, "%s"),
     )
 
 

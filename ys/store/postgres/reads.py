@@ -12,6 +12,7 @@ from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import FULL, load, not_found, row_to_record
 from ys.store.postgres.shared import (
+    STEP_COLUMNS,
     check_limit,
     deliveries,
     failed_attempts,
@@ -22,7 +23,6 @@ from ys.store.postgres.shared import (
 )
 from ys.store.records import Event, Record, fold
 
-_STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
 MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
 
 
@@ -86,7 +86,7 @@ def list_executions(
 
 def steps(c: Any, execution_id: str) -> list[StepRecord]:
     rows = c.execute(
-        f"SELECT {_STEP_COLUMNS} FROM steps WHERE execution_id=%s ORDER BY first_seq",
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id=%s ORDER BY first_seq",
         (execution_id,),
     ).fetchall()
     return [StepRecord(*r) for r in rows]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ys.contract import check_effect_request, check_params_json, slot_id
 from ys.contract import check_schedule as check_schedule
+from ys.store.base import Then as Then
 from ys.store.paging import (
     check_limit,
     history_token,
@@ -18,6 +19,7 @@ from ys.store.sqlite.db import _UNSET as UNSET
 from ys.store.sqlite.db import _answer as answer
 from ys.store.sqlite.db import _Request as Request
 from ys.store.sqlite.executions import _RECORD_COLUMNS as RECORD_COLUMNS
+from ys.store.sqlite.executions import STEP_COLUMNS as STEP_COLUMNS
 from ys.store.sqlite.executions import (
     admission_event,
     completed_step,
@@ -28,6 +30,7 @@ from ys.store.sqlite.executions import (
     outcome_event,
     project,
     row_to_record,
+    run_state,
     step_error,
     step_save,
 )
@@ -46,7 +49,10 @@ from ys.store.sqlite.slots import _slot as slot_row
 
 __all__ = [
     "RECORD_COLUMNS",
+    "STEP_COLUMNS",
+    "Then",
     "row_to_record",
+    "run_state",
     "UNSET",
     "Request",
     "admission_event",

@@ -69,9 +69,12 @@ class PostgresStore:
         self.time_out = ex.time_out
         self.acknowledge = ex.acknowledge
         self.acknowledge_async = ex.acknowledge_async
+        self.acknowledge_then = ex.acknowledge_then
         self.cancel = ex.cancel
         self.save_step = ex.save_step
         self.save_step_async = ex.save_step_async
+        self.save_step_then = ex.save_step_then
+        self.suspend_then = ex.suspend_then
         self.delivery_state = ex.delivery_state
 
         rt = self.retry_client = PgRetries(core)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.postgres.shared import UNSET, Request, answer
+from ys.store.postgres.shared import UNSET, Request, Then, answer
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
@@ -96,6 +96,19 @@ class Writer:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._enqueue(Request(fn, None, None, future))
         return await future
+
+    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
+        """`write` answered by `then(result, error)` on the writer's thread once committed
+        (or failed): quick, never blocking (ys/store/sqlite/db.py's `submit`)."""
+        if not self.group:
+            try:
+                result = self.write(fn)
+            except Exception as exc:
+                then(None, exc)
+                return
+            then(result, None)
+            return
+        self._enqueue(Request(fn, None, None, None, then))
 
     def _enqueue(self, req: Request) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ alone.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import sqlite3
 import threading
@@ -19,8 +20,10 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from ys.errors import ResourceExhausted, YsError
+from ys.store.base import Then
 
 T = TypeVar("T")
+log = logging.getLogger("ys.store")
 BUSY_TIMEOUT_MS = 30_000
 STATEMENT_CACHE = 512  # room for the group writer's multi-row INSERTs: one per row count
 
@@ -92,16 +95,19 @@ _UNSET = object()
 class _Request:
     """One write waiting for the group writer. A thread waits on `done`, a lock held until
     the write is answered (a bare lock is the cheapest one-shot signal between threads); a
-    coroutine awaits `future`, settled on its event loop, one call per batch and loop."""
+    coroutine awaits `future`, settled on its event loop, one call per batch and loop; a
+    `then` callback is called on the writer's thread itself (a worker channel's answer: no
+    thread hand-off at all)."""
 
-    __slots__ = ("fn", "inserts", "value", "result", "error", "done", "future")
+    __slots__ = ("fn", "inserts", "value", "result", "error", "done", "future", "then")
 
     def __init__(
         self,
-        fn: Callable[[sqlite3.Connection], Any],
+        fn: Callable[[Any], Any],
         inserts: Inserts | None,
         value: Any,
         future: asyncio.Future[Any] | None = None,
+        then: Then | None = None,
     ) -> None:
         self.fn = fn
         self.inserts = inserts
@@ -109,8 +115,9 @@ class _Request:
         self.result: Any = _UNSET
         self.error: BaseException | None = None
         self.future = future
+        self.then = then
         self.done: threading.Lock | None = None
-        if future is None:
+        if future is None and then is None:
             self.done = threading.Lock()
             self.done.acquire()
 
@@ -123,11 +130,20 @@ class _Request:
 
 
 def _answer(reqs: list[_Request]) -> None:
-    """Wake the threads, and settle the futures with one call per event loop."""
+    """Wake the threads, call the callbacks, and settle the futures with one call per event
+    loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Request]] = {}
     for req in reqs:
         if req.done is not None:
             req.done.release()
+        elif req.then is not None:
+            try:
+                if req.error is not None:
+                    req.then(None, req.error)
+                else:
+                    req.then(req.result, None)
+            except Exception:  # a callback's bug must not stop the writer answering the rest
+                log.exception("a write's callback failed")
         else:
             assert req.future is not None
             by_loop.setdefault(req.future.get_loop(), []).append(req)
@@ -214,6 +230,26 @@ class Writer:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._enqueue(_Request(fn, inserts, value, future))
         return await future
+
+    def submit(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        then: Then,
+        inserts: Inserts | None = None,
+        value: T | None = None,
+    ) -> None:
+        """`write` answered by `then(result, error)`, called on the writer's thread once the
+        write is committed (or failed): it must be quick and must not block. Direct mode
+        calls it before returning."""
+        if not self.group:
+            try:
+                result = self.write(fn, inserts, value)
+            except Exception as exc:
+                then(None, exc)
+                return
+            then(result, None)
+            return
+        self._enqueue(_Request(fn, inserts, value, None, then))
 
     def _enqueue(self, req: _Request) -> None:
         with self._lock:

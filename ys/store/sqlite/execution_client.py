@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ys import codec
@@ -25,7 +26,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
-from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord, Then
 from ys.store.records import Record
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
@@ -36,6 +37,7 @@ from ys.store.sqlite.executions import (
     admit_tx,
     check_lease,
     claim_due_tx,
+    claim_new,
     encode_event_value,
     load,
     new_execution_id,
@@ -94,12 +96,24 @@ class SqliteExecutions:
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        lease_seconds: float | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
-        return await self._writer.write_async(
-            *self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+        fn, inserts, value = self._admission(
+            workflow, params, context, execution_id, if_exists, parent, now, tags
         )
+        if lease_seconds is None:
+            return await self._writer.write_async(fn, inserts, value)
+        t, lease = self._now(now), lease_seconds
+
+        def tx(c: sqlite3.Connection) -> Admission:
+            admission = fn(c)
+            if not admission.started:
+                return admission
+            return replace(admission, delivery=claim_new(c, admission.execution_id, t, lease))
+
+        return await self._writer.write_async(tx)
 
     def _admission(
         self,
@@ -278,6 +292,17 @@ class SqliteExecutions:
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
 
+    def acknowledge_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        on_failure: str | None = None,
+    ) -> None:
+        self._writer.submit(self._acknowledge(execution_id, token, outcome, None, on_failure), then)
+
     def _acknowledge(
         self,
         execution_id: str,
@@ -333,6 +358,42 @@ class SqliteExecutions:
         return await self._writer.write_async(
             self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
         )
+
+    def save_step_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        self._writer.submit(
+            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None),
+            then,
+        )
+
+    def suspend_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        save = self._save_step(
+            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
+        )
+        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
+        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
 
     def _save_step(
         self,

@@ -18,7 +18,15 @@ from typing import Any
 
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFoundError
-from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
+from ys.store.base import (
+    SLOT_ALL,
+    Admission,
+    ConcurrencyLimit,
+    Delivery,
+    RunState,
+    StepRecord,
+    slot_of,
+)
 from ys.store.records import (
     ADMITTED,
     CANCEL_REQUESTED,
@@ -439,6 +447,17 @@ def claim_due_tx(
     return out
 
 
+def claim_new(c: sqlite3.Connection, execution_id: str, now: float, lease: float) -> Delivery:
+    """Lease an execution this transaction admitted (its first delivery, claimed in its
+    admission's transaction: no concurrency limit applies to its workflow)."""
+    (deadline_at,) = c.execute(
+        "SELECT deadline_at FROM executions WHERE execution_id=?", (execution_id,)
+    ).fetchone()
+    delivery = _claim_one(c, execution_id, now, lease, None, deadline_at)
+    assert delivery is not None  # without limits a due execution is always leased
+    return delivery
+
+
 def _claim_one(
     c: sqlite3.Connection,
     execution_id: str,
@@ -489,7 +508,24 @@ def _claim_one(
         cancel_seen=seen,
         script_sha256=script,
         deadline_at=deadline_at,
+        state=run_state(c, execution_id, "?"),
     )
+
+
+STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
+
+
+def run_state(c: Any, execution_id: str, ph: str) -> RunState:
+    """A claimed execution's params, context and steps (both adapters: `ph` is the
+    placeholder), read in the claim's transaction for its worker."""
+    params, context = c.execute(
+        f"SELECT params, context FROM executions WHERE execution_id={ph}", (execution_id,)
+    ).fetchone()
+    rows = c.execute(
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id={ph} ORDER BY first_seq",
+        (execution_id,),
+    ).fetchall()
+    return RunState(params, context, [StepRecord(*r) for r in rows])
 
 
 def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:

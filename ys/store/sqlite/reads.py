@@ -20,9 +20,7 @@ from ys.store.paging import (
 )
 from ys.store.records import STATUSES, Event, Record, fold
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import _FULL, load, row_to_record
-
-_STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
+from ys.store.sqlite.executions import _FULL, STEP_COLUMNS, load, row_to_record
 
 
 def _not_found(execution_id: str) -> NotFoundError:
@@ -207,7 +205,7 @@ def list_executions(
 
 def steps(c: sqlite3.Connection, execution_id: str) -> list[StepRecord]:
     rows = c.execute(
-        f"SELECT {_STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY first_seq",
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY first_seq",
         (execution_id,),
     ).fetchall()
     return [StepRecord(*r) for r in rows]

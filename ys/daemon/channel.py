@@ -1,0 +1,392 @@
+"""A delivery's channel, the daemon's end: newline-delimited JSON with its worker over the
+socket pair the launch handed over (the worker's end: ys/channel.py, which says the format).
+
+The channel knows its delivery (execution and token), so a request names neither; every
+fenced request is fenced by that token as over HTTP. The step path is lean: a step's save is
+read on the event loop, handed to the store's writer with a callback, and answered by the
+writer's own thread right after the commit that made it durable (`save_step_then`), with no
+hand-off back to the loop; an outcome goes the same way. The other requests (children,
+effects, values, a step's deadline, the lease) are rarer: each runs as the HTTP route's logic
+does (the routes' `*_op` methods) and is answered from the loop.
+
+Answers keep the order of the requests: a save goes to the writer's queue, which commits in
+order, and while a slower request runs, the requests behind it wait for it (so a pipelined
+deadline is registered before the step's save that follows it is read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ys.crashpoints import crash_point
+from ys.daemon import views
+from ys.daemon.api_base import SMALL_BODY, Body, invalid
+from ys.daemon.api_requests import (
+    EffectBegin,
+    EffectSettle,
+    EffectWait,
+    Outcome,
+    SaveStep,
+    Start,
+    StepDeadline,
+    ValueWait,
+)
+from ys.daemon.http import MAX_BODY
+from ys.daemon.running import Running
+from ys.errors import YsError
+
+if TYPE_CHECKING:
+    from ys.daemon.api import Api
+
+log = logging.getLogger("ys.channel")
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class WorkerChannel:
+    """The daemon's end of one delivery's channel; fed on the event loop, answered from the
+    loop or the writer's thread (`_send` is safe from both)."""
+
+    def __init__(self, api: Api, r: Running, sock: socket.socket) -> None:
+        self.api = api
+        self.d = api.d
+        self.r = r
+        self.execution_id = r.delivery.execution_id
+        self.token = r.delivery.token
+        self.sock = sock
+        self.fd = sock.fileno()
+        sock.setblocking(False)
+        self._loop = asyncio.get_running_loop()
+        self._buf = b""
+        self._held: deque[bytes] | None = None  # requests waiting behind a slower one
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._out = bytearray()  # answers the socket had no room for yet
+        self._lock = threading.Lock()  # the socket's writes and _out: two threads answer
+        self._closed = False
+        self._loop.add_reader(self.fd, self._readable)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(262144)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the worker is gone (or closed its end): nothing more to answer
+            self.close()
+            return
+        if b"\n" not in data:
+            self._buf += data
+            if len(self._buf) > MAX_BODY:
+                self._send_error(None, invalid(f"a request is longer than {MAX_BODY} bytes"))
+                self.close()
+            return
+        lines = (self._buf + data).split(b"\n")
+        self._buf = lines.pop()
+        for line in lines:
+            if self._held is not None:
+                self._held.append(line)
+            else:
+                self._take(line)
+
+    def _take(self, line: bytes) -> None:
+        rid = None
+        try:
+            try:
+                msg = json.loads(line)
+            except (ValueError, RecursionError):
+                raise invalid("a worker channel request is not valid JSON") from None
+            if not isinstance(msg, dict):
+                raise invalid("a worker channel request must be a JSON object")
+            rid = msg.get("id")
+            op = msg.get("op")
+            b = Body(msg)
+            if op == "step":
+                self._step(rid, b)
+                return
+            if op == "suspend":
+                self._suspend(rid, b)
+                return
+            if op == "outcome" and len(line) <= SMALL_BODY:
+                self._outcome(rid, b)
+                return
+            slow = _SLOW.get(op) if isinstance(op, str) else None
+            if slow is None:
+                raise invalid(f"op {op!r} is not one the worker channel knows")
+        except YsError as exc:
+            self._send_error(rid, exc)
+            return
+        self._held = deque()
+        task = self._loop.create_task(self._slow(rid, slow, b))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _slow(
+        self, rid: Any, op: Callable[[WorkerChannel, Body], Awaitable[Any]], b: Body
+    ) -> None:
+        try:
+            self._send({"id": rid, "ok": await op(self, b)})
+        except YsError as exc:
+            self._send_error(rid, exc)
+        except Exception as exc:
+            log.exception("internal error on the worker channel of %s", self.execution_id)
+            self._send_error(rid, exc)
+        finally:
+            held, self._held = self._held, None
+            while held and self._held is None and not self._closed:
+                self._take(held.popleft())
+            if held and self._held is not None:  # another slow one: the rest wait for it
+                self._held.extend(held)
+
+    # -- the lean path: a step's save and the outcome, answered by the writer's thread ------
+
+    def _step(self, rid: Any, b: Body) -> None:
+        key = b.required_text("key")
+        if not key:
+            raise invalid("key must be non-empty text")
+        req = SaveStep.of(b)
+        eid, token, disp = self.execution_id, self.token, self.d.dispatcher
+        # A step whose attempt the dispatcher killed for its timeout is recorded by the
+        # dispatcher: a save that comes after the kill is refused (LEASE_LOST).
+        disp.step_ending(eid, token, key)
+        crash_point("channel.before_save")
+        self.d.store.save_step_then(
+            self._saved(rid),
+            eid,
+            token,
+            key,
+            kind=req.kind,
+            status=req.status,
+            value=req.value,
+            attempts=req.attempts,
+            wake_at=req.wake_at,
+        )
+        if req.status == "waiting":
+            disp.mark_suspended(eid, token)
+        disp.stepped(eid, token)  # a cancel's grace restarts
+        disp.step_saved(eid, token, req.kind)
+
+    def _saved(self, rid: Any) -> Callable[[Any, BaseException | None], None]:
+        hub, loop, eid = self.d.hub, self._loop, self.execution_id
+
+        def then(cancel: Any, error: BaseException | None) -> None:  # the writer's thread
+            if error is not None:
+                self._send_error(rid, error)
+                return
+            crash_point("channel.after_save")  # committed, not answered
+            if hub.watched(eid):  # a long poll waits on it (`ys history --follow`, the UI)
+                loop.call_soon_threadsafe(hub.notify, eid)
+            self._send({"id": rid, "ok": {"cancel_requested": bool(cancel)}})
+
+        return then
+
+    def _suspend(self, rid: Any, b: Body) -> None:
+        """A waiting step (a sleep, a retry's delay, ...) and the `suspended` outcome that
+        follows it, pipelined by the worker and committed in one transaction."""
+        key = b.required_text("key")
+        if not key:
+            raise invalid("key must be non-empty text")
+        req = SaveStep.of(b)
+        eid, token, disp = self.execution_id, self.token, self.d.dispatcher
+        disp.step_ending(eid, token, key)
+        disp.flush_output(eid, token)  # the worker flushed its output before it sent this
+        first = disp.delivering(eid, token)
+        crash_point("channel.before_suspend")
+        self.d.store.suspend_then(
+            self._ended(rid, first, None, "channel.after_suspend"),
+            eid,
+            token,
+            key,
+            kind=req.kind,
+            value=req.value,
+            attempts=req.attempts,
+            wake_at=req.wake_at,
+        )
+        disp.step_saved(eid, token, req.kind)
+
+    def _outcome(self, rid: Any, b: Body) -> None:
+        req = self._outcome_of(b)
+        on_failure = self._handler(req)
+        first = self.d.dispatcher.delivering(self.execution_id, self.token)
+        assert req.outcome is not None
+        self.d.store.acknowledge_then(
+            self._ended(rid, first, on_failure, "outcome.after_commit"),
+            self.execution_id,
+            self.token,
+            req.outcome,
+            on_failure=on_failure,
+        )
+
+    def _ended(
+        self, rid: Any, first: bool, on_failure: str | None, point: str
+    ) -> Callable[[Any, BaseException | None], None]:
+        """The answer to a request that records the delivery's outcome."""
+
+        def then(result: Any, error: BaseException | None) -> None:  # the writer's thread
+            if error is not None:
+                self._send_error(rid, error)
+                return
+            crash_point(point)  # committed (a failure with its handler), not answered
+            # Before the answer: the dispatcher knows of the outcome before the worker exits.
+            self._loop.call_soon_threadsafe(self._acknowledged, result, first, on_failure)
+            self._send({"id": rid, "ok": result})
+
+        return then
+
+    def _outcome_of(self, b: Body) -> Outcome:
+        req = Outcome.of(b)
+        if req.outcome is None:
+            raise invalid('outcome is required (an object: {"status": ...})')
+        # its log is whole before the outcome: whoever sees the outcome sees all it printed
+        self.d.dispatcher.flush_output(self.execution_id, self.token)
+        return req
+
+    def _handler(self, req: Outcome) -> str | None:
+        assert req.outcome is not None
+        if req.outcome.get("status") != "failed":
+            return None
+        return self.d.handler_for(self.r.delivery.workflow)
+
+    def _acknowledged(self, result: dict[str, Any], first: bool, on_failure: str | None) -> None:
+        status = str(result.get("status", ""))
+        if on_failure is not None and first and status == "failed":
+            self.d.metrics.admissions.labels("on_failure").inc()
+        self.d.dispatcher.acknowledged(self.execution_id, self.token, status)
+        self.d.hub.notify(self.execution_id, may_end=True)
+        self.d.dispatcher.poke()
+
+    async def _big_outcome(self, b: Body) -> Any:
+        """An outcome too big to encode on the loop: encoded and written in the pool."""
+        req = self._outcome_of(b)
+        on_failure = self._handler(req)
+        first = self.d.dispatcher.delivering(self.execution_id, self.token)
+        assert req.outcome is not None
+        result = await self.api.call(
+            self.d.store.acknowledge,
+            self.execution_id,
+            self.token,
+            req.outcome,
+            on_failure=on_failure,
+        )
+        crash_point("outcome.after_commit")
+        self._acknowledged(result, first, on_failure)
+        return result
+
+    # -- the other requests, as their HTTP routes do them -------------------------------------
+
+    async def _deadline(self, b: Body) -> Any:
+        key = b.required_text("key")
+        return await self.api.deadline_op(self.execution_id, self.token, key, StepDeadline.of(b))
+
+    async def _lease(self, b: Body) -> Any:
+        return await self.api.renew_op(self.execution_id, self.token)
+
+    async def _start(self, b: Body) -> Any:
+        return await self.api.start_op(self.execution_id, b.required_text("key"), Start.of(b))
+
+    async def _get(self, b: Body) -> Any:
+        return views.record(await self.api.load(b.required_text("execution_id")))
+
+    def _ours(self, b: Body) -> Body:
+        """The request as its route takes it, on behalf of this channel's execution."""
+        return Body(b.data | {"execution_id": self.execution_id})
+
+    async def _effect_begin(self, b: Body) -> Any:
+        req = EffectBegin.of(self._ours(b))
+        return await self.api.effect_begin_op(b.required_text("effect_id"), req)
+
+    async def _effect_settle(self, b: Body) -> Any:
+        req = EffectSettle.of(b)
+        return await self.api.effect_settle_op(b.required_text("effect_id"), req)
+
+    async def _effect_wait(self, b: Body) -> Any:
+        req = EffectWait.of(self._ours(b))
+        return await self.api.effect_wait_op(b.required_text("effect_id"), req)
+
+    async def _value_wait(self, b: Body) -> Any:
+        req = ValueWait.of(self._ours(b))
+        return await self.api.value_wait_op(b.required_text("key"), req)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _send_error(self, rid: Any, error: BaseException) -> None:
+        if isinstance(error, YsError):
+            err = error.to_json()
+        else:
+            err = {"code": "INTERNAL", "message": f"internal error: {error}"}
+        self._send({"id": rid, "error": err})
+
+    def _send(self, answer: dict[str, Any]) -> None:
+        """Write an answer (from the loop or the writer's thread); what the socket has no room
+        for is written by the loop when it has."""
+        data = _dumps(answer).encode() + b"\n"
+        with self._lock:
+            if self._closed:
+                return
+            if self._out:
+                self._out += data
+                return
+            try:
+                n = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError:
+                return  # the worker is gone
+            if n == len(data):
+                return
+            self._out += data[n:]
+        self._loop.call_soon_threadsafe(self._want_write)
+
+    def _want_write(self) -> None:
+        with self._lock:
+            if self._closed or not self._out:
+                return
+        self._loop.add_writer(self.fd, self._writable)
+
+    def _writable(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                n = self.sock.send(self._out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                n = len(self._out)  # the worker is gone: nobody reads the rest
+            del self._out[:n]
+            if self._out:
+                return
+        self._loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        """Stop reading and answering (the delivery ended); on the loop."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._loop.remove_reader(self.fd)
+        self._loop.remove_writer(self.fd)
+        self.sock.close()
+        for task in self._tasks:
+            task.cancel()
+
+
+_SLOW: dict[str, Callable[[WorkerChannel, Body], Awaitable[Any]]] = {
+    "outcome": WorkerChannel._big_outcome,
+    "deadline": WorkerChannel._deadline,
+    "lease": WorkerChannel._lease,
+    "start": WorkerChannel._start,
+    "get": WorkerChannel._get,
+    "effect_begin": WorkerChannel._effect_begin,
+    "effect_settle": WorkerChannel._effect_settle,
+    "effect_wait": WorkerChannel._effect_wait,
+    "value_wait": WorkerChannel._value_wait,
+}
