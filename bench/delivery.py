@@ -168,7 +168,7 @@ def workflow_sources(marks: Path) -> dict[str, str]:
 
             import ys
 
-            MARKS = {str(marks)!r}
+            MARKS = {str(marks.resolve())!r}
 
 
             @ys.workflow

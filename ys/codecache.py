@@ -28,8 +28,19 @@ TOUCH_AFTER = 86400.0  # a loaded file older than this has its time brought forw
 STRAY_AFTER = 3600.0  # a half-written file (a crash mid-store) older than this is litter
 
 
+_PINNED: Path | None = None
+
+
 def folder() -> Path:
-    return resolve().data / "code"
+    """`<data>/code` (as the fork server resolved it once, in its workers)."""
+    return _PINNED if _PINNED is not None else resolve().data / "code"
+
+
+def pin_folder() -> None:
+    """Resolve the folder once for this process and its forks (the fork server's: its
+    workers' data folder is the daemon's, whatever they do to their environment)."""
+    global _PINNED
+    _PINNED = resolve().data / "code"
 
 
 def _load(where: Path) -> bytes:

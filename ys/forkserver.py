@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -35,6 +36,7 @@ import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
 import ys.sdk  # noqa: F401
 import ys.worker
 
+WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker)
 # The delivery's own names come with each launch; none may linger from the server's start.
 DELIVERY_ENV = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
 
@@ -68,8 +70,6 @@ def _prepare(keep: list[int]) -> None:
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
-    import random
-
     random.seed()
 
 
@@ -79,6 +79,11 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
     code = 70
     try:
         _prepare(keep)
+        heartbeat = None
+        # Warm up once idle for a moment: a spare forked while a delivery starts would
+        # otherwise take the CPU from it; one that gets its delivery at once goes cold.
+        if not select.select([sock], [], [], WARM_UP_AFTER)[0]:
+            heartbeat = ys.worker.warm_up()
         launch = _await_delivery(sock)
         if launch is None:
             os._exit(0)  # the daemon let us go with no delivery
@@ -91,7 +96,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         os.chdir(start.pop("cwd"))
         os.environ.update(start.pop("env"))
         sys.argv = ["ys.worker"]
-        code = ys.worker.deliver(channel, start)
+        code = ys.worker.deliver(channel, start, heartbeat)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -197,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(link.fileno(), False)
     for name in DELIVERY_ENV:
         os.environ.pop(name, None)
+    ys.codecache.pin_folder()
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)
     os.set_blocking(rfd, False)

@@ -31,6 +31,14 @@ EXIT_RETRY = 75  # EX_TEMPFAIL
 
 def load_script(path: str) -> Any:
     """Import a workflow script by path and return its workflow function (or raise)."""
+    from ys.codecache import compiled
+
+    return _run_module(path, lambda: compiled(path))
+
+
+def _run_module(path: str, code: Any) -> Any:
+    """What importing the script at `path` does, with its code from `code()` (the cache's,
+    not compiled each time); its workflow function."""
     from ys.sdk import find_workflow
 
     name = Path(path).stem
@@ -39,9 +47,7 @@ def load_script(path: str) -> Any:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    from ys.codecache import compiled
-
-    exec(compiled(path), vars(module))  # what exec_module does, minus compiling each time
+    exec(code(), vars(module))
     fn = find_workflow(vars(module))
     if fn is None:
         raise LookupError(f"{path} defines no @ys.workflow function and no function named main")
@@ -298,6 +304,29 @@ def make_step(backend: Any, state: dict[str, Any]) -> Any:
     )
 
 
+class Heartbeat:
+    """Renews the delivery's lease every third of it, on a thread of its own, until the
+    workflow ends; a lost lease ends the worker. A spare starts the thread before its
+    delivery comes (`warm_up`), so a delivery does not wait for a thread to start."""
+
+    def __init__(self) -> None:
+        self.channel: Any = None
+        self.every = 10.0
+        self.go = threading.Event()
+        self.stop = threading.Event()
+        # Not threading.Thread: its start() waits until the new thread has run, and a low-level
+        # thread, like a daemon thread, does not hold up the exit.
+        _thread.start_new_thread(self._run, ())
+
+    def begin(self, channel: Any, lease_seconds: float) -> None:
+        self.channel, self.every = channel, max(0.2, lease_seconds / 3)
+        self.go.set()
+
+    def _run(self) -> None:
+        self.go.wait()
+        _heartbeat(self.channel, self.every, self.stop)
+
+
 def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
     """Renew the lease every `every` seconds until `stop`; a lost lease ends the worker."""
     from ys.channel import ChannelClosed
@@ -324,7 +353,65 @@ def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
     return channel, json.loads(channel.read_line())
 
 
-def deliver(channel: Any, launch: dict[str, Any]) -> int:
+WARM_UP = """\
+import ys
+
+
+@ys.workflow
+def main(step, params):
+    return [step.run("replayed", int), step.execution_id, params]
+"""
+
+
+class _Replay:
+    """The backend of the warm-up's workflow: its one step is history, nothing is saved."""
+
+    def now(self) -> float:
+        return time.time()
+
+
+def warm_up() -> Heartbeat:
+    """In a spare, before its delivery comes: go once through what a delivery goes through
+    (a script loaded from the code cache, its step replayed, its outcome encoded, a launch
+    decoded) with a script of its own, and start the heartbeat's thread. A forked child
+    copies each page of the fork server that it writes to; this way it copies most of them
+    while it waits, not between a trigger and the workflow's first line."""
+    import hashlib
+    import marshal
+
+    from ys import codec, codecache
+    from ys.sdk import SavedStep, Step, run_workflow
+
+    heartbeat = Heartbeat()
+    try:
+        # What codecache.compiled does for a script, minus its cache: nothing is written
+        with open(codecache.__file__, "rb") as f:
+            hashlib.sha256(f.read()).hexdigest()
+        path = codecache.folder() / "warm-up.py"
+        code = marshal.loads(marshal.dumps(compile(WARM_UP, str(path), "exec")))
+        fn = _run_module(str(path), lambda: code)
+        sys.modules.pop("ys_workflow_warm_up", None)
+        launch = json.loads(
+            json.dumps({"steps": [["replayed", "run", "completed", "0", 1, None]], "params": "{}"})
+        )
+        steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
+        step = Step(
+            _Replay(),  # type: ignore[arg-type]
+            execution_id="warm-up",
+            workflow="warm-up",
+            context={},
+            attempt=1,
+            steps=steps,
+        )
+        outcome = run_workflow(fn, step, codec.decode(launch["params"]))
+        json.dumps({"id": 1, "op": "outcome", "outcome": outcome}, separators=(",", ":"))
+        os.fdopen(os.dup(2), "w", buffering=1).close()  # as the delivery's output is opened
+    except Exception:  # noqa: BLE001 - only time is at stake: the delivery pays it instead
+        pass
+    return heartbeat
+
+
+def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = None) -> int:
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
     from ys.errors import YsError
@@ -332,12 +419,8 @@ def deliver(channel: Any, launch: dict[str, Any]) -> int:
 
     execution_id = launch["execution_id"]
     backend = ChannelBackend(channel, execution_id)
-    stop = threading.Event()
-    # Not threading.Thread.start(): that waits until the new thread has been scheduled and
-    # has run, milliseconds on a busy machine before the workflow's first line; the
-    # heartbeat's first beat is a third of a lease away, so it can start whenever it gets
-    # the CPU. (A low-level thread, like a daemon thread: it does not hold up the exit.)
-    _thread.start_new_thread(_heartbeat, (channel, max(0.2, launch["lease_seconds"] / 3), stop))
+    heartbeat = heartbeat or Heartbeat()
+    heartbeat.begin(channel, launch["lease_seconds"])
     steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
     step = Step(
         backend,
@@ -361,7 +444,7 @@ def deliver(channel: Any, launch: dict[str, Any]) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        stop.set()
+        heartbeat.stop.set()
     try:
         if backend.suspended and outcome["status"] == "suspended":
             channel.finish()  # its outcome went with the waiting step: read the answer

@@ -289,28 +289,33 @@ class Dispatcher(Limits):
             await self._finish(r, last, watch, renew)
 
     async def _launch(self, r: Running, wf: Workflow) -> LastLine | None:
-        """Open the delivery's log and start its worker with its output piped into it;
-        returns what keeps a shell script's last line, or None if it could not start."""
+        """Start the delivery's worker with its output piped into its log; returns what keeps
+        a shell script's last line, or None if it could not start. (The log is opened once
+        the launch is on its way: a worker's output waits in its pipe until it is read.)"""
         d = r.delivery
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
         try:
-            out = CappedLog(log_path, self.log_max_bytes)
-        except OSError as exc:  # out of descriptors, a full disk: delivered again later
-            r.start_error = f"its log cannot be written: {exc}"
-            return None
-        try:
             start = await self._start_of(d, wf)
             worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path, start)
         except OSError as exc:  # out of descriptors or processes: delivered again later
-            out.close()
             r.start_error = f"the worker could not start: {exc}"
             return None
-        except BaseException:
-            out.close()
-            raise
         r.proc = worker.proc
         last = LastLine()
+        try:
+            out = CappedLog(log_path, self.log_max_bytes)
+        except OSError as exc:  # out of descriptors, a full disk: delivered again later
+            kill_group(r.proc)
+            for fd in (worker.output, worker.stdout):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if worker.channel is not None:
+                worker.channel.close()
+            r.start_error = f"its log cannot be written: {exc}"
+            await r.proc.wait()
+            return None
         try:
             if worker.channel is not None:
                 if self.open_channel is None:
