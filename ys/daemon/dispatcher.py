@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -26,7 +27,7 @@ from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
-from ys.daemon.limits import Limits
+from ys.daemon.limits import SWEEP_LIMIT, Limits
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
@@ -79,6 +80,7 @@ class Dispatcher(Limits):
         self._stopping = False
         self._reserved = 0  # slots reserved by admissions that claim in their transaction
         self._caught_up = False  # the last claim took everything due (it asked for more)
+        self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -93,20 +95,20 @@ class Dispatcher(Limits):
     async def _loop(self) -> None:
         while not self._stopping:
             self._poke.clear()
-            try:  # past their deadline: failed, never delivered again (ys.daemon.limits)
-                await self.expire_due()
-            except YsError as exc:
-                log.error("timing out failed: %s", exc)
+            # Past their deadline: failed, never delivered again (ys.daemon.limits). Looked
+            # for only once the earliest deadline (read before the loop last waited) is due.
+            if time.time() >= self._deadline_at:
+                try:
+                    if await self.expire_due() < SWEEP_LIMIT:
+                        self._deadline_at = math.inf  # until the next look says otherwise
+                except YsError as exc:
+                    log.error("timing out failed: %s", exc)
             free = self.concurrency - len(self.running) - self._reserved
             claimed: list[Delivery] = []
             if free > 0:
                 try:
-                    claimed = await self.call(
-                        self.store.claim_due,
-                        time.time(),
-                        free,
-                        self.lease_seconds,
-                        self.registry.limits or None,
+                    claimed = await self.store.claim_due_async(
+                        time.time(), free, self.lease_seconds, self.registry.limits or None
                     )
                     self._caught_up = len(claimed) < free
                 except YsError as exc:
@@ -119,7 +121,9 @@ class Dispatcher(Limits):
             # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
             # due (an admitted or suspended execution past it fails without a delivery).
             full = len(self.running) >= self.concurrency
-            nxt = await self.call(self.store.next_deadline_at if full else self.store.next_due_at)
+            due, deadline = await self.call(self.store.next_times)
+            self._deadline_at = math.inf if deadline is None else deadline
+            nxt = deadline if full else due
             if nxt is not None:
                 soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
                 timeout = min(MAX_IDLE, max(soonest, nxt - time.time()) + 0.005)

@@ -150,6 +150,16 @@ class ExecutionClient(Protocol):
         due, marked waiting for a slot, until a lease of its group ends."""
         ...
 
+    async def claim_due_async(
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
+    ) -> builtins.list[Delivery]:
+        """`claim_due` for the event loop (the dispatcher's)."""
+        ...
+
     def release_expired(self, now: float | None = None) -> builtins.list[str]:
         """Release every expired lease (its wakes pending again, a `released` event each)."""
         ...
@@ -569,6 +579,11 @@ class ReadClient(Protocol):
 
     def next_deadline_at(self) -> float | None:
         """The earliest deadline of a live execution (its workflow's timeout), if any."""
+        ...
+
+    def next_times(self) -> tuple[float | None, float | None]:
+        """`next_due_at` and `next_deadline_at`, read together (the dispatcher's one look
+        before it waits)."""
         ...
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:

@@ -143,15 +143,31 @@ class PgExecutions:
         lease_seconds: float | None = None,
         limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
+        return self._writer.write(self._claim(now, limit, lease_seconds, limits))
+
+    async def claim_due_async(
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
+    ) -> list[Delivery]:
+        return await self._writer.write_async(self._claim(now, limit, lease_seconds, limits))
+
+    def _claim(
+        self,
+        now: float | None,
+        limit: int,
+        lease_seconds: float | None,
+        limits: Mapping[str, ConcurrencyLimit] | None,
+    ) -> Callable[[Any], list[Delivery]]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
         holder, pid = self._core.holder, self._core.pid
         heal = bool(limits) and not 0 <= t - self._healed_at < HEAL_EVERY
         if heal:
             self._healed_at = t
-        return self._writer.write(
-            lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal)
-        )
+        return lambda c: ex.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal)
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

@@ -185,6 +185,13 @@ def next_due_at(c: Any) -> float | None:
     return row[0] if row else None
 
 
+def next_deadline_at(c: Any) -> float | None:
+    row = c.execute(
+        "SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL"
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 class PgReads:
     """The read client of one PostgresStore: each call on a pooled connection; the reads of
     several statements in one snapshot."""
@@ -242,13 +249,10 @@ class PgReads:
         return self._core.read(next_due_at)
 
     def next_deadline_at(self) -> float | None:
-        def read(c: Any) -> float | None:
-            row = c.execute(
-                "SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL"
-            ).fetchone()
-            return None if row is None or row[0] is None else float(row[0])
+        return self._core.read(next_deadline_at)
 
-        return self._core.read(read)
+    def next_times(self) -> tuple[float | None, float | None]:
+        return self._core.snapshot(lambda c: (next_due_at(c), next_deadline_at(c)))
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         from ys.store.postgres.concurrency import waiting

@@ -185,12 +185,30 @@ class SqliteExecutions:
         lease_seconds: float | None = None,
         limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
+        return self._writer.write(self._claim(now, limit, lease_seconds, limits))
+
+    async def claim_due_async(
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
+    ) -> list[Delivery]:
+        return await self._writer.write_async(self._claim(now, limit, lease_seconds, limits))
+
+    def _claim(
+        self,
+        now: float | None,
+        limit: int,
+        lease_seconds: float | None,
+        limits: Mapping[str, ConcurrencyLimit] | None,
+    ) -> Callable[[sqlite3.Connection], list[Delivery]]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
         heal = bool(limits) and not 0 <= t - self._healed_at < HEAL_EVERY
         if heal:
             self._healed_at = t
-        return self._writer.write(lambda c: claim_due_tx(c, t, limit, lease, limits, heal))
+        return lambda c: claim_due_tx(c, t, limit, lease, limits, heal)
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

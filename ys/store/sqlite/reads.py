@@ -349,6 +349,13 @@ def next_due_at(c: sqlite3.Connection) -> float | None:
     return row[0] if row else None
 
 
+def next_deadline_at(c: sqlite3.Connection) -> float | None:
+    row = c.execute(
+        "SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL"
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 class SqliteReads:
     """The read client of one SqliteStore: each call reads on this thread's connection."""
 
@@ -403,12 +410,15 @@ class SqliteReads:
         return next_due_at(self._reader())
 
     def next_deadline_at(self) -> float | None:
-        row = (
-            self._reader()
-            .execute("SELECT MIN(deadline_at) FROM executions WHERE deadline_at IS NOT NULL")
-            .fetchone()
-        )
-        return None if row is None or row[0] is None else float(row[0])
+        return next_deadline_at(self._reader())
+
+    def next_times(self) -> tuple[float | None, float | None]:
+        c = self._reader()
+        c.execute("BEGIN")
+        try:
+            return next_due_at(c), next_deadline_at(c)
+        finally:
+            c.execute("COMMIT")
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         from ys.store.sqlite.concurrency import waiting

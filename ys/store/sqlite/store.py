@@ -62,6 +62,7 @@ class SqliteStore:
         self.request_wake = ex.request_wake
         self.wake_workflow = ex.wake_workflow
         self.claim_due = ex.claim_due
+        self.claim_due_async = ex.claim_due_async
         self.release_expired = ex.release_expired
         self.renew = ex.renew
         self.renew_async = ex.renew_async
@@ -116,6 +117,7 @@ class SqliteStore:
         self.waits = rd.waits
         self.next_due_at = rd.next_due_at
         self.next_deadline_at = rd.next_deadline_at
+        self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
 
         ov = self.overview_client = SqliteOverview(core)
