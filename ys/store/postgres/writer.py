@@ -26,6 +26,10 @@ from ys.store.postgres.shared import UNSET, Request, Then, answer
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
 TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
+_BEGIN = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED; "
+    f"SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
+).encode()
 
 
 def translate(exc: BaseException) -> BaseException:
@@ -187,12 +191,12 @@ class Writer:
         while pending:
             values: list[Any] = []
             failed: tuple[int, BaseException] | None = None
-            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             # The event log's lock first (schema migration 7): a transaction that appends
             # events holds it to commit, so positions follow commit order. Taken before any
             # row lock, a writer never holds rows while it waits for it (no deadlock between
-            # daemons); writes across daemons commit one at a time, as SQLite's do.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENT_LOG_LOCK,))
+            # daemons); writes across daemons commit one at a time, as SQLite's do. The two
+            # statements go in one round trip (no parameters: the simple query protocol).
+            conn.execute(_BEGIN)
             for i, req in enumerate(pending):
                 try:
                     values.append(req.fn(conn))
