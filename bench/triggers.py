@@ -10,6 +10,12 @@ daemon runs as usual (concurrency 4): every admitted execution is delivered once
 worker runs `park`, which sleeps for a day), so deliveries share the machine with the
 admissions, as they would. The raw ceiling (bench/store.py's, one INSERT per commit) is
 measured right before and after on the same disk; the ratio uses their mean.
+
+A second row, "alone", triggers `hold` instead: a workflow declared `concurrency=1` whose one
+delivery blocks, so every other execution waits for its slot and no delivery competes with
+the admissions for the two cores. The first row depends on how fast ys delivers (faster
+deliveries take more of the CPU in the same seconds); the second is the admission path's own
+capacity.
 """
 
 from __future__ import annotations
@@ -37,7 +43,19 @@ def main(step, params):
 """
 
 
-def client_process(socket: str, threads: int, start_at: float, seconds: float, out: Any) -> None:
+HOLD = """
+import time
+import ys
+
+@ys.workflow(concurrency=1)
+def main(step, params):
+    time.sleep(86400)  # holds the only slot: the other executions wait, never delivered
+"""
+
+
+def client_process(
+    socket: str, threads: int, start_at: float, seconds: float, out: Any, workflow: str = "park"
+) -> None:
     from ys.client import Client
 
     counts = [0] * threads
@@ -49,7 +67,7 @@ def client_process(socket: str, threads: int, start_at: float, seconds: float, o
             deadline = start_at + seconds
             n = 0
             while time.time() < deadline:
-                c.trigger("park", {"n": n, "t": t})
+                c.trigger(workflow, {"n": n, "t": t})
                 n += 1
             counts[t] = n
 
@@ -71,21 +89,30 @@ def raw_ceiling(scratch: Path, tag: str, seconds: float) -> float:
 
 def run(seconds: float, processes: int, threads: int) -> dict[str, Any]:
     compile_project()
+    rows = {}
+    for workflow in ("park", "hold"):
+        rows[workflow] = run_one(seconds, processes, threads, workflow)
+    doc = rows["park"]
+    doc["alone"] = rows["hold"]
+    return doc
+
+
+def run_one(seconds: float, processes: int, threads: int, workflow: str) -> dict[str, Any]:
     with scratch_dir("triggers") as scratch:
         daemon = Daemon(scratch / "home", concurrency=4)
-        daemon.write_workflows({"park.py": PARK})
+        daemon.write_workflows({"park.py": PARK, "hold.py": HOLD})
         progress("raw ceiling (before) ...")
         before = raw_ceiling(scratch, "before", 1.5)
-        daemon.start(["park"])
+        daemon.start(["park", "hold"])
         try:
-            progress(f"{processes} x {threads} clients triggering for {seconds:g} s ...")
+            progress(f"{processes} x {threads} clients triggering {workflow} for {seconds:g} s ...")
             ctx = multiprocessing.get_context("fork")
             out = ctx.Queue()
             start_at = time.time() + 1.0
             procs = [
                 ctx.Process(
                     target=client_process,
-                    args=(str(daemon.socket), threads, start_at, seconds, out),
+                    args=(str(daemon.socket), threads, start_at, seconds, out, workflow),
                 )
                 for _ in range(processes)
             ]
@@ -99,6 +126,9 @@ def run(seconds: float, processes: int, threads: int) -> dict[str, Any]:
         conn = sqlite3.connect(daemon.db)
         try:  # every answered trigger is a stored execution, once
             stored = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
+            delivered = conn.execute(
+                "SELECT count(*) FROM events WHERE kind = 'claimed'"
+            ).fetchone()[0]
         finally:
             conn.close()
         progress("raw ceiling (after) ...")
@@ -116,6 +146,7 @@ def run(seconds: float, processes: int, threads: int) -> dict[str, Any]:
         "raw_commits_per_s": {"before": before, "after": after, "mean": raw},
         "ratio_to_raw": rate / raw if raw else 0.0,
         "stored_executions": stored,
+        "deliveries": delivered,
     }
 
 
@@ -133,7 +164,13 @@ def render(doc: dict[str, Any]) -> str:
             f"(before {fmt_rate(r['before'])}, after {fmt_rate(r['after'])})",
             f"admissions/s through the socket: {fmt_rate(doc['admissions_per_s'])} "
             f"({fmt_ratio(doc['ratio_to_raw'])} raw; {doc['admissions']} answered, "
-            f"{doc['stored_executions']} stored)",
+            f"{doc['stored_executions']} stored; {doc['deliveries']} deliveries meanwhile)",
+            f"admissions/s alone (no delivery competing): "
+            f"{fmt_rate(doc['alone']['admissions_per_s'])} "
+            f"({fmt_ratio(doc['alone']['ratio_to_raw'])} raw of "
+            f"{fmt_rate(doc['alone']['raw_commits_per_s']['mean'])}; "
+            f"{doc['alone']['admissions']} answered, "
+            f"{doc['alone']['stored_executions']} stored)",
         ]
     )
 
