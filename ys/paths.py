@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 NAME_MAX = 255  # bytes in one file name, on every common file system
 LONG_PREFIX = 160  # of a name too long to keep whole: the encoded ID's first bytes kept
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
+    """The folders and files in force. (A NamedTuple, not a dataclass: `ys get` imports this,
+    and importing dataclasses costs it ~12 ms of its start-up, for inspect.)"""
+
     data: Path  # database and logs
     config: Path  # workflows
     runtime: Path  # the socket's private folder
@@ -66,6 +67,8 @@ def log_name(execution_id: str) -> str:
             break
         prefix.append(part)
         size += len(part)
+    import hashlib  # only for the rare long ID: a CLI start-up does not pay its import
+
     digest = hashlib.sha256(execution_id.encode("utf-8")).hexdigest()[:32]
     return "".join(prefix) + "%~" + digest
 
