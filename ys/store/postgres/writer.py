@@ -27,8 +27,7 @@ T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
 TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
 _BEGIN = (
-    "BEGIN ISOLATION LEVEL READ COMMITTED; "
-    f"SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
+    f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
 ).encode()
 
 
