@@ -86,10 +86,7 @@ class WorkerRoutes(ApiBase):
             attempts=req.attempts,
             wake_at=req.wake_at,
         )
-        if req.status == "waiting":
-            self.d.dispatcher.mark_suspended(execution_id, token)
-        self.d.dispatcher.stepped(execution_id, token)  # a cancel's grace restarts
-        self.d.dispatcher.step_saved(execution_id, token, req.kind)
+        self.d.dispatcher.step_recorded(execution_id, token, req.kind, req.status)
         self.d.hub.notify(execution_id)
         return bool(cancel)
 

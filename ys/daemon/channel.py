@@ -169,10 +169,7 @@ class WorkerChannel:
             attempts=req.attempts,
             wake_at=req.wake_at,
         )
-        if req.status == "waiting":
-            disp.mark_suspended(eid, token)
-        disp.stepped(eid, token)  # a cancel's grace restarts
-        disp.step_saved(eid, token, req.kind)
+        disp.step_recorded(eid, token, req.kind, req.status)
 
     def _saved(self, rid: Any) -> Callable[[Any, BaseException | None], None]:
         hub, loop, eid = self.d.hub, self._loop, self.execution_id

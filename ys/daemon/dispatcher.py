@@ -601,6 +601,14 @@ class Dispatcher(Limits):
         r = self.running.get(execution_id)
         return r is not None and r.delivery.token == token and not r.acknowledged
 
+    def step_recorded(self, execution_id: str, token: str, kind: str, status: str) -> None:
+        """A worker of this daemon saved a step (over HTTP or its channel): what the
+        dispatcher keeps of it (a suspension, a cancel's grace restarted, its duration)."""
+        if status == "waiting":
+            self.mark_suspended(execution_id, token)
+        self.stepped(execution_id, token)  # a cancel's grace restarts
+        self.step_saved(execution_id, token, kind)
+
     def step_saved(self, execution_id: str, token: str, kind: str) -> None:
         """A step of a running delivery was saved: the time since its start or its previous
         step is that step's duration (what the daemon can see of it)."""

@@ -16,20 +16,24 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument
-from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord, Then
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
+from ys.store.lean import LeanWrites
 from ys.store.postgres import executions as ex
 from ys.store.postgres import limits
 from ys.store.postgres.core import Core
 from ys.store.postgres.reads import steps
 from ys.store.postgres.shared import encode_event_value, outcome_event, step_error
 from ys.store.postgres.starts import cancel_tx
+from ys.store.postgres.writer import Writer
 from ys.store.records import Record
 
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
 
-class PgExecutions:
+class PgExecutions(LeanWrites):
     """The execution client of one PostgresStore."""
+
+    _writer: Writer
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -145,15 +149,6 @@ class PgExecutions:
     ) -> list[Delivery]:
         return self._writer.write(self._claim(now, limit, lease_seconds, limits))
 
-    async def claim_due_async(
-        self,
-        now: float | None = None,
-        limit: int = 10,
-        lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
-    ) -> list[Delivery]:
-        return await self._writer.write_async(self._claim(now, limit, lease_seconds, limits))
-
     def _claim(
         self,
         now: float | None,
@@ -262,17 +257,6 @@ class PgExecutions:
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
 
-    def acknowledge_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        outcome: dict[str, Any],
-        *,
-        on_failure: str | None = None,
-    ) -> None:
-        self._writer.submit(self._acknowledge(execution_id, token, outcome, None, on_failure), then)
-
     def _acknowledge(
         self,
         execution_id: str,
@@ -328,42 +312,6 @@ class PgExecutions:
         return await self._writer.write_async(
             self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
         )
-
-    def save_step_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-    ) -> None:
-        self._writer.submit(
-            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None),
-            then,
-        )
-
-    def suspend_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-    ) -> None:
-        save = self._save_step(
-            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
-        )
-        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
-        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
 
     def _save_step(
         self,

@@ -26,11 +26,12 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
-from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord, Then
+from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
+from ys.store.lean import LeanWrites
 from ys.store.records import Record
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.db import Inserts
+from ys.store.sqlite.db import Inserts, Writer
 from ys.store.sqlite.executions import (
     acknowledge_tx,
     admission_inserts,
@@ -53,8 +54,10 @@ from ys.store.sqlite.starts import cancel_tx
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
 
-class SqliteExecutions:
+class SqliteExecutions(LeanWrites):
     """The execution client of one SqliteStore."""
+
+    _writer: Writer
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -187,15 +190,6 @@ class SqliteExecutions:
     ) -> list[Delivery]:
         return self._writer.write(self._claim(now, limit, lease_seconds, limits))
 
-    async def claim_due_async(
-        self,
-        now: float | None = None,
-        limit: int = 10,
-        lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
-    ) -> list[Delivery]:
-        return await self._writer.write_async(self._claim(now, limit, lease_seconds, limits))
-
     def _claim(
         self,
         now: float | None,
@@ -310,17 +304,6 @@ class SqliteExecutions:
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
 
-    def acknowledge_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        outcome: dict[str, Any],
-        *,
-        on_failure: str | None = None,
-    ) -> None:
-        self._writer.submit(self._acknowledge(execution_id, token, outcome, None, on_failure), then)
-
     def _acknowledge(
         self,
         execution_id: str,
@@ -376,42 +359,6 @@ class SqliteExecutions:
         return await self._writer.write_async(
             self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
         )
-
-    def save_step_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-    ) -> None:
-        self._writer.submit(
-            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None),
-            then,
-        )
-
-    def suspend_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-    ) -> None:
-        save = self._save_step(
-            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
-        )
-        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
-        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
 
     def _save_step(
         self,

@@ -1,0 +1,111 @@
+"""The lean write paths of the execution client (issue 16), which both adapters build alike
+from the transactions they prepare: a claim on the event loop, and the writes a worker
+channel sends whose answer comes by callback on the writer's thread (`Then`). Each adapter's
+client inherits them and supplies `_writer` (with `submit` and `write_async`), `_claim`,
+`_save_step` and `_acknowledge`, each of which checks its request and returns the transaction
+that does it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ys.store.base import ConcurrencyLimit, Delivery, Then
+
+
+class LeanWrites:
+    """`claim_due_async`, `save_step_then`, `suspend_then` and `acknowledge_then` (their
+    contracts: ys.store.protocols.ExecutionClient)."""
+
+    _writer: Any
+
+    def _claim(
+        self,
+        now: float | None,
+        limit: int,
+        lease_seconds: float | None,
+        limits: Mapping[str, ConcurrencyLimit] | None,
+    ) -> Callable[[Any], list[Delivery]]:
+        raise NotImplementedError
+
+    def _save_step(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+        now: float | None,
+    ) -> Callable[[Any], bool]:
+        raise NotImplementedError
+
+    def _acknowledge(
+        self,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        now: float | None,
+        on_failure: str | None,
+    ) -> Callable[[Any], dict[str, Any]]:
+        raise NotImplementedError
+
+    async def claim_due_async(
+        self,
+        now: float | None = None,
+        limit: int = 10,
+        lease_seconds: float | None = None,
+        limits: Mapping[str, ConcurrencyLimit] | None = None,
+    ) -> list[Delivery]:
+        result: list[Delivery] = await self._writer.write_async(
+            self._claim(now, limit, lease_seconds, limits)
+        )
+        return result
+
+    def save_step_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        status: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        tx = self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None)
+        self._writer.submit(tx, then)
+
+    def suspend_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        kind: str,
+        value: str | None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+    ) -> None:
+        save = self._save_step(
+            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
+        )
+        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
+        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
+
+    def acknowledge_then(
+        self,
+        then: Then,
+        execution_id: str,
+        token: str,
+        outcome: dict[str, Any],
+        *,
+        on_failure: str | None = None,
+    ) -> None:
+        tx = self._acknowledge(execution_id, token, outcome, None, on_failure)
+        self._writer.submit(tx, then)
