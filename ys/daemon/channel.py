@@ -124,6 +124,10 @@ class WorkerChannel:
         except YsError as exc:
             self._send_error(rid, exc)
             return
+        except Exception as exc:  # answered, so that its worker does not wait for ever
+            log.exception("internal error on the worker channel of %s", self.execution_id)
+            self._send_error(rid, exc)
+            return
         self._held = deque()
         task = self._loop.create_task(self._slow(rid, slow, b))
         self._tasks.add(task)
