@@ -28,7 +28,7 @@ log = logging.getLogger("ys.store.postgres")
 TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
 _BEGIN = (
     f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
-).encode()
+)
 
 
 def translate(exc: BaseException) -> BaseException:
