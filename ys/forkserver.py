@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in DELIVERY_ENV:
         os.environ.pop(name, None)
     ys.codecache.pin_folder()
+    ys.worker.prepare_warm_up()
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)
     os.set_blocking(rfd, False)

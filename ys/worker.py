@@ -363,6 +363,15 @@ def main(step, params):
 """
 
 
+_WARM_CODE: Any = None  # WARM_UP compiled: by the fork server once, before it forks
+
+
+def prepare_warm_up() -> None:
+    """Compile the warm-up's script once (the fork server's), so no spare compiles it."""
+    global _WARM_CODE
+    _WARM_CODE = compile(WARM_UP, "<ys warm-up>", "exec")
+
+
 class _Replay:
     """The backend of the warm-up's workflow: its one step is history, nothing is saved."""
 
@@ -372,10 +381,11 @@ class _Replay:
 
 def warm_up() -> Heartbeat:
     """In a spare, before its delivery comes: go once through what a delivery goes through
-    (a script loaded from the code cache, its step replayed, its outcome encoded, a launch
-    decoded) with a script of its own, and start the heartbeat's thread. A forked child
-    copies each page of the fork server that it writes to; this way it copies most of them
-    while it waits, not between a trigger and the workflow's first line."""
+    (a script read, hashed and its code run as a module, a step replayed, an outcome
+    encoded, a launch decoded, output opened) with a script of its own, and start the
+    heartbeat's thread. A forked child copies each page of the fork server that it writes
+    to; this way it copies most of them while it waits, not between a trigger and the
+    workflow's first line. Nothing is written."""
     import hashlib
     import marshal
 
@@ -388,7 +398,9 @@ def warm_up() -> Heartbeat:
         with open(codecache.__file__, "rb") as f:
             hashlib.sha256(f.read()).hexdigest()
         path = codecache.folder() / "warm-up.py"
-        code = marshal.loads(marshal.dumps(compile(WARM_UP, str(path), "exec")))
+        if _WARM_CODE is None:
+            prepare_warm_up()
+        code = marshal.loads(marshal.dumps(_WARM_CODE))
         fn = _run_module(str(path), lambda: code)
         sys.modules.pop("ys_workflow_warm_up", None)
         launch = json.loads(
