@@ -96,9 +96,6 @@ class Channel:
         if deferred is not None:
             raise deferred
 
-    def close(self) -> None:
-        self._sock.close()
-
 
 def _error(err: Any) -> YsError:
     if not isinstance(err, dict):

@@ -562,17 +562,15 @@ class Dispatcher(Limits):
                 return
 
     def _env(self, d: Delivery, script: str) -> dict[str, str]:
-        env = dict(os.environ)
-        for k in ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE"):
-            env.pop(k, None)
-        env.update(
-            YS_EXECUTION_ID=d.execution_id,
-            YS_DELIVERY_TOKEN=d.token,
-            YS_SOCKET=str(self.paths.socket),
-            YS_WORKFLOW_FILE=script,
-            YS_ATTEMPT=str(d.attempt),
-        )
-        return env
+        """The delivery's own environment variables (the launcher sets them over the
+        daemon's environment)."""
+        return {
+            "YS_EXECUTION_ID": d.execution_id,
+            "YS_DELIVERY_TOKEN": d.token,
+            "YS_SOCKET": str(self.paths.socket),
+            "YS_WORKFLOW_FILE": script,
+            "YS_ATTEMPT": str(d.attempt),
+        }
 
     # -- hooks from the API -----------------------------------------------------------------
 

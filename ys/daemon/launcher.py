@@ -63,7 +63,8 @@ class Launcher(Protocol):
         log_path: Path,
         start: dict[str, Any] | None = None,
     ) -> Worker:
-        """Start the delivery's process; `start` is a Python worker's launch (its channel's
+        """Start the delivery's process with the daemon's environment and `env` (the
+        delivery's own variables) over it; `start` is a Python worker's launch (its channel's
         first line), None for a shell script."""
         ...
 
@@ -87,6 +88,7 @@ class SpawnLauncher:
         start: dict[str, Any] | None = None,
     ) -> Worker:
         shell = workflow.kind != "python"
+        env = {**os.environ, **env}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
         if shell:
@@ -356,10 +358,9 @@ class WarmLauncher:
     ) -> Worker:
         if workflow.kind != "python" or start is None or not await self._ensure():
             return await self.spawn.launch(workflow, env, log_path, start)
-        # The spare runs with the server's environment, the daemon's own: only what differs
-        # (the delivery's names) goes with the launch.
-        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
-        line = _launch_line({**start, "env": delta, "cwd": _cwd(workflow)})
+        # The spare runs with the server's environment, the daemon's own: the delivery's
+        # variables go with the launch.
+        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow)})
         while True:
             spare = await self._take()
             if spare is None:

@@ -577,13 +577,9 @@ class ReadClient(Protocol):
         execution waiting for a concurrency slot is not claimable."""
         ...
 
-    def next_deadline_at(self) -> float | None:
-        """The earliest deadline of a live execution (its workflow's timeout), if any."""
-        ...
-
     def next_times(self) -> tuple[float | None, float | None]:
-        """`next_due_at` and `next_deadline_at`, read together (the dispatcher's one look
-        before it waits)."""
+        """`next_due_at` and the earliest deadline of a live execution (its workflow's
+        timeout), read together: the dispatcher's one look before it waits."""
         ...
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:

@@ -248,9 +248,6 @@ class PgReads:
     def next_due_at(self) -> float | None:
         return self._core.read(next_due_at)
 
-    def next_deadline_at(self) -> float | None:
-        return self._core.read(next_deadline_at)
-
     def next_times(self) -> tuple[float | None, float | None]:
         return self._core.snapshot(lambda c: (next_due_at(c), next_deadline_at(c)))
 

@@ -116,7 +116,6 @@ class PostgresStore:
         self.events = rd.events
         self.waits = rd.waits
         self.next_due_at = rd.next_due_at
-        self.next_deadline_at = rd.next_deadline_at
         self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
 

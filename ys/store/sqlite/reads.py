@@ -409,9 +409,6 @@ class SqliteReads:
     def next_due_at(self) -> float | None:
         return next_due_at(self._reader())
 
-    def next_deadline_at(self) -> float | None:
-        return next_deadline_at(self._reader())
-
     def next_times(self) -> tuple[float | None, float | None]:
         c = self._reader()
         c.execute("BEGIN")
