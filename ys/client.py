@@ -233,8 +233,11 @@ class Client:
         if_exists: str = "fail",
         context: dict[str, Any] | None = None,
         tags: dict[str, str] | None = None,
+        traceparent: str | None = None,
     ) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        `traceparent` (W3C trace context) continues the caller's trace: it is kept in the
+        execution's context, ys's spans of it hang under the caller's span.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
         Params and context are objects (dicts): anything else is InvalidArgument, unsent.
 
@@ -253,6 +256,10 @@ class Client:
             body["params"] = params
         if execution_id is not None:
             body["execution_id"] = execution_id
+        if traceparent is not None:
+            from ys.tracing import check
+
+            context = {**(context or {}), "traceparent": check(traceparent)}
         if context is not None:
             body["context"] = context
         if tags:

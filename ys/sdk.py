@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ys import codec
+from ys import codec, tracing
 from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
 from ys._steps.times import checked_wake, wake_after, wake_time
@@ -320,7 +320,8 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         if limit is not None:
             self._announce(key, limit, attempts, retry)
         try:
-            result = _call(fn, args)
+            with tracing.step_context(key, attempts):
+                result = _call(fn, args)
         except Exception as exc:
             error = codec.ErrorValue.from_exception(exc)
             text = codec.dumps(error)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ys import codec, sdk
+from ys import codec, sdk, tracing
 from ys._steps import StepMethods
 from ys.errors import EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
 
@@ -63,7 +63,8 @@ class EffectSteps(StepMethods):
             return self._effect_done(key, state.get("result"))
         result_json: str | None = None
         if state["status"] == "pending":
-            found = self._callback(lookup, effect_id, "lookup")
+            with tracing.step_context(key):
+                found = self._callback(lookup, effect_id, "lookup")
             sdk.crash_point("effect.after_lookup")
             if isinstance(found, sdk.Settled):
                 result_json = self._durable(found.result, "lookup")
@@ -79,7 +80,8 @@ class EffectSteps(StepMethods):
                     "EFFECT_HANDLER_INVALID",
                 )
         if result_json is None:
-            performed = self._callback(perform, effect_id, "perform")
+            with tracing.step_context(key):
+                performed = self._callback(perform, effect_id, "perform")
             sdk.crash_point("effect.after_perform")
             if isinstance(performed, _Failed):
                 return self._effect_wait(key, effect_id, retry_in)

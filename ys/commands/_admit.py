@@ -75,14 +75,24 @@ def trigger(
     wait: bool = False,
     timeout: float | None = None,
     tags: list[str] | None = None,
+    traceparent: str | None = None,
 ) -> int:
     """Admit, print the ID (or the JSON), and with `wait` wait; returns the exit code."""
     body = build_params(pairs, spec)
     tag_map = parse_tags(tags)
+    if traceparent is not None:
+        from ys.tracing import check
+
+        traceparent = check(traceparent, "--traceparent")
     with client(timeout=None if wait else 60.0) as c:
         try:
             result = c.trigger(
-                workflow, body, execution_id=execution_id, if_exists=if_exists, tags=tag_map
+                workflow,
+                body,
+                execution_id=execution_id,
+                if_exists=if_exists,
+                tags=tag_map,
+                traceparent=traceparent,
             )
         except YsError as exc:
             if exc.code == "EXECUTION_ID_CONFLICT" and execution_id is not None:

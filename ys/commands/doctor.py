@@ -52,8 +52,16 @@ KNOWN_ENV = {
     "YS_DATABASE",
     "YS_CONCURRENCY",
     "YS_ON_FAILURE",
+    "YS_OTEL",
+    "YS_TRACEPARENT",
 }
-PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
+PER_DELIVERY = (
+    "YS_EXECUTION_ID",
+    "YS_DELIVERY_TOKEN",
+    "YS_WORKFLOW_FILE",
+    "YS_ATTEMPT",
+    "YS_TRACEPARENT",
+)
 MAX_LISTED = 5
 
 
@@ -407,6 +415,20 @@ def check_path() -> Check:
     return passed("ys for scripts", f"{scripts} (shell workflows get {bindir} first on PATH)")
 
 
+def check_tracing(setting: bool | None) -> Check:
+    """Whether the daemon exports traces (docs/design.md, "Traces"), and where to."""
+    from ys.tracing import describe
+
+    doc = describe(setting, os.environ)
+    if doc.get("problem"):
+        # asked for in config.toml: the daemon refuses to start; by OTEL_* alone: it warns
+        return (failed if setting else warning)("tracing", doc["problem"])
+    if not doc["on"]:
+        return passed("tracing", "off (set OTEL_EXPORTER_OTLP_ENDPOINT or otel = true to export)")
+    where = doc.get("endpoint") or doc.get("exporter")
+    return passed("tracing", f"on: execution traces go to {where}")
+
+
 def checks() -> list[Check]:
     from ys.commands._doctor_db import check_postgres, check_settings
     from ys.paths import resolve
@@ -427,6 +449,7 @@ def checks() -> list[Check]:
         *stored,
         check_timezone(),
         check_environment(),
+        check_tracing(settings.otel if settings is not None else None),
         check_path(),
     ]
 

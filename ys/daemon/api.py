@@ -150,6 +150,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     "kind": "postgresql" if self.d.settings.postgres else "sqlite",
                     "location": self.d.settings.database_shown(p.db),
                 },
+                "tracing": self.d.tracing_status(),
                 "paths": {
                     "db": str(p.db),
                     "workflows": str(p.workflows),

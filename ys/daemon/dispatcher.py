@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ys import tracing
 from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
@@ -36,6 +37,7 @@ from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
+    from ys.daemon.tracing import Tracer
 
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
@@ -55,8 +57,10 @@ class Dispatcher(Limits):
         lease_seconds: float = 30.0,
         retry_base: float = 1.0,
         retry_max: float = 300.0,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
+        self.tracer = tracer  # exports traces (ys.daemon.tracing); None: tracing is off
         self.registry = registry
         self.launcher = launcher
         self.paths = paths
@@ -301,7 +305,11 @@ class Dispatcher(Limits):
         r.log_path = str(log_path)
         try:
             start = await self._start_of(d, wf)
-            worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path, start)
+            env = self._env(d, wf.path)
+            traceparent = await self._traceparent(d)
+            if traceparent is not None:
+                env[tracing.ENV] = traceparent
+            worker = await self.launcher.launch(wf, env, log_path, start)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
@@ -351,6 +359,21 @@ class Dispatcher(Limits):
             out.close()
             raise
         return last
+
+    async def _traceparent(self, d: Delivery) -> str | None:
+        """The trace context the worker runs its steps in: the execution's span when this
+        daemon exports traces, else the caller's `traceparent` the execution was admitted with
+        (read from its run state only where the context names one)."""
+        if self.tracer is not None:
+            return await self.tracer.traceparent_for(d.execution_id)
+        state = d.state
+        if state is None or "traceparent" not in state.context_json:
+            return None
+        import json
+
+        context = json.loads(state.context_json)
+        text = context.get("traceparent") if isinstance(context, dict) else None
+        return text if isinstance(text, str) and tracing.parse(text) is not None else None
 
     async def _start_of(self, d: Delivery, wf: Workflow) -> dict[str, Any] | None:
         """A Python worker's launch: the delivery and its run state (the claim read it)."""

@@ -8,6 +8,7 @@ request after `ys daemon start` returns already sees every script and every reco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ys.daemon.registry import Registry, Workflow
     from ys.daemon.running import Running
     from ys.daemon.scheduler import Scheduler
+    from ys.daemon.tracing import Tracer
     from ys.store.protocols import Store
 
 log = logging.getLogger("ys.daemon")
@@ -78,6 +80,7 @@ class Daemon:
         self._dispatcher: Dispatcher | None = None
         self._scheduler: Scheduler | None = None
         self._runner: web.AppRunner | None = None
+        self._tracer: Tracer | None = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
         self._metrics: Metrics | None = None
@@ -163,6 +166,7 @@ class Daemon:
         )
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         launcher = self._launcher = make_launcher(self.concurrency)
+        self._tracer = self._make_tracer(store)
         dispatcher = self._dispatcher = Dispatcher(
             store,
             registry,
@@ -172,6 +176,7 @@ class Daemon:
             concurrency=self.concurrency,
             lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
+            tracer=self._tracer,
         )
         from ys.daemon.capture import MIN_LOG_MAX_BYTES
 
@@ -224,6 +229,40 @@ class Daemon:
 
         store.watch(due, changed)
         scheduler.start()
+        if self._tracer is not None:
+            self._tracer.start()
+
+    def tracing_status(self) -> dict[str, Any]:
+        """Whether traces are exported, where to, and how many trees so far."""
+        from ys import tracing as ys_tracing
+
+        doc = ys_tracing.describe(self.settings.otel, os.environ)
+        doc["on"] = self._tracer is not None
+        if self._tracer is not None:
+            doc["exported"] = self._tracer.exported
+            doc["failed_exports"] = self._tracer.failed_exports
+        return doc
+
+    def _make_tracer(self, store: Store) -> Tracer | None:
+        """The trace exporter when tracing is asked for and the otel extra is there (asked for
+        in config.toml without the extra, start-up has already refused: `check_tracing`)."""
+        from ys import tracing as ys_tracing
+        from ys.daemon import tracing
+
+        if not ys_tracing.wanted(self.settings.otel, os.environ):
+            return None
+        if not ys_tracing.installed():
+            log.warning(
+                "OTEL_* variables ask for traces, but the otel extra is missing: "
+                "pip install 'ys[otel]'; running without tracing"
+            )
+            return None
+        tracer = tracing.Tracer(store, self.paths.data, self.hub.call)
+        log.info(
+            "tracing: exporting execution traces (%s)",
+            ys_tracing.describe(self.settings.otel, os.environ).get("endpoint") or "console",
+        )
+        return tracer
 
     async def _shutdown(self) -> None:
         """Stop what runs, in order; each piece only if start-up got that far."""
@@ -236,6 +275,9 @@ class Daemon:
             )
         if self._scheduler is not None:
             await self._scheduler.stop()
+        if self._tracer is not None:
+            with contextlib.suppress(Exception):
+                await self._tracer.stop()
         if self._dispatcher is not None:
             await self._dispatcher.stop(self.grace)
         close = getattr(self._launcher, "close", None)
@@ -371,6 +413,22 @@ def release(locks: list[Any]) -> None:
         f.close()
 
 
+def check_tracing(setting: bool | None) -> None:
+    """`otel = true` (config.toml or YS_OTEL) without the otel extra: the daemon refuses to
+    start (a setting it cannot honour); the OTEL_* variables alone only warn at start."""
+    if setting:
+        from ys.tracing import installed
+
+        if not installed():
+            from ys.errors import InvalidArgument
+
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                "otel is true but the otel extra is not installed: pip install 'ys[otel]', "
+                "or set otel = false",
+            )
+
+
 def refuse(exc: YsError) -> int:
     """The daemon does not start: one line on stderr (its code, what to do), its exit code."""
     message = exc.message.replace("\n", " ")
@@ -393,6 +451,7 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
             from ys.store import require_driver
 
             require_driver(settings.database)  # refuse at once, not after taking the lock
+        check_tracing(settings.otel)
     except YsError as exc:
         return refuse(exc)
     setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited

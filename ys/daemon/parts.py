@@ -4,7 +4,7 @@ its own and no module imports main."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ys.daemon.dispatcher import Dispatcher
@@ -46,6 +46,8 @@ class DaemonParts(Protocol):
 
     @property
     def settings(self) -> Settings: ...
+
+    def tracing_status(self) -> dict[str, Any]: ...
 
     @property
     def metrics(self) -> Metrics: ...
