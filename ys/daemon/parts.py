@@ -4,7 +4,7 @@ its own and no module imports main."""
 
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ys.daemon.dispatcher import Dispatcher
