@@ -76,6 +76,31 @@ def main(step, params):
     step.run("boom", lambda: 1 / 0)
 """
 
+OWN = """
+import json, os, pathlib
+import ys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+mine = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(mine))
+trace.set_tracer_provider(provider)
+
+def call_out():
+    with trace.get_tracer("user").start_as_current_span("GET /orders"):
+        pass
+    (span,) = mine.get_finished_spans()
+    return {"provider": trace.get_tracer_provider() is provider,
+            "trace": "%032x" % span.context.trace_id, "parent": "%016x" % span.parent.span_id}
+
+@ys.workflow
+def main(step, params):
+    return step.run("call", call_out)
+"""
+
 SHELL = """#!/bin/sh
 set -e
 ys step run show -- sh -c 'echo "$TRACEPARENT"'
@@ -177,6 +202,7 @@ def traced(tmp_path: Path, collector: Collector):
         h.write("nap.py", NAP)
         h.write("boom.py", BOOM)
         h.write("show.sh", SHELL, mode=0o700)
+        h.write("own.py", OWN)
         yield h.start()
 
 
@@ -243,6 +269,16 @@ def test_a_parent_with_a_retried_step_a_child_and_an_effect_form_one_tree(traced
     seen = json.loads((h.home / "flaky-context.json").read_text())
     assert seen["env"] == f"00-{CALLER_TRACE}-{flaky[1]['span_id']}-01"
     assert seen["api"] == f"{CALLER_TRACE}-{flaky[1]['span_id']}"
+
+
+def test_the_workflows_own_tracer_provider_is_kept_and_its_spans_join_the_step(traced, collector):
+    h = traced
+    assert h.ys("trigger", "own", "--id", "o1", "--wait").returncode == 0
+    wait_until(lambda: collector.execution("o1"), 20, message="o1's tree exported")
+    root = collector.execution("o1")
+    step = next(s for s in _tree(collector, root["trace_id"]) if s["name"] == "step call")
+    result = h.client().get("o1")["outcome"]["result"]
+    assert result == {"provider": True, "trace": root["trace_id"], "parent": step["span_id"]}
 
 
 def test_a_shell_steps_command_gets_its_steps_traceparent(traced, collector):
