@@ -434,6 +434,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
         req = await RetryRequest.read(request)
         original = await self.load(request.match_info["id"])
+        if req.if_status is not None and original.status != req.if_status:
+            raise YsError(  # terminal statuses never change: no race to lose
+                "FAILED_PRECONDITION",
+                f"{original.execution_id} is {original.status}, not {req.if_status}",
+            )
         await self.known_workflow(original.workflow)
         result = await self.call(
             self.d.store.retry,
@@ -441,16 +446,19 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             new_id=req.new_id,
             from_step=req.from_step,
             params=req.params,
+            again=req.again,
         )
-        self.d.metrics.admissions.labels("retry").inc()
-        self.d.dispatcher.poke()
+        if result.started:
+            self.d.metrics.admissions.labels("retry").inc()
+            self.d.dispatcher.poke()
         return _json(
             {
                 "execution_id": result.execution_id,
                 "retry_of": result.retry_of,
                 "copied_steps": result.copied_steps,
+                "started": result.started,
             },
-            201,
+            201 if result.started else 200,
         )
 
 
