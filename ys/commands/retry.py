@@ -109,9 +109,7 @@ def retry(
     failed can run again and again.
     """
     if status is not None:
-        _bulk(
-            execution_id, new_id, from_step, param, params, status, workflow, since, again, json_
-        )
+        _bulk(execution_id, new_id, from_step, param, params, status, workflow, since, again, json_)
         return
     if again:
         fail("INVALID_ARGUMENT", "--again goes with --status")

@@ -11,7 +11,6 @@ from typing import Any
 from ys.contract import check_execution_id, check_time
 from ys.errors import ExecutionAdmissionError, InvalidArgument
 from ys.store.base import Retry
-from ys.store.records import Record
 from ys.store.postgres.executions import admit_new, append, load, not_found
 from ys.store.postgres.reads import steps as read_steps
 from ys.store.postgres.shared import (
@@ -23,6 +22,7 @@ from ys.store.postgres.shared import (
     step_copy_event,
     steps_to_copy,
 )
+from ys.store.records import Record
 
 
 def retry_tx(

@@ -310,11 +310,12 @@ def verify(c: sqlite3.Connection) -> list[str]:
         stored = load(c, execution_id)
         evs = events(c, execution_id)
         try:
-            folded: Record | None = fold(evs)
+            folded = fold(evs)
         except (ValueError, KeyError) as exc:
             problems.append(f"{execution_id}: history does not fold: {exc}")
             continue
-        assert stored is not None
+        if stored is None:  # removed (gc) since the IDs were read
+            continue
         linked[execution_id] = stored.retried_by
         if folded.retry_of is not None:
             retried.append(folded)
