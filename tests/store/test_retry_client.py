@@ -241,3 +241,17 @@ def test_verify_finds_a_retried_by_that_is_not_the_newest_retry(store_factory):
     store.retry("order-7", now=T0 + 11)
     store_factory.tamper(store, "order-7", retried_by="order-7.r1")
     assert store.verify() == ["order-7: retried_by is not its newest retry (order-7.r2)"]
+
+
+def test_a_retry_that_fails_part_way_links_nothing(store_factory):
+    store = store_factory()
+    failed_at_fourth_step(store)
+    record = store.get("order-7")
+    # the link is written right after the admission; make the copies after it fail
+    with store_factory.adapter.fail_on_insert(store, "steps"):
+        with pytest.raises(Exception, match="injected failure"):
+            store.retry("order-7", now=T0 + 10)
+    assert store.get("order-7") == record and store.get("order-7").retried_by is None
+    assert store.get("order-7.r1") is None and store.describe("order-7").retries == []
+    assert store.retry("order-7", now=T0 + 11).execution_id == "order-7.r1"
+    assert store.get("order-7").retried_by == "order-7.r1"

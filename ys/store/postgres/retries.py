@@ -65,6 +65,7 @@ def retry_tx(
                 break
         if target is None:
             raise InvalidArgument("INVALID_ARGUMENT", "name the retry with --id NEW")
+    _link(c, original, target, now)  # before the copies: any failure after undoes it too
     if copied:
         record = load(c, target, payload=False, lock=True)
         assert record is not None
@@ -91,7 +92,6 @@ def retry_tx(
             "WHERE execution_id=%s AND step_key = ANY(%s) ON CONFLICT DO NOTHING",
             (target, now, execution_id, keys),
         )
-    _link(c, original, target, now)
     return Retry(target, execution_id, [s.key for s in copied])
 
 

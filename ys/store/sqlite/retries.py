@@ -144,6 +144,7 @@ def retry_tx(
         original.tags,
         execution_id,
     )
+    _link(c, original, target, now)  # before the copies: any failure after undoes it too
     if copied:
         record = load(c, target, payload=False)
         assert record is not None
@@ -171,7 +172,6 @@ def retry_tx(
             f"WHERE execution_id=? AND step_key IN ({marks})",
             (target, now, execution_id, *keys),
         )
-    _link(c, original, target, now)
     return Retry(target, execution_id, [s.key for s in copied])
 
 
