@@ -357,13 +357,21 @@ class Client:
         new_id: str | None = None,
         from_step: str | None = None,
         params: dict[str, Any] | None = None,
+        again: bool = True,
+        if_status: str | None = None,
     ) -> dict[str, Any]:
         """A new execution of a terminal one (default ID `<ID>.r1`, `.r2`, ...), its history
         starting with copies of the steps recorded before `from_step` (default: before the
         first that did not complete), which replay without running; returns
-        {"execution_id", "retry_of", "copied_steps"}. A live execution is
-        EXECUTION_NOT_TERMINAL."""
+        {"execution_id", "retry_of", "copied_steps", "started"}. A live execution is
+        EXECUTION_NOT_TERMINAL. With `again=False` one that has a retry already is not
+        retried again (`started` false, `execution_id` its newest retry); `if_status` (failed
+        or cancelled) retries it only if it has that status."""
         body: dict[str, Any] = {}
+        if not again:
+            body["again"] = False
+        if if_status is not None:
+            body["if_status"] = if_status
         if new_id is not None:
             body["execution_id"] = new_id
         if from_step is not None:
@@ -384,13 +392,20 @@ class Client:
         workflow: str | None = None,
         since: float | None = None,
         tags: dict[str, str] | None = None,
+        again: bool = False,
         errors: builtins.list[tuple[str, YsError]] | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """Retry every execution that matches (newest first), each in its own transaction;
-        returns what each retry returned. The matches are listed page by page before each
-        page is retried: the retries, newer than every match, are not among them. With
+        returns what each retry returned. Only failed or cancelled executions are retried by
+        status (INVALID_ARGUMENT before anything else), and one that has a retry already is
+        skipped unless `again` (docs/design.md §8). The matches are listed page by page before
+        each page is retried: the retries, newer than every match, are not among them. With
         `errors`, a retry that is refused (a match gc removed meanwhile, an ID too long to
         take `.rN`) is added there as (ID, error) and the others go on; without, it raises."""
+        from ys.contract import check_retry_status
+
+        for s in [status] if isinstance(status, str) else status:
+            check_retry_status(s)
         out: builtins.list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -403,8 +418,12 @@ class Client:
                 page_token=token,
             )
             for r in page["executions"]:
+                if r.get("retried_by") is not None and not again:
+                    continue
                 try:
-                    out.append(self.retry(r["execution_id"]))
+                    result = self.retry(r["execution_id"], again=again, if_status=r["status"])
+                    if result.get("started", True):
+                        out.append(result)
                 except YsError as exc:
                     if errors is None or isinstance(exc, DaemonUnavailable):
                         raise

@@ -331,3 +331,17 @@ def parse_tag(text: str) -> tuple[str, str]:
         raise InvalidArgument("INVALID_ARGUMENT", f"tag {text[:80]!r} must be written key=value")
     check_tags({key: value}, "tag")
     return key, value
+
+
+RETRY_STATUSES = ("failed", "cancelled")  # what a retry by status takes (docs/design.md §8)
+
+
+def check_retry_status(status: Any, what: str = "--status") -> str:
+    """A retry by status retries failures only: a completed execution is retried by its ID."""
+    if status not in RETRY_STATUSES:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"{what} {status!r}: a retry by status takes failed or cancelled executions only; "
+            "retry any other finished one by its ID (`ys retry ID`)",
+        )
+    return str(status)

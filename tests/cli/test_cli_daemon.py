@@ -49,6 +49,21 @@ def test_start_prints_the_pid_once_it_answers_and_stop_returns_once_it_exited(ys
             stop_pids([pid])
 
 
+def test_start_with_settings_while_a_daemon_runs_says_they_are_not_applied_and_how(fresh):
+    before = out_json(fresh.ys("daemon", "status", "--json"))
+    result = fresh.ys("daemon", "start", "--concurrency", "2")
+    assert (result.returncode, result.stdout) == (0, f"{fresh.proc.pid}\n"), result.stderr
+    (line,) = result.stderr.splitlines()
+    assert "already runs" in line and "keeps its settings" in line and "--concurrency 2" in line
+    assert "ys daemon stop && ys daemon start --concurrency 2" in line
+    as_json = out_json(fresh.ys("daemon", "start", "--concurrency", "2", "--json"))
+    assert as_json["started"] is False and as_json["not_applied"] == ["--concurrency"]
+    after = out_json(fresh.ys("daemon", "status", "--json"))
+    assert after["pid"] == before["pid"] and after["concurrency"] == before["concurrency"] != 2
+    plain = fresh.ys("daemon", "start")  # nothing asked: nothing to say but that it runs
+    assert "keeps its settings" not in plain.stderr and "already runs" in plain.stderr
+
+
 def test_daemon_run_serves_in_the_foreground_until_sigterm(ys_home):
     proc = subprocess.Popen(
         [sys.executable, "-m", "ys", "daemon", "run", "--concurrency", "2"],

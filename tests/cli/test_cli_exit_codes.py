@@ -82,6 +82,26 @@ def test_2_usage_or_invalid_input(shared):
     one_error_line(bad_id, "INVALID_ARGUMENT")
 
 
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["trigger", "hello", "--idd", "x"], "no such option '--idd'; did you mean '--id'?"),
+        (["retry", "--stauts", "failed"], "no such option '--stauts'; did you mean '--status'?"),
+        (["list", "--tga", "x"], "no such option '--tga'; did you mean '--tag' or '--status'?"),
+        (["history", "--al"], "no such option '--al'; did you mean '--all' or '--help'?"),
+        (["daemon", "start", "--concurency", "2"], "did you mean '--concurrency'?"),
+        (["store", "put", "--expect-versoin", "1", "k", "v"], "did you mean '--expect-version'?"),
+        (["ps", "--zzzzzz"], "no such option '--zzzzzz'; see `ys ps --help`"),
+    ],
+)
+def test_an_option_typo_is_worded_one_way_by_every_command(ys_home, args, said):
+    result = ys_home.ys(*args)
+    assert (result.returncode, result.stdout) == (2, "")
+    line = one_error_line(result, "INVALID_ARGUMENT")
+    assert line == f"INVALID_ARGUMENT: {said}" or line.endswith(said), line
+    assert "Did you mean" not in line and "one of" not in line
+
+
 def test_3_conflict(shared):
     admit(shared, "hello", "ec-3")
     assert shared.ys("trigger", "hello", "--id", "ec-3").returncode == 3

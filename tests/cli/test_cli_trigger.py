@@ -191,6 +191,40 @@ def test_bad_json_on_stdin_exits_2_and_admits_nothing(shared):
     assert _absent(shared, "never-stdin")
 
 
+DEEP = "[" * 1500 + "]" * 1500  # deeper than Python's json reads without a RecursionError
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["trigger", "hello", "--id", "never-deep", "--params", "@FILE"],
+        ["trigger", "hello", "--id", "never-deep", "--params", "-"],
+        ["trigger", "hello", "--id", "never-deep", "-p", f"x={DEEP}"],
+        ["store", "put", "never-deep", DEEP],
+        ["store", "put", "never-deep", "@FILE"],
+        ["schedule", "add", "never-deep", "hello", "--cron", "0 3 * * *", "--params", "@FILE"],
+        ["schedule", "add", "never-deep", "hello", "--cron", "0 3 * * *", "-p", f"x={DEEP}"],
+        ["retry", "never-deep", "--params", "@FILE"],
+        ["retry", "never-deep", "-p", f"x={DEEP}"],
+        ["step", "start", "never-deep", "hello", "--params", "@FILE"],
+        ["step", "start", "never-deep", "hello", "-p", f"x={DEEP}"],
+    ],
+    ids=lambda args: " ".join(a if len(a) < 20 else "DEEP" for a in args[:2] + args[-2:-1]),
+)
+def test_json_nested_too_deeply_is_refused_by_every_command_that_reads_it(shared, tmp_path, args):
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    args = [str(deep).join(("@", "")) if a == "@FILE" else a for a in args]
+    result = shared.ys(*args, input=DEEP)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "nests too deeply" in one_error_line(result, "INVALID_ARGUMENT")
+    with shared.client() as c:
+        assert _absent(shared, "never-deep")
+        assert all(s["name"] != "never-deep" for s in c.schedules()["schedules"])
+        assert all(e["key"] != "never-deep" for e in c.store_list()["entries"])
+
+
 def test_a_usage_error_is_one_line_and_exits_2(shared):
     result = shared.ys("trigger", "hello", "--if-exists", "sometimes")
     assert result.returncode == 2
@@ -219,3 +253,14 @@ def test_trigger_wait_timeout_exits_6(shared):
     assert result.returncode == 6
     assert result.stdout == "w-late\n"
     assert "ys wait w-late" in one_error_line(result, "TIMEOUT")
+
+
+def test_json_within_the_nesting_limit_passes_and_one_level_more_is_refused(shared):
+    from ys.codec import MAX_DEPTH
+
+    ok = shared.ys("trigger", "hello", "--id", "deep-ok", "-p", "x=" + "[" * 63 + "]" * 63)
+    assert ok.returncode == 0, ok.stderr
+    over = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    refused = shared.ys("trigger", "hello", "--id", "never-deeper", "--params", over)
+    assert refused.returncode == 2 and "nests too deeply" in refused.stderr
+    assert _absent(shared, "never-deeper")

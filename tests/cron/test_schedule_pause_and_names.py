@@ -28,6 +28,22 @@ def test_next_of_a_paused_schedule_says_it_is_paused_and_lists_nothing(shared):
     assert shared.ys("schedule", "rm", "held").returncode == 0
 
 
+def test_pausing_a_paused_schedule_says_it_was_already_paused_and_resume_likewise(shared):
+    assert shared.ys("schedule", "add", "twice", "hello", "--cron", "*/5 * * * *").returncode == 0
+    first = shared.ys("schedule", "pause", "twice")
+    assert first.returncode == 0 and first.stderr.strip() == "paused schedule twice"
+    second = shared.ys("schedule", "pause", "twice")
+    assert second.returncode == 0, second.stderr
+    assert second.stderr.strip() == "schedule twice was already paused; nothing changed"
+    assert out_json(shared.ys("schedule", "pause", "twice", "--json"))["paused"] is True
+    resumed = shared.ys("schedule", "resume", "twice")
+    assert resumed.returncode == 0 and resumed.stderr.startswith("resumed schedule twice; next at")
+    again = shared.ys("schedule", "resume", "twice")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.startswith("schedule twice was not paused; nothing changed; next at")
+    assert shared.ys("schedule", "rm", "twice").returncode == 0
+
+
 @pytest.mark.parametrize(
     "name,reason",
     [

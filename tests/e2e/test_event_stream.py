@@ -1,6 +1,7 @@
 """`ys history --follow --all --json` through a real daemon: every event of every execution
 arrives once, in commit order, as JSON lines, across a daemon killed and started again; a
-cursor resumes after its event; without one the stream starts at now."""
+cursor resumes after its event; without one the stream follows from now, and without
+--follow every event so far is printed."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def test_every_event_of_100_executions_arrives_once_in_commit_order_across_a_res
         follower.stderr.close()
 
 
-def test_a_cursor_resumes_after_its_event_and_no_cursor_starts_at_now(home):
+def test_a_cursor_resumes_after_its_event_and_without_follow_every_event_is_printed(home):
     run_all(home, 3, 0)
     everything = home.ys("history", "--all", "--json", "--since", "1h")
     assert everything.returncode == 0, everything.stderr
@@ -98,7 +99,11 @@ def test_a_cursor_resumes_after_its_event_and_no_cursor_starts_at_now(home):
     middle = events[len(events) // 2]["cursor"]
     rest = home.ys("history", "--all", "--json", "--cursor", middle)
     assert [json.loads(line) for line in rest.stdout.splitlines()] == events[len(events) // 2 + 1 :]
-    now = home.ys("history", "--all", "--json")
-    assert now.returncode == 0 and now.stdout == ""
+    # without --follow, --since or --cursor: every event so far, as `ys history ID` for one
+    so_far = home.ys("history", "--all", "--json")
+    assert so_far.returncode == 0, so_far.stderr
+    assert [json.loads(line) for line in so_far.stdout.splitlines()] == events
+    people = home.ys("history", "--all")
+    assert people.returncode == 0 and len(people.stdout.splitlines()) == len(events)
     bad = home.ys("history", "--all", "--cursor", "x")
     assert bad.returncode == 2 and "cursor" in bad.stderr

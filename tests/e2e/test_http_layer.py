@@ -109,6 +109,22 @@ def test_what_the_parser_refuses_is_a_json_error(daemon: DaemonHandle, name: str
     still_answers(daemon)
 
 
+@pytest.mark.parametrize(
+    "target", [b"ys:443", b"/v1/version", b"/v1/executions"], ids=["authority", "get", "post"]
+)
+def test_a_connect_request_is_answered_405_in_the_error_form(daemon: DaemonHandle, target: bytes):
+    with connect(daemon) as s:
+        s.sendall(head(b"CONNECT " + target + b" HTTP/1.1", b"Host: ys"))
+        got, content_type, body = answer(s)
+        # no tunnel is opened: the daemon closes the connection after its answer
+        assert closed_without_answer(s)
+    assert got == 405
+    assert content_type.startswith("application/json")
+    assert body["code"] == "METHOD_NOT_ALLOWED" and "CONNECT" in body["message"]
+    assert set(body) == {"code", "message"}
+    still_answers(daemon)
+
+
 def test_a_body_over_the_limit_is_refused_from_its_content_length(daemon: DaemonHandle):
     # Only the head is sent: the answer must come without waiting for 1 TB of body.
     with connect(daemon) as s:

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.raw_http import send
 from tests.support import DaemonHandle, make_home, wait_until
+from ys.errors import InvalidArgument
 
 THREE = """
     import os
@@ -128,6 +130,7 @@ def daemon15(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]
         h.write("hold.py", HOLD)
         h.write("flaky.py", FLAKY)
         h.write("bulky.py", FLAKY)  # failures of its own, for the bulk retry's refusal test
+        h.write("cronny.py", FLAKY)  # failures retried by status again and again
         h.write("parent.py", PARENT)
         h.write("kid.py", KID)
         h.write("tagged.py", TAGGED)
@@ -218,7 +221,12 @@ def test_a_retried_settled_effect_performs_no_more_at_the_provider(daemon15, tmp
         }
         # rerunning the effect step itself finds the ledger's settled result
         rerun = c.retry("pay-1", from_step="charge", new_id="pay-1.again")
-        assert rerun == {"execution_id": "pay-1.again", "retry_of": "pay-1", "copied_steps": []}
+        assert rerun == {
+            "execution_id": "pay-1.again",
+            "retry_of": "pay-1",
+            "copied_steps": [],
+            "started": True,
+        }
         assert done(c, "pay-1.again")["status"] == "completed"
         assert effects(tmp_path, "provider") == ["pay-o-1"]  # performed once in all
         began = {b["execution_id"] for b in c.effect("pay-o-1")["began_by"]}
@@ -276,6 +284,63 @@ def test_bulk_retry_goes_on_past_a_match_it_cannot_retry_and_names_it(daemon15, 
         (line,) = result.stderr.splitlines()
         assert line.startswith(f"{long_id} was not retried: INVALID_ARGUMENT")
         assert c.get("bulk-a.r1")["retry_of"] == "bulk-a"
+
+
+def test_bulk_retry_takes_only_failed_or_cancelled_in_the_cli_the_client_and_the_api(
+    daemon15, tmp_path
+):
+    h = daemon15
+    with h.client() as c:
+        c.trigger("tagged", {"n": 1}, execution_id="fine-1")
+        assert done(c, "fine-1")["status"] == "completed"
+        result = h.ys("retry", "--status", "completed")
+        assert result.returncode == 2 and result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("INVALID_ARGUMENT") and "failed or cancelled" in line, line
+        with pytest.raises(InvalidArgument, match="failed or cancelled"):
+            c.retry_matching(status="completed")
+        status, body = send(
+            h,
+            "POST",
+            "/v1/executions/fine-1/retry",
+            json.dumps({"if_status": "completed"}).encode(),
+        )
+        assert status == 400 and body["code"] == "INVALID_ARGUMENT", body
+        assert "failed or cancelled" in body["message"]
+        assert c.get("fine-1")["retried_by"] is None
+        assert [r["execution_id"] for r in c.list(workflow="tagged")["executions"]] == ["fine-1"]
+
+
+def test_bulk_retry_skips_what_it_retried_before_unless_again(daemon15, tmp_path):
+    h = daemon15
+    with h.client() as c:
+        c.trigger("cronny", {"d": str(tmp_path), "n": 1}, execution_id="cron-1")
+        assert done(c, "cron-1")["status"] == "failed"
+        first = h.ys("retry", "--status", "failed", "--workflow", "cronny")
+        assert (first.returncode, first.stdout) == (0, "cron-1.r1\n"), first.stderr
+        assert done(c, "cron-1.r1")["status"] == "failed"  # still broken: fails again
+        assert c.get("cron-1")["retried_by"] == "cron-1.r1"
+        # the next run retries only the retry's failure, not the original's again
+        second = h.ys("retry", "--status", "failed", "--workflow", "cronny")
+        assert (second.returncode, second.stdout) == (0, "cron-1.r1.r1\n"), second.stderr
+        assert done(c, "cron-1.r1.r1")["status"] == "failed"
+        again = h.ys("retry", "--status", "failed", "--workflow", "cronny", "--again", "--json")
+        assert again.returncode == 0, again.stderr
+        assert sorted(r["execution_id"] for r in json.loads(again.stdout)) == [
+            "cron-1.r1.r1.r1",
+            "cron-1.r1.r2",
+            "cron-1.r2",
+        ]
+        described = json.loads(h.ys("describe", "cron-1", "--json").stdout)
+        assert described["retried_by"] == "cron-1.r2"
+        assert described["retries"] == ["cron-1.r1", "cron-1.r2"]
+        # one asked not to repeat a retry answers the retry it has, admitting nothing
+        status, body = send(
+            h, "POST", "/v1/executions/cron-1/retry", json.dumps({"again": False}).encode()
+        )
+        assert (status, body["execution_id"], body["started"]) == (200, "cron-1.r2", False)
+        listed = [r["execution_id"] for r in c.list(workflow="cronny")["executions"]]
+        assert "cron-1.r3" not in listed and len(listed) == 6
 
 
 def test_tags_are_copied_to_a_child_and_to_a_retry(daemon15, tmp_path):

@@ -4,6 +4,7 @@ requests, effect beginnings); the original never changes. Time is injected; noth
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -73,9 +74,10 @@ def test_a_retry_copies_the_steps_before_the_first_that_did_not_complete(store):
     assert [e["kind"] for e in events] == ["admitted", "step", "step", "step"]
     assert events[0]["data"]["retry_of"] == "order-7"
     assert all(e["data"]["copied_from"] == "order-7" for e in events[1:])
-    # the original is unchanged, and every record is its folded history
+    # the original is unchanged but for its link to the retry, and every record is its folded
+    # history
     after = (store.get("order-7"), store.steps("order-7"), store.history("order-7", 1000).items)
-    assert after == before
+    assert after == (dataclasses.replace(before[0], retried_by="order-7.r1"), *before[1:])
     assert store.get("order-7").retry_of is None
     assert store.verify() == []
 
@@ -202,3 +204,54 @@ def test_retry_params_have_the_admission_limit(store):
     with refused("INVALID_ARGUMENT"):
         store.retry("X", params={"a": "x" * (2 * 1024 * 1024 + 100)}, now=T0 + 2)
     assert store.get("X.r1") is None
+
+
+def test_a_retry_marks_the_original_with_its_newest_retry_in_the_same_transaction(store):
+    failed_at_fourth_step(store)
+    history = store.history("order-7", 1000).items
+    assert store.get("order-7").retried_by is None
+    store.retry("order-7", now=T0 + 10)
+    assert store.get("order-7").retried_by == "order-7.r1"
+    store.retry("order-7", new_id="named", now=T0 + 11)
+    original = store.get("order-7")
+    assert original.retried_by == "named" and original.status == "failed"
+    assert store.get("named").retried_by is None
+    assert store.describe("order-7").retries == ["order-7.r1", "named"]
+    # the link is not an event of the original: its history still ends with its outcome
+    assert store.history("order-7", 1000).items == history
+    assert store.verify() == []
+
+
+def test_a_retry_that_must_not_repeat_returns_the_existing_one_and_admits_nothing(store):
+    failed_at_fourth_step(store)
+    first = store.retry("order-7", again=False, now=T0 + 10)
+    assert (first.execution_id, first.started) == ("order-7.r1", True)
+    listed = [r.execution_id for r in store.list().items]
+    again = store.retry("order-7", again=False, now=T0 + 11)
+    assert (again.execution_id, again.retry_of, again.started) == ("order-7.r1", "order-7", False)
+    assert again.copied_steps == []
+    assert [r.execution_id for r in store.list().items] == listed
+    assert store.retry("order-7", now=T0 + 12).execution_id == "order-7.r2"  # again by default
+
+
+def test_verify_finds_a_retried_by_that_is_not_the_newest_retry(store_factory):
+    store = store_factory()
+    failed_at_fourth_step(store)
+    store.retry("order-7", now=T0 + 10)
+    store.retry("order-7", now=T0 + 11)
+    store_factory.tamper(store, "order-7", retried_by="order-7.r1")
+    assert store.verify() == ["order-7: retried_by is not its newest retry (order-7.r2)"]
+
+
+def test_a_retry_that_fails_part_way_links_nothing(store_factory):
+    store = store_factory()
+    failed_at_fourth_step(store)
+    record = store.get("order-7")
+    # the link is written right after the admission; make the copies after it fail
+    with store_factory.adapter.fail_on_insert(store, "steps"):
+        with pytest.raises(Exception, match="injected failure"):
+            store.retry("order-7", now=T0 + 10)
+    assert store.get("order-7") == record and store.get("order-7").retried_by is None
+    assert store.get("order-7.r1") is None and store.describe("order-7").retries == []
+    assert store.retry("order-7", now=T0 + 11).execution_id == "order-7.r1"
+    assert store.get("order-7").retried_by == "order-7.r1"

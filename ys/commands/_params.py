@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from ys.commands._output import fail
 
@@ -18,14 +18,52 @@ def _no_constants(name: str) -> Any:
     raise ValueError(name)
 
 
-def _strict(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constants)
+def _depth(value: Any) -> int:
+    """How deeply containers nest in a parsed value (iterative: any depth is measured)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
-def param_value(text: str) -> Any:
-    """`42` is the number 42, `true` true, `{"a":1}` an object; anything else is the string."""
+# Values nested no deeper than this are within ys.codec.MAX_DEPTH (which is larger) without
+# importing the codec: the fast paths load it only for a value that may be too deep.
+_SURELY_SHALLOW = 32
+
+
+def _strict(text: str, what: str) -> Any:
+    """The one parser of JSON a user gives on the command line: NaN and Infinity are not
+    JSON, and a value nested deeper than a durable value may be is refused as the daemon
+    refuses it (INVALID_ARGUMENT), however deep (json itself would raise RecursionError)."""
     try:
-        return _strict(text)
+        value = json.loads(text, parse_constant=_no_constants)
+    except RecursionError:
+        _too_deep(what)
+    if _depth(value) > _SURELY_SHALLOW:
+        from ys.codec import MAX_DEPTH
+
+        if _depth(value) > MAX_DEPTH:
+            _too_deep(what)
+    return value
+
+
+def _too_deep(what: str) -> NoReturn:
+    from ys.codec import MAX_DEPTH
+
+    fail(
+        "INVALID_ARGUMENT",
+        f"{what} nests too deeply (durable values nest at most {MAX_DEPTH} levels); flatten it",
+    )
+
+
+def param_value(text: str, what: str = "-p") -> Any:
+    """`42` is the number 42, `true` true, `{"a":1}` an object; anything else is the string
+    (but JSON nested too deeply is refused)."""
+    try:
+        return _strict(text, what)
     except ValueError:
         return text
 
@@ -42,7 +80,7 @@ def parse_pairs(pairs: list[str]) -> dict[str, Any]:
             )
         if key in out:
             fail("INVALID_ARGUMENT", f"-p {key} is given twice", hint="give each key once")
-        out[key] = param_value(value)
+        out[key] = param_value(value, f"-p {key}")
     return out
 
 
@@ -65,7 +103,7 @@ def read_params(spec: str, what: str = "--params") -> Any:
     else:
         text, where = spec, what
     try:
-        return _strict(text)
+        return _strict(text, f"{what} from {where}")
     except ValueError as exc:
         detail = (
             f"{exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -253,6 +253,10 @@ def record_rows(g: Table, r: dict[str, Any]) -> None:
         add_row(g, "parent", f"{p.get('execution_id')} ({how}, step {p.get('step_key')})")
     if r.get("retry_of"):
         add_row(g, "retry of", str(r["retry_of"]))
+    if r.get("retries"):  # describe: every retry, oldest first
+        add_row(g, "retries", ", ".join(r["retries"]))
+    elif r.get("retried_by"):
+        add_row(g, "retried by", str(r["retried_by"]))
     if r.get("tags"):
         add_row(g, "tags", tags_text(r["tags"]))
 

@@ -109,10 +109,18 @@ def command() -> click.Command:
 
 
 def _usage(exc: click.UsageError) -> YsError:
+    where = exc.ctx.command_path if exc.ctx else "ys"
+    if isinstance(exc, click.NoSuchOption) and exc.possibilities:
+        # one wording whether click found one close option or several (best match first)
+        names = [f"'{p}'" for p in exc.possibilities]
+        alternatives = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        return error(
+            "INVALID_ARGUMENT",
+            f"no such option '{exc.option_name}'; did you mean {alternatives}?",
+        )
     message = exc.format_message().strip().rstrip(".").replace(". Did you mean", "; did you mean")
     if message[:1].isupper() and message[1:2].islower():
         message = message[0].lower() + message[1:]
-    where = exc.ctx.command_path if exc.ctx else "ys"
     return error("INVALID_ARGUMENT", message, hint=f"see `{where} --help`")
 
 

@@ -91,8 +91,11 @@ def start(
 ) -> None:
     """Start the daemon in the background and print its pid once it answers.
 
-    If one already answers, print its pid and leave it as it is. The database URL reaches
-    the daemon through its environment, never its command line (where `ps` shows it).
+    If one already answers, print its pid and leave it as it is (exit 0, as `systemctl start`
+    of a running unit): it keeps the settings it started with, and --workflows,
+    --concurrency or --database given now are not applied (stderr says so and how to
+    restart it with them; --json lists them in not_applied). The database URL reaches the
+    daemon through its environment, never its command line (where `ps` shows it).
     """
     from ys import settings
     from ys.autostart import ping, start_daemon
@@ -107,19 +110,46 @@ def start(
         if running
         else start_daemon(paths, concurrency=concurrency, database=database)
     )
+    asked = _asked(workflows, concurrency, database) if running else []
     if json_:
-        emit_json({"pid": pid, "started": running is None, "socket": str(paths.socket)})
+        out: dict[str, Any] = {"pid": pid, "started": running is None, "socket": str(paths.socket)}
+        if running:
+            out["not_applied"] = [flag for flag, _ in asked]
+        emit_json(out)
         return
     sys.stdout.write(f"{pid}\n")
     from ys.commands import _render
 
-    if running:
+    if running and asked:
+        flags = " ".join(flag for flag, _ in asked)
+        again = " ".join(f"{flag} {shown}" for flag, shown in asked)
+        _render.note(
+            f"a daemon already runs (pid {pid}) on {paths.socket} and keeps its settings: "
+            f"{flags} not applied; to apply, restart it: ys daemon stop && ys daemon start "
+            f"{again}"
+        )
+    elif running:
         _render.note(f"a daemon already runs (pid {pid}) on {paths.socket}")
     else:
         _render.note(
             f"started the daemon (pid {pid}) on {paths.socket}; "
             f"workflows in {paths.workflows}; log in {paths.daemon_log}"
         )
+
+
+def _asked(
+    workflows: str | None, concurrency: int | None, database: str | None
+) -> list[tuple[str, str]]:
+    """The settings given on the command line, each as (flag, value to show): the database
+    URL is shown as URL (it may hold a password)."""
+    import shlex
+
+    given = [("--workflows", workflows), ("--concurrency", concurrency), ("--database", database)]
+    return [
+        (flag, "URL" if flag == "--database" else shlex.quote(str(value)))
+        for flag, value in given
+        if value is not None
+    ]
 
 
 def stop(

@@ -87,9 +87,9 @@ def history(
         bool,
         typer.Option(
             "--all",
-            help="Every execution's events, in commit order, as JSON lines with --json "
-            "(each with execution_id, workflow and its cursor); with --follow, "
-            "for as long as it runs, across daemon restarts.",
+            help="Every execution's events so far, in commit order, as JSON lines with --json "
+            "(each with execution_id, workflow and its cursor); with --follow, from now "
+            "(or --since, --cursor) for as long as it runs, across daemon restarts.",
         ),
     ] = False,
     since: Annotated[
@@ -162,6 +162,8 @@ def _all(
     from ys.durations import parse_duration
 
     seconds = None if since is None else parse_duration(since, "--since")
+    if not follow_ and cursor is None and seconds is None:
+        cursor = "0"  # every event so far, page by page; following starts at now
     with client() as c:
         stream(c, cursor, seconds, follow_, json_)
 

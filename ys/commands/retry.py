@@ -11,6 +11,7 @@ import typer
 from ys.commands._opts import Json, add, complete_executions
 from ys.commands._output import client, emit_json, error_line, fail
 from ys.commands._params import build_params
+from ys.contract import check_retry_status
 from ys.durations import parse_duration
 from ys.errors import YsError
 
@@ -84,6 +85,13 @@ def retry(
             show_default=False,
         ),
     ] = None,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="With --status: retry also the executions that were retried before.",
+        ),
+    ] = False,
     json_: Json = False,
 ) -> None:
     """Retry a finished execution: a new one of the same workflow (and params, unless given).
@@ -91,15 +99,20 @@ def retry(
     Its history starts with copies of the original's steps recorded before --from (default:
     before the first step that did not complete), so those replay without running: a copied
     step.effect is not performed again, a copied step.start starts no second child (a step
-    still waiting, such as a sleep, is not copied: it runs again). The original is unchanged; the new record's retry_of names it. Prints the new ID; with --json
+    still waiting, such as a sleep, is not copied: it runs again). The new record's retry_of
+    names the original, and the original's retried_by its newest retry. Prints the new ID; with --json
     {"execution_id", "retry_of", "copied_steps"}. A running or waiting execution is exit 3.
 
-    With --status (and --workflow, --since) every match is retried and the new IDs are
-    printed one per line (with --json, a list).
+    With --status (failed or cancelled; and --workflow, --since) every match is retried and
+    the new IDs are printed one per line (with --json, a list); a match that was retried
+    before (its retried_by is set) is skipped unless --again, so a job that retries what
+    failed can run again and again.
     """
     if status is not None:
-        _bulk(execution_id, new_id, from_step, param, params, status, workflow, since, json_)
+        _bulk(execution_id, new_id, from_step, param, params, status, workflow, since, again, json_)
         return
+    if again:
+        fail("INVALID_ARGUMENT", "--again goes with --status")
     if execution_id is None or not execution_id:
         fail("INVALID_ARGUMENT", "give the ID to retry, or --status", hint="see `ys retry --help`")
     if workflow is not None or since is not None:
@@ -110,7 +123,7 @@ def retry(
     with client() as c:
         result = c.retry(execution_id, new_id=new_id, from_step=from_step, params=body)
     if json_:
-        emit_json(result)
+        emit_json(_shown(result))
         return
     sys.stdout.write(result["execution_id"] + "\n")
     sys.stdout.flush()
@@ -125,6 +138,7 @@ def _bulk(
     status: str,
     workflow: str | None,
     since: str | None,
+    again: bool,
     json_: bool,
 ) -> None:
     given = [
@@ -140,20 +154,15 @@ def _bulk(
     ]
     if given:
         fail("INVALID_ARGUMENT", f"--status retries every match: it takes no {given[0]}")
-    if status not in ("failed", "cancelled", "completed"):
-        fail(
-            "INVALID_ARGUMENT",
-            f"--status {status}: only a finished execution can be retried",
-            hint="use failed, cancelled or completed",
-        )
+    check_retry_status(status)
     seconds = None if since is None else parse_duration(since, "--since")
     out: list[dict[str, Any]] = []
     errors: list[tuple[str, YsError]] = []
     with client() as c:
         for result in c.retry_matching(
-            status=status, workflow=workflow, since=seconds, errors=errors
+            status=status, workflow=workflow, since=seconds, again=again, errors=errors
         ):
-            out.append(result)
+            out.append(_shown(result))
             if not json_:
                 sys.stdout.write(result["execution_id"] + "\n")
                 sys.stdout.flush()
@@ -163,6 +172,11 @@ def _bulk(
         sys.stderr.write(f"{execution_id} was not retried: {error_line(exc)}\n")
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
+
+
+def _shown(result: dict[str, Any]) -> dict[str, Any]:
+    """What `--json` shows of a retry (docs/design.md §7); every one shown was admitted."""
+    return {k: result[k] for k in ("execution_id", "retry_of", "copied_steps")}
 
 
 def register(app: typer.Typer) -> None:

@@ -314,26 +314,34 @@ def rm(name: Name, json_: Json = False) -> None:
 
 def pause(name: Name, json_: Json = False) -> None:
     """Pause a schedule: nothing fires until it is resumed."""
-    s = _known(name, lambda c: c.schedule_pause(name, True))
-    if json_:
-        emit_json(s)
-        return
-    from ys.commands import _render
-
-    _render.note(f"paused schedule {name}")
-
-
-def resume(name: Name, json_: Json = False) -> None:
-    """Resume a paused schedule. Slots that passed while it was paused do not fire."""
-    s = _known(name, lambda c: c.schedule_pause(name, False))
+    was, s = _known(name, lambda c: _set_paused(c, name, True))
     if json_:
         emit_json(s)
         return
     from ys.commands import _render
 
     _render.note(
-        f"resumed schedule {name}; next at {_render.local_and_relative(s.get('next_fire_at'))}"
+        f"schedule {name} was already paused; nothing changed" if was else f"paused schedule {name}"
     )
+
+
+def resume(name: Name, json_: Json = False) -> None:
+    """Resume a paused schedule. Slots that passed while it was paused do not fire."""
+    was, s = _known(name, lambda c: _set_paused(c, name, False))
+    if json_:
+        emit_json(s)
+        return
+    from ys.commands import _render
+
+    done = f"resumed schedule {name}" if was else f"schedule {name} was not paused; nothing changed"
+    _render.note(f"{done}; next at {_render.local_and_relative(s.get('next_fire_at'))}")
+
+
+def _set_paused(c: Any, name: str, paused: bool) -> tuple[bool, dict[str, Any]]:
+    """Whether the schedule was paused before, and the schedule after pausing or resuming it
+    (the daemon's answer is the same either way: the flag is set, not toggled)."""
+    was = bool(c.schedule(name)["paused"])
+    return was, c.schedule_pause(name, paused)
 
 
 for _name, _fn in (

@@ -65,6 +65,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _json(
             {"code": "PERMISSION_DENIED", "message": "this daemon serves only its own user"}, 403
         )
+    if request.method == "CONNECT":
+        return no_tunnel(request)
     try:
         return await within_limits(request, handler)  # the body's size limit and read timeout
     except YsError as exc:
@@ -82,6 +84,22 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except Exception as exc:
         log.exception("internal error on %s %s", request.method, request.path)
         return _json({"code": "INTERNAL", "message": f"internal error: {exc}"}, 500)
+
+
+def no_tunnel(request: web.Request) -> web.Response:
+    """CONNECT asks for a tunnel, which the daemon never opens: 405 in the API's error form,
+    and the connection closed (aiohttp would read what follows as the tunnel's bytes)."""
+    response = _json(
+        {
+            "code": "METHOD_NOT_ALLOWED",
+            "message": "CONNECT is not served (the daemon opens no tunnels); send GET or POST "
+            "to a route docs/API.md lists",
+        },
+        405,
+    )
+    response.headers["Allow"] = "GET, POST, PUT, DELETE"
+    response.force_close()
+    return response
 
 
 class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
@@ -435,6 +453,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
         req = await RetryRequest.read(request)
         original = await self.load(request.match_info["id"])
+        if req.if_status is not None and original.status != req.if_status:
+            raise YsError(  # terminal statuses never change: no race to lose
+                "FAILED_PRECONDITION",
+                f"{original.execution_id} is {original.status}, not {req.if_status}",
+            )
         await self.known_workflow(original.workflow)
         result = await self.call(
             self.d.store.retry,
@@ -442,16 +465,19 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             new_id=req.new_id,
             from_step=req.from_step,
             params=req.params,
+            again=req.again,
         )
-        self.d.metrics.admissions.labels("retry").inc()
-        self.d.dispatcher.poke()
+        if result.started:
+            self.d.metrics.admissions.labels("retry").inc()
+            self.d.dispatcher.poke()
         return _json(
             {
                 "execution_id": result.execution_id,
                 "retry_of": result.retry_of,
                 "copied_steps": result.copied_steps,
+                "started": result.started,
             },
-            201,
+            201 if result.started else 200,
         )
 
 

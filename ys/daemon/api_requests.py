@@ -17,7 +17,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ys.contract import check_execution_id, check_tags, check_workflow_name, parse_tag
+from ys.contract import (
+    check_execution_id,
+    check_retry_status,
+    check_tags,
+    check_workflow_name,
+    parse_tag,
+)
 from ys.cron import CATCH_UP, OVERLAP
 from ys.daemon.api_base import Body, Query, invalid
 from ys.store.protocols import STATUSES
@@ -65,6 +71,8 @@ class RetryRequest:
     new_id: str | None  # the body's `execution_id`: the retry's ID (default `<ID>.rN`)
     from_step: str | None
     params: dict[str, Any] | None  # None: the original's
+    again: bool = True  # false: an original that has a retry is not retried again
+    if_status: str | None = None  # a retry by status (`ys retry --status`): failed/cancelled
 
     @classmethod
     async def read(cls, request: web.Request) -> RetryRequest:
@@ -72,7 +80,11 @@ class RetryRequest:
         new_id = b.opt_text("execution_id")
         if new_id is not None:
             check_execution_id(new_id, "execution_id (the retry's ID)")
-        return cls(new_id, b.opt_text("from"), b.opt_object("params"))
+        if_status = b.opt_text("if_status")
+        if if_status is not None:
+            check_retry_status(if_status, "if_status")
+        again = True if not b.has("again") else b.flag("again")
+        return cls(new_id, b.opt_text("from"), b.opt_object("params"), again, if_status)
 
 
 def list_tags(texts: list[str]) -> dict[str, str]:

@@ -41,6 +41,7 @@ def record(r: Record) -> dict[str, Any]:
         "script_sha256": r.script_sha256,
         "tags": dict(r.tags),
         "retry_of": r.retry_of,
+        "retried_by": r.retried_by,
     }
 
 
@@ -80,6 +81,7 @@ def describe(d: Description) -> dict[str, Any]:
             for c in d.children
         ],
         effects=[],
+        retries=list(d.retries),
         deliveries=[
             {**dlv, "started_at": iso(dlv["started_at"]), "ended_at": iso(dlv["ended_at"])}
             for dlv in d.deliveries

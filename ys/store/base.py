@@ -127,6 +127,7 @@ class Description:
     children: list[Record] = field(default_factory=list)
     lease_expires_at: float | None = None
     failed_attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by key
+    retries: list[str] = field(default_factory=list)  # its retries, oldest admitted first
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,11 @@ class LogTail:
 @dataclass(frozen=True)
 class Retry:
     """What a retry admitted: the new execution, the one it retries, and the keys of the
-    steps copied into its history (they replay without running)."""
+    steps copied into its history (they replay without running). `started` is False when a
+    retry asked not to repeat one found the original already retried: `execution_id` is then
+    that retry, nothing was admitted."""
 
     execution_id: str
     retry_of: str
     copied_steps: list[str]
+    started: bool = True

@@ -351,6 +351,7 @@ class RetryClient(Protocol):
         new_id: str | None = None,
         from_step: str | None = None,
         params: Any = None,
+        again: bool = True,
         now: float | None = None,
     ) -> Retry:
         """In one transaction: admit a new execution of the terminal `execution_id`'s workflow
@@ -359,7 +360,10 @@ class RetryClient(Protocol):
         (default: before the first that did not complete), with the start requests and
         effect beginnings those steps made, so their replay starts no child and performs no
         effect again. EXECUTION_NOT_TERMINAL for a live one; an unknown `from_step` is
-        INVALID_ARGUMENT. The original is unchanged."""
+        INVALID_ARGUMENT. The original's history is unchanged; its `retried_by` names its
+        newest retry (later admitted, ties by the greater ID), in the same transaction. With
+        `again=False` an original that already has a retry is not retried again: the answer
+        names that retry, `started=False`."""
         ...
 
 

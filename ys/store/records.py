@@ -57,6 +57,10 @@ class Record:
     script_sha256: str | None = None  # the workflow script's version at admission
     tags: dict[str, str] = dataclasses.field(default_factory=dict)  # copied to children, retries
     retry_of: str | None = None  # the execution this one retries (`ys retry`)
+    # The newest execution whose `retry_of` names this one: not folded from this record's own
+    # history (a terminal record's history never grows) but from its retries' admitted events
+    # (`newest_retries`), and set in the transaction that admits each retry.
+    retried_by: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -156,6 +160,24 @@ def apply(record: Record | None, event: Event) -> Record:
             r, status=k, outcome=outcome, due_at=None, covered_due_at=None, prior_status=None
         )
     raise ValueError(f"unknown event kind {k!r}")
+
+
+def newer_retry(a: tuple[float, str] | None, b: tuple[float, str]) -> bool:
+    """Whether retry `b` (admitted_at, execution_id) is newer than `a`: later admitted, ties
+    by the greater ID; the rule `retried_by` follows at every retry and on re-folding."""
+    return a is None or b > a
+
+
+def newest_retries(records: list[Record]) -> dict[str, str]:
+    """Each retried execution's newest retry among `records` (folded from their histories):
+    what each original's `retried_by` must be."""
+    newest: dict[str, tuple[float, str]] = {}
+    for r in records:
+        if r.retry_of is not None and newer_retry(
+            newest.get(r.retry_of), (r.admitted_at, r.execution_id)
+        ):
+            newest[r.retry_of] = (r.admitted_at, r.execution_id)
+    return {original: by for original, (_, by) in newest.items()}
 
 
 def fold(events: list[Event]) -> Record:

@@ -5,6 +5,7 @@ of both adapters read alike."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 from typing import Any
 
@@ -21,7 +22,7 @@ from ys.store.postgres.shared import (
     list_query,
     parse_history_token,
 )
-from ys.store.records import Event, Record, fold
+from ys.store.records import Event, Record, fold, newest_retries
 
 MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
 
@@ -117,23 +118,44 @@ def describe(c: Any, execution_id: str) -> Description:
         children=children,
         lease_expires_at=lease,
         failed_attempts=failed_attempts(evs),
+        retries=retries(c, execution_id),
     )
 
 
+def retries(c: Any, execution_id: str) -> list[str]:
+    """The executions that retry this one, oldest admitted first."""
+    return [
+        r[0]
+        for r in c.execute(
+            "SELECT execution_id FROM executions WHERE retry_of=%s "
+            "ORDER BY admitted_at, execution_id",
+            (execution_id,),
+        )
+    ]
+
+
 def verify(c: Any) -> list[str]:
-    """Re-fold every history and compare it with the stored record; returns the mismatches.
+    """Re-fold every history and compare it with the stored record (each `retried_by` with
+    the newest retry folded from the retries' histories); returns the mismatches.
     Run it in one snapshot (`Core.snapshot`)."""
     problems = []
+    linked: dict[str, str | None] = {}  # each record's stored retried_by
+    retried: list[Record] = []  # the folded records that retry another
     ids = [r[0] for r in c.execute("SELECT execution_id FROM executions ORDER BY execution_id")]
     for execution_id in ids:
         stored = load(c, execution_id)
         evs = events(c, execution_id)
         try:
-            folded: Record | None = fold(evs)
+            folded = fold(evs)
         except (ValueError, KeyError) as exc:
             problems.append(f"{execution_id}: history does not fold: {exc}")
             continue
-        if folded != stored:
+        if stored is None:  # removed (gc) since the IDs were read
+            continue
+        linked[execution_id] = stored.retried_by
+        if folded.retry_of is not None:
+            retried.append(folded)
+        if dataclasses.replace(folded, retried_by=stored.retried_by) != stored:
             problems.append(f"{execution_id}: stored record differs from its folded history")
         seqs = [
             r[0]
@@ -143,6 +165,12 @@ def verify(c: Any) -> list[str]:
         ]
         if seqs != list(range(1, len(seqs) + 1)):
             problems.append(f"{execution_id}: event numbers have gaps")
+    newest = newest_retries(retried)
+    for execution_id, by in linked.items():
+        if by != newest.get(execution_id):
+            problems.append(
+                f"{execution_id}: retried_by is not its newest retry ({newest.get(execution_id)})"
+            )
     return problems
 
 

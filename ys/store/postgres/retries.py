@@ -2,7 +2,7 @@
 (ys/store/sqlite/retries.py) in one transaction at READ COMMITTED. The original is terminal, so
 it never changes under the retry; two retries of one execution at once that both pick
 `<ID>.rN` are ordered by the insert (ON CONFLICT DO NOTHING): the second takes the next free
-number."""
+number. The original's row lock also orders their `retried_by` links."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from ys.store.base import Retry
 from ys.store.postgres.executions import admit_new, append, load, not_found
 from ys.store.postgres.reads import steps as read_steps
 from ys.store.postgres.shared import (
+    already_retried,
     check_retry,
+    links_to,
     not_terminal,
     retry_ids,
     step_copy_event,
     steps_to_copy,
 )
+from ys.store.records import Record
 
 
 def retry_tx(
@@ -29,12 +32,15 @@ def retry_tx(
     from_step: str | None,
     params_json: str | None,
     now: float,
+    again: bool = True,
 ) -> Retry:
     original = load(c, execution_id, lock=True)  # gc waits: the copies come out whole
     if original is None:
         raise not_found(execution_id)
     if not original.terminal:
         raise not_terminal(original)
+    if not again and (existing := already_retried(original)) is not None:
+        return existing
     steps = read_steps(c, execution_id)
     copied = steps_to_copy(steps, from_step)
     params = original.params_json if params_json is None else params_json
@@ -59,6 +65,7 @@ def retry_tx(
                 break
         if target is None:
             raise InvalidArgument("INVALID_ARGUMENT", "name the retry with --id NEW")
+    _link(c, original, target, now)  # before the copies: any failure after undoes it too
     if copied:
         record = load(c, target, payload=False, lock=True)
         assert record is not None
@@ -88,6 +95,22 @@ def retry_tx(
     return Retry(target, execution_id, [s.key for s in copied])
 
 
+def _link(c: Any, original: Record, target: str, now: float) -> None:
+    """The original's `retried_by` names the retry just admitted, if it is the newest (the
+    original's row is locked: retries of one execution link one at a time)."""
+    latest = None
+    if original.retried_by is not None:
+        row = c.execute(
+            "SELECT admitted_at FROM executions WHERE execution_id=%s", (original.retried_by,)
+        ).fetchone()
+        latest = None if row is None else (row[0], original.retried_by)
+    if links_to(original, latest, (now, target)):
+        c.execute(
+            "UPDATE executions SET retried_by=%s WHERE execution_id=%s",
+            (target, original.execution_id),
+        )
+
+
 class PgRetries:
     """The retry client of one PostgresStore."""
 
@@ -102,12 +125,13 @@ class PgRetries:
         new_id: str | None = None,
         from_step: str | None = None,
         params: Any = None,
+        again: bool = True,
         now: float | None = None,
     ) -> Retry:
         check_execution_id(execution_id)
         new_id, params_json = check_retry(new_id, from_step, params)
         t = check_time(self._clock() if now is None else now, "now")
         result: Retry = self._writer.write(
-            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t)
+            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t, again)
         )
         return result

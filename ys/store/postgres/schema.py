@@ -377,6 +377,18 @@ MIGRATIONS: list[str] = [
         FOR EACH ROW WHEN (NEW.slot_wait IS NULL AND OLD.slot_wait IS NOT NULL)
         EXECUTE FUNCTION ys_notify_due();
     """,
+    # 13: retries linked both ways, as SQLite's migration 17: `retried_by`, the newest retry
+    # (later admitted, ties by the greater ID), set in each retry's transaction and filled
+    # here from the retries already made; an execution's retries read off an index.
+    """
+    ALTER TABLE executions ADD COLUMN retried_by text COLLATE "C";
+    CREATE INDEX executions_retry_of ON executions (retry_of, admitted_at, execution_id)
+        WHERE retry_of IS NOT NULL;
+    UPDATE executions o SET retried_by = (
+        SELECT r.execution_id FROM executions r WHERE r.retry_of = o.execution_id
+        ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
+    ) WHERE o.execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

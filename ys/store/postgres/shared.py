@@ -37,7 +37,9 @@ from ys.store.sqlite.executions import (
 from ys.store.sqlite.overview import _prefix_end as prefix_end
 from ys.store.sqlite.reads import deliveries, failed_attempts, list_page, list_query
 from ys.store.sqlite.retries import (
+    already_retried,
     check_retry,
+    links_to,
     not_terminal,
     retry_ids,
     step_copy_event,
@@ -56,6 +58,8 @@ __all__ = [
     "UNSET",
     "Request",
     "admission_event",
+    "already_retried",
+    "links_to",
     "answer",
     "completed_step",
     "step_save",

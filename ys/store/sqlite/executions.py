@@ -50,7 +50,7 @@ from ys.store.sqlite.versions import current_script, delivery_script
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
     "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length, script_sha256, tags, retry_of"
+    "cancel_requested, history_length, script_sha256, tags, retry_of, retried_by"
 )
 _FULL = _RECORD_COLUMNS.format(params="params", context="context")
 _LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
@@ -79,6 +79,7 @@ def row_to_record(row: tuple[Any, ...]) -> Record:
         script_sha256=row[17],
         tags=json.loads(row[18]) if row[18] else {},
         retry_of=row[19],
+        retried_by=row[20],
     )
 
 

@@ -4,6 +4,7 @@ execution waits on, and verify (Housekeeping's). No writes here."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import sqlite3
 from typing import Any
@@ -18,7 +19,7 @@ from ys.store.paging import (
     parse_history_token,
     parse_list_token,
 )
-from ys.store.records import STATUSES, Event, Record, fold
+from ys.store.records import STATUSES, Event, Record, fold, newest_retries
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import _FULL, STEP_COLUMNS, load, row_to_record
 
@@ -280,24 +281,45 @@ def describe(c: sqlite3.Connection, execution_id: str) -> Description:
             children=children,
             lease_expires_at=lease,
             failed_attempts=failed_attempts(evs),
+            retries=retries(c, execution_id),
         )
     finally:
         c.execute("COMMIT")
 
 
+def retries(c: Any, execution_id: str) -> list[str]:
+    """The executions that retry this one, oldest admitted first."""
+    return [
+        r[0]
+        for r in c.execute(
+            "SELECT execution_id FROM executions WHERE retry_of=? "
+            "ORDER BY admitted_at, execution_id",
+            (execution_id,),
+        )
+    ]
+
+
 def verify(c: sqlite3.Connection) -> list[str]:
-    """Re-fold every history and compare it with the stored record; returns the mismatches."""
+    """Re-fold every history and compare it with the stored record (each `retried_by` with
+    the newest retry folded from the retries' histories); returns the mismatches."""
     problems = []
+    linked: dict[str, str | None] = {}  # each record's stored retried_by
+    retried: list[Record] = []  # the folded records that retry another
     ids = [r[0] for r in c.execute("SELECT execution_id FROM executions ORDER BY execution_id")]
     for execution_id in ids:
         stored = load(c, execution_id)
         evs = events(c, execution_id)
         try:
-            folded: Record | None = fold(evs)
+            folded = fold(evs)
         except (ValueError, KeyError) as exc:
             problems.append(f"{execution_id}: history does not fold: {exc}")
             continue
-        if folded != stored:
+        if stored is None:  # removed (gc) since the IDs were read
+            continue
+        linked[execution_id] = stored.retried_by
+        if folded.retry_of is not None:
+            retried.append(folded)
+        if dataclasses.replace(folded, retried_by=stored.retried_by) != stored:
             problems.append(f"{execution_id}: stored record differs from its folded history")
         seqs = [
             r[0]
@@ -307,6 +329,12 @@ def verify(c: sqlite3.Connection) -> list[str]:
         ]
         if seqs != list(range(1, len(seqs) + 1)):
             problems.append(f"{execution_id}: event numbers have gaps")
+    newest = newest_retries(retried)
+    for execution_id, by in linked.items():
+        if by != newest.get(execution_id):
+            problems.append(
+                f"{execution_id}: retried_by is not its newest retry ({newest.get(execution_id)})"
+            )
     return problems
 
 

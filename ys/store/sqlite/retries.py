@@ -4,7 +4,8 @@ A retry admits a new execution of a terminal one's workflow and starts its histo
 of the original's steps recorded before the retry point, each with what its replay looks up:
 a start step's start request (the same child, none started again), an effect step's beginning
 (the effect ledger names the retry too; a settled effect replays its result, performed 0 more
-times). The original is unchanged: terminal records never change.
+times). The original's history is unchanged (terminal records never change); its
+`retried_by` link names its newest retry, set in the same transaction (docs/design.md §8).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_object, check_time
 from ys.errors import ExecutionAdmissionError, ExecutionNotTerminal, InvalidArgument, NotFoundError
 from ys.store.base import Retry, StepRecord
-from ys.store.records import STEP, Event, Record
+from ys.store.records import STEP, Event, Record, newer_retry
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import _admit_new, append, encode_event_value, load
@@ -74,6 +75,19 @@ def check_retry(
     return new_id, params_json
 
 
+def already_retried(record: Record) -> Retry | None:
+    """What a retry that must not repeat one answers when `record` already has a retry."""
+    if record.retried_by is None:
+        return None
+    return Retry(record.retried_by, record.execution_id, [], started=False)
+
+
+def links_to(record: Record, latest: tuple[float, str] | None, new: tuple[float, str]) -> bool:
+    """Whether the new retry `new` (admitted_at, ID) becomes `record`'s `retried_by`, given
+    the admission of its current one (`latest`; None when it has none or gc removed it)."""
+    return record.retried_by is None or newer_retry(latest, new)
+
+
 def step_copy_event(s: StepRecord, original: str, at: float) -> Event:
     data: dict[str, Any] = {"key": s.key, "kind": s.kind, "status": s.status}
     if s.attempts != 1:
@@ -89,12 +103,15 @@ def retry_tx(
     from_step: str | None,
     params_json: str | None,
     now: float,
+    again: bool = True,
 ) -> Retry:
     original = load(c, execution_id)
     if original is None:
         raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     if not original.terminal:
         raise not_terminal(original)
+    if not again and (existing := already_retried(original)) is not None:
+        return existing
     steps = reads.steps(c, execution_id)
     copied = steps_to_copy(steps, from_step)
     target = new_id
@@ -127,6 +144,7 @@ def retry_tx(
         original.tags,
         execution_id,
     )
+    _link(c, original, target, now)  # before the copies: any failure after undoes it too
     if copied:
         record = load(c, target, payload=False)
         assert record is not None
@@ -157,6 +175,21 @@ def retry_tx(
     return Retry(target, execution_id, [s.key for s in copied])
 
 
+def _link(c: sqlite3.Connection, original: Record, target: str, now: float) -> None:
+    """The original's `retried_by` names the retry just admitted, if it is the newest."""
+    latest = None
+    if original.retried_by is not None:
+        row = c.execute(
+            "SELECT admitted_at FROM executions WHERE execution_id=?", (original.retried_by,)
+        ).fetchone()
+        latest = None if row is None else (row[0], original.retried_by)
+    if links_to(original, latest, (now, target)):
+        c.execute(
+            "UPDATE executions SET retried_by=? WHERE execution_id=?",
+            (target, original.execution_id),
+        )
+
+
 class SqliteRetries:
     """The retry client of one SqliteStore."""
 
@@ -171,11 +204,12 @@ class SqliteRetries:
         new_id: str | None = None,
         from_step: str | None = None,
         params: Any = None,
+        again: bool = True,
         now: float | None = None,
     ) -> Retry:
         check_execution_id(execution_id)
         new_id, params_json = check_retry(new_id, from_step, params)
         t = check_time(self._clock() if now is None else now, "now")
         return self._writer.write(
-            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t)
+            lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t, again)
         )

@@ -327,6 +327,18 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_due;
     CREATE INDEX executions_due ON executions(due_at) WHERE due_at IS NOT NULL AND slot_wait IS NULL;
     """,
+    # 17: retries linked both ways (docs/design.md §8). `retried_by`: the newest retry of an
+    # execution (later admitted, ties by the greater ID), set in each retry's transaction and
+    # filled here from the retries already made; an execution's retries are read off an index.
+    """
+    ALTER TABLE executions ADD COLUMN retried_by TEXT;
+    CREATE INDEX executions_retry_of ON executions(retry_of, admitted_at, execution_id)
+        WHERE retry_of IS NOT NULL;
+    UPDATE executions SET retried_by = (
+        SELECT r.execution_id FROM executions r WHERE r.retry_of = executions.execution_id
+        ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
+    ) WHERE execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
+    """,
 ]
 
 
