@@ -79,7 +79,7 @@ def test_every_page_answers_with_its_content(daemon: DaemonHandle, ui: UiSession
     failed = now.text.split("Failed in the last 24 hours")[1].split("</section>")[0]
     assert "bad/1" in failed and "ZeroDivisionError" in failed
     waiting = now.text.split("<h2>Waiting")[1].split("</section>")[0]
-    assert "waits/1" in waiting and "k-approve/42" in waiting
+    assert "waits/1" in waiting and "approve/42" in waiting
 
     listed = ui.get("/ui/executions")
     assert listed.status == 200
@@ -320,6 +320,59 @@ def test_wake_makes_a_sleeper_due_now(daemon: DaemonHandle, ui: UiSession):
     )
     unknown = ui.post("/ui/executions/n%2F3/explode", {"csrf": csrf, "confirm": "1"})
     assert unknown.status == 400
+
+
+def _admissions(daemon: DaemonHandle, source: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = daemon.client().metrics()
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "ys_admissions_total" and s.labels.get("source") == source
+    )
+
+
+def test_retry_from_the_page_admits_and_counts_as_the_api_does(
+    daemon: DaemonHandle, ui: UiSession
+):
+    daemon.write("fail.py", FAILING)
+    c = daemon.client()
+    for execution_id in ("rt/ui", "rt/api"):
+        c.trigger("fail", execution_id=execution_id)
+        c.wait(execution_id, timeout=30)
+    before = _admissions(daemon, "retry")
+    csrf = ui.csrf("/ui/executions/rt%2Fui")
+    done = ui.post("/ui/executions/rt%2Fui/retry", {"csrf": csrf, "confirm": "1"})
+    assert done.status == 303 and done.header("Location").endswith("?done=retried")
+    assert c.get("rt/ui.r1")["retry_of"] == "rt/ui"
+    assert _admissions(daemon, "retry") == before + 1
+    c.retry("rt/api")
+    assert _admissions(daemon, "retry") == before + 2
+
+
+def test_retry_from_the_page_of_a_workflow_gone_is_refused_as_the_api_refuses(
+    daemon: DaemonHandle, ui: UiSession
+):
+    from ys.errors import YsError
+
+    script = daemon.write("fail.py", FAILING)
+    c = daemon.client()
+    c.trigger("fail", execution_id="gone/1")
+    c.wait("gone/1", timeout=30)
+    csrf = ui.csrf("/ui/executions/gone%2F1")
+    script.unlink()
+    wait_until(
+        lambda: "fail" not in {w["name"] for w in c.workflows()["workflows"]},
+        message="the registry to drop fail",
+    )
+    with pytest.raises(YsError) as api:
+        c.retry("gone/1")
+    assert api.value.code == "WORKFLOW_NOT_FOUND"
+    page = ui.post("/ui/executions/gone%2F1/retry", {"csrf": csrf, "confirm": "1"})
+    assert page.status == 404 and "WORKFLOW_NOT_FOUND" in page.text
+    assert [r["execution_id"] for r in c.list()["executions"]] == ["gone/1"]
 
 
 def test_pause_and_resume_a_schedule(daemon: DaemonHandle, ui: UiSession):
