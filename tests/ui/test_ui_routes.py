@@ -334,9 +334,7 @@ def _admissions(daemon: DaemonHandle, source: str) -> float:
     )
 
 
-def test_retry_from_the_page_admits_and_counts_as_the_api_does(
-    daemon: DaemonHandle, ui: UiSession
-):
+def test_retry_from_the_page_admits_and_counts_as_the_api_does(daemon: DaemonHandle, ui: UiSession):
     daemon.write("fail.py", FAILING)
     c = daemon.client()
     for execution_id in ("rt/ui", "rt/api"):

@@ -195,7 +195,6 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         "logs": _logs(d, execution_id, x),
         "pid": running.proc.pid if running is not None and running.proc is not None else None,
         "done": q.get("done"),
-        "features": {"retry": callable(getattr(d.store, "retry", None))},
     }
 
 
