@@ -7,7 +7,9 @@ Here: the middleware, and `Api` with the daemon and execution routes and `routes
 list of every route. The other route groups are mixins of `Api`: the worker's calls
 (api_worker), durable values (api_values), schedules and gc (api_schedules), effects
 (api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
-api_base. The dashboard's pages (/ui/) are added to the app by ys.ui.server.
+api_base. What an operator asks (cancel, wake, retry, schedule pause and resume) is done by
+ys.daemon.operations, which the dashboard's buttons call too. The dashboard's pages (/ui/) are
+added to the app by ys.ui.server.
 """
 
 from __future__ import annotations
