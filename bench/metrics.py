@@ -30,9 +30,8 @@ TARGET_MS = 10.0
 
 
 def fill(db: Path, n: int) -> None:
-    from ys.store.executions import admission_inserts
-
     from ys.store.sqlite import SqliteStore
+    from ys.store.sqlite.executions import admission_inserts
 
     store = SqliteStore(db)
     now = time.time() - 3600
@@ -56,7 +55,7 @@ def fill(db: Path, n: int) -> None:
             "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 = 18"
         )
 
-    store.write(tx)
+    store.core.write(tx)
     store.close()
 
 

@@ -274,11 +274,19 @@ def tags_text(tags: dict[str, str] | None) -> str:
 
 def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = False) -> None:
     if wide:
-        t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "ATTEMPTS", "PARENT", "TAGS", "OUTCOME")
+        t = table(
+            "ID",
+            "WORKFLOW",
+            "STATUS",
+            "ADMITTED",
+            "ATTEMPTS",
+            "PARENT",
+            "RETRY OF",
+            "TAGS",
+            "OUTCOME",
+        )
         for r in records:
             parent = (r.get("parent") or {}).get("execution_id")
-            if not parent and r.get("retry_of"):
-                parent = f"retry of {r['retry_of']}"
             add_row(
                 t,
                 ident(r["execution_id"]),
@@ -286,7 +294,8 @@ def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = Fal
                 status(r["status"]),
                 relative(r.get("admitted_at")),
                 str(r.get("attempts", 0)),
-                parent or DASH,
+                ident(parent) if parent else DASH,
+                ident(r["retry_of"]) if r.get("retry_of") else DASH,
                 tags_text(r.get("tags")),
                 outcome(r, 50),
             )

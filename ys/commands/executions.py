@@ -24,7 +24,11 @@ LIST_LIMIT = 50
 PS_LIMIT = 100  # a page of `ys ps`: each live status's range is read to this many
 
 Wide = Annotated[
-    bool, typer.Option("--wide", help="A wider table: with each execution's parent and tags.")
+    bool,
+    typer.Option(
+        "--wide",
+        help="A wider table: with each execution's parent, the execution it retries, and its tags.",
+    ),
 ]
 
 
