@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import re
 import tarfile
+from pathlib import Path
 
 from cron_support import shell, wait_status
 
@@ -193,3 +195,17 @@ def test_a_command_not_executable_exits_126_and_one_not_found_127(shared, tmp_pa
     execution_id = trigger(shared, "not-exec")
     record = wait_status(shared, execution_id, "completed", "failed")
     assert record["outcome"]["result"]["last_line"] == "126 127"
+
+
+def test_the_readme_and_the_man_page_say_what_a_failed_step_returns():
+    """docs/design.md §8: the README's shell example uses set -e and says what a failed or
+    timed-out step returns; `ys step run --help` (its man page) says the exit statuses."""
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(#!/bin/sh\n.*?)```", readme, re.S)
+    assert blocks and all("\nset -e" in b and "ys step run" in b for b in blocks)
+    section = readme[readme.index("## A workflow in sh") :]
+    man = (repo / "man" / "ys-step-run.1").read_text().replace("\\-", "-")
+    for text in (section, man):
+        assert all(f"{n}" in text for n in ("124", "126", "127", "1 MiB", "--retry"))
+        assert "ys retry" in text
