@@ -9,7 +9,9 @@ A step that must wait (`sleep`, `wait`) records itself and its wake, then ends t
 sending SIGTERM to its process group: the daemon sees the suspension it recorded and delivers
 the script again when due, from the top. A step that cannot be recorded (the daemon went away,
 the lease was lost) ends the script the same way, so no script runs past a step that is not
-saved. Standard library plus ys.sdk only: `ys.cli` sends `ys step` here before typer loads.
+saved. Each `ys step` names its key when it reads the delivery's state, and the daemon refuses
+a key the delivery already took: the script then fails DUPLICATE_STEP_KEY, as a Python
+workflow does. Standard library plus ys.sdk only: `ys.cli` sends `ys step` here before typer loads.
 """
 
 from __future__ import annotations
@@ -252,7 +254,6 @@ def params(key: str | None = None, json_: bool = False) -> int:
 
 # -- the fast path: `ys step ...` without typer ----------------------------------------------
 
-RUN_OPTIONS = ("--timeout", "--retry", "--retry-interval")  # valued options of `run`
 # command -> (positional names, optional positionals, valued options, flag options)
 _SHAPES: dict[str, tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]]] = {
     "sleep": (("key", "duration"), 0, (), ("--json",)),
@@ -295,12 +296,14 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         return None
     cmd, args = argv[1], argv[2:]
     if cmd == "run":
+        from ys.commands._step_run import OPTIONS
+
         before: dict[str, str] = {}
         json_ = False
         while args and args[0].startswith("-"):
             if args[0] == "--json" and not json_:
                 json_, args = True, args[1:]
-            elif args[0] in RUN_OPTIONS and len(args) > 1 and args[0] not in before:
+            elif args[0] in OPTIONS and len(args) > 1 and args[0] not in before:
                 before[args[0]], args = args[1], args[2:]
             else:
                 return None  # help, `--`, anything else: typer says what it is
