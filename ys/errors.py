@@ -36,6 +36,7 @@ _CODES: dict[str, tuple[int, int]] = {
     "LEASE_LOST": (409, 3),
     "FAILED_PRECONDITION": (409, 3),
     "EXECUTION_NOT_TERMINAL": (409, 3),
+    "DUPLICATE_STEP_KEY": (409, 3),  # one key for two steps in one run of a workflow
     "EXECUTION_NOT_FOUND": (404, 4),
     "WORKFLOW_NOT_FOUND": (404, 4),
     "NOT_FOUND": (404, 4),

@@ -67,7 +67,12 @@ def test_a_failing_command_fails_the_workflow_with_its_exit_status(shared):
     assert error["message"].startswith("exit status 3") and "disk full" in error["message"]
     with shared.client() as c:
         [boom] = c.describe(execution_id)["steps"]
-    assert boom["value"] == {"stdout": "", "status": 3}  # recorded: a replay exits 3 again
+    assert boom["status"] == "failed"  # recorded: a replay exits 3 again, `ys retry` reruns it
+    assert boom["value"] == {
+        "stdout": "",
+        "status": 3,
+        "error": {"name": "ExitStatus", "message": "exit status 3", "code": "EXIT_STATUS"},
+    }
 
 
 def test_a_script_without_a_suspension_completes_with_its_last_line(shared, tmp_path):

@@ -708,3 +708,19 @@ def test_a_failed_outcome_whose_error_fields_are_not_durable_is_refused_and_chan
         store.acknowledge("order-42", d.token, {"status": "failed", "error": error}, now=T0 + 1)
     assert snapshot(store, "order-42") == before
     assert store.verify() == []
+
+
+def test_a_shell_steps_failed_attempt_keeps_its_error_beside_its_output(store):
+    """`ys step run` records a failed attempt as {"error", "status", "stdout"}: its history
+    keeps the error, as for a Python step's; a completed value holding "error" is no error."""
+    store.admit("backup", {}, execution_id="sh-1", now=T0)
+    d = claim_one(store, "sh-1", T0 + 1)
+    error = codec.ErrorValue("ExitStatus", "exit status 3", "EXIT_STATUS")
+    failed = codec.dumps({"error": error, "status": 3, "stdout": "partial\n"})
+    store.save_step("sh-1", d.token, "dump", kind="run", status="waiting", value=failed,
+                    attempts=1, wake_at=T0 + 5, now=T0 + 2)  # fmt: skip
+    done = codec.dumps({"error": error, "status": 0, "stdout": ""})
+    store.save_step("sh-1", d.token, "dump", kind="run", status="completed", value=done,
+                    attempts=2, now=T0 + 3)  # fmt: skip
+    attempts = store.describe("sh-1").failed_attempts["dump"]
+    assert [(a["attempt"], a["error"]) for a in attempts] == [(1, error.to_json())]

@@ -196,6 +196,17 @@ def test_an_execution_page_shows_steps_failures_logs_params_and_outcome(
     assert ui.get("/ui/executions/bad%2F2/logs/9").status == 404
 
 
+def test_an_execution_page_shows_a_failed_shell_steps_exit_status(
+    daemon: DaemonHandle, ui: UiSession
+):
+    daemon.write("failsh", "#!/bin/sh\nset -e\nys step run boom -- sh -c 'exit 3'\n", mode=0o700)
+    daemon.client().trigger("failsh", execution_id="bad-sh")
+    daemon.client().wait("bad-sh", timeout=30)
+    page = ui.get("/ui/executions/bad-sh").text
+    steps = page.split("<h2>Steps")[1].split("</section>")[0]
+    assert "ExitStatus: exit status 3" in steps
+
+
 def test_executions_filter_by_status_workflow_prefix_and_since(daemon: DaemonHandle, ui: UiSession):
     daemon.write("fail.py", FAILING)
     daemon.write("nap.py", NAPPING)

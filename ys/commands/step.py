@@ -45,23 +45,58 @@ def run(
         typer.Option(
             "--timeout",
             metavar="DUR",
-            help="Kill an attempt that runs longer (90, 90s, 10m): it fails with StepTimeout.",
+            help="Kill an attempt that runs longer (90, 90s, 10m): it fails with StepTimeout "
+            "(exit 124).",
+            show_default=False,
+        ),
+    ] = None,
+    retry: Annotated[
+        str | None,
+        typer.Option(
+            "--retry",
+            metavar="N",
+            help="Retry a failed attempt up to N times, durably (the script ends meanwhile).",
+            show_default=False,
+        ),
+    ] = None,
+    retry_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-interval",
+            metavar="DUR",
+            help="Wait this long before each retry (default 1s).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Run a command once and record its output and exit status.
 
-    Prints the command's stdout and exits with its status. When the script runs again (after a
-    sleep, a crash or a restart), prints the saved stdout and exits with the saved status
-    without running the command. Its stderr goes to the log as it comes. Options go before
-    KEY, except --timeout, which may also come right after it (ys step run KEY --timeout 10m
-    -- CMD): an attempt that runs longer is killed by the daemon with the whole script, and
-    recorded failed with StepTimeout (replayed: exit 124). Everything else after KEY is the
-    command. With --json prints {"stdout": ..., "status": N} instead of the output.
+    Prints the command's stdout (byte for byte, as it comes) and exits with its status. When
+    the script runs again (after a sleep, a crash or a restart), prints the recorded stdout and
+    exits with the recorded status without running the command. Its stderr goes to the log as
+    it comes.
+
+    Exit statuses: the command's own; 124 when an attempt ran past --timeout (the daemon kills
+    it with the whole script and records it failed with StepTimeout); 126 when the command
+    cannot be run, 127 when it is not found (as in a shell); 2 for a usage error, before
+    anything runs or is recorded. A command that exits non-zero is a failed step: with set -e
+    the script ends failed, a replay exits with the same status and output, and `ys retry`
+    runs the step again. With --retry N a failed attempt is recorded, the script ends and runs
+    again after --retry-interval, up to N more attempts; only the last failure reaches the
+    script.
+
+    A step records at most 1 MiB of output: past it the script still gets all of it, but the
+    record keeps its first and last 512 KiB with its length and sha256, a replay prints only
+    those, and both runs say so on stderr (with the command's own status). Write large output
+    to a file inside the command.
+
+    Options go before KEY, except --timeout, --retry and --retry-interval, which may also come
+    right after it (ys step run KEY --retry 3 -- CMD); any other option after KEY is a usage
+    error. The command comes after --. With --json prints {"stdout": ..., "status": N}
+    instead of the output ("stdout_base64" instead of "stdout" for output that is not UTF-8
+    text; "stdout_bytes" and "stdout_sha256" when the record keeps only part of it).
     """
-    after, command = _step.split_timeout(command)  # click keeps the `--` after KEY
-    raise typer.Exit(_step.run(key, command, json_, timeout or after))
+    raise typer.Exit(_step.run(key, command, json_, timeout, retry, retry_interval))
 
 
 def sleep(
@@ -169,7 +204,8 @@ def params(
     raise typer.Exit(_step.params(key, json_))
 
 
-# `ys step run KEY -- ls -la`: everything after KEY is the command, options included.
+# `ys step run KEY -- ls -la`: everything after KEY goes to _step.run, which takes the few
+# options allowed there and refuses any other before the command (after --).
 step_app.command(
     "run",
     help=reflow(run.__doc__),

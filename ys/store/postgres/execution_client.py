@@ -330,7 +330,7 @@ class PgExecutions(LeanWrites):
         t = self._now(now)
         if wake_at is not None:
             check_time(wake_at, "the step's wake time")
-        error = step_error(value)  # decoded here, outside the transaction
+        error = step_error(value, status)  # decoded here, outside the transaction
         return lambda c: ex.save_step_tx(
             c, execution_id, token, key, kind, status, value, attempts, wake_at, t, error
         )

@@ -611,13 +611,20 @@ def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> Non
         request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
 
 
-def step_error(value: str | None) -> dict[str, Any] | None:
+def step_error(value: str | None, status: str) -> dict[str, Any] | None:
     """The error a step's value holds (a failed attempt, or a retry waiting after one), as
     plain JSON; None for any other value. Only a tagged error's text starts so: a user key
-    "$error" is written "$$error"."""
-    if value is None or not value.startswith('{"$error":'):
+    "$error" is written "$$error". A shell step's failed attempt keeps its exit status and
+    output beside its error: {"error": <error>, "status": N, "stdout"...} (its first key)."""
+    if value is None or status == "completed":
         return None
-    error = codec.decode(value)
+    if value.startswith('{"error":{"$error":'):
+        shell = codec.decode(value)
+        error = shell.get("error") if isinstance(shell, dict) else None
+    elif value.startswith('{"$error":'):
+        error = codec.decode(value)
+    else:
+        return None
     return error.to_json() if isinstance(error, codec.ErrorValue) else None
 
 
@@ -695,7 +702,7 @@ def save_step_tx(
     record = load(c, execution_id, payload=False)
     assert record is not None
     event = step_save(
-        c, "?", record, key, kind, status, value, attempts, wake_at, now, step_error(value)
+        c, "?", record, key, kind, status, value, attempts, wake_at, now, step_error(value, status)
     )
     if event is not None:
         append(c, record, [event])
