@@ -252,7 +252,10 @@ def take(
     attempts += 1
     if limit is not None:
         step._announce(key, limit, attempts, retry)
-    status, output = execute(command, stream)
+    from ys.tracing import step_context
+
+    with step_context(key, attempts):  # TRACEPARENT names this attempt's span (tracing on)
+        status, output = execute(command, stream)
     value = output.value(status)
     if status == 0:
         step._save(key, "run", "completed", codec.dumps(value), attempts)
