@@ -33,6 +33,7 @@ from typing import Any
 import ys.channel  # noqa: F401
 import ys.codec  # noqa: F401
 import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
+import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
 import ys.worker
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import math
 import os
 import signal
 import socket
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,7 @@ class Worker:
     output: int  # stdout and stderr of a Python worker; a shell script's stderr
     stdout: int | None = None  # a shell script's stdout (its last line is the result)
     channel: socket.socket | None = None  # a Python worker's channel, its launch written
+    lifeline: int | None = None  # a shell script's: the write end of its guard's pipe (ys.guard)
 
 
 class Launcher(Protocol):
@@ -62,10 +66,12 @@ class Launcher(Protocol):
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         """Start the delivery's process with the daemon's environment and `env` (the
         delivery's own variables) over it; `start` is a Python worker's launch (its channel's
-        first line), None for a shell script."""
+        first line), None for a shell script, whose guard stops it at `lease_until`
+        (time.monotonic()) unless told of a renewal on its lifeline."""
         ...
 
 
@@ -77,6 +83,14 @@ def _cwd(workflow: Workflow) -> str:
     return workflow.folder or str(Path(workflow.path).parent)
 
 
+# A shell script starts with its guard (ys.guard) beside it, in its session: /bin/sh starts
+# the guard in the background with the lifeline as its stdin, then becomes the script (exec:
+# the script keeps the pid the daemon was given). Arguments: the script, the interpreter, the
+# guard, the lease's end.
+GUARDED = 'exec 3<&0 </dev/null; "$1" -I -S "$2" "$3" <&3 >/dev/null 3<&- & exec "$0" 3<&-'
+GUARD = str(Path(__file__).resolve().parent.parent / "guard.py")
+
+
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
@@ -86,14 +100,22 @@ class SpawnLauncher:
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         shell = workflow.kind != "python"
         env = {**os.environ, **env}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
+        stdin: int = asyncio.subprocess.DEVNULL
+        lifeline = None
         if shell:
+            path = os.path.abspath(workflow.path)
+            if not os.access(path, os.X_OK):  # what an exec of it would say, said here
+                raise PermissionError(errno.EACCES, "not executable", path)
+            argv = ["/bin/sh", "-c", GUARDED, path, sys.executable, GUARD, repr(lease_until)]
+            lifeline = os.pipe()  # non-inheritable: only the child's stdin copies the read end
+            stdin = lifeline[0]
             # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
-            argv = [workflow.path]
             bindir = os.path.dirname(sys.executable)
             env = {**env, "PATH": bindir + os.pathsep + env.get("PATH", os.defpath)}
         else:
@@ -106,7 +128,7 @@ class SpawnLauncher:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=stdout[1],
                 stderr=output[1],
                 env=env,
@@ -115,7 +137,7 @@ class SpawnLauncher:
                 pass_fds=pass_fds,
             )
         except BaseException:
-            for fd in {*output, *stdout}:
+            for fd in {*output, *stdout, *(lifeline or ())}:
                 os.close(fd)
             if ours is not None:
                 ours.close()
@@ -125,13 +147,18 @@ class SpawnLauncher:
                 theirs.close()
         for fd in {output[1], stdout[1]}:
             os.close(fd)
+        if lifeline is not None:
+            os.close(lifeline[0])
+            os.set_blocking(lifeline[1], False)  # a renewal's line never waits for the guard
         if ours is not None:
             ours.setblocking(False)
             try:
                 await asyncio.get_running_loop().sock_sendall(ours, _launch_line(start or {}))
             except OSError as exc:  # it died at once: its exit says so
                 log.warning("the launch of a spawned worker was not written: %s", exc)
-        return Worker(proc, output[0], stdout[0] if shell else None, ours)
+        return Worker(
+            proc, output[0], stdout[0] if shell else None, ours, lifeline[1] if lifeline else None
+        )
 
 
 def kill_group(proc: Proc, sig: int = signal.SIGKILL) -> None:
@@ -355,9 +382,10 @@ class WarmLauncher:
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         if workflow.kind != "python" or start is None or not await self._ensure():
-            return await self.spawn.launch(workflow, env, log_path, start)
+            return await self.spawn.launch(workflow, env, log_path, start, lease_until)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
         line = _launch_line({**start, "env": env, "cwd": _cwd(workflow)})
@@ -365,7 +393,7 @@ class WarmLauncher:
             spare = await self._take()
             if spare is None:
                 log.warning("no spare from the fork server; spawning this worker")
-                return await self.spawn.launch(workflow, env, log_path, start)
+                return await self.spawn.launch(workflow, env, log_path, start, lease_until)
             out_r, out_w = os.pipe()
             proc = WarmProcess(spare.pid)
             self._procs[spare.pid] = proc
@@ -451,31 +479,71 @@ def forget_worker(paths: Paths, pid: int) -> None:
         pass
 
 
-def kill_orphans(paths: Paths) -> int:
-    """At daemon start: kill the process group of every worker a previous daemon left
-    running (recovery's first step); returns how many."""
+ORPHANS_GRACE = 10.0  # seconds a starting daemon waits for the killed orphans to be gone
+
+
+def _members(group: int) -> list[int]:
+    """The live (not zombie) processes of process group or session `group` (Linux /proc): a
+    worker's session outlives its leader while anything it started runs."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _ppid, pgrp, session = f.read().rsplit(")", 1)[1].split()[:4]
+        except (OSError, ValueError):
+            continue
+        if state != "Z" and group in (int(pgrp), int(session)):
+            found.append(int(entry))
+    return found
+
+
+def _end(group: int) -> bool:
+    """SIGKILL what is left of a worker's group and session; whether anything was."""
+    members = _members(group)
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return bool(members)
+
+
+def kill_orphans(paths: Paths, grace: float = ORPHANS_GRACE) -> int:
+    """At daemon start, before any delivery: end what every worker a previous daemon left is
+    running, and wait until it is gone (recovery's first step); returns how many workers
+    had something left. A worker's group is its own while its leader is the recorded process
+    (same start time) or gone: a pid is not given again while a group of its number exists."""
     d = _workers_dir(paths)
     if not d.is_dir():
         return 0
-    killed = 0
+    groups: dict[int, str] = {}
     for f in d.iterdir():
         try:
             pid = int(f.name)
             started, _, execution_id = f.read_text().strip().partition(" ")
         except (ValueError, OSError):
-            f.unlink(missing_ok=True)
             continue
         now_started = _start_time(pid)
-        alive = now_started is not None and (started in ("-", now_started))
-        if alive:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                killed += 1
-                log.warning("killed worker %d of %s left by the previous daemon", pid, execution_id)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if now_started is None or started in ("-", now_started):
+            groups[pid] = execution_id
+    killed = [pid for pid in groups if _end(pid)]
+    for pid in killed:
+        log.warning("killed worker %d of %s left by the previous daemon", pid, groups[pid])
+    deadline = time.monotonic() + grace
+    left = killed
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [pid for pid in left if _end(pid)]
+    for pid in left:
+        log.error(
+            "worker %d of %s left by the previous daemon is still there %.0fs after SIGKILL",
+            pid,
+            groups[pid],
+            grace,
+        )
+    for f in d.iterdir():
         f.unlink(missing_ok=True)
-    return killed
+    return len(killed)
 
 
 def make_launcher(concurrency: int = 4) -> Launcher:
