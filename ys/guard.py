@@ -1,5 +1,5 @@
 """A delivery ends its own processes once its daemon cannot supervise it any more, so that no
-execution ever runs in two places at once (docs/design.md, leases and recovery):
+execution ever runs in two places at once:
 
 - the daemon is gone (killed, crashed): the delivery's end of its link to the daemon closes;
 - its lease was not renewed before it ends (the daemon is stopped, wedged, or cut off from
@@ -49,6 +49,9 @@ def end_group(why: str) -> NoReturn:
     """Say why on stderr (unless the pipe is full: nothing may wait here), then kill this
     process's group, this process with it."""
     line = f"ys: {why}; ending this delivery and everything it started\n".encode()
+    # A write to a pipe nobody reads (the daemon is gone) must fail here, not end this
+    # process by SIGPIPE (a worker's default) before it ends the rest of its group.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
     try:
         if select.select([], [2], [], 0)[1]:
             os.write(2, line)  # shorter than PIPE_BUF: all of it or nothing

@@ -18,6 +18,7 @@ import _thread
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -335,6 +336,9 @@ class Heartbeat:
         self.go.set()
 
     def _run(self) -> None:
+        # A renewal to a daemon that is gone fails (EPIPE), not ends the worker by SIGPIPE
+        # before its watch ends the worker's group.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         self.go.wait()
         _heartbeat(self, self.channel, self.every, self.stop)
 

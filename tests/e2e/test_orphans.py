@@ -1,7 +1,7 @@
 """No execution runs in two workers at once when its daemon dies or stops: a worker ends its
 process group as soon as its daemon is gone, or once its lease was not renewed in time (its
 own deadline); a starting daemon makes sure what the one before left is gone before it
-delivers again (docs/design.md, recovery).
+delivers again.
 
 Each workflow's step runs a command that appends `tick <pid>` to a file until the test creates
 a go-file; the attempts of one step are told apart by that pid, so "no overlap" is: no tick of

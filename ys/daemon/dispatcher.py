@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
+from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.limits import SWEEP_LIMIT, Limits
+from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
