@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
+FOREVER = 86400.0 * 365  # a lease's end past this is none (an unlimited lease: inf)
 MARGIN = 0.1  # of a lease (at most a second): how much before its end a delivery stops
 
 
@@ -71,7 +72,8 @@ def watch(fd: int, until: Callable[[], float | None], events: int = select.POLLR
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             return False
-        if poll.poll(None if left is None else int(left * 1000) + 1):
+        wait = None if left is None or left > FOREVER else int(left * 1000) + 1
+        if poll.poll(wait):
             return True
 
 
