@@ -14,7 +14,8 @@ On the link (a Unix stream socket), one JSON line per message. From the daemon: 
 n}`, fork n more. To the daemon: `{"ready": pid}` once, `{"spare": pid}` with its socket,
 and `{"exit": pid, "code": status}` when a child ends (the server is every worker's parent).
 A spare that the daemon closes without a delivery exits quietly. When the link closes (the
-daemon is gone) the server exits; running workers are left to the next daemon's recovery.
+daemon is gone) the server exits; running workers end themselves, each seeing its own
+channel close (ys.guard).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import ys.channel  # noqa: F401
 import ys.codec  # noqa: F401
 import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
+import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
 import ys.worker
 

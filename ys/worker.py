@@ -18,6 +18,7 @@ import _thread
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -306,33 +307,65 @@ def make_step(backend: Any, state: dict[str, Any]) -> Any:
 
 class Heartbeat:
     """Renews the delivery's lease every third of it, on a thread of its own, until the
-    workflow ends; a lost lease ends the worker. A spare starts the thread before its
-    delivery comes (`warm_up`), so a delivery does not wait for a thread to start."""
+    workflow ends; a lost lease ends the worker. A second thread ends the worker's process
+    group once its daemon is gone (the channel's other end closed) or once the lease was not
+    renewed before its end, measured on this process's monotonic clock (ys.guard). A spare
+    starts both threads before its delivery comes (`warm_up`), so a delivery does not wait
+    for a thread to start."""
 
     def __init__(self) -> None:
         self.channel: Any = None
         self.every = 10.0
+        self.lease = 30.0
+        self.until = 0.0  # when the worker stops itself unless renewed (time.monotonic())
         self.go = threading.Event()
         self.stop = threading.Event()
         # Not threading.Thread: its start() waits until the new thread has run, and a low-level
         # thread, like a daemon thread, does not hold up the exit.
         _thread.start_new_thread(self._run, ())
+        _thread.start_new_thread(self._watch, ())
 
-    def begin(self, channel: Any, lease_seconds: float) -> None:
-        self.channel, self.every = channel, max(0.2, lease_seconds / 3)
+    def begin(self, channel: Any, lease_seconds: float, since: float | None = None) -> None:
+        """Start renewing the lease of `lease_seconds` that was granted no earlier than
+        `since` (time.monotonic(); None: now)."""
+        from ys.guard import lease_end
+
+        self.channel, self.lease = channel, lease_seconds
+        self.every = max(0.2, lease_seconds / 3)
+        self.until = lease_end(time.monotonic() if since is None else since, lease_seconds)
         self.go.set()
 
     def _run(self) -> None:
+        # A renewal to a daemon that is gone fails (EPIPE), not ends the worker by SIGPIPE
+        # before its watch ends the worker's group.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         self.go.wait()
-        _heartbeat(self.channel, self.every, self.stop)
+        _heartbeat(self, self.channel, self.every, self.stop)
+
+    def renewed(self, sent: float) -> None:
+        """A renewal sent at `sent` (time.monotonic()) was confirmed."""
+        from ys.guard import lease_end
+
+        self.until = max(self.until, lease_end(sent, self.lease))
+
+    def _watch(self) -> None:
+        from ys.guard import GONE, LAPSED, end_group, watch
+
+        self.go.wait()
+        # The lease is watched while the workflow runs; then the worker only reports its
+        # outcome (the daemon renews for it from then on), and only the daemon's end matters.
+        if watch(self.channel.fileno(), lambda: None if self.stop.is_set() else self.until):
+            end_group(GONE)
+        end_group(LAPSED)
 
 
-def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
+def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Event) -> None:
     """Renew the lease every `every` seconds until `stop`; a lost lease ends the worker."""
     from ys.channel import ChannelClosed
     from ys.errors import LeaseLost, YsError
 
     while not stop.wait(every):
+        sent = time.monotonic()
         try:
             channel.call({"op": "lease"})
         except LeaseLost:
@@ -340,9 +373,10 @@ def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
             sys.stderr.flush()
             os._exit(EXIT_RETRY)
         except (ChannelClosed, OSError):
-            return  # the daemon is gone: the next step fails, or its recovery kills us
+            return  # the daemon is gone: the watch ends the worker's group
         except YsError:
             continue  # the daemon may be busy; the lease covers a few missed beats
+        beat.renewed(sent)
 
 
 def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
@@ -432,7 +466,7 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
     execution_id = launch["execution_id"]
     backend = ChannelBackend(channel, execution_id)
     heartbeat = heartbeat or Heartbeat()
-    heartbeat.begin(channel, launch["lease_seconds"])
+    heartbeat.begin(channel, launch["lease_seconds"], launch.get("lease_since"))
     steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
     step = Step(
         backend,

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -27,11 +28,13 @@ from ys import tracing
 from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
+from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.limits import SWEEP_LIMIT, Limits
+from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
+from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
 
@@ -109,6 +112,7 @@ class Dispatcher(Limits):
                     log.error("timing out failed: %s", exc)
             free = self.concurrency - len(self.running) - self._reserved
             claimed: list[Delivery] = []
+            since = time.monotonic()  # no later than the claims' leases start
             if free > 0:
                 try:
                     claimed = await self.store.claim_due_async(
@@ -118,7 +122,7 @@ class Dispatcher(Limits):
                 except YsError as exc:
                     log.error("claim failed: %s", exc)
             for d in claimed:
-                self._start(d)
+                self._start(d, since)
             if claimed and len(claimed) == free:
                 continue  # more may be due
             timeout = MAX_IDLE
@@ -136,8 +140,9 @@ class Dispatcher(Limits):
             except TimeoutError:
                 pass
 
-    def _start(self, d: Delivery) -> None:
-        """Run a claimed delivery."""
+    def _start(self, d: Delivery, since: float | None = None) -> None:
+        """Run a claimed delivery, whose lease was granted no earlier than `since`
+        (time.monotonic(); None: now, a moment after its claim)."""
         self.hub.notify(d.execution_id)
         if self.metrics is not None:
             self.metrics.deliveries_started.labels(d.workflow).inc()
@@ -146,7 +151,13 @@ class Dispatcher(Limits):
         # A delivery whose lease expired may still be here, being killed: claim_due
         # released and re-claimed its execution. The new one waits until it is gone.
         prev = self.running.get(d.execution_id)
-        r = Running(d, lease_expires_at=d.lease_expires_at, started_at=time.monotonic())
+        now = time.monotonic()
+        r = Running(
+            d,
+            lease_expires_at=d.lease_expires_at,
+            started_at=now,
+            lease_since=now if since is None else since,
+        )
         self.running[d.execution_id] = r
         r.task = asyncio.create_task(self._deliver(r, prev), name=f"deliver {d.execution_id}")
 
@@ -210,6 +221,12 @@ class Dispatcher(Limits):
             wf = self._version(d, wf)
             r.max_attempts = wf.max_attempts
             code = await self._run(r, wf)
+            if code == -signal.SIGKILL and time.time() + margin(self.lease_seconds) >= (
+                r.lease_expires_at
+            ):
+                # It ended itself at its lease's end (ys.guard: the daemon was stopped, say):
+                # a lost lease, not the script's own failure.
+                r.lost = True
             if r.step_timer is not None:
                 if r.step_timed_out:
                     await asyncio.wait([r.step_timer])  # the killed attempt is recorded first
@@ -304,21 +321,24 @@ class Dispatcher(Limits):
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
         try:
-            start = await self._start_of(d, wf)
+            start = await self._start_of(r, wf)
             env = self._env(d, wf.path)
             traceparent = await self._traceparent(d)
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
-            worker = await self.launcher.launch(wf, env, log_path, start)
+            until = lease_end(r.lease_since, self.lease_seconds)
+            worker = await self.launcher.launch(wf, env, log_path, start, until)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
         r.proc = worker.proc
+        r.lifeline = worker.lifeline
         last = LastLine()
         try:
             out = CappedLog(log_path, self.log_max_bytes)
         except OSError as exc:  # out of descriptors, a full disk: delivered again later
             kill_group(r.proc)
+            _close_lifeline(r)
             for fd in (worker.output, worker.stdout):
                 if fd is not None:
                     with contextlib.suppress(OSError):
@@ -348,6 +368,7 @@ class Dispatcher(Limits):
             # Not supervised yet (a full disk for its pid file, say): it must not run on
             # unwatched; it is delivered again.
             kill_group(r.proc)
+            _close_lifeline(r)
             if r.channel is not None:
                 r.channel.close()
             for p in r.pipes:
@@ -375,10 +396,11 @@ class Dispatcher(Limits):
         text = context.get("traceparent") if isinstance(context, dict) else None
         return text if isinstance(text, str) and tracing.parse(text) is not None else None
 
-    async def _start_of(self, d: Delivery, wf: Workflow) -> dict[str, Any] | None:
+    async def _start_of(self, r: Running, wf: Workflow) -> dict[str, Any] | None:
         """A Python worker's launch: the delivery and its run state (the claim read it)."""
         if wf.kind != "python":
             return None
+        d = r.delivery
         state = d.state
         if state is None:  # a delivery from a claim that did not read it
             record, steps = await self.call(self.store.delivery_state, d.execution_id, d.token)
@@ -389,6 +411,7 @@ class Dispatcher(Limits):
             "workflow": d.workflow,
             "script": wf.path,
             "lease_seconds": self.lease_seconds,
+            "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
             "params": state.params_json,
             "context": state.context_json,
             "cancel_requested": d.cancel_requested,
@@ -410,6 +433,7 @@ class Dispatcher(Limits):
         # The delivery ends with its script: what it left running dies with it (and lets go
         # of the pipes its output comes through).
         kill_group(r.proc)
+        _close_lifeline(r)
         if r.channel is not None:
             r.channel.close()
         watch.cancel()
@@ -521,6 +545,7 @@ class Dispatcher(Limits):
         worker that exited while its output is still read."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
+            sent = time.monotonic()
             try:
                 r.lease_expires_at = await self.call(
                     self.store.renew,
@@ -530,6 +555,9 @@ class Dispatcher(Limits):
                 )
             except LeaseLost:
                 return
+            if r.lifeline is not None:  # the script's guard stops it later now (ys.guard)
+                with contextlib.suppress(OSError):  # gone, or full: it stops it at the old end
+                    os.write(r.lifeline, b"%r\n" % lease_end(sent, self.lease_seconds))
 
     async def _shell_outcome(self, r: Running, code: int | None, log_path: Any) -> None:
         """A shell workflow's outcome: suspended if a `ys step` suspended it (whatever the exit
@@ -662,6 +690,14 @@ class Dispatcher(Limits):
                 await asyncio.wait(pending, timeout=10)
         if self._log_tails:  # before the store closes
             await asyncio.wait(set(self._log_tails), timeout=5)
+
+
+def _close_lifeline(r: Running) -> None:
+    """Let go of a shell script's guard (its group is killed first: it sees the daemon gone)."""
+    if r.lifeline is not None:
+        with contextlib.suppress(OSError):
+            os.close(r.lifeline)
+        r.lifeline = None
 
 
 def _tail(path: Any, limit: int = 400) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import kill_orphans
+from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
 from ys.errors import YsError
 from ys.paths import Paths
