@@ -169,26 +169,32 @@ def read_head(path: Path, lines: int = HEADER_LINES) -> list[str]:
 
 
 def parse_header(head: list[str]) -> dict[str, Any] | None:
-    """The options of a `# ys: schedule="..." tz=...` line (shell quoting), if there is one.
-    Raises ValueError for a line shlex cannot split (an unclosed quote)."""
+    """The options of every `# ys: schedule="..." tz=...` line (shell quoting), merged, if
+    there is one. Raises ValueError for a line shlex cannot split (an unclosed quote) and for
+    an option given on two lines (naming both)."""
     import shlex
 
-    for line in head:
+    fields: dict[str, Any] = {}
+    where: dict[str, int] = {}  # option -> the line that gave it
+    for number, line in enumerate(head, 1):
         s = line.strip()
-        if s.startswith(HEADER):
-            try:
-                parts = shlex.split(s[len(HEADER) :])
-            except ValueError as exc:
-                raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
-            fields: dict[str, Any] = {}
-            for part in parts:
-                if "=" in part:
-                    k, v = part.split("=", 1)
-                    fields[k.strip()] = v
-                else:  # a flag (pin); any other bare word is an unknown option
-                    fields[part] = True
-            return fields or None
-    return None
+        if not s.startswith(HEADER):
+            continue
+        try:
+            parts = shlex.split(s[len(HEADER) :])
+        except ValueError as exc:
+            raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
+        for part in parts:
+            k, eq, v = part.partition("=")
+            k = k.strip() if eq else part  # a bare word is a flag (pin), or an unknown option
+            if k in where:
+                raise ValueError(
+                    f"option {k!r} is given twice, on line {where[k]} and line {number}; "
+                    "give it once"
+                )
+            where[k] = number
+            fields[k] = v if eq else True
+    return fields or None
 
 
 async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
