@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ys.daemon.registry import Workflow
-from ys.paths import Paths
+from ys.paths import WORKFLOW_UMASK, Paths
 
 log = logging.getLogger("ys.launcher")
 LAUNCH_CHUNK = 65536  # the launch's first bytes, sent with the output pipe
@@ -113,6 +113,7 @@ class SpawnLauncher:
                 cwd=_cwd(workflow),
                 start_new_session=True,
                 pass_fds=pass_fds,
+                umask=WORKFLOW_UMASK,
             )
         except BaseException:
             for fd in {*output, *stdout}:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ys.paths import WORKFLOW_UMASK
+
 HEADER = "# ys:"
 HEADER_LINES = 20  # the header must be near the top
 
@@ -128,6 +130,7 @@ async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=str(path.parent),
+        umask=WORKFLOW_UMASK,  # what its import writes, as a delivery would
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
