@@ -163,10 +163,20 @@ def params(
             show_default=False,
         ),
     ] = None,
+    default: Annotated[
+        str | None,
+        typer.Option(
+            "--default",
+            metavar="VALUE",
+            help="Print VALUE when the execution has no param NAME (read as -p reads a "
+            "value: JSON when it parses, else text). Without it a missing param exits 4.",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Print the execution's params as JSON, or one of them."""
-    raise typer.Exit(_step.params(key, json_))
+    raise typer.Exit(_step.params(key, json_, default))
 
 
 # `ys step run KEY -- ls -la`: everything after KEY is the command, options included.

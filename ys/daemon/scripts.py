@@ -28,7 +28,7 @@ FLAGS = ("pin",)  # header options written without a value
 
 # What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
 OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin")
-SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
 
@@ -224,6 +224,7 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
         "overlap": str(sch.get("overlap", "skip")),
         "max_late": _seconds(sch.get("max_late"), "max_late"),
         "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
+        "params": schedule_params(sch.get("params")),
     }
     check_schedule(
         name,
@@ -238,10 +239,36 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+def schedule_params(v: Any) -> dict[str, Any] | None:
+    """The params a declared schedule fires with: a JSON object (JSON text in a header);
+    ValueError saying what is wrong."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise ValueError(f"bad params: {v!r} is not JSON ({exc})") from None
+    if not isinstance(v, dict):
+        raise ValueError(f"bad params: {v!r} is not a JSON object; write params='{{\"k\": 1}}'")
+    return v
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
     """Why the schedule a script declares cannot be used, or None."""
     from ys.errors import YsError
 
+    if sch and "params" in sch:
+        try:
+            schedule_params(sch["params"])
+        except ValueError as exc:
+            return str(exc)
+        if not sch.get("schedule"):
+            return "bad params: params are what the script's schedule fires with; add a schedule"
     if not sch or not sch.get("schedule"):
         if sch and sch.get("tz"):  # a zone without a schedule is still checked: a typo shows
             from ys.cron import zone
