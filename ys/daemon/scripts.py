@@ -216,10 +216,11 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     """The `schedule_add` arguments for the schedule a script declares, checked with the rules
     `ys schedule add` follows. Raises YsError or ValueError with a readable message."""
     from ys.contract import check_schedule
+    from ys.cron import zone_name
 
     args: dict[str, Any] = {
         "cron_expr": str(sch["schedule"]),
-        "tz": str(sch.get("tz") or "local"),
+        "tz": zone_name(sch.get("tz")),
         "catch_up": str(sch.get("catch_up", "once")),
         "overlap": str(sch.get("overlap", "skip")),
         "max_late": _seconds(sch.get("max_late"), "max_late"),
