@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import textwrap
+from pathlib import Path
 
 from cron_support import out_json, shell, wait_status, wait_until
 
@@ -154,3 +155,11 @@ def test_a_workflow_runs_in_the_documented_environment(shared, tmp_path):
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o644, f
     # the daemon's own files stay private
     assert stat.S_IMODE(os.stat(shared.socket).st_mode) == 0o600
+
+
+def test_the_environment_is_documented_where_users_look(shared):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## What environment a workflow gets", 1)[1].split("\n## ", 1)[0]
+    help_text = " ".join(shared.ys("step", "--help").stdout.split())
+    for words in ("/dev/null", "umask", "022", "workflows folder", "YS_EXECUTION_ID", "YS_ATTEMPT"):
+        assert words in section and words in help_text, words
