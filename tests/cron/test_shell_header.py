@@ -45,7 +45,9 @@ def test_a_key_given_on_two_header_lines_is_the_load_error_naming_both(shared):
 
 
 def test_a_header_schedule_carries_its_params(shared):
-    shell(shared, "nightly", """# ys: schedule="0 3 * * *" params='{"dir": "/srv", "n": 2}'\necho""")
+    shell(
+        shared, "nightly", """# ys: schedule="0 3 * * *" params='{"dir": "/srv", "n": 2}'\necho"""
+    )
     assert listed(shared, "nightly")["nightly"]["error"] is None
     assert schedules(shared)["nightly"]["params"] == {"dir": "/srv", "n": 2}
 
