@@ -95,7 +95,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         os.chdir(start.pop("cwd"))
-        os.umask(WORKFLOW_UMASK)  # the server has the daemon's private one
+        os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
         os.environ.update(start.pop("env"))
         sys.argv = ["ys.worker"]
         code = ys.worker.deliver(channel, start, heartbeat)

@@ -165,3 +165,29 @@ def test_the_environment_is_documented_where_users_look(shared):
     help_text = " ".join(shared.ys("step", "--help").stdout.split())
     for words in ("/dev/null", "umask", "022", "workflows folder", "YS_EXECUTION_ID", "YS_ATTEMPT"):
         assert words in section and words in help_text, words
+
+
+def test_a_umask_option_sets_a_workflows_umask(shared):
+    shell(shared, "private", "# ys: umask=077\numask")
+    shell(shared, "badmask", "# ys: umask=999\numask")
+    shared.write(
+        "pyprivate.py",
+        textwrap.dedent(
+            """
+            import os
+            import ys
+
+            @ys.workflow(umask="027")
+            def main(step, params):
+                mask = os.umask(0)
+                os.umask(mask)
+                return oct(mask)
+            """
+        ),
+    )
+    assert "bad umask" in (listed(shared, "badmask")["badmask"]["error"] or "")
+    assert listed(shared, "pyprivate")["pyprivate"]["error"] is None
+    sh = wait_status(shared, trigger(shared, "private"), "completed", "failed")
+    assert sh["outcome"]["result"]["last_line"] == "0077", sh
+    py = wait_status(shared, trigger(shared, "pyprivate"), "completed", "failed")
+    assert py["outcome"]["result"] == "0o27", py

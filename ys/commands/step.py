@@ -30,8 +30,8 @@ next start), plus YS_EXECUTION_ID, YS_DELIVERY_TOKEN, YS_SOCKET, YS_WORKFLOW_FIL
 YS_ATTEMPT (1 for the first delivery); a shell script also finds this `ys` first on PATH. Its
 standard input is /dev/null, its output goes to the delivery's log (`ys logs ID`; a shell
 script's last line on stdout is its result), its working directory is the workflows folder and
-its umask is 022, as under cron (new files are -rw-r--r--; write `umask 077` in the script for
-private ones), whatever the daemon's own (0077: its database, socket and logs stay private).
+its umask is 022, as under cron (new files are -rw-r--r--; the option `# ys: umask=077` makes
+them private), whatever the daemon's own (0077: its database, socket and logs stay private).
 It runs in a process group of its own, killed whole at a timeout or `ys cancel --now`.
 """
 

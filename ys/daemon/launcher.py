@@ -77,6 +77,11 @@ def _cwd(workflow: Workflow) -> str:
     return workflow.folder or str(Path(workflow.path).parent)
 
 
+def _umask(workflow: Workflow) -> int:
+    """The workflow's `umask` option, else cron's 022, never the daemon's own 0077."""
+    return WORKFLOW_UMASK if workflow.options.umask is None else workflow.options.umask
+
+
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
@@ -113,7 +118,7 @@ class SpawnLauncher:
                 cwd=_cwd(workflow),
                 start_new_session=True,
                 pass_fds=pass_fds,
-                umask=WORKFLOW_UMASK,
+                umask=_umask(workflow),
             )
         except BaseException:
             for fd in {*output, *stdout}:
@@ -361,7 +366,7 @@ class WarmLauncher:
             return await self.spawn.launch(workflow, env, log_path, start)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
-        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow)})
+        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow), "umask": _umask(workflow)})
         while True:
             spare = await self._take()
             if spare is None:

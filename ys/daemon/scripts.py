@@ -27,7 +27,7 @@ FLAGS = ("pin",)  # header options written without a value
 
 
 # What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
-OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin")
+OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin", "umask")
 SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
@@ -42,6 +42,7 @@ class WorkflowOptions:
     key: str | None = None  # the params field whose value `concurrency` counts per
     on_failure: str | None = None
     pin: bool = False
+    umask: int | None = None  # the worker's; None: WORKFLOW_UMASK (022)
 
 
 def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -88,7 +89,21 @@ def parse_options(options: dict[str, Any]) -> WorkflowOptions:
         key=key,
         on_failure=handler,
         pin=is_pinned(options),
+        umask=_umask(options.get("umask")),
     )
+
+
+def _umask(v: Any) -> int | None:
+    """Octal text (`077`, a header's or a decorator's "027") or a number (0o027), 0 to 0o777."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        text = v.strip().lower().removeprefix("0o")
+        if text and all(c in "01234567" for c in text):
+            v = int(text, 8)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0o777:
+        raise ValueError(f"bad umask: {v!r} must be octal digits such as 022 or 077")
+    return v
 
 
 def _count(v: Any, what: str) -> int | None:
