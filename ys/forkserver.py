@@ -37,6 +37,7 @@ import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
 import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
 import ys.worker
+from ys.paths import WORKFLOW_UMASK
 
 WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker)
 # The delivery's own names come with each launch; none may linger from the server's start.
@@ -96,6 +97,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         os.chdir(start.pop("cwd"))
+        os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
         os.environ.update(start.pop("env"))
         sys.argv = ["ys.worker"]
         code = ys.worker.deliver(channel, start, heartbeat)

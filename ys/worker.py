@@ -66,12 +66,19 @@ def check(path: str) -> int:
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
             schedule = simple
+        if "params" in opts:  # a JSON object, checked by the registry as a header's are
+            try:
+                json.dumps(opts["params"])
+                given = opts["params"]
+            except (TypeError, ValueError):
+                given = repr(opts["params"])
+            schedule = {**(schedule or {}), "params": given}
         # Every option goes to the registry, which checks them (ys.daemon.scripts): one it
         # cannot read back from JSON is sent as its repr, and refused there as a bad value.
         options = {
             k: simple.get(k, repr(v))
             for k, v in opts.items()
-            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
         }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"

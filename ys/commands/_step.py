@@ -235,12 +235,18 @@ def wait(key: str, store_key: str, timeout: str | None = None, json_: bool = Fal
     return 0
 
 
-def params(key: str | None = None, json_: bool = False) -> int:
-    """Print the execution's params as JSON, or one param (text as it is, else JSON)."""
+def params(key: str | None = None, json_: bool = False, default: str | None = None) -> int:
+    """Print the execution's params as JSON, or one param (text as it is, else JSON); a
+    missing param prints `default` (read as a `-p` value) when one is given."""
     state = _state()
     values = json.loads(state["params"]) if state.get("params") else {}
     if key is None:
         emit_json(values)
+        return 0
+    if (not isinstance(values, dict) or key not in values) and default is not None:
+        from ys.commands._params import param_value
+
+        _print_value(param_value(default), json_)
         return 0
     if not isinstance(values, dict) or key not in values:
         fail(
@@ -259,7 +265,7 @@ _SHAPES: dict[str, tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]]
     "sleep": (("key", "duration"), 0, (), ("--json",)),
     "start": (("key", "workflow"), 0, ("-p", "--param", "--params"), ("--detached", "--json")),
     "wait": (("key", "store_key"), 0, ("--timeout",), ("--json",)),
-    "params": (("key",), 1, (), ("--json",)),
+    "params": (("key",), 1, ("--default",), ("--json",)),
 }
 
 
@@ -339,4 +345,6 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         return lambda: wait(
             parsed["key"], parsed["store_key"], (o.get("--timeout") or [None])[0], j
         )
-    return lambda: params(parsed.get("key"), j)
+    if len(o.get("--default", [])) > 1:
+        return None
+    return lambda: params(parsed.get("key"), j, (o.get("--default") or [None])[0])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ys.daemon.registry import Workflow
+from ys.paths import WORKFLOW_UMASK
 
 log = logging.getLogger("ys.launcher")
 LAUNCH_CHUNK = 65536  # the launch's first bytes, sent with the output pipe
@@ -89,6 +90,11 @@ GUARDED = 'exec 3<&0 </dev/null; "$1" -I -S "$2" "$3" <&3 >/dev/null 3<&- & exec
 GUARD = str(Path(__file__).resolve().parent.parent / "guard.py")
 
 
+def _umask(workflow: Workflow) -> int:
+    """The workflow's `umask` option, else cron's 022, never the daemon's own 0077."""
+    return WORKFLOW_UMASK if workflow.options.umask is None else workflow.options.umask
+
+
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
@@ -133,6 +139,7 @@ class SpawnLauncher:
                 cwd=_cwd(workflow),
                 start_new_session=True,
                 pass_fds=pass_fds,
+                umask=_umask(workflow),
             )
         except BaseException:
             for fd in {*output, *stdout, *(lifeline or ())}:
@@ -386,7 +393,7 @@ class WarmLauncher:
             return await self.spawn.launch(workflow, env, log_path, start, lease_until)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
-        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow)})
+        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow), "umask": _umask(workflow)})
         while True:
             spare = await self._take()
             if spare is None:
