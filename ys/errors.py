@@ -183,6 +183,12 @@ _BY_CODE: dict[str, type[YsError]] = {
 }
 
 
+# What the runtime refuses for good: the same request is refused again however often a delivery
+# is retried (a bad argument, a workflow that does not exist). A workflow that asks for one
+# fails at once with it (ys.sdk.Refused), where any other runtime error is retried.
+REFUSALS = frozenset({"INVALID_ARGUMENT", "WORKFLOW_NOT_FOUND", "EFFECT_HANDLER_INVALID"})
+
+
 def from_code(code: str, message: str, **context: Any) -> YsError:
     """The error class that a code belongs to (used to revive errors sent over the API)."""
     cls = _BY_CODE.get(code, YsError)

@@ -21,6 +21,7 @@ from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
 from ys.crashpoints import crash_point as crash_point  # the steps call sdk.crash_point
 from ys.errors import (
+    REFUSALS,
     StepTimeout,
     ValueTooLarge,
     WaitTimeout,
@@ -46,6 +47,25 @@ class InfrastructureFailure(BaseException):
         super().__init__(f"{code}: {cause}")
         self.cause = cause
         self.code = code
+
+
+class Refused(InfrastructureFailure):
+    """The runtime refused a request for good (a bad argument, a workflow that does not
+    exist, an invalid effect callback result): no delivery could change it, so the execution
+    fails with it at once. Like its base, workflow code cannot catch it."""
+
+    def outcome(self) -> dict[str, Any]:
+        cause = self.cause
+        message = cause.message if isinstance(cause, YsError) else str(cause)
+        error = {"name": type(cause).__name__, "message": codec.clip(message), "code": self.code}
+        return {"status": "failed", "error": error}
+
+
+def refusal(exc: BaseException, code: str | None = None) -> InfrastructureFailure:
+    """The runtime's error `exc` as what ends the delivery: Refused for a code in
+    ys.errors.REFUSALS, else an InfrastructureFailure (retried)."""
+    code = code or getattr(exc, "code", None) or "INFRASTRUCTURE"
+    return (Refused if code in REFUSALS else InfrastructureFailure)(exc, code)
 
 
 @dataclass(frozen=True)
@@ -265,7 +285,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         except (WorkflowStartError, WorkflowEffectError):
             raise
         except (YsError, OSError) as exc:
-            raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
+            raise refusal(exc) from exc
 
     def _save(
         self,
@@ -442,7 +462,8 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
 def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     """Call the workflow and turn how it ended into a WorkflowRunOutcome (RFC 003).
 
-    InfrastructureFailure propagates: it is not an outcome."""
+    InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
+    execution."""
     try:
         result = fn(step, params)
         if isinstance(result, Awaitable):
@@ -453,6 +474,11 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
         if step._cancel_requested:
             return {"status": "cancelled"}
         raise
+    except Refused as exc:
+        sys.stderr.write(
+            f"ys: {exc.code}: {exc.cause}; the execution fails (a retry would be refused again)\n"
+        )
+        return exc.outcome()
     except InfrastructureFailure:
         raise
     except Exception as exc:

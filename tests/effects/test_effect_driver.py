@@ -19,7 +19,7 @@ at one named point); the next delivery is a new Step over the steps saved so far
 | invalid request                                        | INVALID_EFFECT_REQUEST, no client    |
 | changed operation or input                             | EFFECT_REQUEST_MISMATCH, no callback |
 | client availability failure                            | no step; EFFECT_CLIENT_UNAVAILABLE   |
-| malformed lookup or invalid callback result            | no step; EFFECT_HANDLER_INVALID      |
+| malformed lookup or invalid callback result            | no step; fails EFFECT_HANDLER_INVALID|
 | client invariant                                       | no step; EFFECT_RUNTIME_INVARIANT    |
 | conflicting settlement                                 | reported; the first result recorded  |
 """
@@ -485,9 +485,9 @@ def test_malformed_lookup_or_invalid_callback_result_records_no_step_and_keeps_t
         }[case]
         provider.perform_script.append(lambda e: value)
 
-    with pytest.raises(InfrastructureFailure) as info:
-        client.run(charge_order(provider))
-    assert info.value.code == "EFFECT_HANDLER_INVALID"
+    outcome = client.run(charge_order(provider))  # no delivery can change it: it fails
+    assert outcome["status"] == "failed"
+    assert outcome["error"]["code"] == "EFFECT_HANDLER_INVALID"
     assert client.saved == {}
     assert "settle" not in client.names() and "wait" not in client.names()
     assert client.effects[EID]["status"] == "pending"

@@ -23,7 +23,7 @@ from tests.store.adapters import ADAPTERS, Adapter
 from ys import codec
 from ys.codec import ErrorValue
 from ys.errors import WorkflowEffectError
-from ys.sdk import InfrastructureFailure, SavedStep
+from ys.sdk import SavedStep
 from ys.store.protocols import Store
 from ys.testing import WorkflowTest
 
@@ -267,9 +267,9 @@ def test_invalid_values_are_refused_as_results_of_perform_and_lookup(value: Any)
                 lookup=provider.lookup,
             )
 
-        with pytest.raises(InfrastructureFailure) as info:
-            client.run(main)
-        assert info.value.code == "EFFECT_HANDLER_INVALID"
+        outcome = client.run(main)  # no delivery can change it: it fails
+        assert outcome["status"] == "failed"
+        assert outcome["error"]["code"] == "EFFECT_HANDLER_INVALID"
         assert client.saved == {} and "settle" not in client.names()
 
 
@@ -288,9 +288,9 @@ def test_a_lone_surrogate_str_result_is_refused_as_an_invalid_callback_result() 
             lookup=provider.lookup,
         )
 
-    with pytest.raises(InfrastructureFailure) as info:
-        client.run(main)
-    assert info.value.code == "EFFECT_HANDLER_INVALID"
+    outcome = client.run(main)  # no delivery can change it: it fails
+    assert outcome["status"] == "failed"
+    assert outcome["error"]["code"] == "EFFECT_HANDLER_INVALID"
 
 
 def test_a_result_too_big_to_save_is_refused_as_an_invalid_callback_result() -> None:
@@ -308,10 +308,10 @@ def test_a_result_too_big_to_save_is_refused_as_an_invalid_callback_result() -> 
             lookup=provider.lookup,
         )
 
-    with pytest.raises(InfrastructureFailure) as info:
-        client.run(main)
-    assert info.value.code == "EFFECT_HANDLER_INVALID"
-    assert "2 MiB" in str(info.value.cause)
+    outcome = client.run(main)  # no delivery can change it: it fails
+    assert outcome["status"] == "failed"
+    assert outcome["error"]["code"] == "EFFECT_HANDLER_INVALID"
+    assert "2 MiB" in outcome["error"]["message"]
     assert client.saved == {} and "settle" not in client.names()
 
 

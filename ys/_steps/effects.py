@@ -9,7 +9,7 @@ from typing import Any
 
 from ys import codec, sdk
 from ys._steps import StepMethods
-from ys.errors import EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
+from ys.errors import REFUSALS, EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
 
 
 class _Failed:
@@ -72,7 +72,7 @@ class EffectSteps(StepMethods):
             elif isinstance(found, sdk.Unknown | _Failed):
                 return self._effect_wait(key, effect_id, retry_in)
             else:
-                raise sdk.InfrastructureFailure(
+                raise sdk.Refused(
                     TypeError(
                         f"lookup returned {type(found).__name__}, not Settled, NotFound or Unknown"
                     ),
@@ -109,6 +109,8 @@ class EffectSteps(StepMethods):
         except WorkflowEffectError:
             raise
         except YsError as exc:
+            if exc.code in REFUSALS:
+                raise sdk.Refused(exc, exc.code) from exc
             code = (
                 exc.code
                 if exc.code == "EFFECT_RUNTIME_INVARIANT"
@@ -136,11 +138,11 @@ class EffectSteps(StepMethods):
         to save, is an invalid callback result (RFC 004: no step, the effect stays pending)."""
         enc = codec.encode(value, path=f"{what} result")
         if enc.status != "encoded" or enc.canonical is None:
-            raise sdk.InfrastructureFailure(ValueError(enc.message), "EFFECT_HANDLER_INVALID")
+            raise sdk.Refused(ValueError(enc.message), "EFFECT_HANDLER_INVALID")
         try:
             return codec.check_size(enc.canonical, f"{what} result")
         except ValueTooLarge as exc:
-            raise sdk.InfrastructureFailure(exc, "EFFECT_HANDLER_INVALID") from exc
+            raise sdk.Refused(exc, "EFFECT_HANDLER_INVALID") from exc
 
     def _effect_done(self, key: str, result_json: Any) -> Any:
         """Record the settled result; text the client sent that is not a durable value is a
