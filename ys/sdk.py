@@ -325,6 +325,11 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         """Run fn(*args) once and save its result; an exception is saved and raised on replay.
         `timeout` (seconds, or text like "10m"): the daemon kills an attempt that runs longer
         (its whole worker) and records it failed with ys.StepTimeout, which `retry` retries."""
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(
+                f"step.run({key!r}): retry must be a ys.Retry (e.g. retry=ys.Retry("
+                f"max_attempts=5)), not {type(retry).__name__} {retry!r}"
+            )
         limit = step_timeout(timeout, f"step.run({key!r}): timeout")
         saved = self._begin(key)
         attempts = 0
@@ -386,12 +391,10 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         """A durable timer: the step and its wake are recorded, the delivery ends, and the
         execution is delivered again when due. ValueError for seconds that are negative,
         not finite, or past the year 9999."""
-        saved = self._begin(key)
         now = self._backend.now()
-        wake = (
-            None if saved is not None else wake_after(f"step.sleep({key!r}): seconds", now, seconds)
-        )
-        self._sleep(key, saved, now, wake)
+        wake = wake_after(f"step.sleep({key!r}): seconds", now, seconds)  # checked on replay too
+        saved = self._begin(key)
+        self._sleep(key, saved, now, None if saved is not None else wake)
 
     def sleep_until(self, key: str, when: dt.datetime | float) -> None:
         """Sleep until an absolute time (an aware datetime, or epoch seconds in 1970..9999)."""
@@ -436,7 +439,11 @@ def step_timeout(value: float | str | None, what: str) -> float | None:
             value = parse_duration(value, what)
         except YsError as exc:
             raise ValueError(exc.message) from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{what} must be a number of seconds or text like '10m', not {type(value).__name__}"
+        )
+    if not 0 < value < 1e9:
         raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
     return float(value)
 
