@@ -43,9 +43,10 @@ class Clock:
 
 
 class _StoreBackend:
-    def __init__(self, store: Store, clock: Clock, execution_id: str, token: str) -> None:
-        self.store = store
-        self.clock = clock
+    def __init__(self, test: WorkflowTest, execution_id: str, token: str) -> None:
+        self.test = test
+        self.store = test.store
+        self.clock = test.clock
         self.execution_id = execution_id
         self.token = token
 
@@ -75,8 +76,10 @@ class _StoreBackend:
         )
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        from ys.contract import request_params
+        from ys.contract import check_start, request_params
 
+        check_start(key, workflow)
+        self.test._known(workflow)
         return self.store.start(
             self.execution_id, key, workflow, request_params(params), detached=detached
         )
@@ -148,9 +151,21 @@ class WorkflowTest:
         execution_id: str | None = None,
         if_exists: str = "fail",
     ) -> str:
+        """`ys trigger`: admit an execution; NotFoundError (WORKFLOW_NOT_FOUND) for a name
+        this test does not know, as the daemon refuses it."""
+        self._known(workflow)
         return self.store.admit(
             workflow, params, execution_id=execution_id, if_exists=if_exists
         ).execution_id
+
+    def _known(self, workflow: str) -> None:
+        if workflow not in self.workflows:
+            from ys.errors import NotFoundError
+
+            known = ", ".join(sorted(self.workflows)) or "none"
+            raise NotFoundError(
+                "WORKFLOW_NOT_FOUND", f"no workflow named {workflow!r} (this test has: {known})"
+            )
 
     def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
         """`ys store put`: commit a value and wake its waiters; returns the new version."""
@@ -213,7 +228,7 @@ class WorkflowTest:
             return
         record, steps = self.store.delivery_state(d.execution_id, d.token)
         step = Step(
-            _StoreBackend(self.store, self.clock, d.execution_id, d.token),
+            _StoreBackend(self, d.execution_id, d.token),
             execution_id=d.execution_id,
             workflow=d.workflow,
             context=codec.decode(record.context_json),

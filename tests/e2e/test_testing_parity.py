@@ -38,3 +38,32 @@ def test_a_refused_request_fails_the_execution_at_once_both_ways(daemon, case):
     assert (error["name"], error.get("code")) == (name, code)
     assert "released" not in real.kinds  # never retried as an infrastructure failure
     assert real == sim
+
+
+@pytest.mark.parametrize("how", ["start", "call"])
+def test_a_child_of_a_workflow_that_does_not_exist_is_refused_in_the_step_both_ways(daemon, how):
+    """As `ys trigger` refuses the name: WORKFLOW_NOT_FOUND, raised where the step is called
+    (recorded, so a replay raises it again), which fails a workflow that does not catch it."""
+    body = f"    return step.{how}('child', 'no-such-workflow', {{}})\n"
+    real, sim = run_both(daemon, "parent.py", HEADER + body, timeout=15)
+    assert real.status == "failed", real
+    error = real.outcome["error"]
+    assert (error["name"], error["code"]) == ("NotFoundError", "WORKFLOW_NOT_FOUND")
+    assert "no-such-workflow" in error["message"]
+    assert real == sim
+    c = daemon.client()
+    assert c.list(workflow="no-such-workflow")["executions"] == []
+
+
+def test_a_refused_child_can_be_caught_and_stays_refused_on_replay(daemon):
+    body = (
+        "    try:\n"
+        "        step.start('child', 'no-such-workflow')\n"
+        "    except ys.NotFoundError as exc:\n"
+        "        refused = exc.code\n"
+        "    step.sleep('nap', 0.1)\n"
+        "    return refused\n"
+    )
+    real, sim = run_both(daemon, "catcher.py", HEADER + body, timeout=15)
+    assert real.ended == ("WORKFLOW_NOT_FOUND", None, None), real
+    assert real == sim
