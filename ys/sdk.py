@@ -12,7 +12,7 @@ import datetime as dt
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from ys import codec
 from ys._steps.children import ChildSteps
@@ -256,10 +256,14 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._used: set[str] = set()
         self._cancel_requested = cancel_requested
         self._cancel_raised = False
+        self._suspended: str | None = None  # the step whose suspension ends this delivery
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _begin(self, key: str) -> SavedStep | None:
+        if self._suspended is not None:
+            # The suspension was caught (a bare `except:`): the delivery has ended already.
+            raise Suspend(self._suspended)
         if not isinstance(key, str) or not key:
             raise ValueError("a step key must be non-empty text")
         if key in self._used:
@@ -310,6 +314,11 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         else:  # both at once (a worker's channel: one transaction, no wait between)
             self._infra(suspend, key, kind, value, attempts, wake_at)
             self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
+        self._stop(key)
+
+    def _stop(self, key: str) -> NoReturn:
+        """End the delivery suspended: step `key` is recorded waiting, with its wake."""
+        self._suspended = key
         raise Suspend(key)
 
     # -- steps ------------------------------------------------------------------------------
@@ -470,7 +479,21 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
     """Call the workflow and turn how it ended into a WorkflowRunOutcome (RFC 003).
 
     InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
-    execution."""
+    execution. A step that suspended ends the delivery suspended even if the workflow caught
+    the suspension (a bare `except:`) and went on: its wake is recorded, and every later step
+    raised the suspension again."""
+    outcome = _outcome(fn, step, params)
+    if step._suspended is not None and outcome["status"] != "suspended":
+        sys.stderr.write(
+            f"ys: step {step._suspended!r} suspended this delivery, but the workflow caught "
+            "the suspension (a bare `except:` or `except BaseException`) and went on; the "
+            "delivery ends suspended all the same\n"
+        )
+        return {"status": "suspended"}
+    return outcome
+
+
+def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     try:
         result = fn(step, params)
         if isinstance(result, Awaitable):

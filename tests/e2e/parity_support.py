@@ -26,13 +26,16 @@ class Run:
     ended: tuple[Any, ...]
     kinds: tuple[str, ...]
     outcome: dict[str, Any] | None = field(default=None, compare=False)
+    execution_id: str = field(default="", compare=False)
 
     @classmethod
     def of(cls, record: dict[str, Any], kinds: list[str]) -> Run:
         outcome = record.get("outcome") or {}
         error = outcome.get("error") or {}
         ended = (outcome.get("result"), error.get("name"), error.get("code"))
-        return cls(record["status"], ended, tuple(kinds), record.get("outcome"))
+        return cls(
+            record["status"], ended, tuple(kinds), record.get("outcome"), record["execution_id"]
+        )
 
     @property
     def deliveries(self) -> int:

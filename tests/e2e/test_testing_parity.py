@@ -67,3 +67,31 @@ def test_a_refused_child_can_be_caught_and_stays_refused_on_replay(daemon):
     real, sim = run_both(daemon, "catcher.py", HEADER + body, timeout=15)
     assert real.ended == ("WORKFLOW_NOT_FOUND", None, None), real
     assert real == sim
+
+
+def test_a_bare_except_around_a_sleep_does_not_swallow_its_suspension_both_ways(daemon):
+    """The sleep's suspension is a BaseException (`except Exception` cannot catch it); a bare
+    `except:` can, but the delivery still ends suspended, and the sleep is honoured."""
+    body = (
+        "    try:\n"
+        "        step.sleep('nap', 0.2)\n"
+        "    except:  # noqa: E722\n"
+        "        print('caught')\n"
+        "    return step.run('after', lambda: 'woke')\n"
+    )
+    real, sim = run_both(daemon, "bare.py", HEADER + body, timeout=15)
+    assert real.ended == ("woke", None, None), real
+    assert real.kinds == (
+        "admitted",
+        "claimed",
+        "step",
+        "suspended",
+        "claimed",
+        "step",
+        "step",
+        "completed",
+    )
+    logs = daemon.ys("logs", real.execution_id)
+    assert "caught" in logs.stdout
+    assert "lease" not in logs.stdout + logs.stderr  # no misleading LEASE_LOST retry
+    assert real == sim

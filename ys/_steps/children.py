@@ -104,7 +104,7 @@ class ChildSteps(StepMethods):
         outcome = record.get("outcome")
         if record.get("status") not in ("completed", "failed", "cancelled") or outcome is None:
             self._save(key, "call", "waiting", codec.dumps({"request": request}))
-            raise sdk.Suspend(key)
+            self._stop(key)
         if outcome["status"] == "completed":
             value = {"request": request, "result": outcome.get("result")}
             self._save(key, "call", "completed", codec.dumps(value))

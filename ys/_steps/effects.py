@@ -166,4 +166,4 @@ class EffectSteps(StepMethods):
         )
         sdk.crash_point("effect.after_wait")
         self._save(key, "effect", "waiting", None, 1, float(wake_at))
-        raise sdk.Suspend(key)
+        self._stop(key)

@@ -62,4 +62,4 @@ class ValueSteps(StepMethods):
             raise WaitTimeout("WAIT_TIMEOUT", error.message)
         info = {"store_key": store_key, "seen": seen, "timeout_at": timeout_at}
         self._save(key, "wait", "waiting", codec.dumps(info), 1, timeout_at)
-        raise sdk.Suspend(key)
+        self._stop(key)
