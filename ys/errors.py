@@ -9,6 +9,7 @@
     ├── WorkflowCancelledError             raised at the next step after `ys cancel`
     ├── WaitTimeout                        step.wait_for timed out
     ├── StepTimeout                        an attempt of step.run(timeout=) ran too long
+    ├── ExecutionTimeout                   TIMEOUT: Client.wait's timeout passed first
     ├── InvalidArgument                    INVALID_ARGUMENT
     │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
     ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
@@ -120,6 +121,17 @@ class StepTimeout(YsError):
     worker and recorded the attempt failed with this error (a `retry=` policy retries it)."""
 
     default_code = "STEP_TIMEOUT"
+
+
+class ExecutionTimeout(YsError):
+    """`Client.wait`'s timeout passed before the execution finished (the CLI's exit 6);
+    `.record` is the execution's record then."""
+
+    default_code = "TIMEOUT"
+
+    def __init__(self, message: str = "", *, record: dict[str, Any] | None = None) -> None:
+        super().__init__("TIMEOUT", message, record=record)
+        self.record: dict[str, Any] = record or {}
 
 
 class EffectInvariantError(YsError):

@@ -109,18 +109,22 @@ class Retry:
 
 @dataclass(frozen=True)
 class Settled:
+    """An effect's `lookup` answer: the operation happened, with this result (a durable
+    value), which the step records and returns; `perform` does not run."""
+
     result: Any
 
 
 @dataclass(frozen=True)
 class NotFound:
-    """The operation did not happen: `perform` runs. (A missing record is another thing:
-    ys.errors.NotFoundError, a 404.)"""
+    """An effect's `lookup` answer: the operation did not happen, so `perform` runs. Not an
+    exception: a missing record (a 404 from ys.Client) is ys.NotFoundError."""
 
 
 @dataclass(frozen=True)
 class Unknown:
-    pass
+    """An effect's `lookup` answer: nobody can tell yet whether the operation happened; the
+    step waits (`retry_in` seconds, durably) and asks `lookup` again."""
 
 
 def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
