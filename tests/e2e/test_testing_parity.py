@@ -95,3 +95,30 @@ def test_a_bare_except_around_a_sleep_does_not_swallow_its_suspension_both_ways(
     assert "caught" in logs.stdout
     assert "lease" not in logs.stdout + logs.stderr  # no misleading LEASE_LOST retry
     assert real == sim
+
+
+TIMEOUTS = {
+    "no retry": ("None", "failed"),
+    "a retry that succeeds": ("ys.Retry(max_attempts=2, interval=0.1)", "completed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIMEOUTS))
+def test_a_step_past_its_timeout_is_recorded_as_the_daemon_kills_it_both_ways(daemon, case):
+    """ys.testing cannot kill its own process: it measures the attempt, and one that ran past
+    its `timeout=` is recorded as the daemon records it (StepTimeout, retried by `retry=`),
+    its result discarded."""
+    retry, status = TIMEOUTS[case]
+    body = (
+        "    import time\n"
+        "    def slow():\n"
+        "        if step.attempt == 1:\n"
+        "            time.sleep(1.5)\n"
+        "        return 'done'\n"
+        f"    return step.run('slow', slow, timeout=0.5, retry={retry})\n"
+    )
+    real, sim = run_both(daemon, "slow.py", HEADER + body, timeout=30)
+    assert real.status == status, real
+    if status == "failed":
+        assert real.ended[1:] == ("StepTimeout", "STEP_TIMEOUT")
+    assert real == sim
