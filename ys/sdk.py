@@ -261,6 +261,9 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._cancel_requested = cancel_requested
         self._cancel_raised = False
         self._suspended: str | None = None  # the step whose suspension ends this delivery
+        self._recorded = tuple(steps)  # the keys recorded before this delivery, in order
+        self._drift_warned = False
+        self._auto: dict[str, int] = {}  # step.now/uuid/random calls without a key, by kind
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -274,6 +277,8 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             raise YsError("DUPLICATE_STEP_KEY", f"step key {key!r} is used twice in one run")
         self._used.add(key)
         saved = self._saved.get(key)
+        if saved is None and not self._drift_warned and len(self._used) <= len(self._recorded) + 1:
+            self._warn_drift(key)
         finished = saved is not None and saved.status in ("completed", "failed")
         if self._cancel_requested and not self._cancel_raised and not finished:
             # Raised once, at the first step that is not history; steps the workflow then
@@ -281,6 +286,52 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             self._cancel_raised = True
             raise WorkflowCancelledError("CANCELLED", f"{self.execution_id} was cancelled")
         return saved
+
+    def _warn_drift(self, key: str) -> None:
+        """A new key while recorded ones were never reached in this delivery: most often a
+        key made of something that changes each run (a uuid, a time), whose step then runs
+        again on every delivery. Said once per delivery, in its log."""
+        unreached = [k for k in self._recorded if k not in self._used]
+        if not unreached:
+            return
+        self._drift_warned = True
+        shown = ", ".join(repr(k) for k in unreached[:3]) + (", ..." if len(unreached) > 3 else "")
+        sys.stderr.write(
+            f"ys: warning: step {key!r} is new in this replay, but recorded steps ({shown}) "
+            "were not reached: a non-deterministic step key (a uuid, a time, a random "
+            "number) runs its step again on every delivery; make keys from params or from "
+            "step.uuid(), step.now(), step.random(), which are recorded once\n"
+        )
+
+    # -- recorded values: the same on every replay --------------------------------------------
+
+    def now(self, key: str | None = None) -> float:
+        """The current time (epoch seconds), recorded once like a step: every replay gets the
+        same value (Temporal's workflow.now()). Without a key, the n-th call of the run."""
+        return float(self._recorded_value(key, "now", self._backend.now))
+
+    def uuid(self, key: str | None = None) -> str:
+        """A random UUID (text), recorded once like a step: the same on every replay."""
+        import uuid
+
+        return str(self._recorded_value(key, "uuid", lambda: str(uuid.uuid4())))
+
+    def random(self, key: str | None = None) -> float:
+        """A random float in [0, 1), recorded once like a step: the same on every replay."""
+        import random
+
+        return float(self._recorded_value(key, "random", random.random))
+
+    def _recorded_value(self, key: str | None, what: str, make: Callable[[], Any]) -> Any:
+        if key is None:
+            n = self._auto[what] = self._auto.get(what, 0) + 1
+            key = f"ys.{what}.{n}"
+        saved = self._begin(key)
+        if saved is not None and saved.status == "completed" and saved.value is not None:
+            return codec.decode(saved.value)
+        value = make()
+        self._save(key, "run", "completed", codec.dumps(value))
+        return value
 
     @property
     def cancel_requested(self) -> bool:
