@@ -250,7 +250,10 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         attempt: int,
         steps: dict[str, SavedStep],
         cancel_requested: bool = False,
+        whole_run: bool = True,
     ) -> None:
+        """`whole_run`: this Step sees the whole run of the workflow (False for `ys step`,
+        one step per process, where reaching every recorded key is not this Step's to see)."""
         self._backend = backend
         self.execution_id = execution_id
         self.workflow = workflow
@@ -262,7 +265,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._cancel_raised = False
         self._suspended: str | None = None  # the step whose suspension ends this delivery
         self._recorded = tuple(steps)  # the keys recorded before this delivery, in order
-        self._drift_warned = False
+        self._drift_warned = not whole_run
         self._auto: dict[str, int] = {}  # step.now/uuid/random calls without a key, by kind
 
     # -- helpers ----------------------------------------------------------------------------

@@ -301,6 +301,7 @@ def make_step(backend: Any, state: dict[str, Any]) -> Any:
         attempt=record["attempts"],
         steps=steps,
         cancel_requested=bool(record.get("cancel_requested", False)),
+        whole_run=False,  # one step per `ys step` process
     )
 
 
