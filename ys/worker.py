@@ -309,6 +309,7 @@ def make_step(backend: Any, state: dict[str, Any]) -> Any:
         attempt=record["attempts"],
         steps=steps,
         cancel_requested=bool(record.get("cancel_requested", False)),
+        whole_run=False,  # one step per `ys step` process
     )
 
 
@@ -467,8 +468,8 @@ def warm_up() -> Heartbeat:
 def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = None) -> int:
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
-    from ys.errors import YsError
-    from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+    from ys.errors import REFUSALS, YsError
+    from ys.sdk import InfrastructureFailure, Refused, SavedStep, Step, run_workflow
 
     execution_id = launch["execution_id"]
     backend = ChannelBackend(channel, execution_id)
@@ -500,7 +501,16 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
         heartbeat.stop.set()
     try:
         if backend.suspended and outcome["status"] == "suspended":
-            channel.finish()  # its outcome went with the waiting step: read the answer
+            try:
+                channel.finish()  # its outcome went with the waiting step: read the answer
+            except YsError as exc:
+                if exc.code not in REFUSALS:
+                    raise
+                # The waiting step was refused for good (nothing of it committed): the
+                # execution fails with that refusal, as any refused step request does.
+                sys.stderr.write(f"ys: {exc.code}: {exc.message}; the execution fails\n")
+                failed = Refused(exc, exc.code).outcome()
+                channel.call({"op": "outcome", "outcome": failed})
         else:
             channel.call({"op": "outcome", "outcome": outcome})
     except (YsError, OSError) as exc:

@@ -77,14 +77,18 @@ def _cancelled(transport: Any, base: str) -> NoReturn:
     _end_script(130)
 
 
-def _duplicate(transport: Any, base: str, exc: YsError) -> NoReturn:
-    """The script took one key twice in one run: it fails as a Python workflow does when
-    step.run raises DUPLICATE_STEP_KEY (not replaying the first step's record as this one)."""
-    error = {"name": "YsError", "message": exc.message, "code": exc.code}
+def _fail_execution(
+    transport: Any, base: str, exc: YsError, outcome: dict[str, Any] | None = None
+) -> NoReturn:
+    """A request refused for good: the script took one key twice in one run (it fails as a
+    Python workflow does when step.run raises DUPLICATE_STEP_KEY, not replaying the first
+    step's record as this one), or the daemon refused the step's request in a way no later
+    delivery could change (ys.sdk.Refused): the execution fails with that error."""
+    if outcome is None:
+        error = {"name": "YsError", "message": exc.message, "code": exc.code}
+        outcome = {"status": "failed", "error": error}
     try:
-        transport.request(
-            "POST", f"{base}/outcome", {"outcome": {"status": "failed", "error": error}}
-        )
+        transport.request("POST", f"{base}/outcome", {"outcome": outcome})
     except YsError as lost:
         _infra(lost)
     report(exc)
@@ -101,7 +105,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
             hint="name each step, for example ys step run fetch -- curl ...",
         )
     from ys.client import Transport
-    from ys.sdk import InfrastructureFailure, Suspend
+    from ys.sdk import InfrastructureFailure, Refused, Suspend
     from ys.worker import ApiBackend, make_step
 
     execution_id, token, socket_path = _env()
@@ -111,7 +115,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         state = transport.request("GET", f"{backend.base}/run?step={quote(key, safe='')}")
     except YsError as exc:
         if exc.code == "DUPLICATE_STEP_KEY":
-            _duplicate(transport, backend.base, exc)
+            _fail_execution(transport, backend.base, exc)
         _infra(exc)
     record = state["record"]
     if record["status"] in ("completed", "failed", "cancelled"):
@@ -126,6 +130,9 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         _end_script(0)
     except WorkflowCancelledError:
         _cancelled(transport, backend.base)
+    except Refused as exc:
+        cause = exc.cause if isinstance(exc.cause, YsError) else YsError(exc.code, str(exc.cause))
+        _fail_execution(transport, backend.base, cause, exc.outcome())
     except InfrastructureFailure as exc:
         _infra(exc)
     except ValueError as exc:  # the SDK refused an argument (a wake past 9999, say)
