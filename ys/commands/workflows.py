@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from ys.commands._opts import Json, add
@@ -39,11 +41,19 @@ def workflows(json_: Json = False) -> None:
             w.get("kind") or "",
             version,
             str(w.get("older_live") or 0),
-            _render.compact(w.get("schedule") or "-", 40),
+            _schedule(w.get("schedule")),
             w.get("path") or "",
             error,
         )
     _render.show(_render.fit(t, "PATH", "ERROR", "SCHEDULE"))
+
+
+def _schedule(declared: dict[str, Any] | None) -> str:
+    """The declared schedule as people write it: its expression, and its zone when not local."""
+    if not declared or not declared.get("schedule"):
+        return "-"
+    tz = declared.get("tz")
+    return str(declared["schedule"]) + (f" {tz}" if tz and tz != "local" else "")
 
 
 def register(app: typer.Typer) -> None:

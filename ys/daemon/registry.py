@@ -29,6 +29,7 @@ from ys.daemon.scripts import (
     check_python,
     options_error,
     parse_options,
+    read_head,
     schedule_error,
     shell_header,
     signature,
@@ -89,6 +90,14 @@ class Workflow:
 def workflow_name(file_name: str) -> str:
     """The file name without its extension (`backup.sh` -> `backup`; `backup` stays)."""
     return Path(file_name).stem
+
+
+def _shebang(path: Path) -> bool:
+    """Whether a regular file starts with `#!` (blocking: call it in a thread)."""
+    try:
+        return read_head(path, 1)[0].startswith("#!")
+    except (OSError, IndexError):
+        return False
 
 
 def _skip(name: str) -> bool:
@@ -333,9 +342,13 @@ class Registry:
             return None  # FIFOs, sockets, devices: never scripts, never opened
         mtime = target.st_mtime if target is not None else 0.0
         if kind == "shell" and target is not None and not os.access(real, os.X_OK):
-            # Not executable and not Python: not a workflow (README, notes, data files), even
-            # when it is unsafe (a group-writable backup.md must not shadow backup.py).
-            return None
+            # Not executable and not Python: a script that lacks its execute bit when it starts
+            # with a shebang (listed, its executions wait), else not a workflow (README, notes,
+            # data files), even when it is unsafe (a group-writable backup.md must not shadow
+            # backup.py).
+            if not await asyncio.to_thread(_shebang, real):
+                return None
+            error = error or f"not executable: chmod +x {path}"
         from ys.contract import check_workflow_name
         from ys.errors import YsError
 
