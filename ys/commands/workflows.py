@@ -15,7 +15,8 @@ def workflows(json_: Json = False) -> None:
     load error.
 
     A script that fails to load is listed with its error; its executions wait until it is
-    fixed. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
+    fixed; a warning there (a failure handler that names no workflow) does not stop it
+    running. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
     finished that were admitted under an older version (pinned ones keep running it).
     """
     with client() as c:
@@ -33,7 +34,11 @@ def workflows(json_: Json = False) -> None:
         return
     t = _render.table("NAME", "KIND", "VERSION", "OLDER", "SCHEDULE", "PATH", "ERROR")
     for w in items:
-        error = _render.Text(_render.cut(w.get("error") or "", 100), style="red")
+        if w.get("error"):
+            error = _render.Text(_render.cut(w["error"], 100), style="red")
+        else:
+            warned = f"warning: {w['warning']}" if w.get("warning") else ""
+            error = _render.Text(_render.cut(warned, 100), style="yellow")
         version = (w.get("sha256") or "-")[:12] + (" pin" if w.get("pin") else "")
         _render.add_row(
             t,

@@ -168,7 +168,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return _json(
             {
                 "workflows": [
-                    w.to_json() | {"older_live": stale.get(w.name, 0)}
+                    w.to_json()
+                    | {"older_live": stale.get(w.name, 0), "warning": self.d.handler_warning(w)}
                     for w in self.d.registry.listing()
                 ]
             }

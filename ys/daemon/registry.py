@@ -92,6 +92,22 @@ def workflow_name(file_name: str) -> str:
     return Path(file_name).stem
 
 
+def missing_handler(
+    name: str, own: str | None, default: str | None, known: Callable[[str], bool]
+) -> str | None:
+    """Why the failure handler of workflow `name` (its own `on_failure`, else the folder-wide
+    one) cannot run: it names no workflow in the folder. Its failures still admit their
+    handler executions, which wait for that script (docs/design.md §7)."""
+    handler = own or default
+    if handler is None or handler == name or known(handler):
+        return None
+    where = "its on_failure" if own else "the folder-wide on_failure (config.toml)"
+    return (
+        f"on_failure names {handler}, which is not a workflow in the folder ({where}); "
+        f"each failure admits a {handler} execution that waits for it"
+    )
+
+
 def _shebang(path: Path) -> bool:
     """Whether a regular file starts with `#!` (blocking: call it in a thread)."""
     try:
