@@ -189,3 +189,31 @@ def test_an_on_failure_naming_no_workflow_is_a_warning_in_workflows_doctor_and_l
     log = daemon.log()
     assert log.count("on_failure names ghost") == 1, log[-3000:]
     assert log.count("on_failure names nobody") == 1, log[-3000:]
+
+
+def test_executions_waiting_for_a_broken_or_missing_script_say_so(daemon):
+    daemon.write("fragile.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    gone = daemon.write("gone.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    c = daemon.client()
+    wait_until(lambda: _error(c, "fragile") and _error(c, "gone"), message="both broken")
+    c.trigger("fragile", execution_id="f-1")
+    c.trigger("gone", execution_id="g-1")
+    gone.unlink()
+    wait_until(lambda: _listed(c, "gone") is None, message="gone.py removed")
+
+    def released(x: str) -> bool:
+        return c.history(x)["events"][-1]["kind"] == "released"
+
+    wait_until(lambda: released("f-1") and released("g-1"), message="both wait")
+    ps = {r["execution_id"]: r for r in c.ps()["executions"]}
+    assert ps["f-1"]["waiting_for"].startswith("script broken (SyntaxError")
+    assert ps["g-1"]["waiting_for"] == "script missing"
+    people = daemon.ys("ps")
+    assert "waiting: script broken (SyntaxError" in people.stdout, people.stdout
+    assert "waiting: script missing" in people.stdout, people.stdout
+    shown = daemon.ys("describe", "g-1")
+    assert "waiting: script missing" in shown.stdout, shown.stdout
+    described = json.loads(daemon.ys("describe", "f-1", "--json").stdout)
+    assert described["waiting_for"].startswith("script broken (SyntaxError")
+    metrics = c.metrics()
+    assert "ys_script_waiting_executions 2.0" in metrics, metrics

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.support import make_home, wait_until
+from tests.support import kinds, make_home, wait_until
 
 SCRIPT = """
     import ys
@@ -99,3 +99,35 @@ def test_gc_keeps_the_versions_live_executions_need_and_prunes_the_rest(tmp_path
         h.ys("gc", "--older-than", "0", "--json")
         assert {p.name for p in scripts.iterdir()} == {f"{cc}.py"}
         assert json.loads(h.ys("workflows", "--json").stdout)["workflows"][0]["older_live"] == 0
+
+
+SLEEPER = """
+    import ys
+
+    VERSION = "{version}"
+
+    @ys.workflow
+    def main(step, params):
+        step.run("first", lambda: VERSION)
+        step.sleep("nap", 3600)
+        return VERSION
+"""
+PROBE = "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n"
+
+
+def test_an_edit_wakes_no_sleeping_execution(tmp_path):
+    with make_home(tmp_path) as h:
+        h.write("napper.py", SLEEPER.format(version="A"))
+        h.start()
+        with h.client() as c:
+            c.trigger("napper", execution_id="nap")
+            wait_until(lambda: c.get("nap")["status"] == "suspended", message="nap sleeps")
+            h.write("napper.py", SLEEPER.format(version="B"))
+            b = sha(h, "napper.py")
+            wait_until(lambda: workflow(c, "napper")["sha256"] == b, message="the edit seen")
+            # the registry handles one change at a time: once a later script is known, what
+            # the edit did (a wake, if any) is committed
+            h.write("probe.py", PROBE)
+            assert c.wait(c.trigger("probe")["execution_id"], timeout=60)["status"] == "completed"
+            assert "wake_requested" not in kinds(c, "nap")
+            assert c.get("nap")["attempts"] == 1 and c.get("nap")["status"] == "suspended"

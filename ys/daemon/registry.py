@@ -194,6 +194,16 @@ class Registry:
             await self.rescan(name)
         return self._named(name)
 
+    def waiting_for(self, name: str, detail: str = "") -> str:
+        """What an execution that waits for workflow `name`'s script waits on, as `ys ps`
+        shows it: the script as it is now, else as its last delivery found it (`detail`)."""
+        wf = self._named(name)
+        if wf is None:
+            return "script missing"
+        if wf.error:
+            return f"script broken ({wf.error})"
+        return "script broken" if "broken" in detail else "script missing"  # fixed: woken soon
+
     def set_error(self, name: str, error: str) -> None:
         """Mark a workflow broken after the fact (its schedule was refused by the store)."""
         for file_name, wf in list(self.files.items()):

@@ -137,6 +137,7 @@ class SharedCounts:
     effects: dict[str, int] = field(default_factory=dict)  # by status
     due: int = 0  # due now and not leased
     oldest_due_at: float | None = None
+    script_waiting: int = 0  # waiting for their script (broken or missing): not due, not leased
 
 
 # How much of a delivery's log the database keeps (ys logs on another box shows it)

@@ -76,3 +76,41 @@ def stale(c: sqlite3.Connection) -> dict[str, int]:
             "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
         ).fetchall()
     )
+
+
+# Executions that wait for their workflow's script (docs/design.md §2): not running, and their
+# last event is the release of a delivery that found the script broken or missing.
+WAITS_FOR_SCRIPT = (
+    "SELECT x.execution_id, e.data FROM executions x JOIN events e "
+    "ON e.execution_id = x.execution_id AND e.seq = x.history_length "
+    "WHERE x.status IN ('admitted', 'suspended') AND x.lease_token IS NULL "
+    "AND e.kind = 'released' AND json_extract(e.data, '$.reason') = 'workflow_unavailable'"
+)
+
+
+def script_waits(c: sqlite3.Connection, execution_ids: list[str]) -> dict[str, str]:
+    """Which of these executions wait for their script, each with why (its release's detail)."""
+    if not execution_ids:
+        return {}
+    import json
+
+    marks = ",".join("?" * len(execution_ids))
+    rows = c.execute(
+        f"{WAITS_FOR_SCRIPT} AND x.execution_id IN ({marks})", execution_ids
+    ).fetchall()
+    return {r[0]: str(json.loads(r[1]).get("detail") or "") for r in rows}
+
+
+def waiting_for_script(c: sqlite3.Connection, workflow: str, now: float) -> list[str]:
+    """The executions of `workflow` that wait for its script and are not due by `now`."""
+    rows = c.execute(
+        f"{WAITS_FOR_SCRIPT} AND x.workflow = ? AND (x.due_at IS NULL OR x.due_at > ?)",
+        (workflow, now),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def count_script_waits(c: sqlite3.Connection) -> int:
+    """How many executions wait for their script (`ys_script_waiting_executions`)."""
+    (n,) = c.execute(f"SELECT COUNT(*) FROM ({WAITS_FOR_SCRIPT})").fetchone()
+    return int(n)
