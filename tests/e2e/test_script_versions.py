@@ -131,3 +131,22 @@ def test_an_edit_wakes_no_sleeping_execution(tmp_path):
             assert c.wait(c.trigger("probe")["execution_id"], timeout=60)["status"] == "completed"
             assert "wake_requested" not in kinds(c, "nap")
             assert c.get("nap")["attempts"] == 1 and c.get("nap")["status"] == "suspended"
+
+
+def test_a_pinned_execution_runs_its_version_after_its_script_is_deleted(tmp_path):
+    with make_home(tmp_path) as h:
+        path = h.write("job.py", source("A", True))
+        a = sha(h, "job.py")
+        h.start()
+        with h.client() as c:
+            c.trigger("job", {"key": "go/1"}, execution_id="one")
+            wait_until(lambda: c.get("one")["status"] == "suspended", message="one waits")
+            path.unlink()
+            wait_until(lambda: "job" not in {w["name"] for w in c.workflows()["workflows"]})
+            c.store_put("go/1", True)
+            done = c.wait("one", timeout=60)
+            assert done["outcome"] == {
+                "status": "completed",
+                "result": {"first": "A", "second": "A"},
+            }
+            assert [d["script_sha256"] for d in c.describe("one")["deliveries"]] == [a, a]

@@ -201,8 +201,13 @@ class Dispatcher(Limits):
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
                 wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
-                await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
-                return
+                # a pinned execution runs its own version, whatever became of the script
+                kept = self._pinned(d, wf)
+                if kept is None:
+                    why = "missing" if wf is None else f"broken: {wf.error}"
+                    await self._unavailable(r, why)
+                    return
+                wf = kept
             wf = self._version(d, wf)
             r.max_attempts = wf.max_attempts
             code = await self._run(r, wf)
@@ -245,6 +250,30 @@ class Dispatcher(Limits):
                 self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
+
+    def _pinned(self, d: Delivery, wf: Workflow | None) -> Workflow | None:
+        """A pinned delivery's version kept under <data>/scripts/, as the workflow it runs
+        when its script is missing or broken now; None when it is not pinned or no copy is
+        kept (docs/design.md §7)."""
+        if not d.pinned or d.script_sha256 is None:
+            return None
+        from dataclasses import replace
+
+        from ys.daemon.versions import copy_path
+
+        kept = self.paths.data / "scripts"
+        for kind in ("python", "shell"):
+            copy = copy_path(kept, d.script_sha256, kind)
+            if copy.is_file():
+                folder = str(self.registry.folder)
+                if wf is None:
+                    return Workflow(
+                        d.workflow, kind, str(copy), sha256=d.script_sha256, folder=folder
+                    )
+                return replace(
+                    wf, kind=kind, path=str(copy), folder=folder, error=None, sha256=d.script_sha256
+                )
+        return None
 
     def _version(self, d: Delivery, wf: Workflow) -> Workflow:
         """The script this delivery runs: the workflow's file, or, when the claim chose

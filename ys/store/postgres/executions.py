@@ -403,7 +403,7 @@ def _claim_one(
     token = secrets.token_hex(16)
     expires = now + lease
     claim: dict[str, Any] = {"attempt": record.attempts + 1}
-    script = delivery_script(c, record)
+    script, pinned = delivery_script(c, record)
     if script is not None:
         claim["script_sha256"] = script
     record = append(c, record, [Event(CLAIMED, now, claim)])
@@ -424,6 +424,7 @@ def _claim_one(
         cancel_requested=record.cancel_requested,
         cancel_seen=seen,
         script_sha256=script,
+        pinned=pinned,
         deadline_at=deadline_at,
         state=run_state(c, record.execution_id, "%s"),
     )

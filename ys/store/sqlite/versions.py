@@ -18,17 +18,19 @@ def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bo
     return (row[0], bool(row[1])) if row else (None, False)
 
 
-def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
-    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
-    its admission (if it has one), any other the current one."""
+def delivery_script(
+    c: sqlite3.Connection, execution_id: str, workflow: str
+) -> tuple[str | None, bool]:
+    """(The version a delivery runs, whether it is pinned): a pinned workflow's execution runs
+    the one recorded at its admission (if it has one), any other the current one."""
     current, pin = current_script(c, workflow)
     if pin:
         row = c.execute(
             "SELECT script_sha256 FROM executions WHERE execution_id=?", (execution_id,)
         ).fetchone()
         if row is not None and row[0] is not None:
-            return str(row[0])
-    return current
+            return str(row[0]), True
+    return current, False
 
 
 def set_script_tx(
