@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 
 import pytest
 
-from tests.support import kinds, make_home, wait_until
+from tests.support import events, kinds, make_home, wait_until
 
 SCRIPT = """
     import ys
@@ -150,3 +151,80 @@ def test_a_pinned_execution_runs_its_version_after_its_script_is_deleted(tmp_pat
                 "result": {"first": "A", "second": "A"},
             }
             assert [d["script_sha256"] for d in c.describe("one")["deliveries"]] == [a, a]
+
+
+QUICK = """
+    import ys
+
+    @ys.workflow({options})
+    def main(step, params):
+        return step.run("which", lambda: "{version}")
+"""
+
+
+def quick(version: str, pin: bool) -> str:
+    return QUICK.format(version=version, options="pin=True" if pin else "")
+
+
+def recorded(c, execution_id: str) -> set[str | None]:
+    """Every hash the execution's record, history and deliveries carry."""
+    d = c.describe(execution_id)
+    hashes = {d["script_sha256"]} | {x["script_sha256"] for x in d["deliveries"]}
+    hashes |= {
+        e["data"].get("script_sha256")
+        for e in events(c, execution_id)
+        if e["kind"] in ("admitted", "claimed")
+    }
+    return hashes
+
+
+@pytest.mark.parametrize("pin", [False, True], ids=["unpinned", "pinned"])
+def test_a_trigger_right_after_an_edit_records_the_version_it_runs(tmp_path, pin):
+    with make_home(tmp_path) as h:
+        h.write("quick.py", quick("A", pin))
+        h.start()
+        with h.client() as c:
+            assert c.wait(c.trigger("quick")["execution_id"], timeout=60)["status"] == "completed"
+            h.write("quick.py", quick("B", pin))
+            b = sha(h, "quick.py")
+            c.trigger("quick", execution_id="v2")  # at once: before the watcher says a word
+            assert c.wait("v2", timeout=60)["outcome"]["result"] == "B"
+            assert recorded(c, "v2") == {b}
+
+
+def test_a_retry_right_after_a_fix_records_the_fixed_version(tmp_path):
+    with make_home(tmp_path) as h:
+        h.write(
+            "fixme.py",
+            quick("A", False).replace("return step.run", 'raise ValueError("bug"); step.run'),
+        )
+        h.start()
+        with h.client() as c:
+            c.trigger("fixme", execution_id="x")
+            assert c.wait("x", timeout=60)["status"] == "failed"
+            h.write("fixme.py", quick("fixed", False))
+            fixed = sha(h, "fixme.py")
+            again = c.retry("x")["execution_id"]  # at once, as a person does
+            assert c.wait(again, timeout=60)["outcome"]["result"] == "fixed"
+            assert recorded(c, again) == {fixed}
+
+
+def test_a_worker_runs_the_bytes_of_the_version_its_delivery_records(tmp_path, monkeypatch):
+    """Edited between the claim and the load: the worker runs the kept copy of the claimed
+    version, not the file's new bytes (it hashes what it reads)."""
+    from ys.worker import load_script
+
+    monkeypatch.setenv("YS_HOME", str(tmp_path / "home"))
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(quick("A", False)))
+    a = hashlib.sha256(script.read_bytes()).hexdigest()
+    copy = tmp_path / f"{a}.py"
+    copy.write_bytes(script.read_bytes())
+    script.write_text(textwrap.dedent(quick("B", False)))
+
+    class Runs:
+        def run(self, key, fn):
+            return fn()
+
+    assert load_script(str(script), a, str(copy))(Runs(), {}) == "A"
+    assert load_script(str(script))(Runs(), {}) == "B"  # no version asked: the file as it is

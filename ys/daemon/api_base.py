@@ -261,6 +261,8 @@ class ApiBase:
         # Exactly the name: `backup.sh` finds a script only for what older ys versions stored.
         if reg.workflows.get(name) is None and isinstance(name, str):
             await reg.current(name)  # any file of that name the watcher has not reported yet
+        else:
+            await reg.fresh(name)  # an edit the watcher has not reported yet: what is admitted
         if reg.workflows.get(name) is None:
             close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
             hint = (

@@ -30,6 +30,7 @@ from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worke
 from ys.daemon.limits import SWEEP_LIMIT, Limits
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
+from ys.daemon.versions import copy_path
 from ys.errors import LeaseLost, YsError
 from ys.paths import Paths
 from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
@@ -259,8 +260,6 @@ class Dispatcher(Limits):
             return None
         from dataclasses import replace
 
-        from ys.daemon.versions import copy_path
-
         kept = self.paths.data / "scripts"
         for kind in ("python", "shell"):
             copy = copy_path(kept, d.script_sha256, kind)
@@ -276,14 +275,14 @@ class Dispatcher(Limits):
         return None
 
     def _version(self, d: Delivery, wf: Workflow) -> Workflow:
-        """The script this delivery runs: the workflow's file, or, when the claim chose
-        another version (a pinned execution whose script was edited since its admission),
-        that version's copy, run from the workflows folder."""
-        if d.script_sha256 is None or d.script_sha256 == wf.sha256:
+        """The script this delivery runs: the version its claim recorded (the bytes run are
+        the bytes hashed). A Python worker reads the workflow's file and checks it is that
+        version (`_start_of` passes the hash and the kept copy); a shell script runs the
+        kept copy itself, from the workflows folder, as does any delivery of another version
+        than the file's (a pinned execution whose script was edited since its admission)."""
+        if d.script_sha256 is None:
             return wf
         from dataclasses import replace
-
-        from ys.daemon.versions import copy_path
 
         copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
         if not copy.exists():
@@ -294,7 +293,9 @@ class Dispatcher(Limits):
                 wf.name,
             )
             return wf
-        return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
+        if wf.kind == "python" and d.script_sha256 == wf.sha256:
+            return wf
+        return replace(wf, path=str(copy), folder=wf.folder or str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
@@ -394,6 +395,11 @@ class Dispatcher(Limits):
             "attempt": d.attempt,
             "workflow": d.workflow,
             "script": wf.path,
+            # the version the claim recorded, and its kept copy: what the worker runs
+            "sha256": d.script_sha256,
+            "copy": None
+            if d.script_sha256 is None
+            else str(copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)),
             "lease_seconds": self.lease_seconds,
             "params": state.params_json,
             "context": state.context_json,

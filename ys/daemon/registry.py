@@ -204,6 +204,18 @@ class Registry:
             return f"script broken ({wf.error})"
         return "script broken" if "broken" in detail else "script missing"  # fixed: woken soon
 
+    async def fresh(self, name: str) -> None:
+        """Re-read the files of workflow `name` changed since they were inspected (an edit
+        the watcher has not reported yet, as it lags by a second or so), so that an admission
+        records the script as it is at that moment. A few stat calls when nothing changed."""
+        wf = self._named(name)
+        if wf is None:
+            return
+        for file_name in [n for n, w in self.files.items() if w.name == wf.name]:
+            path = self.folder / file_name
+            if signature(self.folder, path) != self._seen.get(file_name):
+                await self.refresh(path, only_if_changed=True)
+
     def set_error(self, name: str, error: str) -> None:
         """Mark a workflow broken after the fact (its schedule was refused by the store)."""
         for file_name, wf in list(self.files.items()):

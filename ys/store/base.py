@@ -37,7 +37,9 @@ class Delivery:
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
     script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
-    pinned: bool = False  # it runs its admission's version, whether or not the script is still there
+    pinned: bool = (
+        False  # it runs its admission's version, whether or not the script is still there
+    )
     deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
     state: RunState | None = None  # what its worker starts from, read by the claim
 
