@@ -395,11 +395,7 @@ class Dispatcher(Limits):
             "attempt": d.attempt,
             "workflow": d.workflow,
             "script": wf.path,
-            # the version the claim recorded, and its kept copy: what the worker runs
-            "sha256": d.script_sha256,
-            "copy": None
-            if d.script_sha256 is None
-            else str(copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)),
+            **self._kept(d),
             "lease_seconds": self.lease_seconds,
             "params": state.params_json,
             "context": state.context_json,
@@ -408,6 +404,15 @@ class Dispatcher(Limits):
                 [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
             ],
         }
+
+    def _kept(self, d: Delivery) -> dict[str, str]:
+        """The version a Python delivery's claim recorded and its kept copy, which the worker
+        runs unless the script's bytes are that version; nothing when no copy is kept (the
+        claim's version is another box's, say): the worker runs the file as it is."""
+        if d.script_sha256 is None:
+            return {}
+        copy = copy_path(self.paths.data / "scripts", d.script_sha256, "python")
+        return {"sha256": d.script_sha256, "copy": str(copy)} if copy.is_file() else {}
 
     async def _finish(
         self,

@@ -120,6 +120,28 @@ def _skip(name: str) -> bool:
     return name.startswith((".", "_", "#")) or name.endswith(("~", ".swp", ".tmp", ".pyc"))
 
 
+def _build(files: dict[str, Workflow]) -> tuple[dict[str, Workflow], list[Workflow]]:
+    """(workflow name -> what runs, the listing) of these files: two files with one name are
+    both broken."""
+    groups: dict[str, list[Workflow]] = {}
+    for wf in files.values():
+        groups.setdefault(wf.name, []).append(wf)
+    workflows: dict[str, Workflow] = {}
+    listing: list[Workflow] = []
+    for name in sorted(groups):
+        group = sorted(groups[name], key=lambda w: w.path)
+        if len(group) > 1:
+            names = ", ".join(Path(w.path).name for w in group)
+            why = (
+                f"{len(group)} files are named {name} ({names}); a workflow's name is its "
+                "file name without the extension: rename or remove all but one"
+            )
+            group = [replace(w, error=why) for w in group]
+        workflows[name] = group[0]
+        listing += group
+    return workflows, listing
+
+
 class Registry:
     def __init__(
         self,
@@ -300,9 +322,17 @@ class Registry:
             if only_if_changed and sig == self._seen.get(path.name):
                 return
             wf = await self._inspect(path) if sig is not None else None
-            if wf is not None and wf.error is None and self.on_version is not None:
-                await self.on_version(wf)
             name = workflow_name(path.name)
+            files = dict(self.files)
+            if wf is None:
+                files.pop(path.name, None)
+            else:
+                files[path.name] = wf
+            # What runs under this name once the change applies: this file, or another one
+            # (the file removed was one of two with one name); its version is recorded first.
+            runs = _build(files)[0].get(name)
+            if runs is not None and runs.error is None and self.on_version is not None:
+                await self.on_version(runs)
             old = self.workflows.get(name)
             if sig is None:
                 self._seen.pop(path.name, None)
@@ -330,22 +360,7 @@ class Registry:
 
     def _rebuild(self) -> None:
         """`workflows` and the listing from `files`: two files with one name are both broken."""
-        groups: dict[str, list[Workflow]] = {}
-        for wf in self.files.values():
-            groups.setdefault(wf.name, []).append(wf)
-        workflows: dict[str, Workflow] = {}
-        listing: list[Workflow] = []
-        for name in sorted(groups):
-            group = sorted(groups[name], key=lambda w: w.path)
-            if len(group) > 1:
-                files = ", ".join(Path(w.path).name for w in group)
-                why = (
-                    f"{len(group)} files are named {name} ({files}); a workflow's name is its "
-                    "file name without the extension: rename or remove all but one"
-                )
-                group = [replace(w, error=why) for w in group]
-            workflows[name] = group[0]
-            listing += group
+        workflows, listing = _build(self.files)
         self.workflows, self._listing = workflows, listing
         self.limits = {
             n: wf.limit for n, wf in workflows.items() if wf.limit is not None and wf.error is None
