@@ -39,6 +39,9 @@ async def on_execution(api: Any, action: str, execution_id: str) -> str:
     retry = getattr(d.store, "retry", None)
     if retry is None:
         raise InvalidArgument("INVALID_ARGUMENT", "retry is not available in this version")
+    record = await api.call(d.store.get, execution_id)
+    if record is not None:  # an edit the watcher has not reported yet is what the retry runs
+        await d.registry.fresh(record.workflow)
     await api.call(retry, execution_id)  # pragma: no cover - appears with `ys retry`
     d.dispatcher.poke()
     return "retried"
