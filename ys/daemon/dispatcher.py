@@ -261,7 +261,7 @@ class Dispatcher(Limits):
         from dataclasses import replace
 
         kept = self.paths.data / "scripts"
-        for kind in ("python", "shell"):
+        for kind in (wf.kind,) if wf is not None else ("python", "shell"):
             copy = copy_path(kept, d.script_sha256, kind)
             if copy.is_file():
                 folder = str(self.registry.folder)
@@ -331,7 +331,9 @@ class Dispatcher(Limits):
         r.log_path = str(log_path)
         try:
             start = await self._start_of(d, wf)
-            worker = await self.launcher.launch(wf, self._env(d, wf.path), log_path, start)
+            listed = self.registry.get(d.workflow)  # the file in the folder, not a kept copy
+            file = listed.path if listed is not None else wf.path
+            worker = await self.launcher.launch(wf, self._env(d, file), log_path, start)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
