@@ -3,8 +3,10 @@
 A workflow's name is its file name without the extension, for every kind (`backup.sh` is
 `backup`); two files with one name are both listed with an error and neither runs. A `.py`
 file is a Python workflow, checked by importing it in a throw-away subprocess (never in the
-daemon); any other executable regular file is a shell workflow. Scripts must belong to the user
-and not be writable by others; symlinks may not lead out of the folder.
+daemon); any other executable regular file is a shell workflow, and one that starts with a
+shebang but lacks its execute bit is listed with that error (its executions wait). Scripts
+must belong to the user and not be writable by others; symlinks may not lead out of the
+folder.
 
 Whatever is wrong with one script (a syntax error, an unreadable header, a bad schedule) is that
 script's error, listed by `ys workflows`; nothing in one script stops the registry. The watcher
