@@ -33,6 +33,7 @@ from ys.daemon.limits import SWEEP_LIMIT, Limits
 from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
+from ys.daemon.versions import copy_path
 from ys.errors import LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
@@ -216,8 +217,13 @@ class Dispatcher(Limits):
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
                 wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
-                await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
-                return
+                # a pinned execution runs its own version, whatever became of the script
+                kept = self._pinned(d, wf)
+                if kept is None:
+                    why = "missing" if wf is None else f"broken: {wf.error}"
+                    await self._unavailable(r, why)
+                    return
+                wf = kept
             wf = self._version(d, wf)
             r.max_attempts = wf.max_attempts
             code = await self._run(r, wf)
@@ -267,15 +273,37 @@ class Dispatcher(Limits):
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
-    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
-        """The script this delivery runs: the workflow's file, or, when the claim chose
-        another version (a pinned execution whose script was edited since its admission),
-        that version's copy, run from the workflows folder."""
-        if d.script_sha256 is None or d.script_sha256 == wf.sha256:
-            return wf
+    def _pinned(self, d: Delivery, wf: Workflow | None) -> Workflow | None:
+        """A pinned delivery's version kept under <data>/scripts/, as the workflow it runs
+        when its script is missing or broken now; None when it is not pinned or no copy is
+        kept (docs/design.md §7)."""
+        if not d.pinned or d.script_sha256 is None:
+            return None
         from dataclasses import replace
 
-        from ys.daemon.versions import copy_path
+        kept = self.paths.data / "scripts"
+        for kind in (wf.kind,) if wf is not None else ("python", "shell"):
+            copy = copy_path(kept, d.script_sha256, kind)
+            if copy.is_file():
+                folder = str(self.registry.folder)
+                if wf is None:
+                    return Workflow(
+                        d.workflow, kind, str(copy), sha256=d.script_sha256, folder=folder
+                    )
+                return replace(
+                    wf, kind=kind, path=str(copy), folder=folder, error=None, sha256=d.script_sha256
+                )
+        return None
+
+    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
+        """The script this delivery runs: the version its claim recorded (the bytes run are
+        the bytes hashed). A Python worker reads the workflow's file and checks it is that
+        version (`_start_of` passes the hash and the kept copy); a shell script runs the
+        kept copy itself, from the workflows folder, as does any delivery of another version
+        than the file's (a pinned execution whose script was edited since its admission)."""
+        if d.script_sha256 is None:
+            return wf
+        from dataclasses import replace
 
         copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
         if not copy.exists():
@@ -286,7 +314,9 @@ class Dispatcher(Limits):
                 wf.name,
             )
             return wf
-        return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
+        if wf.kind == "python" and d.script_sha256 == wf.sha256:
+            return wf
+        return replace(wf, path=str(copy), folder=wf.folder or str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
@@ -322,7 +352,8 @@ class Dispatcher(Limits):
         r.log_path = str(log_path)
         try:
             start = await self._start_of(r, wf)
-            env = self._env(d, wf.path)
+            listed = self.registry.get(d.workflow)  # the file in the folder, not a kept copy
+            env = self._env(d, listed.path if listed is not None else wf.path)
             traceparent = await self._traceparent(d)
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
@@ -410,6 +441,7 @@ class Dispatcher(Limits):
             "attempt": d.attempt,
             "workflow": d.workflow,
             "script": wf.path,
+            **self._kept(d),
             "lease_seconds": self.lease_seconds,
             "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
             "params": state.params_json,
@@ -419,6 +451,15 @@ class Dispatcher(Limits):
                 [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
             ],
         }
+
+    def _kept(self, d: Delivery) -> dict[str, str]:
+        """The version a Python delivery's claim recorded and its kept copy, which the worker
+        runs unless the script's bytes are that version; nothing when no copy is kept (the
+        claim's version is another box's, say): the worker runs the file as it is."""
+        if d.script_sha256 is None:
+            return {}
+        copy = copy_path(self.paths.data / "scripts", d.script_sha256, "python")
+        return {"sha256": d.script_sha256, "copy": str(copy)} if copy.is_file() else {}
 
     async def _finish(
         self,

@@ -34,6 +34,8 @@ async def known_workflow(d: DaemonParts, name: str) -> None:
     # Exactly the name: `backup.sh` finds a script only for what older ys versions stored.
     if reg.workflows.get(name) is None and isinstance(name, str):
         await reg.current(name)  # any file of that name the watcher has not reported yet
+    else:
+        await reg.fresh(name)  # an edit the watcher has not reported yet: what is admitted
     if reg.workflows.get(name) is None:
         close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; scripts go in {reg.folder}"

@@ -34,7 +34,7 @@ from ys.store.postgres.shared import (
     step_save,
 )
 from ys.store.postgres.shared import row_to_record as row_to_record
-from ys.store.postgres.versions import current_script, delivery_script
+from ys.store.postgres.versions import current_script, delivery_script, waiting_for_script
 from ys.store.records import (
     CANCEL_REQUESTED,
     CLAIMED,
@@ -273,18 +273,13 @@ def request_wake_tx(
 
 
 def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
-    """Wake every unleased admitted or suspended execution of `workflow` with no wake due by
-    `now`; rows another transaction holds are left to it (it is changing them anyway)."""
-    rows = c.execute(
-        "SELECT execution_id FROM executions WHERE workflow=%s "
-        "AND status IN ('admitted','suspended') AND lease_token IS NULL "
-        "AND (due_at IS NULL OR due_at > %s) FOR UPDATE SKIP LOCKED",
-        (workflow, now),
-    ).fetchall()
+    """Wake the executions of `workflow` that wait for its script (a delivery found it broken
+    or missing) and are not due by `now`; others (asleep, waiting for a value or a child) keep
+    their wakes: an edit is no reason to deliver them."""
+    rows = waiting_for_script(c, workflow, now)
     n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
     return n + sum(
-        request_wake_tx(c, r[0], now, now, f"workflow {workflow} changed") == "requested"
-        for r in rows
+        request_wake_tx(c, r, now, now, f"workflow {workflow} changed") == "requested" for r in rows
     )
 
 
@@ -408,7 +403,7 @@ def _claim_one(
     token = secrets.token_hex(16)
     expires = now + lease
     claim: dict[str, Any] = {"attempt": record.attempts + 1}
-    script = delivery_script(c, record)
+    script, pinned = delivery_script(c, record)
     if script is not None:
         claim["script_sha256"] = script
     record = append(c, record, [Event(CLAIMED, now, claim)])
@@ -429,6 +424,7 @@ def _claim_one(
         cancel_requested=record.cancel_requested,
         cancel_seen=seen,
         script_sha256=script,
+        pinned=pinned,
         deadline_at=deadline_at,
         state=run_state(c, record.execution_id, "%s"),
     )

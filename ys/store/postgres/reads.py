@@ -283,3 +283,8 @@ class PgReads:
         from ys.store.postgres.concurrency import waiting
 
         return self._core.read(lambda c: waiting(c, execution_ids))
+
+    def script_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        from ys.store.postgres.versions import script_waits
+
+        return self._core.read(lambda c: script_waits(c, execution_ids))

@@ -118,6 +118,7 @@ class PostgresStore:
         self.next_due_at = rd.next_due_at
         self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
+        self.script_waits = rd.script_waits
 
         hk = self.housekeeping = PgHousekeeping(core)
         self.gc = hk.gc

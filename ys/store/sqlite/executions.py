@@ -45,7 +45,7 @@ from ys.store.records import (
     apply,
 )
 from ys.store.sqlite import concurrency
-from ys.store.sqlite.versions import current_script, delivery_script
+from ys.store.sqlite.versions import current_script, delivery_script, waiting_for_script
 
 _RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
@@ -488,7 +488,7 @@ def _claim_one(
     token = secrets.token_hex(16)
     expires = now + lease
     claim: dict[str, Any] = {"attempt": record.attempts + 1}
-    script = delivery_script(c, execution_id, record.workflow)
+    script, pinned = delivery_script(c, execution_id, record.workflow)
     if script is not None:
         claim["script_sha256"] = script
     record = append(c, record, [Event(CLAIMED, now, claim)])
@@ -508,6 +508,7 @@ def _claim_one(
         cancel_requested=record.cancel_requested,
         cancel_seen=seen,
         script_sha256=script,
+        pinned=pinned,
         deadline_at=deadline_at,
         state=run_state(c, execution_id, "?"),
     )
@@ -710,15 +711,12 @@ def save_step_tx(
 
 
 def wake_workflow_tx(c: sqlite3.Connection, workflow: str, now: float) -> int:
-    """Wake every unleased admitted or suspended execution of `workflow` that has no wake due
-    by `now` (they waited for its script to load); returns how many were woken."""
-    rows = c.execute(
-        "SELECT execution_id FROM executions WHERE workflow=? AND status IN ('admitted','suspended')"
-        " AND lease_token IS NULL AND (due_at IS NULL OR due_at > ?)",
-        (workflow, now),
-    ).fetchall()
+    """Wake the executions of `workflow` that wait for its script (a delivery found it broken
+    or missing) and are not due by `now`; returns how many were woken. Others (asleep, waiting
+    for a value or a child) keep their wakes: an edit is no reason to deliver them."""
+    rows = waiting_for_script(c, workflow, now)
     n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
-    for (execution_id,) in rows:
+    for execution_id in rows:
         if (
             request_wake_tx(c, execution_id, now, now, f"workflow {workflow} changed")
             == "requested"

@@ -449,3 +449,8 @@ class SqliteReads:
         from ys.store.sqlite.concurrency import waiting
 
         return waiting(self._reader(), execution_ids)
+
+    def script_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        from ys.store.sqlite.versions import script_waits
+
+        return script_waits(self._reader(), execution_ids)

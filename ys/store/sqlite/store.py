@@ -118,6 +118,7 @@ class SqliteStore:
         self.next_due_at = rd.next_due_at
         self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
+        self.script_waits = rd.script_waits
 
         ov = self.overview_client = SqliteOverview(core)
         self.running = ov.running

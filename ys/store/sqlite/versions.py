@@ -18,17 +18,19 @@ def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bo
     return (row[0], bool(row[1])) if row else (None, False)
 
 
-def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
-    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
-    its admission (if it has one), any other the current one."""
+def delivery_script(
+    c: sqlite3.Connection, execution_id: str, workflow: str
+) -> tuple[str | None, bool]:
+    """(The version a delivery runs, whether it is pinned): a pinned workflow's execution runs
+    the one recorded at its admission (if it has one), any other the current one."""
     current, pin = current_script(c, workflow)
     if pin:
         row = c.execute(
             "SELECT script_sha256 FROM executions WHERE execution_id=?", (execution_id,)
         ).fetchone()
         if row is not None and row[0] is not None:
-            return str(row[0])
-    return current
+            return str(row[0]), True
+    return current, False
 
 
 def set_script_tx(
@@ -76,3 +78,41 @@ def stale(c: sqlite3.Connection) -> dict[str, int]:
             "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
         ).fetchall()
     )
+
+
+# Executions that wait for their workflow's script (docs/design.md §2): not running, and their
+# last event is the release of a delivery that found the script broken or missing.
+WAITS_FOR_SCRIPT = (
+    "SELECT x.execution_id, e.data FROM executions x JOIN events e "
+    "ON e.execution_id = x.execution_id AND e.seq = x.history_length "
+    "WHERE x.status IN ('admitted', 'suspended') AND x.lease_token IS NULL "
+    "AND e.kind = 'released' AND json_extract(e.data, '$.reason') = 'workflow_unavailable'"
+)
+
+
+def script_waits(c: sqlite3.Connection, execution_ids: list[str]) -> dict[str, str]:
+    """Which of these executions wait for their script, each with why (its release's detail)."""
+    if not execution_ids:
+        return {}
+    import json
+
+    marks = ",".join("?" * len(execution_ids))
+    rows = c.execute(
+        f"{WAITS_FOR_SCRIPT} AND x.execution_id IN ({marks})", execution_ids
+    ).fetchall()
+    return {r[0]: str(json.loads(r[1]).get("detail") or "") for r in rows}
+
+
+def waiting_for_script(c: sqlite3.Connection, workflow: str, now: float) -> list[str]:
+    """The executions of `workflow` that wait for its script and are not due by `now`."""
+    rows = c.execute(
+        f"{WAITS_FOR_SCRIPT} AND x.workflow = ? AND (x.due_at IS NULL OR x.due_at > ?)",
+        (workflow, now),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def count_script_waits(c: sqlite3.Connection) -> int:
+    """How many executions wait for their script (`ys_script_waiting_executions`)."""
+    (n,) = c.execute(f"SELECT COUNT(*) FROM ({WAITS_FOR_SCRIPT})").fetchone()
+    return int(n)
