@@ -16,15 +16,37 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ys.errors import DaemonUnavailable, YsError
 from ys.store.postgres import connect
 from ys.store.postgres.schema import migrate
-from ys.store.postgres.writer import Writer
+from ys.store.postgres.writer import Writer, translate
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_HOLDER = "store"  # the lease holder of a store opened without a daemon ID
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
+# How long a read waits for a pooled connection: while the server is known to be lost (the
+# writer or the listener could not connect), a read answers DAEMON_UNAVAILABLE quickly
+# instead of waiting for a server that is not there (docs/design.md §9).
+POOL_WAIT_SECONDS = 30.0
+POOL_WAIT_LOST_SECONDS = 1.0
 log = logging.getLogger("ys.store.postgres")
+
+
+def _run_read(conn: Any, fn: Callable[[Any], T], snapshot: bool) -> T:
+    if not snapshot:
+        return fn(conn)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return fn(conn)
+
+
+def _direct(url: str) -> Any:
+    """A connection of one read's own, or DAEMON_UNAVAILABLE."""
+    try:
+        return connect(url)
+    except YsError as exc:
+        raise DaemonUnavailable("DAEMON_UNAVAILABLE", f"{exc.message}; retry") from None
 
 
 class Core:
@@ -57,13 +79,20 @@ class Core:
             max_size=readers,
             kwargs={"autocommit": True},
             open=True,
-            timeout=30.0,
+            timeout=POOL_WAIT_SECONDS,
             check=ConnectionPool.check_connection,
+            # a lost server is tried again with backoff; past this the pool gives the
+            # connection up and makes one anew when a read asks (its backoff starts over)
+            reconnect_timeout=5.0,
             name="ys-readers",
         )
         self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._unheard = False  # the listener lost its connection and has not made one since
+        # psycopg_pool logs each failed try to reconnect; the writer and the listener say
+        # once that the server is lost and once that it is back
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
     def now(self, now: float | None) -> float:
         return self.clock() if now is None else now
@@ -73,14 +102,45 @@ class Core:
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""
-        with self.pool.connection() as conn:
-            return fn(conn)
+        return self._on_pooled(fn, snapshot=False)
 
     def snapshot(self, fn: Callable[[Any], T]) -> T:
         """`fn` in one REPEATABLE READ, READ ONLY transaction: one committed state."""
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return fn(conn)
+        return self._on_pooled(fn, snapshot=True)
+
+    def _on_pooled(self, fn: Callable[[Any], T], *, snapshot: bool) -> T:
+        """A read, run once more on another connection when its connection broke under it
+        (the server restarted after the pool checked it: a read is safe to repeat); a server
+        that cannot be reached is DAEMON_UNAVAILABLE, as for a write."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        for attempt in range(2):
+            conn: Any = None
+            try:
+                try:
+                    with self.pool.connection(timeout=self._pool_wait()) as conn:
+                        return _run_read(conn, fn, snapshot)
+                except PoolTimeout:
+                    pass
+                # The pool's own tries to reconnect back off to seconds apart (and a busy
+                # pool has none free): one connection of the read's own, which also tells
+                # at once whether the server is back.
+                with _direct(self.url) as conn:
+                    return _run_read(conn, fn, snapshot)
+            except PoolTimeout as exc:
+                raise translate(psycopg.OperationalError(str(exc))) from None
+            except psycopg.OperationalError as exc:
+                if attempt or conn is None or not (conn.broken or conn.closed):
+                    raise translate(exc) from None
+        raise AssertionError("unreachable")
+
+    def _lost(self) -> bool:
+        """Whether the server was lost: the writer or the listener could not connect."""
+        return self.writer.lost or self._unheard
+
+    def _pool_wait(self) -> float:
+        return POOL_WAIT_LOST_SECONDS if self._lost() else POOL_WAIT_SECONDS
 
     # -- hearing other daemons --------------------------------------------------------------
 
@@ -114,6 +174,9 @@ class Core:
                 with connect(self.url) as conn:
                     conn.execute("LISTEN ys_due")
                     conn.execute("LISTEN ys_changed")
+                    if self._unheard:
+                        log.warning("listening for other daemons' writes again")
+                        self._unheard = False
                     while not self._stopping.is_set():
                         # each notification as it comes; then, once the interval is over,
                         # the due watchers run anyway (the polling fallback)
@@ -126,7 +189,9 @@ class Core:
             except Exception as exc:
                 if self._stopping.is_set():
                     return
-                log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
+                if not self._unheard:
+                    log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
+                self._unheard = True
                 self._call(True, None)
                 self._stopping.wait(POLL_SECONDS)
 
