@@ -147,8 +147,8 @@ class Core:
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
     ) -> None:
-        """Call `on_due` (on the listener's thread) when any daemon commits a write that makes
-        something due, and at least every POLL_SECONDS in case a notification was lost (the
+        """Call `on_due` (on the listener's thread) when another daemon commits a write that
+        makes something due, and at least every POLL_SECONDS in case a notification was lost (the
         listener's connection broke, say); `on_change(execution_id)` when an execution's
         history grew."""
         self._watchers.append((on_due, on_change))
@@ -174,6 +174,7 @@ class Core:
                 with connect(self.url) as conn:
                     conn.execute("LISTEN ys_due")
                     conn.execute("LISTEN ys_changed")
+                    self.writer.forget_old_pids()
                     if self._unheard:
                         log.warning("listening for other daemons' writes again")
                         self._unheard = False
@@ -181,6 +182,10 @@ class Core:
                         # each notification as it comes; then, once the interval is over,
                         # the due watchers run anyway (the polling fallback)
                         for n in conn.notifies(timeout=POLL_SECONDS):
+                            if n.pid in self.writer.pids:
+                                # this daemon's own commit: it knows what it wrote, and must
+                                # not act on it (kill its own worker, say: docs/design.md §9)
+                                continue
                             if n.channel == "ys_changed":
                                 self._call(False, n.payload)
                             else:

@@ -64,16 +64,18 @@ class Writer:
     ) -> None:
         self._connect = connect
         self.conn: Any = connect()
+        # The server processes ("backend PIDs") of this writer's connections: a notification
+        # sent by one of them is of this daemon's own commit (Core's listener ignores it).
+        self.pids: frozenset[int] = frozenset({self.conn.info.backend_pid})
         self.group = group
         self.batch = batch
         self._lock = threading.Lock()
+        self._pids_lock = threading.Lock()
         self._closed = False
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._committing = False  # COMMIT was sent: a broken connection now leaves it unknown
         self.lost = False  # the last try to connect failed (the server cannot be reached)
-        # told after each new connection (the listener: this daemon's notifications)
-        self.reconnected: Callable[[], None] = lambda: None
         # told (seconds, requests) after each group commit, for the metrics; off by default
         self.observe: Callable[[float, int], None] | None = None
         if group:
@@ -122,6 +124,13 @@ class Writer:
             if self._closed:
                 raise _closed_error()
             self._queue.put(req)
+
+    def forget_old_pids(self) -> None:
+        """Only the current connection's process is ours from now on: called when the
+        listener (re)connects, as nothing an older one sent can reach it then (a process
+        number the server may give another daemon's session later)."""
+        with self._pids_lock:
+            self.pids = frozenset({self.conn.info.backend_pid})
 
     def close(self) -> bool:
         """Answer what is queued, refuse what comes later, close the connection. False if
@@ -253,10 +262,11 @@ class Writer:
                 log.warning("lost the connection to PostgreSQL: %s; retrying", exc)
             self.lost = True
             return False
+        with self._pids_lock:
+            self.pids = self.pids | {self.conn.info.backend_pid}
         if self.lost:
             log.warning("reconnected to PostgreSQL")
         self.lost = False
-        self.reconnected()
         return True
 
 
