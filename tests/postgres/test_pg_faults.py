@@ -5,6 +5,8 @@ server of its own (`pg_own_server`), which it restarts or stops."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.pg_support import Databases, PgServer
@@ -89,3 +91,29 @@ def test_a_delivery_whose_end_cannot_be_written_is_run_again_by_the_same_daemon(
     log = own_home.log()
     assert "failed in the dispatcher" not in log and "Traceback" not in log, log[-3000:]
     assert log.count("the database cannot be reached") == 1, log[-3000:]
+
+
+def test_the_first_trigger_after_the_server_ended_every_connection_is_admitted(
+    tmp_path, pg_own_server, own_home
+):
+    """The daemon's connections were all ended by the server while idle
+    (pg_terminate_backend, as a restart or a proxy does): the next trigger finds out on its
+    first statement, which never reached the server, and is run again on a new connection
+    instead of failing."""
+    import psycopg
+
+    fx = fixture_dir(tmp_path)
+    with own_home.client() as c:  # every connection of the daemon made and used once
+        c.trigger("three", {"dir": str(fx)}, execution_id="warm")
+        (fx / "two.go").touch()
+        assert c.wait("warm", timeout=60)["status"] == "completed"
+    with psycopg.connect(pg_own_server.url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname LIKE 'ys_test_%' AND pid <> pg_backend_pid()"
+        )
+    done = own_home.ys("trigger", "three", "--id", "x", "--params", json.dumps({"dir": str(fx)}))
+    assert done.returncode == 0, done.stderr
+    with own_home.client() as c:
+        assert c.wait("x", timeout=60)["status"] == "completed"
+    assert "failed in the dispatcher" not in own_home.log()
