@@ -231,7 +231,7 @@ def logs(
         else:
             _render.note(f"{execution_id} has not been delivered yet; nothing printed")
     for n, p in files:
-        if _lost(p):
+        if isinstance(p, dict) and _lost(p):
             _say_lost(n, p)
             continue
         _header(n)

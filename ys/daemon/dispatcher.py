@@ -155,8 +155,10 @@ class Dispatcher(Limits):
         if self._down_since is None:
             self._down_since = time.monotonic()
             self._down_delay = DOWN_RETRY_MIN
-            if isinstance(exc, YsError):
+            if isinstance(exc, DaemonUnavailable):
                 log.error("the database cannot be reached (%s); trying again", exc.message)
+            elif isinstance(exc, YsError):
+                log.error("claiming failed (%s); trying again", exc.message)
             else:
                 log.error("claiming failed; trying again", exc_info=exc)
         else:
@@ -574,6 +576,8 @@ class Dispatcher(Limits):
                 )
             except LeaseLost:
                 return
+            except DaemonUnavailable:
+                continue  # not renewed: past its lease the lease watch kills the worker
 
     async def _shell_outcome(self, r: Running, code: int | None, log_path: Any) -> None:
         """A shell workflow's outcome: suspended if a `ys step` suspended it (whatever the exit

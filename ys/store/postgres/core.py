@@ -128,8 +128,6 @@ class Core:
                 # at once whether the server is back.
                 with _direct(self.url) as conn:
                     return _run_read(conn, fn, snapshot)
-            except PoolTimeout as exc:
-                raise translate(psycopg.OperationalError(str(exc))) from None
             except psycopg.OperationalError as exc:
                 if attempt or conn is None or not (conn.broken or conn.closed):
                     raise translate(exc) from None

@@ -130,7 +130,10 @@ class Writer:
         listener (re)connects, as nothing an older one sent can reach it then (a process
         number the server may give another daemon's session later)."""
         with self._pids_lock:
-            self.pids = frozenset({self.conn.info.backend_pid})
+            try:
+                self.pids = frozenset({self.conn.info.backend_pid})
+            except Exception:  # being replaced: the next connection adds its own
+                self.pids = frozenset()
 
     def close(self) -> bool:
         """Answer what is queued, refuse what comes later, close the connection. False if
