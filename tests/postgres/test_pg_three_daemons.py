@@ -496,6 +496,10 @@ def test_logs_name_an_attempt_whose_daemon_was_killed_and_kept_no_tail(tmp_path,
         assert shown.stdout.endswith("before the gate\nafter the gate\n")
         assert f"attempt 1 ran on daemon {ida}" in shown.stderr, shown.stderr
         assert "no end of its log was kept" in shown.stderr, shown.stderr
+        first, second = json.loads(b.ys("logs", "c3", "--json").stdout)["logs"]
+        assert first["attempt"] == 1 and first["lost"] is True and first["text"] == ""
+        assert first["daemon_id"] == ida
+        assert second["attempt"] == 2 and second["text"] == "before the gate\nafter the gate\n"
     finally:
         for h in (a, b):
             h.stop()

@@ -169,7 +169,8 @@ def logs(
     Each attempt's log keeps at most YS_LOG_MAX_BYTES (10 MiB): past that, its first and its
     last part, with a line between them saying how many bytes were dropped. On a database
     many boxes share, an attempt that ran on another box shows the last 64 KiB the database
-    keeps, and a note on stderr says where its whole log is.
+    keeps, and a note on stderr says where its whole log is; one whose daemon stopped before
+    it kept that (killed) is named with that daemon ("lost": true in JSON).
     """
     from ys.paths import resolve
 
@@ -219,7 +220,7 @@ def logs(
         emit_json(
             {
                 "execution_id": execution_id,
-                "logs": [_json_log(n, p) for n, p in files if not _lost(p)],
+                "logs": [_json_log(n, p) for n, p in files],
             }
         )
         return
@@ -286,6 +287,15 @@ def _elsewhere(kept: dict[str, Any]) -> None:
 
 
 def _json_log(attempt: int, log: Path | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(log, dict) and _lost(log):  # nothing of it was kept: which daemon ran it
+        return {
+            "attempt": attempt,
+            "text": "",
+            "daemon_id": log.get("daemon_id"),
+            "path": None,
+            "truncated": False,
+            "lost": True,
+        }
     if isinstance(log, dict):
         return {
             "attempt": attempt,
