@@ -89,6 +89,7 @@ class Core:
         self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._listening = threading.Event()  # the listener has listened once
         self._unheard = False  # the listener lost its connection and has not made one since
         # psycopg_pool logs each failed try to reconnect; the writer and the listener say
         # once that the server is lost and once that it is back
@@ -155,6 +156,9 @@ class Core:
                 target=self._listen, name="ys-pg-listener", daemon=True
             )
             self._listener.start()
+            # listening before the caller goes on (its API answers next): a commit of another
+            # daemon after this is heard (a server that does not answer: polling meanwhile)
+            self._listening.wait(timeout=5.0)
 
     def _call(self, due: bool, changed: str | None) -> None:
         for on_due, on_change in list(self._watchers):
@@ -173,6 +177,7 @@ class Core:
                     conn.execute("LISTEN ys_due")
                     conn.execute("LISTEN ys_changed")
                     self.writer.forget_old_pids()
+                    self._listening.set()
                     if self._unheard:
                         log.warning("listening for other daemons' writes again")
                         self._unheard = False
