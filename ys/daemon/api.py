@@ -172,7 +172,9 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 },
                 "tracing": self.d.tracing_status(),
                 "paths": {
-                    "db": str(p.db),
+                    # the database in use: on PostgreSQL its URL without a password, not
+                    # the SQLite file it does not use
+                    "db": self.d.settings.database_shown(p.db),
                     "workflows": str(p.workflows),
                     "socket": str(p.socket),
                     "logs": str(p.logs),

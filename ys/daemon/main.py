@@ -204,6 +204,18 @@ class Daemon:
             return WorkerChannel(api, r, sock)
 
         dispatcher.open_channel = open_channel
+        loop = asyncio.get_running_loop()
+
+        # A shared database: other daemons' commits concern us too (SQLite: nothing to
+        # watch). Heard from before the socket answers, so a long poll's first read never
+        # misses another daemon's commit made before this daemon listened.
+        def due() -> None:
+            loop.call_soon_threadsafe(dispatcher.poke)
+
+        def changed(execution_id: str) -> None:
+            loop.call_soon_threadsafe(self._changed, execution_id)
+
+        store.watch(due, changed)
         await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
@@ -220,16 +232,6 @@ class Daemon:
         if start is not None:  # the fork server and its first spare, before the first claim
             await start()
         dispatcher.start()
-        loop = asyncio.get_running_loop()
-
-        # a shared database: other daemons' commits concern us too (SQLite: nothing to watch)
-        def due() -> None:
-            loop.call_soon_threadsafe(dispatcher.poke)
-
-        def changed(execution_id: str) -> None:
-            loop.call_soon_threadsafe(self._changed, execution_id)
-
-        store.watch(due, changed)
         scheduler.start()
         if self._tracer is not None:
             self._tracer.start()

@@ -25,6 +25,7 @@ from typing import Any
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.postgres import concurrency
+from ys.store.postgres.core import DEFAULT_HOLDER
 from ys.store.postgres.shared import RECORD_COLUMNS as RECORD_COLUMNS
 from ys.store.postgres.shared import (
     admission_event,
@@ -403,6 +404,10 @@ def _claim_one(
     token = secrets.token_hex(16)
     expires = now + lease
     claim: dict[str, Any] = {"attempt": record.attempts + 1}
+    if holder != DEFAULT_HOLDER:
+        # which daemon ran this attempt: `ys logs` on another box names it when the end of
+        # the attempt's log never reached the database (that daemon was killed)
+        claim["daemon_id"] = holder
     script, pinned = delivery_script(c, record)
     if script is not None:
         claim["script_sha256"] = script
