@@ -16,8 +16,7 @@ from ys.errors import NotFoundError, YsError
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
-    from ys.store.base import Retry
-    from ys.store.records import Record
+    from ys.store.protocols import Record, Retry
 
 
 async def load(d: DaemonParts, execution_id: str) -> Record:
