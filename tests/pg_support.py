@@ -133,58 +133,29 @@ class PgServer:
                 "-c shared_buffers=32MB",
             ]
         )
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            self.options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        self._start()
         return self
+
+    def _start(self) -> None:
+        """`pg_ctl start` with this server's options; returns once it accepts connections."""
+        self._ctl("-l", str(self.log), "-o", self.options, "-w", "-t", "60", "start")
+
+    def _ctl(self, *args: str) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), *args)
 
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m MODE` (fast: sessions are told and the server shuts down
         cleanly; immediate: it quits at once and recovers from its WAL), with the options it
         was started with; returns once it accepts connections again."""
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-m",
-            mode,
-            "-w",
-            "-t",
-            "60",
-            "restart",
-        )
+        self._ctl("-l", str(self.log), "-m", mode, "-w", "-t", "60", "restart")
 
     def stop_now(self) -> None:
         """Shut the server down at once (`-m immediate`), its data kept for `resume`."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self._ctl("-m", "immediate", "-w", "stop")
 
     def resume(self) -> None:
         """Start again, with the same options, a server `stop_now` shut down."""
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            self.options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        self._start()
 
     def stop(self) -> None:
         try:
