@@ -244,10 +244,10 @@ class SqliteAdapter:
             conn.set_trace_callback(None)
 
     def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
-        from ys.store.sqlite import executions
+        from ys.store.sql import events
 
         offered = iter(bits)
-        monkeypatch.setattr(executions, "id_bits", lambda: next(offered))
+        monkeypatch.setattr(events, "id_bits", lambda: next(offered))
 
 
 ADAPTERS: list[Adapter] = [SqliteAdapter(), PostgresAdapter()]

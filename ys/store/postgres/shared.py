@@ -15,28 +15,15 @@ from ys.store.paging import (
     parse_history_token,
     parse_list_token,
 )
-from ys.store.sqlite.db import _UNSET as UNSET
-from ys.store.sqlite.db import _answer as answer
-from ys.store.sqlite.db import _Request as Request
-from ys.store.sqlite.executions import _RECORD_COLUMNS as RECORD_COLUMNS
-from ys.store.sqlite.executions import STEP_COLUMNS as STEP_COLUMNS
-from ys.store.sqlite.executions import (
+from ys.store.sql.events import (
     admission_event,
-    completed_step,
     encode_event_value,
-    event_text,
     new_execution_id,
-    new_record_row,
     outcome_event,
-    project,
-    row_to_record,
-    run_state,
-    step_error,
-    step_save,
 )
-from ys.store.sqlite.overview import _prefix_end as prefix_end
-from ys.store.sqlite.reads import deliveries, failed_attempts, list_page, list_query
-from ys.store.sqlite.retries import (
+from ys.store.sql.lists import deliveries, failed_attempts, list_page, list_query, prefix_end
+from ys.store.sql.requests import UNSET, Request, answer
+from ys.store.sql.retrying import (
     already_retried,
     check_retry,
     links_to,
@@ -45,9 +32,9 @@ from ys.store.sqlite.retries import (
     step_copy_event,
     steps_to_copy,
 )
-from ys.store.sqlite.schedules import _row as schedule_row
-from ys.store.sqlite.slots import _rows as slot_rows
-from ys.store.sqlite.slots import _slot as slot_row
+from ys.store.sql.rows import RECORD_COLUMNS, event_text, new_record_row, project, row_to_record
+from ys.store.sql.schedule_rows import schedule_row, slot_row, slot_rows
+from ys.store.sql.steps import STEP_COLUMNS, completed_step, run_state, step_error, step_save
 
 __all__ = [
     "RECORD_COLUMNS",

@@ -29,6 +29,7 @@ from ys.errors import InvalidArgument, LeaseLost, NotFoundError
 from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
+from ys.store.sql.events import encode_event_value, new_execution_id, outcome_event
 from ys.store.sqlite import reads
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.db import Inserts, Writer
@@ -39,10 +40,7 @@ from ys.store.sqlite.executions import (
     check_lease,
     claim_due_tx,
     claim_new,
-    encode_event_value,
     load,
-    new_execution_id,
-    outcome_event,
     release_expired_tx,
     request_wake_tx,
     save_step_tx,

@@ -9,105 +9,54 @@ changes an execution in the same transaction as its own rows. `ys.store.sqlite` 
 
 from __future__ import annotations
 
-import json
-import random
 import secrets
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ys import codec
-from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFoundError
+from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import (
     SLOT_ALL,
     Admission,
     ConcurrencyLimit,
     Delivery,
-    RunState,
-    StepRecord,
     slot_of,
 )
 from ys.store.records import (
-    ADMITTED,
     CANCEL_REQUESTED,
-    CANCELLED,
     CLAIMED,
-    COMPLETED,
     FAILED,
     RELEASED,
-    STEP,
-    SUSPENDED,
-    TERMINAL,
     WAKE_REQUESTED,
     Event,
-    RawJSON,
     Record,
-    apply,
 )
+from ys.store.sql.events import admission_event, new_execution_id
+from ys.store.sql.events import encode_event_value as encode_event_value
+from ys.store.sql.events import outcome_event as outcome_event
+from ys.store.sql.rows import (
+    FULL,
+    LIGHT,
+    new_record_row,
+    outcome_text,
+    project,
+    row_to_record,
+    tag_rows,
+    tags_text,
+)
+from ys.store.sql.rows import event_text as event_text
+from ys.store.sql.steps import STEP_COLUMNS as STEP_COLUMNS
+from ys.store.sql.steps import run_state, step_error, step_save
 from ys.store.sqlite import concurrency
 from ys.store.sqlite.versions import current_script, delivery_script
-
-_RECORD_COLUMNS = (
-    "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
-    "due_at, covered_due_at, prior_status, attempts, parent_id, parent_step, parent_detached, "
-    "cancel_requested, history_length, script_sha256, tags, retry_of, retried_by"
-)
-_FULL = _RECORD_COLUMNS.format(params="params", context="context")
-_LIGHT = _RECORD_COLUMNS.format(params="''", context="''")
-
-
-def row_to_record(row: tuple[Any, ...]) -> Record:
-    parent = None
-    if row[12] is not None:
-        parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
-    return Record(
-        execution_id=row[0],
-        workflow=row[1],
-        params_json=row[2],
-        context_json=row[3],
-        status=row[4],
-        outcome=json.loads(row[5]) if row[5] is not None else None,
-        admitted_at=row[6],
-        updated_at=row[7],
-        due_at=row[8],
-        covered_due_at=row[9],
-        prior_status=row[10],
-        attempts=row[11],
-        parent=parent,
-        cancel_requested=bool(row[15]),
-        history_length=row[16],
-        script_sha256=row[17],
-        tags=json.loads(row[18]) if row[18] else {},
-        retry_of=row[19],
-        retried_by=row[20],
-    )
 
 
 def load(c: sqlite3.Connection, execution_id: str, payload: bool = True) -> Record | None:
     row = c.execute(
-        f"SELECT {_FULL if payload else _LIGHT} FROM executions WHERE execution_id = ?",
+        f"SELECT {FULL if payload else LIGHT} FROM executions WHERE execution_id = ?",
         (execution_id,),
     ).fetchone()
     return row_to_record(row) if row else None
-
-
-_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_STR = json.encoder.encode_basestring  # a str as JSON, ensure_ascii=False (C when available)
-
-
-def event_text(data: dict[str, Any]) -> str:
-    """Canonical JSON of an event's data; RawJSON values (params) are embedded unchanged."""
-    parts = []
-    for key in sorted(data):
-        value = data[key]
-        if isinstance(value, RawJSON):
-            text: str = value
-        elif type(value) is str:
-            text = _STR(value)
-        else:
-            text = _JSON(value)
-        parts.append(_STR(key) + ":" + text)
-    return "{" + ",".join(parts) + "}"
 
 
 INSERT_EXECUTION = (
@@ -119,64 +68,6 @@ INSERT_EXECUTION = (
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
 # One row per tag, in the order lists read (`ys list --tag k=v`: newest admitted first).
 INSERT_TAG = "INSERT INTO execution_tags (key, value, admitted_at, execution_id) VALUES (?,?,?,?)"
-
-
-def tags_text(tags: dict[str, str]) -> str | None:
-    """The executions row's copy of the tags (NULL when there are none)."""
-    return _JSON(tags) if tags else None
-
-
-def tag_rows(record: Record) -> list[tuple[Any, ...]]:
-    return [(k, v, record.admitted_at, record.execution_id) for k, v in record.tags.items()]
-
-
-def project(prior: Record | None, events: list[Event]) -> tuple[Record, list[tuple[Any, ...]], int]:
-    """Pure: the record after `events` (folded with `apply`), their rows and their size in
-    bytes. `append` persists the result; an admission computes it before its transaction."""
-    record = prior
-    seq = prior.history_length if prior else 0
-    nbytes = 0
-    rows = []
-    for e in events:
-        record = apply(record, e)
-        seq += 1
-        text = event_text(e.data)
-        nbytes += len(text.encode("utf-8"))  # bytes, not characters
-        rows.append((record.execution_id, seq, e.at, e.kind, text))
-    assert record is not None
-    return record, rows, nbytes
-
-
-def _outcome_text(record: Record) -> str | None:
-    return _JSON(record.outcome) if record.outcome is not None else None
-
-
-def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
-    """The executions row of a record that is not stored yet (INSERT_EXECUTION's values)."""
-    p = record.parent or {}
-    return (
-        record.execution_id,
-        record.workflow,
-        record.params_json,
-        record.context_json,
-        record.status,
-        _outcome_text(record),
-        record.admitted_at,
-        record.updated_at,
-        record.due_at,
-        record.covered_due_at,
-        record.prior_status,
-        record.attempts,
-        p.get("execution_id"),
-        p.get("step_key"),
-        int(bool(p.get("detached"))) if p else None,
-        int(record.cancel_requested),
-        record.history_length,
-        history_bytes,
-        record.script_sha256,
-        tags_text(record.tags),
-        record.retry_of,
-    )
 
 
 def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> Record:
@@ -196,7 +87,7 @@ def append(c: sqlite3.Connection, prior: Record | None, events: list[Event]) -> 
             "slot_wait=CASE WHEN ? THEN NULL ELSE slot_wait END WHERE execution_id=?",
             (
                 record.status,
-                _outcome_text(record),
+                outcome_text(record),
                 record.updated_at,
                 record.due_at,
                 record.covered_due_at,
@@ -227,30 +118,6 @@ def check_lease(c: sqlite3.Connection, execution_id: str, token: str, now: float
             "LEASE_LOST",
             f"the delivery of {execution_id!r} no longer holds its lease; another delivery owns it",
         )
-
-
-def encode_event_value(value: Any, path: str) -> str:
-    enc = codec.encode(value, path=path)
-    if enc.status != "encoded":
-        raise ExecutionAdmissionError("INVALID_EXECUTION_EVENT", enc.message or "invalid value")
-    assert enc.canonical is not None
-    return enc.canonical
-
-
-def new_execution_id(workflow: str, at: float) -> str:
-    """`<workflow>-<admission time in ms, 11 hex digits><32 random bits, 8 hex digits>`.
-    Time first, so that new IDs sort after older ones: an admission then inserts at the
-    right edge of the ID indexes, where the executions admitted with it in one commit share
-    their pages, instead of one random page each. A taken ID is drawn again (see admit_tx)."""
-    return f"{workflow}-{max(0, int(at * 1000)):011x}{id_bits():08x}"
-
-
-def id_bits() -> int:
-    """32 random bits for a new execution ID. An ID must be unique, not secret (it grants
-    nothing), so this is the random module (reseeded in forked children), not a system call
-    per ID: os.urandom would hand the GIL to the writer thread in the middle of an
-    admission. Tests replace it to force collisions."""
-    return random.getrandbits(32)
 
 
 def admit_tx(
@@ -296,34 +163,6 @@ def admit_tx(
                 status=row[3],
             )
     return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags)
-
-
-def admission_event(
-    execution_id: str,
-    workflow: str,
-    params_json: str,
-    context_json: str,
-    parent: dict[str, Any] | None,
-    at: float,
-    script_sha256: str | None = None,
-    tags: dict[str, str] | None = None,
-    retry_of: str | None = None,
-) -> Event:
-    data: dict[str, Any] = {
-        "execution_id": execution_id,
-        "workflow": workflow,
-        "params": RawJSON(params_json),
-        "context": RawJSON(context_json),
-    }
-    if parent is not None:
-        data["parent"] = parent
-    if script_sha256 is not None:
-        data["script_sha256"] = script_sha256
-    if tags:
-        data["tags"] = dict(tags)
-    if retry_of is not None:
-        data["retry_of"] = retry_of
-    return Event(ADMITTED, at, data)
 
 
 def admission_inserts(
@@ -513,22 +352,6 @@ def _claim_one(
     )
 
 
-STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
-
-
-def run_state(c: Any, execution_id: str, ph: str) -> RunState:
-    """A claimed execution's params, context and steps (both adapters: `ph` is the
-    placeholder), read in the claim's transaction for its worker."""
-    params, context = c.execute(
-        f"SELECT params, context FROM executions WHERE execution_id={ph}", (execution_id,)
-    ).fetchone()
-    rows = c.execute(
-        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id={ph} ORDER BY first_seq",
-        (execution_id,),
-    ).fetchall()
-    return RunState(params, context, [StepRecord(*r) for r in rows])
-
-
 def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
     """Whether a delivery ended without an outcome after the cancellation was requested (a
     release follows the request): that delivery was told, or was running when it came."""
@@ -537,38 +360,6 @@ def cancel_seen(c: sqlite3.Connection, execution_id: str) -> bool:
         (execution_id, CANCEL_REQUESTED, RELEASED),
     ).fetchone()
     return row is not None and row[0] == RELEASED
-
-
-def outcome_event(outcome: dict[str, Any], at: float) -> Event:
-    """Validate a WorkflowRunOutcome and turn it into the event that records it."""
-    status = outcome.get("status")
-    if status == "suspended":
-        return Event(SUSPENDED, at, {})
-    if status == "completed":
-        result = outcome.get("result")
-        enc = codec.encode(result, path="result")
-        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
-            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
-        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
-        # Results are stored as plain JSON (lossless for durable values without tagged errors).
-        return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
-    if status == "failed":
-        error = outcome.get("error") or {}
-        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
-            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
-        clean: dict[str, Any] = {"name": error["name"], "message": str(error.get("message", ""))}
-        for extra in ("code", "traceback"):
-            if error.get(extra) is not None:
-                if not isinstance(error[extra], str):
-                    raise InvalidArgument("INVALID_ARGUMENT", f"outcome.error.{extra} must be text")
-                clean[extra] = error[extra]
-        if error.get("cause") is not None:  # any durable value (no NaN in a stored history)
-            codec.dumps(error["cause"], path="outcome.error.cause")
-            clean["cause"] = error["cause"]
-        return Event(FAILED, at, {"error": clean})
-    if status == "cancelled":
-        return Event(CANCELLED, at, {})
-    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")
 
 
 def acknowledge_tx(
@@ -609,74 +400,6 @@ def wake_waiting_parent(c: sqlite3.Connection, child: Record, now: float) -> Non
     ).fetchone()
     if waiting is not None:
         request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
-
-
-def step_error(value: str | None) -> dict[str, Any] | None:
-    """The error a step's value holds (a failed attempt, or a retry waiting after one), as
-    plain JSON; None for any other value. Only a tagged error's text starts so: a user key
-    "$error" is written "$$error"."""
-    if value is None or not value.startswith('{"$error":'):
-        return None
-    error = codec.decode(value)
-    return error.to_json() if isinstance(error, codec.ErrorValue) else None
-
-
-def completed_step(c: Any, execution_id: str, key: str, ph: str) -> bool:
-    """Whether step `key` of the execution is recorded completed (both adapters)."""
-    row = c.execute(
-        f"SELECT 1 FROM steps WHERE execution_id={ph} AND key={ph} AND status='completed'",
-        (execution_id, key),
-    ).fetchone()
-    return row is not None
-
-
-def step_save(
-    c: Any,
-    ph: str,
-    record: Record,
-    key: str,
-    kind: str,
-    status: str,
-    value: str | None,
-    attempts: int,
-    wake_at: float | None,
-    now: float,
-    error: dict[str, Any] | None,
-) -> Event | None:
-    """Write one step's row (both adapters: `ph` is the placeholder) and return the event its
-    history gains, or None when the step is already completed (a completed step is final: a
-    later save of it, the daemon recording a step's timeout just as the step's own save
-    committed, changes nothing)."""
-    execution_id = record.execution_id
-    if completed_step(c, execution_id, key, ph):
-        return None
-    if kind == "call" and status == "waiting":
-        # The child may have ended before this step said it waits: then nobody would wake us.
-        child = c.execute(
-            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
-            f" WHERE s.caller_id={ph} AND s.step_key={ph}",
-            (execution_id, key),
-        ).fetchone()
-        if child is not None and child[0] in TERMINAL:
-            wake_at = now
-    marks = ",".join([ph] * 9)
-    c.execute(
-        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
-        f"updated_at, first_seq) VALUES ({marks}) ON CONFLICT (execution_id, key) DO UPDATE SET "
-        "kind=excluded.kind, status=excluded.status, value=excluded.value, "
-        "attempts=excluded.attempts, wake_at=excluded.wake_at, updated_at=excluded.updated_at",
-        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
-    )
-    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
-    if attempts != 1:
-        data["attempts"] = attempts
-    if wake_at is not None:
-        data["wake_at"] = wake_at
-    if error is not None:
-        # The history keeps each failed attempt's error: the step's row keeps only its last
-        # value, which a retry that succeeds replaces with the result.
-        data["error"] = error
-    return Event(STEP, now, data)
 
 
 def save_step_tx(

@@ -17,8 +17,9 @@ from ys.errors import InvalidArgument
 from ys.store.base import Page, RunningExecution
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
+from ys.store.sql.lists import prefix_end
+from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import _FULL, row_to_record
 
 # Past this many executions under one ID prefix, walking the newest-first index and skipping
 # the others is quicker than sorting every match.
@@ -31,7 +32,7 @@ def _records(c: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> list[Rec
 
 def running(c: sqlite3.Connection, limit: int = 100) -> list[RunningExecution]:
     rows = c.execute(
-        f"SELECT {_FULL}, lease_expires_at, (SELECT at FROM events e WHERE "
+        f"SELECT {FULL}, lease_expires_at, (SELECT at FROM events e WHERE "
         "e.execution_id = x.execution_id AND e.kind = 'claimed' ORDER BY seq DESC LIMIT 1) "
         "FROM executions x WHERE status = 'running' ORDER BY admitted_at LIMIT ?",
         (limit,),
@@ -44,7 +45,7 @@ def due(c: sqlite3.Connection, limit: int = 10) -> list[Record]:
     wait for a free slot or for their script; not those waiting for a concurrency slot)."""
     return _records(
         c,
-        f"SELECT {_FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
+        f"SELECT {FULL} FROM executions WHERE due_at IS NOT NULL AND lease_token IS NULL "
         "AND slot_wait IS NULL ORDER BY due_at LIMIT ?",
         (limit,),
     )
@@ -54,7 +55,7 @@ def failed_since(c: sqlite3.Connection, since: float, limit: int = 20) -> list[R
     """Executions that failed at or after `since`, the latest first."""
     return _records(
         c,
-        f"SELECT {_FULL} FROM executions INDEXED BY executions_failed WHERE status = 'failed' "
+        f"SELECT {FULL} FROM executions INDEXED BY executions_failed WHERE status = 'failed' "
         "AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?",
         (since, limit),
     )
@@ -67,11 +68,6 @@ def count_status(c: sqlite3.Connection, status: str, limit: int = 100_000) -> in
         (status, limit),
     ).fetchone()
     return int(row[0])
-
-
-def _prefix_end(prefix: str) -> str:
-    """The least text greater than every text that starts with `prefix`."""
-    return prefix + "\U0010ffff"
 
 
 def find(
@@ -103,12 +99,12 @@ def find(
     index = ""
     if id_prefix:
         where.append("execution_id >= ? AND execution_id < ?")
-        args.extend([id_prefix, _prefix_end(id_prefix)])
+        args.extend([id_prefix, prefix_end(id_prefix)])
         few = (
             c.execute(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE execution_id >= ? AND "
                 "execution_id < ? LIMIT ?)",
-                (id_prefix, _prefix_end(id_prefix), PREFIX_SORT_MAX),
+                (id_prefix, prefix_end(id_prefix), PREFIX_SORT_MAX),
             ).fetchone()[0]
             < PREFIX_SORT_MAX
         )
@@ -125,7 +121,7 @@ def find(
         at, last_id = parse_list_token(page_token)
         where.append("(admitted_at < ? OR (admitted_at = ? AND execution_id > ?))")
         args.extend([at, at, last_id])
-    sql = f"SELECT {_FULL} FROM executions {index}"
+    sql = f"SELECT {FULL} FROM executions {index}"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY admitted_at DESC, execution_id ASC LIMIT ?"

@@ -14,22 +14,9 @@ from ys.contract import check_object, check_schedule, check_time, check_workflow
 from ys.crashpoints import crash_point
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.records import TERMINAL
+from ys.store.sql.schedule_rows import SCHEDULE_COLUMNS, SCHEDULE_NAMES, schedule_row
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import admit_tx
-
-_COLUMNS = (
-    "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
-    "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
-    "queued_slot, created_at"
-)
-_NAMES = [c.strip() for c in _COLUMNS.split(",")]
-
-
-def _row(row: tuple[Any, ...]) -> dict[str, Any]:
-    out = dict(zip(_NAMES, row, strict=True))
-    out["params"] = codec.decode(out["params"])
-    out["paused"] = bool(out["paused"])
-    return out
 
 
 def upsert_tx(
@@ -60,7 +47,7 @@ def upsert_tx(
     if nxt is not None:
         check_time(nxt, "the next fire time (the next slot plus jitter)")
     c.execute(
-        f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * len(_NAMES))}) "
+        f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({','.join('?' * len(SCHEDULE_NAMES))}) "
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
@@ -90,14 +77,17 @@ def upsert_tx(
 
 
 def get(c: sqlite3.Connection, name: str) -> dict[str, Any]:
-    row = c.execute(f"SELECT {_COLUMNS} FROM schedules WHERE name=?", (name,)).fetchone()
+    row = c.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name=?", (name,)).fetchone()
     if row is None:
         raise NotFoundError("NOT_FOUND", f"no schedule named {name!r}")
-    return _row(row)
+    return schedule_row(row)
 
 
 def list_all(c: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [_row(r) for r in c.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
+    return [
+        schedule_row(r)
+        for r in c.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")
+    ]
 
 
 def remove_tx(c: sqlite3.Connection, name: str, declared_too: bool = False) -> None:
