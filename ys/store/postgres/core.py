@@ -16,9 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ys.contract import check_time
+from ys.store.base import Then
 from ys.store.postgres import connect
+from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.schema import migrate
 from ys.store.postgres.writer import Writer
+from ys.store.sql.dialect import Dialect, FormatConnection
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
@@ -46,6 +50,8 @@ class Core:
         self.lease_seconds = lease_seconds
         self.read_only = read_only
         self.holder = daemon_id or DEFAULT_HOLDER
+        self.dialect: Dialect = POSTGRES
+        self.prepares = False  # admissions run their bodies (no prepared rows)
         self.pid = os.getpid()
         if not read_only:
             with connect(url) as conn:
@@ -66,21 +72,40 @@ class Core:
         self._stopping = threading.Event()
 
     def now(self, now: float | None) -> float:
-        return self.clock() if now is None else now
+        """The time of a write: the clock's, or the caller's `now` (checked)."""
+        return self.clock() if now is None else check_time(now, "now")
 
-    def write(self, fn: Callable[[Any], T]) -> T:
-        return self.writer.write(fn)
+    def admission_rows(self, *args: Any) -> Any:
+        raise NotImplementedError("PostgreSQL admissions run their bodies (prepares=False)")
+
+    # Each body gets its connection wrapped to take the core's `?` statements
+    # (ys/store/sql/dialect.py); `inserts` and `value` (prepared rows) are SQLite's alone.
+
+    def _wrap(self, fn: Callable[[Any], T]) -> Callable[[Any], T]:
+        dialect = self.dialect
+        return lambda conn: fn(FormatConnection(conn, dialect))
+
+    def write(self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None) -> T:
+        return self.writer.write(self._wrap(fn))
+
+    async def write_async(
+        self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None
+    ) -> T:
+        return await self.writer.write_async(self._wrap(fn))
+
+    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
+        self.writer.submit(self._wrap(fn), then)
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""
         with self.pool.connection() as conn:
-            return fn(conn)
+            return fn(FormatConnection(conn, self.dialect))
 
     def snapshot(self, fn: Callable[[Any], T]) -> T:
         """`fn` in one REPEATABLE READ, READ ONLY transaction: one committed state."""
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return fn(conn)
+            return fn(FormatConnection(conn, self.dialect))
 
     # -- hearing other daemons --------------------------------------------------------------
 

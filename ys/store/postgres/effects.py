@@ -13,8 +13,8 @@ from ys import codec
 from ys.contract import check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
 from ys.store.postgres.core import Core
-from ys.store.postgres.executions import request_wake_tx
 from ys.store.postgres.shared import check_effect_request
+from ys.store.sql.executions import request_wake_tx
 
 _COLUMNS = "effect_id, operation, input, status, result, created_at, settled_at"
 

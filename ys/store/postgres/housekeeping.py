@@ -184,8 +184,8 @@ def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
     are swept by claims). Executions that waited for a concurrency slot are claimable again:
     the next claim, under the limits of the scripts as they are now, marks again those that
     still wait."""
-    from ys.store.postgres.executions import append, load
     from ys.store.records import RELEASED, Event
+    from ys.store.sql.executions import append, load
 
     rows = c.execute(
         "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL AND lease_holder=%s "
@@ -201,7 +201,7 @@ def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
             [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})],
             clear_lease=True,
         )
-    from ys.store.postgres.concurrency import release_all_waiters
+    from ys.store.sql.concurrency import release_all_waiters
 
     release_all_waiters(c)  # this daemon's limits may have changed while it was down
     return [r[0] for r in rows]

@@ -16,8 +16,8 @@ from typing import Any
 from ys.contract import check_time
 from ys.store.base import LOG_TAIL_BYTES, LogTail, SharedCounts
 from ys.store.paging import MAX_BATCH, check_cursor
-from ys.store.postgres import versions
 from ys.store.postgres.core import Core
+from ys.store.sql import versions
 
 
 def shared_counts(c: Any, now: float) -> SharedCounts:

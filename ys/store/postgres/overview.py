@@ -11,10 +11,10 @@ from typing import Any
 from ys.errors import InvalidArgument
 from ys.store.base import Page, RunningExecution
 from ys.store.postgres.core import Core
-from ys.store.postgres.executions import FULL, row_to_record
 from ys.store.postgres.shared import check_limit, list_token, parse_list_token
 from ys.store.postgres.shared import prefix_end as _prefix_end
 from ys.store.records import STATUSES, Record
+from ys.store.sql.rows import FULL, row_to_record
 
 
 def _records(c: Any, sql: str, args: tuple[Any, ...]) -> list[Record]:

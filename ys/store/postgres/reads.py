@@ -11,7 +11,6 @@ from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.postgres.core import Core
-from ys.store.postgres.executions import FULL, load, not_found, row_to_record
 from ys.store.postgres.shared import (
     STEP_COLUMNS,
     check_limit,
@@ -23,6 +22,8 @@ from ys.store.postgres.shared import (
     parse_history_token,
 )
 from ys.store.records import Event, Record, fold, newest_retries
+from ys.store.sql.executions import load, not_found
+from ys.store.sql.rows import FULL, row_to_record
 
 MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
 
@@ -280,6 +281,6 @@ class PgReads:
         return self._core.snapshot(lambda c: (next_due_at(c), next_deadline_at(c)))
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
-        from ys.store.postgres.concurrency import waiting
+        from ys.store.sql.concurrency import waiting
 
         return self._core.read(lambda c: waiting(c, execution_ids))

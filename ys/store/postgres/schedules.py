@@ -12,9 +12,9 @@ from ys import codec, cron
 from ys.contract import check_time, check_workflow_name
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.postgres.core import Core
-from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
 from ys.store.records import TERMINAL
+from ys.store.sql.executions import admit_new
 
 _COLUMNS = (
     "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
@@ -153,7 +153,7 @@ MAX_SLOT_HANDLERS = 16
 def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> list[dict[str, Any]]:
     """Fire what is due for one schedule at `now`; returns what was done (for the log). A slot
     skipped for being late, or missed under catch_up=skip, admits `on_failure` in this same
-    transaction (ys.store.postgres.handlers)."""
+    transaction (ys.store.sql.handlers)."""
     s = get(c, name, lock=True)
     if s["paused"]:
         return []
@@ -179,7 +179,7 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
     except ValueError as exc:  # stored before the check refused it: it stops being due
         fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
     for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
-        from ys.store.postgres.handlers import slot_handler_tx
+        from ys.store.sql.handlers import slot_handler_tx
 
         handler = slot_handler_tx(
             c, on_failure, s["name"], slot_id(s["name"], slot), slot_id("", slot)[1:], reason, now

@@ -12,15 +12,15 @@ from collections.abc import Callable
 
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.postgres.effects import PgEffects
-from ys.store.postgres.execution_client import PgExecutions
 from ys.store.postgres.housekeeping import PgHousekeeping
 from ys.store.postgres.observing import PgObserving
 from ys.store.postgres.overview import PgOverview
 from ys.store.postgres.reads import PgReads
-from ys.store.postgres.retries import PgRetries
 from ys.store.postgres.schedules import PgSchedules
-from ys.store.postgres.starts import PgStarts
 from ys.store.postgres.values import PgValues
+from ys.store.sql.execution_client import Executions
+from ys.store.sql.retries import Retries
+from ys.store.sql.starts import Starts
 
 
 class PostgresStore:
@@ -55,7 +55,7 @@ class PostgresStore:
         self.daemon_id = core.holder
         self.watch = core.watch
 
-        ex = self.execution_client = PgExecutions(core)
+        ex = self.execution_client = Executions(core)
         self.admit = ex.admit
         self.admit_async = ex.admit_async
         self.request_wake = ex.request_wake
@@ -78,10 +78,10 @@ class PostgresStore:
         self.suspend_then = ex.suspend_then
         self.delivery_state = ex.delivery_state
 
-        rt = self.retry_client = PgRetries(core)
+        rt = self.retry_client = Retries(core)
         self.retry = rt.retry
 
-        st = self.start_client = PgStarts(core)
+        st = self.start_client = Starts(core)
         self.start = st.start
 
         ef = self.effect_client = PgEffects(core)

@@ -16,7 +16,7 @@ from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.errors import InvalidArgument, NotFoundError, VersionConflict
 from ys.store.postgres.core import Core
-from ys.store.postgres.executions import request_wake_tx
+from ys.store.sql.executions import request_wake_tx
 
 KEY_LOCKS = 0x7973  # the advisory lock space of value keys ('ys'), beside the key's hash
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from ys.store.base import Then
 from ys.store.sql.dialect import Dialect
 
 T = TypeVar("T")
@@ -20,13 +21,35 @@ class Core(Protocol):
     core's `?` statements (ys.store.sql.dialect)."""
 
     dialect: Dialect
+    clock: Callable[[], float]
     lease_seconds: float
     holder: str  # whose leases this store takes (recovery releases only its own)
+    pid: int
     read_only: bool
+    prepares: bool  # whether admissions come with their rows prepared (`admission_rows`)
 
     def now(self, now: float | None) -> float: ...
 
-    def write(self, fn: Callable[[Any], T]) -> T: ...
+    def write(self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None) -> T: ...
+
+    async def write_async(
+        self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None
+    ) -> T: ...
+
+    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
+        """`write` answered by `then(result, error)` on the writer's thread."""
+
+    def admission_rows(
+        self,
+        execution_id: str,
+        workflow: str,
+        params_json: str,
+        context_json: str,
+        parent: dict[str, Any] | None,
+        at: float,
+        tags: dict[str, str] | None,
+    ) -> Any:
+        """A new execution's rows prepared for the writer (only where `prepares`)."""
 
     def read(self, fn: Callable[[Any], T]) -> T: ...
 

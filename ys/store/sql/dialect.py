@@ -9,29 +9,29 @@ and the hooks an engine adds; `FormatConnection` lets a driver whose placeholder
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True)
 class Dialect:
-    """An engine's differences, as the core uses them.
+    """An engine's differences, as the core uses them. The defaults are an engine whose
+    writer holds the whole database (SQLite): no row locks, leases without holders.
+    Every connection a transaction body gets carries its dialect (`c.dialect`).
 
-    `for_update`: appended to a SELECT whose rows the transaction goes on to change (PostgreSQL:
-    " FOR UPDATE", so two daemons never fold events onto the same record at once; SQLite: "",
-    its write transaction already excludes every other writer). `skip_locked`: the same for a
-    claim or sweep that must not wait on rows another daemon holds (" FOR UPDATE SKIP LOCKED")."""
+    `for_update`: appended to a SELECT whose rows the transaction goes on to change (with
+    many writers, " FOR UPDATE": two daemons never fold events onto one record at once).
+    `skip_locked`: the same for a claim or sweep that must not wait on rows another writer
+    holds (" FOR UPDATE SKIP LOCKED"). `owned_leases`: a lease names its holder and process
+    (`lease_holder`, `lease_pid`), so recovery releases only its own daemon's."""
 
-    name: str
-    for_update: str
-    skip_locked: str
-    shared: bool  # several daemons write the database (leases carry their holder)
+    name = "sql"
+    for_update = ""
+    skip_locked = ""
+    owned_leases = False
 
+    def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
+        """Hold a concurrency slot group's lock until the transaction ends (before counting,
+        taking or freeing its slots). Nothing to do where one writer holds the database."""
 
-SQLITE = Dialect(name="sqlite", for_update="", skip_locked="", shared=False)
-POSTGRES = Dialect(
-    name="postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED", shared=True
-)
 
 _FORMAT: dict[str, str] = {}
 
@@ -42,6 +42,8 @@ def to_format(sql: str) -> str:
     out = _FORMAT.get(sql)
     if out is not None:
         return out
+    if "?" not in sql:  # no placeholder: the statement is the driver's own already
+        return sql
     parts: list[str] = []
     quoted = False
     for ch in sql:
@@ -66,10 +68,11 @@ class FormatConnection:
     """A connection whose `execute` and `executemany` take the core's `?` statements and hand
     the driver `%s` ones; everything else is the driver connection's own."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "dialect")
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, dialect: Dialect) -> None:
         self.raw = raw
+        self.dialect = dialect
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         if params is None:

@@ -117,8 +117,8 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         record.attempts,
         p.get("execution_id"),
         p.get("step_key"),
-        int(bool(p.get("detached"))) if p else None,
-        int(record.cancel_requested),
+        bool(p.get("detached")) if p else None,
+        record.cancel_requested,  # a bool: 0/1 on SQLite, boolean on PostgreSQL
         record.history_length,
         history_bytes,
         record.script_sha256,

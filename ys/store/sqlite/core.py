@@ -8,20 +8,25 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ys.contract import check_time
-from ys.store.sqlite.db import Writer, connect
+from ys.store.sql.dialect import Dialect
+from ys.store.sqlite.admissions import admission_inserts
+from ys.store.sqlite.db import Inserts, Writer, connect
+from ys.store.sqlite.dialect import SQLITE
 from ys.store.sqlite.schema import migrate
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
+HOLDER = "store"  # leases name no holder here: one daemon owns the file
 
 
 class Core:
     """One SQLite file. Thread-safe: writes go through `writer`, reads through `reader()`.
 
-    Read-only (`ys doctor`): nothing is migrated or written, and the file is opened so that
+    Satisfies `ys.store.sql.core.Core`; `write`, `write_async` and `submit` are the writer's
+    own methods (one attribute lookup on the hot paths). Read-only (`ys doctor`): nothing is migrated or written, and the file is opened so that
     SQLite cannot write it either."""
 
     def __init__(
@@ -37,6 +42,10 @@ class Core:
         self.clock = clock
         self.lease_seconds = lease_seconds
         self.read_only = read_only
+        self.dialect: Dialect = SQLITE
+        self.holder = HOLDER
+        self.pid = os.getpid()
+        self.prepares = True  # admissions come with their rows computed (the group writer's)
         conn = connect(self.path, read_only=read_only)
         if not read_only:
             migrate(conn)
@@ -46,6 +55,9 @@ class Core:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name='scripts'").fetchone():
             self.scripts = dict(conn.execute("SELECT workflow, sha256 FROM scripts").fetchall())
         self.writer = Writer(conn, group=group_commit and not read_only)
+        self.write = self.writer.write
+        self.write_async = self.writer.write_async
+        self.submit = self.writer.submit
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -55,9 +67,35 @@ class Core:
         the store is given)."""
         return self.clock() if now is None else check_time(now, "now")
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn` in a write transaction (its own, or its share of a group commit)."""
-        return self.writer.write(fn)
+    def admission_rows(
+        self,
+        execution_id: str,
+        workflow: str,
+        params_json: str,
+        context_json: str,
+        parent: dict[str, Any] | None,
+        at: float,
+        tags: dict[str, str] | None,
+    ) -> Inserts:
+        """A new execution's rows, prepared for the group writer (ys/store/sqlite/admissions.py),
+        naming the workflow's script version as last recorded (`scripts`)."""
+        sha = self.scripts.get(workflow)
+        return admission_inserts(
+            execution_id, workflow, params_json, context_json, parent, at, sha, tags
+        )
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` on this thread's read connection (each statement its own read)."""
+        return fn(self.reader())
+
+    def snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` in one read transaction: one committed state."""
+        c = self.reader()
+        c.execute("BEGIN")
+        try:
+            return fn(c)
+        finally:
+            c.execute("COMMIT")
 
     def reader(self) -> sqlite3.Connection:
         """This thread's read connection."""

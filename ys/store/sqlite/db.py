@@ -26,6 +26,7 @@ from ys.store.sql.requests import Inserts as Inserts
 from ys.store.sql.requests import Request as _Request
 from ys.store.sql.requests import answer as _answer
 from ys.store.sql.requests import closed_error as _closed_error
+from ys.store.sqlite.dialect import Connection
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store")
@@ -46,6 +47,7 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
         timeout=30,
         cached_statements=STATEMENT_CACHE,
         uri=uri,
+        factory=Connection,  # carries the dialect the core's bodies read
     )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if read_only:

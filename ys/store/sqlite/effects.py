@@ -13,8 +13,8 @@ from typing import Any
 from ys import codec
 from ys.contract import check_effect_request, check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
+from ys.store.sql.executions import request_wake_tx
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import request_wake_tx
 
 
 def begin_tx(

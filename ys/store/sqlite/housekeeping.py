@@ -69,7 +69,7 @@ def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
     waited for a concurrency slot are claimable again: the next claim, under the limits of
     the scripts as they are now, marks again those that still wait."""
     from ys.store.records import RELEASED, Event
-    from ys.store.sqlite.executions import append, clear_lease, load
+    from ys.store.sql.executions import append, load
 
     ids = [
         r[0]
@@ -81,9 +81,9 @@ def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
     for execution_id in ids:
         record = load(c, execution_id, payload=False)
         assert record is not None
-        append(c, record, [Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})])
-        clear_lease(c, execution_id)
-    from ys.store.sqlite.concurrency import release_all_waiters
+        released = Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})
+        append(c, record, [released], clear_lease=True)
+    from ys.store.sql.concurrency import release_all_waiters
 
     release_all_waiters(c)  # the limits may have changed while no daemon ran
     return ids

@@ -62,7 +62,7 @@ class SqliteObserving:
             from ys.contract import check_time
 
             check_time(timeout, "timeout")
-        from ys.store.sqlite.versions import set_script_tx
+        from ys.store.sql.versions import set_script_tx
 
         t = self._core.now(now)
         self._core.write(lambda c: set_script_tx(c, workflow, sha256, pin, t, timeout))
@@ -70,13 +70,13 @@ class SqliteObserving:
 
     def scripts_needed(self) -> set[str]:
         """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""
-        from ys.store.sqlite.versions import needed
+        from ys.store.sql.versions import needed
 
         return needed(self._core.reader())
 
     def stale_scripts(self) -> dict[str, int]:
         """Per workflow: live executions admitted under an older version than the current."""
-        from ys.store.sqlite.versions import stale
+        from ys.store.sql.versions import stale
 
         return stale(self._core.reader())
 

@@ -17,10 +17,11 @@ from ys.store.paging import (
     parse_history_token,
 )
 from ys.store.records import Event, Record, fold, newest_retries
+from ys.store.sql.executions import load
 from ys.store.sql.lists import deliveries, failed_attempts, list_page, list_query
 from ys.store.sql.rows import FULL, row_to_record
+from ys.store.sql.steps import STEP_COLUMNS
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import STEP_COLUMNS, load
 
 
 def _not_found(execution_id: str) -> NotFoundError:
@@ -288,6 +289,6 @@ class SqliteReads:
             c.execute("COMMIT")
 
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
-        from ys.store.sqlite.concurrency import waiting
+        from ys.store.sql.concurrency import waiting
 
         return waiting(self._reader(), execution_ids)

@@ -14,9 +14,9 @@ from ys.contract import check_object, check_schedule, check_time, check_workflow
 from ys.crashpoints import crash_point
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.records import TERMINAL
+from ys.store.sql.executions import admit_tx
 from ys.store.sql.schedule_rows import SCHEDULE_COLUMNS, SCHEDULE_NAMES, schedule_row
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import admit_tx
 
 
 def upsert_tx(
@@ -163,7 +163,7 @@ def _skip_handler(
     on_failure: str | None,
     now: float,
 ) -> str | None:
-    from ys.store.sqlite.handlers import slot_handler_tx
+    from ys.store.sql.handlers import slot_handler_tx
 
     return slot_handler_tx(
         c, on_failure, s["name"], slot_id(s["name"], slot), slot_id("", slot)[1:], reason, now

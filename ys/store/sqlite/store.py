@@ -15,16 +15,16 @@ import os
 import time
 from collections.abc import Callable
 
+from ys.store.sql.execution_client import Executions
+from ys.store.sql.retries import Retries
+from ys.store.sql.starts import Starts
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.sqlite.effects import SqliteEffects
-from ys.store.sqlite.execution_client import SqliteExecutions
 from ys.store.sqlite.housekeeping import SqliteHousekeeping
 from ys.store.sqlite.observing import SqliteObserving
 from ys.store.sqlite.overview import SqliteOverview
 from ys.store.sqlite.reads import SqliteReads
-from ys.store.sqlite.retries import SqliteRetries
 from ys.store.sqlite.schedules import SqliteSchedules
-from ys.store.sqlite.starts import SqliteStarts
 from ys.store.sqlite.values import SqliteValues
 
 
@@ -56,7 +56,7 @@ class SqliteStore:
         self.clock = clock
         self.lease_seconds = lease_seconds
 
-        ex = self.execution_client = SqliteExecutions(core)
+        ex = self.execution_client = Executions(core)
         self.admit = ex.admit
         self.admit_async = ex.admit_async
         self.request_wake = ex.request_wake
@@ -79,10 +79,10 @@ class SqliteStore:
         self.suspend_then = ex.suspend_then
         self.delivery_state = ex.delivery_state
 
-        rt = self.retry_client = SqliteRetries(core)
+        rt = self.retry_client = Retries(core)
         self.retry = rt.retry
 
-        st = self.start_client = SqliteStarts(core)
+        st = self.start_client = Starts(core)
         self.start = st.start
 
         ef = self.effect_client = SqliteEffects(core)

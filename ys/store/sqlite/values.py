@@ -18,8 +18,8 @@ from typing import Any
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.errors import InvalidArgument, NotFoundError, VersionConflict
+from ys.store.sql.executions import request_wake_tx
 from ys.store.sqlite.core import Core
-from ys.store.sqlite.executions import request_wake_tx
 
 
 def check_key(key: Any) -> str:

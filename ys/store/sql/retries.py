@@ -1,19 +1,29 @@
-"""The retry client on PostgreSQL (`protocols.RetryClient`): the SQLite adapter's retry
-(ys/store/sqlite/retries.py) in one transaction at READ COMMITTED. The original is terminal, so
-it never changes under the retry; two retries of one execution at once that both pick
-`<ID>.rN` are ordered by the insert (ON CONFLICT DO NOTHING): the second takes the next free
-number. The original's row lock also orders their `retried_by` links."""
+"""The retry client (`protocols.RetryClient`): `ys retry` in one transaction.
+
+A retry admits a new execution of a terminal one's workflow and starts its history with copies
+of the original's steps recorded before the retry point, each with what its replay looks up:
+a start step's start request (the same child, none started again), an effect step's beginning
+(the effect ledger names the retry too; a settled effect replays its result, performed 0 more
+times). The original's history is unchanged (terminal records never change); its
+`retried_by` link names its newest retry, set in the same transaction (docs/design.md §8).
+
+With many writers: the original is terminal, so it never changes under the retry; two
+retries of one execution at once that both pick `<ID>.rN` are ordered by the insert (ON
+CONFLICT DO NOTHING): the second takes the next free number. The original's row lock also
+orders their `retried_by` links.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ys.contract import check_execution_id, check_time
+from ys.contract import check_execution_id
 from ys.errors import ExecutionAdmissionError, InvalidArgument
-from ys.store.base import Retry
-from ys.store.postgres.executions import admit_new, append, load, not_found
-from ys.store.postgres.reads import steps as read_steps
-from ys.store.postgres.shared import (
+from ys.store.base import Retry, StepRecord
+from ys.store.records import Record
+from ys.store.sql.core import Core
+from ys.store.sql.executions import admit_new, append, load, not_found
+from ys.store.sql.retrying import (
     already_retried,
     check_retry,
     links_to,
@@ -22,7 +32,7 @@ from ys.store.postgres.shared import (
     step_copy_event,
     steps_to_copy,
 )
-from ys.store.records import Record
+from ys.store.sql.steps import STEP_COLUMNS
 
 
 def retry_tx(
@@ -41,7 +51,13 @@ def retry_tx(
         raise not_terminal(original)
     if not again and (existing := already_retried(original)) is not None:
         return existing
-    steps = read_steps(c, execution_id)
+    steps = [
+        StepRecord(*r)
+        for r in c.execute(
+            f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY first_seq",
+            (execution_id,),
+        ).fetchall()
+    ]
     copied = steps_to_copy(steps, from_step)
     params = original.params_json if params_json is None else params_json
     args = (original.workflow, params, original.context_json, None, now, original.tags)
@@ -58,7 +74,7 @@ def retry_tx(
         for candidate in retry_ids(execution_id):
             check_execution_id(candidate, "retry's execution ID")
             taken = c.execute(
-                "SELECT 1 FROM executions WHERE execution_id=%s", (candidate,)
+                "SELECT 1 FROM executions WHERE execution_id=?", (candidate,)
             ).fetchone()
             if taken is None and admit_new(c, candidate, *args, execution_id):
                 target = candidate
@@ -70,9 +86,9 @@ def retry_tx(
         record = load(c, target, payload=False, lock=True)
         assert record is not None
         first = record.history_length + 1
-        c.cursor().executemany(
+        c.executemany(
             "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
-            "updated_at, first_seq) VALUES (%s,%s,%s,%s,%s,%s,NULL,%s,%s)",
+            "updated_at, first_seq) VALUES (?,?,?,?,?,?,NULL,?,?)",
             [
                 (target, s.key, s.kind, s.status, s.value, s.attempts, now, first + i)
                 for i, s in enumerate(copied)
@@ -80,17 +96,18 @@ def retry_tx(
         )
         append(c, record, [step_copy_event(s, execution_id, now) for s in copied])
         keys = [s.key for s in copied]
+        marks = ",".join("?" * len(keys))
         c.execute(
             "INSERT INTO start_requests (caller_id, step_key, workflow, params, detached, "
-            "target_id, created_at) SELECT %s, step_key, workflow, params, detached, target_id, "
-            "%s FROM start_requests WHERE caller_id=%s AND step_key = ANY(%s)",
-            (target, now, execution_id, keys),
+            "target_id, created_at) SELECT ?, step_key, workflow, params, detached, target_id, "
+            f"? FROM start_requests WHERE caller_id=? AND step_key IN ({marks})",
+            (target, now, execution_id, *keys),
         )
         c.execute(
             "INSERT INTO effect_begins (effect_id, execution_id, step_key, at) "
-            "SELECT effect_id, %s, step_key, %s FROM effect_begins "
-            "WHERE execution_id=%s AND step_key = ANY(%s) ON CONFLICT DO NOTHING",
-            (target, now, execution_id, keys),
+            "SELECT effect_id, ?, step_key, ? FROM effect_begins "
+            f"WHERE execution_id=? AND step_key IN ({marks}) ON CONFLICT DO NOTHING",
+            (target, now, execution_id, *keys),
         )
     return Retry(target, execution_id, [s.key for s in copied])
 
@@ -101,22 +118,21 @@ def _link(c: Any, original: Record, target: str, now: float) -> None:
     latest = None
     if original.retried_by is not None:
         row = c.execute(
-            "SELECT admitted_at FROM executions WHERE execution_id=%s", (original.retried_by,)
+            "SELECT admitted_at FROM executions WHERE execution_id=?", (original.retried_by,)
         ).fetchone()
         latest = None if row is None else (row[0], original.retried_by)
     if links_to(original, latest, (now, target)):
         c.execute(
-            "UPDATE executions SET retried_by=%s WHERE execution_id=%s",
+            "UPDATE executions SET retried_by=? WHERE execution_id=?",
             (target, original.execution_id),
         )
 
 
-class PgRetries:
-    """The retry client of one PostgresStore."""
+class Retries:
+    """The retry client of one store."""
 
-    def __init__(self, core: Any) -> None:
-        self._writer = core.writer
-        self._clock = core.clock
+    def __init__(self, core: Core) -> None:
+        self._core = core
 
     def retry(
         self,
@@ -130,8 +146,8 @@ class PgRetries:
     ) -> Retry:
         check_execution_id(execution_id)
         new_id, params_json = check_retry(new_id, from_step, params)
-        t = check_time(self._clock() if now is None else now, "now")
-        result: Retry = self._writer.write(
+        t = self._core.now(now)
+        result: Retry = self._core.write(
             lambda c: retry_tx(c, execution_id, new_id, from_step, params_json, t, again)
         )
         return result

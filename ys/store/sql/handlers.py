@@ -1,8 +1,13 @@
-"""Failure handlers on PostgreSQL (ys/store/handlers.py's rules): the handler's execution is
-admitted in the transaction that records the failure, or that skips a schedule slot.
+"""Failure handlers (docs/design.md §7): a workflow admitted in the transaction that records a
+failure, so that it is exactly one per failure, durable, retried and visible like any other.
 
-Its ID (`<ID>.on-failure`) is taken once: an admission racing another daemon's for the same ID
-waits for that one's commit (ON CONFLICT DO NOTHING in `admit_new`) and then admits nothing.
+An execution that ends `failed` admits `<ID>.on-failure` with params `{"execution_id",
+"workflow", "error", "attempts", "tags"}`; a schedule slot skipped (too late, or missed under
+`catch_up=skip`) admits `<schedule>@<slot>.on-failure` with `{"schedule", "slot", "reason"}`.
+A handler's context names what it handles (`on_failure_of`), and a handler's own failure
+admits nothing, so a failing handler cannot start a chain. The ID is taken once: a second
+failure path for the same ID (a repeated acknowledgement, or another daemon's admission
+racing this one: ON CONFLICT DO NOTHING in `admit_new`) finds it and admits nothing.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ import json
 from typing import Any
 
 from ys.contract import CONTEXT_KEY, handler_id
-from ys.store.postgres.executions import admit_new
-from ys.store.postgres.shared import encode_event_value
 from ys.store.records import FAILED, Record
+from ys.store.sql.events import encode_event_value
+from ys.store.sql.executions import admit_new
 
 _ERROR_FIELDS = ("name", "message")  # what a person reads (the rest of an error can be large)
 
@@ -21,7 +26,7 @@ _ERROR_FIELDS = ("name", "message")  # what a person reads (the rest of an error
 def is_handler(c: Any, execution_id: str) -> bool:
     """Whether this execution was admitted as a failure handler (its context says so)."""
     row = c.execute(
-        "SELECT context FROM executions WHERE execution_id=%s", (execution_id,)
+        "SELECT context FROM executions WHERE execution_id=?", (execution_id,)
     ).fetchone()
     if row is None:
         return False

@@ -1,38 +1,40 @@
-"""Script versions in the store (DESIGN.md §7): which version of each workflow's script the
-daemon sees now (`scripts`, with whether it is pinned), read by admissions (the record's
+"""Script versions in the store (docs/design.md §7): which version of each workflow's script
+the daemons see now (`scripts`, with whether it is pinned), read by admissions (the record's
 `script_sha256`) and claims (the version a delivery runs); which versions live executions
 still need (what `ys gc` keeps of the copies under <data>/scripts/); how many live executions
-were admitted under an older version than the current one (`ys workflows`)."""
+were admitted under an older version than the current one (`ys workflows`).
+
+With many daemons on one database, each records the version it loaded; the same scripts are
+deployed on each box, so they agree, and the last one written is the current one."""
 
 from __future__ import annotations
 
-import sqlite3
+import json
+from typing import Any
+
+from ys.store.records import Record
 
 LIVE = "('admitted', 'running', 'suspended')"
 
 
-def current_script(c: sqlite3.Connection, workflow: str) -> tuple[str | None, bool]:
-    """(SHA-256, pinned) of the workflow's script as the daemon last saw it; (None, False)
-    for a workflow it has not seen (its executions wait for it)."""
+def current_script(c: Any, workflow: str) -> tuple[str | None, bool]:
+    """(SHA-256, pinned) of the workflow's script as last recorded; (None, False) for a
+    workflow no daemon has seen (its executions wait for it)."""
     row = c.execute("SELECT sha256, pin FROM scripts WHERE workflow=?", (workflow,)).fetchone()
     return (row[0], bool(row[1])) if row else (None, False)
 
 
-def delivery_script(c: sqlite3.Connection, execution_id: str, workflow: str) -> str | None:
+def delivery_script(c: Any, record: Record) -> str | None:
     """The version a delivery runs: a pinned workflow's execution runs the one recorded at
     its admission (if it has one), any other the current one."""
-    current, pin = current_script(c, workflow)
-    if pin:
-        row = c.execute(
-            "SELECT script_sha256 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        if row is not None and row[0] is not None:
-            return str(row[0])
+    current, pin = current_script(c, record.workflow)
+    if pin and record.script_sha256 is not None:
+        return record.script_sha256
     return current
 
 
 def set_script_tx(
-    c: sqlite3.Connection,
+    c: Any,
     workflow: str,
     sha256: str,
     pin: bool,
@@ -45,11 +47,11 @@ def set_script_tx(
         "INSERT INTO scripts (workflow, sha256, pin, updated_at, timeout) VALUES (?,?,?,?,?) "
         "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
         "updated_at=excluded.updated_at, timeout=excluded.timeout",
-        (workflow, sha256, int(pin), now, timeout),
+        (workflow, sha256, pin, now, timeout),
     )
 
 
-def needed(c: sqlite3.Connection) -> set[str]:
+def needed(c: Any) -> set[str]:
     """Every version a live execution was admitted under or runs now, and each current one."""
     rows = c.execute(
         f"SELECT script_sha256 FROM executions WHERE status IN {LIVE} "
@@ -60,19 +62,18 @@ def needed(c: sqlite3.Connection) -> set[str]:
         "AND e.seq = (SELECT MAX(seq) FROM events WHERE execution_id = x.execution_id "
         "AND kind = 'claimed') WHERE x.status = 'running'"
     ).fetchall()
-    import json
-
     out = {r[0] for r in rows}
     out |= {s for (data,) in running if (s := json.loads(data).get("script_sha256"))}
     return out
 
 
-def stale(c: sqlite3.Connection) -> dict[str, int]:
+def stale(c: Any) -> dict[str, int]:
     """Live executions admitted under another version than their workflow's current one."""
-    return dict(
-        c.execute(
+    return {
+        w: int(n)
+        for w, n in c.execute(
             f"SELECT x.workflow, COUNT(*) FROM executions x JOIN scripts s ON s.workflow = "
             f"x.workflow WHERE x.status IN {LIVE} AND x.script_sha256 IS NOT NULL "
             "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
         ).fetchall()
-    )
+    }
