@@ -31,6 +31,7 @@ SLOT_LOCK_CLASS = 0x7973_736C  # an int4
 class PostgresDialect(Dialect):
     name = "postgres"
     for_update = " FOR UPDATE"
+    for_share = " FOR SHARE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     owned_leases = True
 
@@ -42,5 +43,20 @@ class PostgresDialect(Dialect):
             (SLOT_LOCK_CLASS, f"{workflow}\x1f{slot}"),
         )
 
+    def lock_value_key(self, c: Any, key: str) -> None:
+        """Without it, at READ COMMITTED, a wait on one daemon could read the old version while
+        a put on another commits and finds no waiter (the wait's row not committed yet): the
+        waiter would sleep through the put it waits for. With it, whichever comes second sees
+        the other's commit. A key that has no row yet has nothing to lock with FOR UPDATE,
+        hence an advisory lock rather than a row lock."""
+        c.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (KEY_LOCKS, key))
 
+    def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
+        # LIKE is case-sensitive here (unlike SQLite's): "approve/" never lists "Approve/...".
+        # Its wildcards and escape character in the prefix are escaped.
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return f"{column} LIKE ?", escaped + "%"
+
+
+KEY_LOCKS = 0x7973  # the advisory lock space of value keys ('ys'), beside the key's hash
 POSTGRES = PostgresDialect()

@@ -11,16 +11,16 @@ import time
 from collections.abc import Callable
 
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
-from ys.store.postgres.effects import PgEffects
 from ys.store.postgres.housekeeping import PgHousekeeping
 from ys.store.postgres.observing import PgObserving
 from ys.store.postgres.overview import PgOverview
 from ys.store.postgres.reads import PgReads
-from ys.store.postgres.schedules import PgSchedules
-from ys.store.postgres.values import PgValues
+from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
 from ys.store.sql.retries import Retries
+from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
+from ys.store.sql.values import Values
 
 
 class PostgresStore:
@@ -84,21 +84,21 @@ class PostgresStore:
         st = self.start_client = Starts(core)
         self.start = st.start
 
-        ef = self.effect_client = PgEffects(core)
+        ef = self.effect_client = Effects(core)
         self.effect_begin = ef.effect_begin
         self.effect_settle = ef.effect_settle
         self.effect_wait = ef.effect_wait
         self.effect = ef.effect
         self.effects = ef.effects
 
-        va = self.value_client = PgValues(core)
+        va = self.value_client = Values(core)
         self.value_put = va.value_put
         self.value_get = va.value_get
         self.value_list = va.value_list
         self.value_delete = va.value_delete
         self.value_wait = va.value_wait
 
-        sc = self.schedule_client = PgSchedules(core)
+        sc = self.schedule_client = Schedules(core)
         self.schedule_add = sc.schedule_add
         self.schedules = sc.schedules
         self.schedule = sc.schedule

@@ -25,12 +25,22 @@ class Dialect:
 
     name = "sql"
     for_update = ""
+    for_share = ""  # a row read that a concurrent update must wait for (" FOR SHARE")
     skip_locked = ""
     owned_leases = False
 
     def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
         """Hold a concurrency slot group's lock until the transaction ends (before counting,
         taking or freeing its slots). Nothing to do where one writer holds the database."""
+
+    def lock_value_key(self, c: Any, key: str) -> None:
+        """Hold a durable value key's lock until the transaction ends (a put, a delete and a
+        wait on the key take it first). Nothing to do where one writer holds the database."""
+
+    def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
+        """A case-sensitive `column` starts with `prefix` test: (SQL with one `?`, its
+        argument), the prefix's wildcards escaped."""
+        raise NotImplementedError
 
 
 _FORMAT: dict[str, str] = {}

@@ -11,6 +11,12 @@ from ys.store.sql.dialect import Dialect
 class SqliteDialect(Dialect):
     name = "sqlite"
 
+    def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
+        # GLOB, not LIKE: LIKE ignores ASCII case, so "approve/" would also list "Approve/...".
+        # Each GLOB wildcard in the prefix is escaped as a one-character class ("[*]").
+        escaped = "".join(f"[{ch}]" if ch in "*?[" else ch for ch in prefix)
+        return f"{column} GLOB ?", escaped + "*"
+
 
 SQLITE = SqliteDialect()
 

@@ -210,6 +210,6 @@ class SqliteOverview:
         outcomes: tuple[str, ...] | None = None,
         limit: int = 20,
     ) -> list[dict[str, Any]]:
-        from ys.store.sqlite.slots import recent
+        from ys.store.sql.slots import recent
 
         return recent(self._reader(), name, since=since, outcomes=outcomes, limit=limit)

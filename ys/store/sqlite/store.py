@@ -15,17 +15,17 @@ import os
 import time
 from collections.abc import Callable
 
+from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
 from ys.store.sql.retries import Retries
+from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
+from ys.store.sql.values import Values
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
-from ys.store.sqlite.effects import SqliteEffects
 from ys.store.sqlite.housekeeping import SqliteHousekeeping
 from ys.store.sqlite.observing import SqliteObserving
 from ys.store.sqlite.overview import SqliteOverview
 from ys.store.sqlite.reads import SqliteReads
-from ys.store.sqlite.schedules import SqliteSchedules
-from ys.store.sqlite.values import SqliteValues
 
 
 class SqliteStore:
@@ -85,21 +85,21 @@ class SqliteStore:
         st = self.start_client = Starts(core)
         self.start = st.start
 
-        ef = self.effect_client = SqliteEffects(core)
+        ef = self.effect_client = Effects(core)
         self.effect_begin = ef.effect_begin
         self.effect_settle = ef.effect_settle
         self.effect_wait = ef.effect_wait
         self.effect = ef.effect
         self.effects = ef.effects
 
-        va = self.value_client = SqliteValues(core)
+        va = self.value_client = Values(core)
         self.value_put = va.value_put
         self.value_get = va.value_get
         self.value_list = va.value_list
         self.value_delete = va.value_delete
         self.value_wait = va.value_wait
 
-        sc = self.schedule_client = SqliteSchedules(core)
+        sc = self.schedule_client = Schedules(core)
         self.schedule_add = sc.schedule_add
         self.schedules = sc.schedules
         self.schedule = sc.schedule

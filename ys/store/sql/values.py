@@ -1,11 +1,14 @@
-"""Durable values that workflows wait for (`ValueClient`) on PostgreSQL.
+"""Durable values that workflows wait for (RFC 001's store waiters): `ValueClient`.
 
-The SQLite client's meaning, with one lock added: a put, a delete and a wait on one key take
-a transaction-scoped advisory lock on the key first. Without it, at READ COMMITTED, a wait on
-one daemon could read the old version while a put on another commits and finds no waiter
-(the wait's row not committed yet): the waiter would then sleep through the put it waits
-for. With it, whichever comes second sees the other's commit. A key that has no row yet has
-nothing to lock with FOR UPDATE, hence an advisory lock rather than a row lock.
+Each key has a version that grows by one per commit (a delete is a commit too, so versions
+never go back). A put requests a wake for every execution waiting on its key in the same
+transaction: after a crash either the new version and every wake are there, or neither.
+A wait checks and registers in one transaction, so a put can never slip between the two:
+a put, a delete and a wait on one key take the key's lock first (the dialect's:
+ys/store/postgres/dialect.py says why PostgreSQL needs one).
+
+(The `ys store` command and its routes keep their name for users; inside the code the
+feature is "values", and "store" is the database adapter.)
 """
 
 from __future__ import annotations
@@ -15,14 +18,12 @@ from typing import Any
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.errors import InvalidArgument, NotFoundError, VersionConflict
-from ys.store.postgres.core import Core
+from ys.store.sql.core import Core
 from ys.store.sql.executions import request_wake_tx
-
-KEY_LOCKS = 0x7973  # the advisory lock space of value keys ('ys'), beside the key's hash
 
 
 def lock_key(c: Any, key: str) -> None:
-    c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (KEY_LOCKS, key))
+    c.dialect.lock_value_key(c, key)
 
 
 def check_key(key: Any) -> str:
@@ -40,7 +41,7 @@ def encode_value(value: Any) -> str:
 
 def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) -> dict[str, Any]:
     lock_key(c, key)
-    row = c.execute("SELECT version, deleted FROM kv WHERE key=%s", (key,)).fetchone()
+    row = c.execute("SELECT version, deleted FROM kv WHERE key=?", (key,)).fetchone()
     current = 0 if row is None or row[1] else int(row[0])
     if expected is not None and expected != current:
         raise VersionConflict(
@@ -50,13 +51,13 @@ def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) 
         )
     version = (int(row[0]) if row else 0) + 1
     c.execute(
-        "INSERT INTO kv (key, value, version, deleted, updated_at) VALUES (%s,%s,%s,false,%s) "
+        "INSERT INTO kv (key, value, version, deleted, updated_at) VALUES (?,?,?,false,?) "
         "ON CONFLICT (key) DO UPDATE SET value=excluded.value, version=excluded.version, "
         "deleted=false, updated_at=excluded.updated_at",
         (key, value_json, version, now),
     )
     waiters = c.execute(
-        "DELETE FROM kv_waiters WHERE key=%s RETURNING execution_id", (key,)
+        "DELETE FROM kv_waiters WHERE key=? RETURNING execution_id", (key,)
     ).fetchall()
     woken = sorted({r[0] for r in waiters})  # one lock order for every put: by ID
     for execution_id in woken:
@@ -69,7 +70,7 @@ def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) 
 
 def get(c: Any, key: str) -> dict[str, Any] | None:
     row = c.execute(
-        "SELECT value, version, updated_at FROM kv WHERE key=%s AND NOT deleted", (key,)
+        "SELECT value, version, updated_at FROM kv WHERE key=? AND NOT deleted", (key,)
     ).fetchone()
     if row is None:
         return None
@@ -77,13 +78,11 @@ def get(c: Any, key: str) -> dict[str, Any] | None:
 
 
 def list_keys(c: Any, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
-    # LIKE is case-sensitive here (unlike SQLite's): "approve/" never lists "Approve/...".
-    # Its wildcards and escape character in the prefix are escaped.
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    match, pattern = c.dialect.starts_with("key", prefix)  # case-sensitive on every engine
     rows = c.execute(
-        "SELECT key, version, updated_at FROM kv WHERE NOT deleted AND key LIKE %s "
-        "ORDER BY key LIMIT %s",
-        (escaped + "%", limit),
+        f"SELECT key, version, updated_at FROM kv WHERE NOT deleted AND {match} "
+        "ORDER BY key LIMIT ?",
+        (pattern, limit),
     ).fetchall()
     return [{"key": r[0], "version": r[1], "updated_at": r[2]} for r in rows]
 
@@ -91,8 +90,8 @@ def list_keys(c: Any, prefix: str = "", limit: int = 1000) -> list[dict[str, Any
 def delete_tx(c: Any, key: str, now: float) -> bool:
     lock_key(c, key)
     cur = c.execute(
-        "UPDATE kv SET value=NULL, deleted=true, version=version+1, updated_at=%s "
-        "WHERE key=%s AND NOT deleted",
+        "UPDATE kv SET value=NULL, deleted=true, version=version+1, updated_at=? "
+        "WHERE key=? AND NOT deleted",
         (now, key),
     )
     return bool(cur.rowcount == 1)
@@ -112,9 +111,9 @@ def wait_tx(
     One transaction, under the key's lock: no put is ever missed."""
     lock_key(c, key)
     row = c.execute(
-        "SELECT value, version, updated_at FROM kv WHERE key=%s AND NOT deleted", (key,)
+        "SELECT value, version, updated_at FROM kv WHERE key=? AND NOT deleted", (key,)
     ).fetchone()
-    forget = "DELETE FROM kv_waiters WHERE key=%s AND execution_id=%s AND step_key=%s"
+    forget = "DELETE FROM kv_waiters WHERE key=? AND execution_id=? AND step_key=?"
     if row is not None and int(row[1]) > seen:
         c.execute(forget, (key, execution_id, step_key))
         return {"key": key, "value": row[0], "version": row[1], "updated_at": row[2]}
@@ -122,13 +121,13 @@ def wait_tx(
         c.execute(forget, (key, execution_id, step_key))  # timed out: only check
         return None
     if (
-        c.execute("SELECT 1 FROM executions WHERE execution_id=%s", (execution_id,)).fetchone()
+        c.execute("SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)).fetchone()
         is None
     ):
         raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
     c.execute(
         "INSERT INTO kv_waiters (key, execution_id, step_key, seen_version, registered_at) "
-        "VALUES (%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+        "VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
         (key, execution_id, step_key, seen, now),
     )
     if timeout_at is not None:
@@ -136,8 +135,8 @@ def wait_tx(
     return None
 
 
-class PgValues:
-    """The value client of one PostgresStore."""
+class Values:
+    """The value client of one store: each call is one transaction (or one read)."""
 
     def __init__(self, core: Core) -> None:
         self._core = core

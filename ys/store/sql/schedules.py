@@ -1,32 +1,30 @@
-"""Cron schedules on PostgreSQL. A fire admits `<schedule>@<slot in UTC>` and moves the
-cursor in one transaction, as in SQLite. Every daemon runs a scheduler, so ticks of one
-schedule race: a tick locks the schedule's row first (the second tick then sees the moved
-cursor and fires nothing), and a fire inserts its slot's execution with ON CONFLICT DO
-NOTHING (a slot is one execution, however many daemons fire it)."""
+"""Cron schedules in the store. A fire admits `<schedule>@<slot in UTC>` and moves the
+schedule's cursor in one transaction, so a fire repeated after a crash or a catch-up is the
+same execution and never a second one. Where every daemon runs a scheduler (PostgreSQL),
+ticks of one schedule race: a tick locks the schedule's row first (the second tick then sees
+the moved cursor and fires nothing), and a fire inserts its slot's execution with ON
+CONFLICT DO NOTHING (a slot is one execution, however many daemons fire it).
+
+The transaction bodies come first; `Schedules`, the client that runs them, last."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ys import codec, cron
-from ys.contract import check_time, check_workflow_name
+from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
 from ys.errors import InvalidArgument, NotFoundError, YsError
-from ys.store.postgres.core import Core
-from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
 from ys.store.records import TERMINAL
+from ys.store.sql.core import Core
 from ys.store.sql.executions import admit_new
-
-_COLUMNS = (
-    "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
-    "source, cursor, next_fire_at, last_fire_at, last_slot, last_execution_id, "
-    "queued_slot, created_at"
-)
-_N = len(_COLUMNS.split(","))
+from ys.store.sql.schedule_rows import SCHEDULE_COLUMNS, SCHEDULE_NAMES, schedule_row
 
 
 def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
     row = c.execute(
-        f"SELECT {_COLUMNS} FROM schedules WHERE name=%s" + (" FOR UPDATE" if lock else ""), (name,)
+        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name=?"
+        + (c.dialect.for_update if lock else ""),
+        (name,),
     ).fetchone()
     if row is None:
         raise NotFoundError("NOT_FOUND", f"no schedule named {name!r}")
@@ -34,7 +32,10 @@ def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
 
 
 def list_all(c: Any) -> list[dict[str, Any]]:
-    return [schedule_row(r) for r in c.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
+    return [
+        schedule_row(r)
+        for r in c.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")
+    ]
 
 
 def upsert_tx(
@@ -55,7 +56,7 @@ def upsert_tx(
 ) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute(
-        "SELECT source, cursor FROM schedules WHERE name=%s FOR UPDATE", (name,)
+        "SELECT source, cursor FROM schedules WHERE name=?" + c.dialect.for_update, (name,)
     ).fetchone()
     if existing is not None and not replace:
         raise YsError(
@@ -67,7 +68,7 @@ def upsert_tx(
     if nxt is not None:
         check_time(nxt, "the next fire time (the next slot plus jitter)")
     c.execute(
-        f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join(['%s'] * _N)}) "
+        f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({','.join(['?'] * len(SCHEDULE_NAMES))}) "
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
@@ -104,7 +105,7 @@ def remove_tx(c: Any, name: str, declared_too: bool = False) -> None:
             f"schedule {name} is declared by its script and would come back; remove the "
             f"declaration from the script, or `ys schedule pause {name}`",
         )
-    c.execute("DELETE FROM schedules WHERE name=%s", (name,))
+    c.execute("DELETE FROM schedules WHERE name=?", (name,))
 
 
 def pause_tx(c: Any, name: str, paused: bool, now: float) -> dict[str, Any]:
@@ -119,7 +120,7 @@ def pause_tx(c: Any, name: str, paused: bool, now: float) -> dict[str, Any]:
             "INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it again"
         ) from None
     c.execute(
-        "UPDATE schedules SET paused=%s, cursor=%s, next_fire_at=%s WHERE name=%s",
+        "UPDATE schedules SET paused=?, cursor=?, next_fire_at=? WHERE name=?",
         (paused, cursor, nxt, name),
     )
     return get(c, name)
@@ -129,7 +130,7 @@ def _running(c: Any, execution_id: str | None) -> bool:
     if not execution_id:
         return False
     row = c.execute(
-        "SELECT status FROM executions WHERE execution_id=%s", (execution_id,)
+        "SELECT status FROM executions WHERE execution_id=?", (execution_id,)
     ).fetchone()
     return row is not None and row[0] not in TERMINAL
 
@@ -146,7 +147,8 @@ def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) ->
     return execution_id
 
 
-# At most this many handlers per tick for skipped slots (the newest), as in SQLite
+# At most this many handlers per tick for skipped slots (the newest): a laptop that slept a
+# week under an hourly schedule gets a bounded transaction, not 168 notifications.
 MAX_SLOT_HANDLERS = 16
 
 
@@ -203,9 +205,9 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
     nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
     fired = [a for a in actions if a["action"] == "fired"]
     c.execute(
-        "UPDATE schedules SET cursor=%s, next_fire_at=%s, last_execution_id=%s, "
-        "queued_slot=%s, last_fire_at=COALESCE(%s, last_fire_at), "
-        "last_slot=COALESCE(%s, last_slot) WHERE name=%s",
+        "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, "
+        "queued_slot=?, last_fire_at=COALESCE(?, last_fire_at), "
+        "last_slot=COALESCE(?, last_slot) WHERE name=?",
         (
             cursor,
             nxt,
@@ -223,8 +225,8 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
     return actions
 
 
-class PgSchedules:
-    """The schedule client of one PostgresStore."""
+class Schedules:
+    """The schedule client of one store: each call is one transaction (or one read)."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -247,6 +249,7 @@ class PgSchedules:
         now: float | None = None,
     ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
+        check_object(params, "params")  # every fire admits them as an execution's params
         t = self._now(now)
         return self._core.write(
             lambda c: upsert_tx(
@@ -286,7 +289,7 @@ class PgSchedules:
     ) -> list[dict[str, Any]]:
         """Fire what is due for one schedule (admissions, the cursor and each slot's account
         in one transaction); a skipped slot admits `on_failure` in that transaction too."""
-        from ys.store.postgres.slots import tick_and_record
+        from ys.store.sql.slots import tick_and_record
 
         t = self._now(now)
         if on_failure is not None:
@@ -302,7 +305,7 @@ class PgSchedules:
         limit: int = 20,
     ) -> list[dict[str, Any]]:
         """What recent schedule slots came to, newest first."""
-        from ys.store.postgres.slots import recent
+        from ys.store.sql.slots import recent
 
         return self._core.read(
             lambda c: recent(c, name, since=since, outcomes=outcomes, limit=limit)

@@ -2,23 +2,27 @@
 input, settled once; waiters woken through their execution records in the settling
 transaction. Begin, settle and wait are not fenced. Effect records are never pruned.
 
-The transaction bodies come first; `SqliteEffects`, the client that runs them, last.
+Where two daemons could race, the effect's row is locked (the dialect's clauses): a begin
+inserts with ON CONFLICT DO NOTHING (two first begins make one record) and then reads it
+FOR SHARE; a settle and a wait lock it FOR UPDATE, so a wait that comes second sees the
+settlement, and one that comes first is found by the settle.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from ys import codec
 from ys.contract import check_effect_request, check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
+from ys.store.sql.core import Core
 from ys.store.sql.executions import request_wake_tx
-from ys.store.sqlite.core import Core
+
+_COLUMNS = "effect_id, operation, input, status, result, created_at, settled_at"
 
 
 def begin_tx(
-    c: sqlite3.Connection,
+    c: Any,
     operation: str,
     effect_id: str,
     input_json: str,
@@ -26,40 +30,48 @@ def begin_tx(
     step_key: str,
     now: float,
 ) -> dict[str, Any]:
-    row = c.execute(
-        "SELECT operation, input, status, result FROM effects WHERE effect_id=?", (effect_id,)
-    ).fetchone()
-    if row is None:
+    created = (
         c.execute(
             "INSERT INTO effects (effect_id, operation, input, status, created_at) "
-            "VALUES (?,?,?,'pending',?)",
+            "VALUES (?,?,?,'pending',?) ON CONFLICT (effect_id) DO NOTHING",
             (effect_id, operation, input_json, now),
-        )
+        ).rowcount
+        == 1
+    )
+    if created:
         state: dict[str, Any] = {"status": "new"}
-    elif row[0] != operation or row[1] != input_json:
-        what = "operation" if row[0] != operation else "input"
-        raise WorkflowEffectError(
-            "EFFECT_REQUEST_MISMATCH",
-            f"effect {effect_id!r} exists with another {what} ({row[0]}); an effect's operation "
-            "and input never change",
-        )
-    elif row[2] == "settled":
-        state = {"status": "settled", "result": row[3]}
     else:
-        state = {"status": "pending"}
+        row = c.execute(
+            "SELECT operation, input, status, result FROM effects WHERE effect_id=?"
+            + c.dialect.for_share,
+            (effect_id,),
+        ).fetchone()
+        if row[0] != operation or row[1] != input_json:
+            what = "operation" if row[0] != operation else "input"
+            raise WorkflowEffectError(
+                "EFFECT_REQUEST_MISMATCH",
+                f"effect {effect_id!r} exists with another {what} ({row[0]}); an effect's "
+                "operation and input never change",
+            )
+        state = (
+            {"status": "settled", "result": row[3]}
+            if row[2] == "settled"
+            else {"status": "pending"}
+        )
     c.execute(
-        "INSERT OR IGNORE INTO effect_begins (effect_id, execution_id, step_key, at) "
-        "VALUES (?,?,?,?)",
+        "INSERT INTO effect_begins (effect_id, execution_id, step_key, at) "
+        "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
         (effect_id, execution_id, step_key, now),
     )
     return state
 
 
 def settle_tx(
-    c: sqlite3.Connection, operation: str, effect_id: str, result_json: str, now: float
+    c: Any, operation: str, effect_id: str, result_json: str, now: float
 ) -> dict[str, Any]:
     row = c.execute(
-        "SELECT operation, status, result FROM effects WHERE effect_id=?", (effect_id,)
+        "SELECT operation, status, result FROM effects WHERE effect_id=?" + c.dialect.for_update,
+        (effect_id,),
     ).fetchone()
     if row is None:
         raise EffectInvariantError(
@@ -84,30 +96,25 @@ def settle_tx(
         (result_json, now, effect_id),
     )
     waiters = c.execute(
-        "SELECT execution_id FROM effect_waiters WHERE effect_id=?", (effect_id,)
+        "DELETE FROM effect_waiters WHERE effect_id=? RETURNING execution_id", (effect_id,)
     ).fetchall()
-    for (execution_id,) in waiters:
+    for execution_id in sorted({r[0] for r in waiters}):
         try:
             request_wake_tx(c, execution_id, now, now, reason=f"effect {effect_id} settled")
         except YsError:
             pass  # the waiter's record is gone (pruned): there is nothing left to wake
-    c.execute("DELETE FROM effect_waiters WHERE effect_id=?", (effect_id,))
     return {"status": "settled", "result": result_json}
 
 
 def wait_tx(
-    c: sqlite3.Connection,
-    effect_id: str,
-    execution_id: str,
-    step_key: str,
-    wake_at: float,
-    now: float,
+    c: Any, effect_id: str, execution_id: str, step_key: str, wake_at: float, now: float
 ) -> float:
     """Register a waiter and request its wake, together. A repeat while the first wake is
     still ahead returns that wake; once it has come, a new wait registers a new wake."""
-    row = c.execute("SELECT status FROM effects WHERE effect_id=?", (effect_id,)).fetchone()
+    row = c.execute(
+        "SELECT status FROM effects WHERE effect_id=?" + c.dialect.for_update, (effect_id,)
+    ).fetchone()
     if row is None:
-        # The caller's mistake, not the runtime's: a driver waits only after its begin.
         raise InvalidArgument(
             "INVALID_ARGUMENT",
             f"effect_id {effect_id!r} names no effect: begin it before waiting on it",
@@ -131,42 +138,7 @@ def wait_tx(
     return wake_at
 
 
-def describe_effect(c: sqlite3.Connection, effect_id: str) -> dict[str, Any] | None:
-    row = c.execute(
-        "SELECT effect_id, operation, input, status, result, created_at, settled_at "
-        "FROM effects WHERE effect_id=?",
-        (effect_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    return _effect(c, row, full=True)
-
-
-def list_effects(
-    c: sqlite3.Connection,
-    status: str | None = None,
-    execution_id: str | None = None,
-    limit: int = 1000,
-) -> list[dict[str, Any]]:
-    sql = "SELECT effect_id, operation, input, status, result, created_at, settled_at FROM effects"
-    args: list[Any] = []
-    if status == "conflict":
-        sql += " WHERE effect_id IN (SELECT effect_id FROM effect_conflicts)"
-    elif status:
-        sql += " WHERE status=?"
-        args.append(status)
-    if execution_id:
-        sql += (" WHERE" if not args and status != "conflict" else " AND") + (
-            " effect_id IN (SELECT effect_id FROM effect_begins WHERE execution_id=?"
-            " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=?)"
-        )
-        args += [execution_id, execution_id]
-    sql += " ORDER BY created_at, effect_id LIMIT ?"
-    args.append(limit)
-    return [_effect(c, r, full=False) for r in c.execute(sql, args).fetchall()]
-
-
-def _effect(c: sqlite3.Connection, row: tuple[Any, ...], full: bool) -> dict[str, Any]:
+def _effect(c: Any, row: tuple[Any, ...], full: bool) -> dict[str, Any]:
     effect_id = row[0]
     conflicts = [
         {"result": codec.decode(r[0]), "conflicting_result": codec.decode(r[1]), "at": r[2]}
@@ -205,8 +177,35 @@ def _effect(c: sqlite3.Connection, row: tuple[Any, ...], full: bool) -> dict[str
     return out
 
 
-class SqliteEffects:
-    """The effect client of one SqliteStore: each call is one transaction (or one read)."""
+def describe_effect(c: Any, effect_id: str) -> dict[str, Any] | None:
+    row = c.execute(f"SELECT {_COLUMNS} FROM effects WHERE effect_id=?", (effect_id,)).fetchone()
+    return None if row is None else _effect(c, row, full=True)
+
+
+def list_effects(
+    c: Any, status: str | None = None, execution_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    where: list[str] = []
+    args: list[Any] = []
+    if status == "conflict":
+        where.append("effect_id IN (SELECT effect_id FROM effect_conflicts)")
+    elif status:
+        where.append("status=?")
+        args.append(status)
+    if execution_id:
+        where.append(
+            "effect_id IN (SELECT effect_id FROM effect_begins WHERE execution_id=?"
+            " UNION SELECT effect_id FROM effect_waiters WHERE execution_id=?)"
+        )
+        args += [execution_id, execution_id]
+    sql = f"SELECT {_COLUMNS} FROM effects" + (" WHERE " + " AND ".join(where) if where else "")
+    sql += " ORDER BY created_at, effect_id LIMIT ?"
+    args.append(limit)
+    return [_effect(c, r, full=False) for r in c.execute(sql, args).fetchall()]
+
+
+class Effects:
+    """The effect client of one store: each call is one transaction (or one read)."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -222,8 +221,6 @@ class SqliteEffects:
         *,
         now: float | None = None,
     ) -> dict[str, Any]:
-        """{"status": "new" | "pending"} or {"status": "settled", "result": <canonical>};
-        raises WorkflowEffectError (INVALID_EFFECT_REQUEST, EFFECT_REQUEST_MISMATCH)."""
         input_json = check_effect_request(effect_id, operation, input)
         t = self._now(now)
         return self._core.write(
@@ -233,10 +230,7 @@ class SqliteEffects:
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
     ) -> dict[str, Any]:
-        """Settle once; a different later result is kept as a conflict report."""
-        # Must be durable text; compared and stored in its canonical form, so equal results
-        # never conflict because of key order or white space.
-        result_json = codec.dumps(codec.decode(result_json))
+        result_json = codec.dumps(codec.decode(result_json))  # compared in canonical form
         t = self._now(now)
         return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 
@@ -254,9 +248,9 @@ class SqliteEffects:
         return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 
     def effect(self, effect_id: str) -> dict[str, Any] | None:
-        return describe_effect(self._core.reader(), effect_id)
+        return self._core.snapshot(lambda c: describe_effect(c, effect_id))
 
     def effects(
         self, status: str | None = None, execution_id: str | None = None
     ) -> list[dict[str, Any]]:
-        return list_effects(self._core.reader(), status, execution_id)
+        return self._core.snapshot(lambda c: list_effects(c, status, execution_id))
