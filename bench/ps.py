@@ -74,9 +74,9 @@ def main() -> None:
     a = ap.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
     from ys.daemon import views
+    from ys.store.sql.reads import E_FULL
     from ys.store.sql.rows import row_to_record
     from ys.store.sqlite import SqliteStore
-    from ys.store.sqlite.reads import E_FULL
 
     home = RESULTS_DIR / f"ps-{a.live}-{a.done}"
     db = home / "ys.db"

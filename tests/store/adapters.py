@@ -100,7 +100,7 @@ class SqliteAdapter:
     def many_ids(self) -> int:
         """IDs under one prefix past which `find` takes its other way (walking the newest-
         first index instead of sorting the matches)."""
-        from ys.store.sqlite.overview import PREFIX_SORT_MAX
+        from ys.store.sqlite.dialect import PREFIX_SORT_MAX
 
         return PREFIX_SORT_MAX + 10
 

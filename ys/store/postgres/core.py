@@ -96,6 +96,14 @@ class Core:
     def submit(self, fn: Callable[[Any], T], then: Then) -> None:
         self.writer.submit(self._wrap(fn), then)
 
+    def database(self, c: Any) -> dict[str, Any]:
+        """The database (its URL without a password), its size and its schema version."""
+        from ys.settings import redact
+
+        size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return {"path": redact(self.url), "bytes": int(size), "schema_version": int(version[0])}
+
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""
         with self.pool.connection() as conn:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ys.store.postgres import schema
 from ys.store.postgres.core import Core
-from ys.store.postgres.reads import verify
+from ys.store.sql.reads import verify
 
 BATCH = 500
 TERMINAL_SQL = "('completed','failed','cancelled')"

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.postgres.housekeeping import PgHousekeeping
 from ys.store.postgres.observing import PgObserving
-from ys.store.postgres.overview import PgOverview
-from ys.store.postgres.reads import PgReads
 from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
+from ys.store.sql.overview import Overview
+from ys.store.sql.reads import Reads
 from ys.store.sql.retries import Retries
 from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
@@ -107,7 +107,7 @@ class PostgresStore:
         self.schedule_tick = sc.schedule_tick
         self.schedule_slots = sc.schedule_slots
 
-        rd = self.read_client = PgReads(core)
+        rd = self.read_client = Reads(core)
         self.get = rd.get
         self.list = rd.list
         self.history = rd.history
@@ -140,7 +140,7 @@ class PostgresStore:
         self.keep_log_tail = ob.keep_log_tail
         self.log_tails = ob.log_tails
 
-        ov = self.overview = PgOverview(core)
+        ov = self.overview = Overview(core)
         self.running = ov.running
         self.due = ov.due
         self.failed_since = ov.failed_since

@@ -55,4 +55,7 @@ class Core(Protocol):
 
     def snapshot(self, fn: Callable[[Any], T]) -> T: ...
 
+    def database(self, c: Any) -> dict[str, Any]:
+        """Where the database is, its size in bytes and its schema version (read on `c`)."""
+
     def close(self) -> None: ...

@@ -37,6 +37,14 @@ class Dialect:
         """Hold a durable value key's lock until the transaction ends (a put, a delete and a
         wait on the key take it first). Nothing to do where one writer holds the database."""
 
+    def indexed_by(self, index: str) -> str:
+        """A table's index hint, where the planner needs one (SQLite: " INDEXED BY ...")."""
+        return ""
+
+    def prefix_index(self, c: Any, prefix: str, narrowed: bool) -> str:
+        """The index hint of a find by ID prefix (`narrowed`: statuses narrow it too)."""
+        return ""
+
     def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
         """A case-sensitive `column` starts with `prefix` test: (SQL with one `?`, its
         argument), the prefix's wildcards escaped."""

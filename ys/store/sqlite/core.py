@@ -84,6 +84,17 @@ class Core:
             execution_id, workflow, params_json, context_json, parent, at, sha, tags
         )
 
+    def database(self, c: sqlite3.Connection) -> dict[str, Any]:
+        """The file, its size on disk (with the write-ahead log) and its schema version."""
+        size = 0
+        for suffix in ("", "-wal"):
+            try:
+                size += os.stat(self.path + suffix).st_size
+            except OSError:
+                pass
+        version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return {"path": self.path, "bytes": size, "schema_version": int(version[0])}
+
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn` on this thread's read connection (each statement its own read)."""
         return fn(self.reader())

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from ys.store.protocols import Health
-from ys.store.sqlite import reads
+from ys.store.sql import reads
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.schema import MIGRATIONS
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
+from ys.store.sql.overview import Overview
+from ys.store.sql.reads import Reads
 from ys.store.sql.retries import Retries
 from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
@@ -24,8 +26,6 @@ from ys.store.sql.values import Values
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.sqlite.housekeeping import SqliteHousekeeping
 from ys.store.sqlite.observing import SqliteObserving
-from ys.store.sqlite.overview import SqliteOverview
-from ys.store.sqlite.reads import SqliteReads
 
 
 class SqliteStore:
@@ -106,8 +106,9 @@ class SqliteStore:
         self.schedule_remove = sc.schedule_remove
         self.schedule_pause = sc.schedule_pause
         self.schedule_tick = sc.schedule_tick
+        self.schedule_slots = sc.schedule_slots
 
-        rd = self.read_client = SqliteReads(core)
+        rd = self.read_client = Reads(core)
         self.get = rd.get
         self.list = rd.list
         self.history = rd.history
@@ -119,7 +120,7 @@ class SqliteStore:
         self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
 
-        ov = self.overview_client = SqliteOverview(core)
+        ov = self.overview_client = Overview(core)
         self.running = ov.running
         self.due = ov.due
         self.failed_since = ov.failed_since
@@ -127,7 +128,6 @@ class SqliteStore:
         self.find = ov.find
         self.value_waiters = ov.value_waiters
         self.database = ov.database
-        self.schedule_slots = ov.schedule_slots
 
         hk = self.housekeeping = SqliteHousekeeping(core)
         self.gc = hk.gc

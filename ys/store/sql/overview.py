@@ -4,33 +4,28 @@ executions found by ID prefix or age, durable values' waiters, and the file's si
 Every query is bounded and walks an index, so a page costs the same with a million
 executions as with ten: running and failed executions through `executions_status` and
 `executions_failed`, due ones through `executions_due`, an ID prefix through the primary key,
-`since` through `executions_admitted`. `SqliteOverview` is the client that runs them.
+`since` through `executions_admitted`. Where the engine's planner needs telling which index
+(SQLite), the dialect names it (`indexed_by`, `prefix_index`). `Overview` runs them.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from typing import Any
 
 from ys.errors import InvalidArgument
 from ys.store.base import Page, RunningExecution
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
+from ys.store.sql.core import Core
 from ys.store.sql.lists import prefix_end
 from ys.store.sql.rows import FULL, row_to_record
-from ys.store.sqlite.core import Core
-
-# Past this many executions under one ID prefix, walking the newest-first index and skipping
-# the others is quicker than sorting every match.
-PREFIX_SORT_MAX = 2000
 
 
-def _records(c: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> list[Record]:
+def _records(c: Any, sql: str, args: tuple[Any, ...]) -> list[Record]:
     return [row_to_record(r) for r in c.execute(sql, args).fetchall()]
 
 
-def running(c: sqlite3.Connection, limit: int = 100) -> list[RunningExecution]:
+def running(c: Any, limit: int = 100) -> list[RunningExecution]:
     rows = c.execute(
         f"SELECT {FULL}, lease_expires_at, (SELECT at FROM events e WHERE "
         "e.execution_id = x.execution_id AND e.kind = 'claimed' ORDER BY seq DESC LIMIT 1) "
@@ -40,7 +35,7 @@ def running(c: sqlite3.Connection, limit: int = 100) -> list[RunningExecution]:
     return [RunningExecution(row_to_record(r[:-2]), r[-1], r[-2]) for r in rows]
 
 
-def due(c: sqlite3.Connection, limit: int = 10) -> list[Record]:
+def due(c: Any, limit: int = 10) -> list[Record]:
     """Executions with a pending wake and no delivery, soonest first (overdue ones too: they
     wait for a free slot or for their script; not those waiting for a concurrency slot)."""
     return _records(
@@ -51,27 +46,28 @@ def due(c: sqlite3.Connection, limit: int = 10) -> list[Record]:
     )
 
 
-def failed_since(c: sqlite3.Connection, since: float, limit: int = 20) -> list[Record]:
+def failed_since(c: Any, since: float, limit: int = 20) -> list[Record]:
     """Executions that failed at or after `since`, the latest first."""
     return _records(
         c,
-        f"SELECT {FULL} FROM executions INDEXED BY executions_failed WHERE status = 'failed' "
+        f"SELECT {FULL} FROM executions{c.dialect.indexed_by('executions_failed')} "
+        "WHERE status = 'failed' "
         "AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?",
         (since, limit),
     )
 
 
-def count_status(c: sqlite3.Connection, status: str, limit: int = 100_000) -> int:
+def count_status(c: Any, status: str, limit: int = 100_000) -> int:
     """How many executions have `status`, counted up to `limit` (a bounded index range)."""
     row = c.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE status = ? LIMIT ?)",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE status = ? LIMIT ?) AS t",
         (status, limit),
     ).fetchone()
     return int(row[0])
 
 
 def find(
-    c: sqlite3.Connection,
+    c: Any,
     *,
     statuses: list[str] | None = None,
     workflow: str | None = None,
@@ -100,20 +96,7 @@ def find(
     if id_prefix:
         where.append("execution_id >= ? AND execution_id < ?")
         args.extend([id_prefix, prefix_end(id_prefix)])
-        few = (
-            c.execute(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM executions WHERE execution_id >= ? AND "
-                "execution_id < ? LIMIT ?)",
-                (id_prefix, prefix_end(id_prefix), PREFIX_SORT_MAX),
-            ).fetchone()[0]
-            < PREFIX_SORT_MAX
-        )
-        # Few matches: read them by key and sort them. Many (and no status to narrow them):
-        # walk the newest-first index and skip the others.
-        if few:
-            index = "INDEXED BY sqlite_autoindex_executions_1"
-        elif not statuses:
-            index = "INDEXED BY executions_admitted"
+        index = c.dialect.prefix_index(c, id_prefix, bool(statuses))
     if since is not None:
         where.append("admitted_at >= ?")
         args.append(since)
@@ -121,7 +104,7 @@ def find(
         at, last_id = parse_list_token(page_token)
         where.append("(admitted_at < ? OR (admitted_at = ? AND execution_id > ?))")
         args.extend([at, at, last_id])
-    sql = f"SELECT {FULL} FROM executions {index}"
+    sql = f"SELECT {FULL} FROM executions{index}"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY admitted_at DESC, execution_id ASC LIMIT ?"
@@ -133,7 +116,7 @@ def find(
     return Page(records, nxt)
 
 
-def value_waiters(c: sqlite3.Connection, limit: int = 1000) -> list[dict[str, Any]]:
+def value_waiters(c: Any, limit: int = 1000) -> list[dict[str, Any]]:
     """Who waits on which durable value, by key."""
     return [
         {"key": r[0], "execution_id": r[1], "step_key": r[2], "seen_version": r[3], "since": r[4]}
@@ -145,36 +128,23 @@ def value_waiters(c: sqlite3.Connection, limit: int = 1000) -> list[dict[str, An
     ]
 
 
-def database(c: sqlite3.Connection, path: str) -> dict[str, Any]:
-    """The file, its size on disk (with the write-ahead log) and its schema version."""
-    size = 0
-    for suffix in ("", "-wal"):
-        try:
-            size += os.stat(path + suffix).st_size
-        except OSError:
-            pass
-    version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
-    return {"path": path, "bytes": size, "schema_version": int(version)}
-
-
-class SqliteOverview:
-    """The dashboard's reads of one SqliteStore: each is one bounded read."""
+class Overview:
+    """The dashboard's reads of one store: each is one bounded read."""
 
     def __init__(self, core: Core) -> None:
-        self._reader = core.reader
-        self._path = core.path
+        self._core = core
 
     def running(self, limit: int = 100) -> list[RunningExecution]:
-        return running(self._reader(), limit)
+        return self._core.read(lambda c: running(c, limit))
 
     def due(self, limit: int = 10) -> list[Record]:
-        return due(self._reader(), limit)
+        return self._core.read(lambda c: due(c, limit))
 
     def failed_since(self, since: float, limit: int = 20) -> list[Record]:
-        return failed_since(self._reader(), since, limit)
+        return self._core.read(lambda c: failed_since(c, since, limit))
 
     def count_status(self, status: str, limit: int = 100_000) -> int:
-        return count_status(self._reader(), status, limit)
+        return self._core.read(lambda c: count_status(c, status, limit))
 
     def find(
         self,
@@ -186,30 +156,21 @@ class SqliteOverview:
         limit: int = 50,
         page_token: str | None = None,
     ) -> Page:
-        return find(
-            self._reader(),
-            statuses=statuses,
-            workflow=workflow,
-            id_prefix=id_prefix,
-            since=since,
-            limit=limit,
-            page_token=page_token,
+        return self._core.read(
+            lambda c: find(
+                c,
+                statuses=statuses,
+                workflow=workflow,
+                id_prefix=id_prefix,
+                since=since,
+                limit=limit,
+                page_token=page_token,
+            )
         )
 
     def value_waiters(self, limit: int = 1000) -> list[dict[str, Any]]:
-        return value_waiters(self._reader(), limit)
+        return self._core.read(lambda c: value_waiters(c, limit))
 
     def database(self) -> dict[str, Any]:
-        return database(self._reader(), self._path)
-
-    def schedule_slots(
-        self,
-        name: str | None = None,
-        *,
-        since: float | None = None,
-        outcomes: tuple[str, ...] | None = None,
-        limit: int = 20,
-    ) -> list[dict[str, Any]]:
-        from ys.store.sql.slots import recent
-
-        return recent(self._reader(), name, since=since, outcomes=outcomes, limit=limit)
+        """The database's location (a URL without its password), size and schema version."""
+        return self._core.read(self._core.database)

@@ -1,6 +1,6 @@
-"""Reads of the PostgreSQL store (`ReadClient`, and Housekeeping's verify). No writes here.
-The page tokens, deliveries and failed attempts are the SQLite reads' (`shared`): the pages
-of both adapters read alike."""
+"""Reads (`ReadClient`): records, history pages, lists, describe, what an execution waits
+on, and verify (Housekeeping's). No writes here. A read of several statements that must
+agree (describe, a history page, verify) runs in one snapshot (`Core.snapshot`)."""
 
 from __future__ import annotations
 
@@ -10,29 +10,22 @@ import json
 from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
-from ys.store.postgres.core import Core
-from ys.store.postgres.shared import (
-    STEP_COLUMNS,
-    check_limit,
-    deliveries,
-    failed_attempts,
-    history_token,
-    list_page,
-    list_query,
-    parse_history_token,
-)
+from ys.store.paging import check_limit, history_token, parse_history_token
 from ys.store.records import Event, Record, fold, newest_retries
+from ys.store.sql.core import Core
 from ys.store.sql.executions import load, not_found
+from ys.store.sql.lists import deliveries, failed_attempts, list_page, list_query
 from ys.store.sql.rows import FULL, row_to_record
+from ys.store.sql.steps import STEP_COLUMNS
 
 MAX_SEQ = 2**63 - 1  # bigint: a token past it names no event
 
 
 def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) -> list[Event]:
     rows = c.execute(
-        "SELECT at, kind, data FROM events WHERE execution_id=%s AND seq >= %s ORDER BY seq "
-        "LIMIT %s",
-        (execution_id, start, limit),
+        "SELECT at, kind, data FROM events WHERE execution_id=? AND seq >= ? ORDER BY seq"
+        + (" LIMIT ?" if limit is not None else ""),
+        (execution_id, start) if limit is None else (execution_id, start, limit),
     ).fetchall()
     return [Event(kind, at, json.loads(data)) for at, kind, data in rows]
 
@@ -41,7 +34,7 @@ def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
     limit = check_limit(limit)
     start = parse_history_token(token)
     length = c.execute(
-        "SELECT history_length FROM executions WHERE execution_id=%s", (execution_id,)
+        "SELECT history_length FROM executions WHERE execution_id=?", (execution_id,)
     ).fetchone()
     if length is None:
         raise not_found(execution_id)
@@ -69,10 +62,10 @@ def list_executions(
     since: float | None = None,
     until: float | None = None,
 ) -> Page:
-    """The SQLite adapter's query (`list_query`): IDs order by their bytes (COLLATE "C"),
-    as SQLite orders them."""
+    """`list_query`'s page: IDs order by their bytes (SQLite's order; PostgreSQL's schema
+    gives the column COLLATE "C")."""
     sql, args = list_query(
-        "%s",
+        "?",
         E_FULL,
         statuses=statuses,
         workflow=workflow,
@@ -88,7 +81,7 @@ def list_executions(
 
 def steps(c: Any, execution_id: str) -> list[StepRecord]:
     rows = c.execute(
-        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id=%s ORDER BY first_seq",
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id=? ORDER BY first_seq",
         (execution_id,),
     ).fetchall()
     return [StepRecord(*r) for r in rows]
@@ -100,13 +93,13 @@ def describe(c: Any, execution_id: str) -> Description:
     if record is None:
         raise not_found(execution_id)
     hb, lease = c.execute(
-        "SELECT history_bytes, lease_expires_at FROM executions WHERE execution_id=%s",
+        "SELECT history_bytes, lease_expires_at FROM executions WHERE execution_id=?",
         (execution_id,),
     ).fetchone()
     children = [
         row_to_record(r)
         for r in c.execute(
-            f"SELECT {FULL} FROM executions WHERE parent_id=%s ORDER BY admitted_at, execution_id",
+            f"SELECT {FULL} FROM executions WHERE parent_id=? ORDER BY admitted_at, execution_id",
             (execution_id,),
         ).fetchall()
     ]
@@ -128,7 +121,7 @@ def retries(c: Any, execution_id: str) -> list[str]:
     return [
         r[0]
         for r in c.execute(
-            "SELECT execution_id FROM executions WHERE retry_of=%s "
+            "SELECT execution_id FROM executions WHERE retry_of=? "
             "ORDER BY admitted_at, execution_id",
             (execution_id,),
         )
@@ -161,7 +154,7 @@ def verify(c: Any) -> list[str]:
         seqs = [
             r[0]
             for r in c.execute(
-                "SELECT seq FROM events WHERE execution_id=%s ORDER BY seq", (execution_id,)
+                "SELECT seq FROM events WHERE execution_id=? ORDER BY seq", (execution_id,)
             )
         ]
         if seqs != list(range(1, len(seqs) + 1)):
@@ -181,7 +174,7 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
     out = [
         {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
         for r in c.execute(
-            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=%s "
+            "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
             "ORDER BY registered_at",
             (execution_id,),
         ).fetchall()
@@ -189,14 +182,14 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
     out += [
         {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
         for r in c.execute(
-            "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=%s",
+            "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
             (execution_id,),
         ).fetchall()
     ]
     out += [
         {"kind": "concurrency", "workflow": r[0], "slot": r[1]}
         for r in c.execute(
-            "SELECT workflow, slot_wait FROM executions WHERE execution_id=%s "
+            "SELECT workflow, slot_wait FROM executions WHERE execution_id=? "
             "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
             (execution_id,),
         ).fetchall()
@@ -206,10 +199,10 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
 
 def next_due_at(c: Any) -> float | None:
     row = c.execute(
-        "SELECT LEAST((SELECT MIN(due_at) FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL AND slot_wait IS NULL), (SELECT MIN(lease_expires_at) "
-        "FROM executions WHERE lease_token IS NOT NULL), (SELECT MIN(deadline_at) "
-        "FROM executions WHERE deadline_at IS NOT NULL))"
+        "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
+        "AND lease_token IS NULL AND slot_wait IS NULL UNION ALL SELECT MIN(lease_expires_at) "
+        "FROM executions WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) "
+        "FROM executions WHERE deadline_at IS NOT NULL) AS u"
     ).fetchone()
     return row[0] if row else None
 
@@ -221,9 +214,9 @@ def next_deadline_at(c: Any) -> float | None:
     return None if row is None or row[0] is None else float(row[0])
 
 
-class PgReads:
-    """The read client of one PostgresStore: each call on a pooled connection; the reads of
-    several statements in one snapshot."""
+class Reads:
+    """The read client of one store: each call on a read connection; the reads of several
+    statements in one snapshot."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
