@@ -61,7 +61,7 @@ def fill(db: Path, n: int) -> None:
 
 
 def time_reads(db: Path, runs: int) -> dict[str, float]:
-    from ys.store.sqlite.metrics import shared_counts
+    from ys.store.sql.observing import shared_counts
 
     conn = sqlite3.connect(db, isolation_level=None)
     counts, scan = [], []

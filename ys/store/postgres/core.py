@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 
 from ys.contract import check_time
 from ys.store.base import Then
-from ys.store.postgres import connect
+from ys.store.postgres import connect, schema
 from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.schema import migrate
 from ys.store.postgres.writer import Writer
 from ys.store.sql.dialect import Dialect, FormatConnection
+from ys.store.sql.reads import verify
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
@@ -103,6 +104,49 @@ class Core:
         size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
         version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         return {"path": redact(self.url), "bytes": int(size), "schema_version": int(version[0])}
+
+    def script_recorded(self, workflow: str, sha256: str) -> None:
+        """Nothing kept: admissions read `scripts` in their transactions (other daemons
+        record versions too)."""
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        self.writer.observe = observer
+
+    def health(self) -> Any:
+        """Schema, row counts and re-folded histories, in one snapshot, never written."""
+        from ys.settings import redact
+        from ys.store.protocols import Health
+
+        location = redact(self.url)
+
+        def read(c: Any) -> Any:
+            version = schema.version(c)
+            present = {
+                r[0]
+                for r in c.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
+            rows = {
+                t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])
+                for t in schema.TABLES
+                if t in present
+            }
+            return Health(
+                location,
+                [],
+                schema_version=version,
+                schema_expected=len(schema.MIGRATIONS),
+                missing_tables=sorted(set(schema.TABLES) - present),
+                rows=rows,
+                mismatches=verify(c) if "executions" in present else [],
+                executions=rows.get("executions", 0),
+            )
+
+        try:
+            return self.snapshot(read)
+        except Exception as exc:
+            return Health(location, [], error=str(exc))
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
-from ys.store.postgres.housekeeping import PgHousekeeping
-from ys.store.postgres.observing import PgObserving
 from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
+from ys.store.sql.housekeeping import Housekeeping
+from ys.store.sql.observing import Observing
 from ys.store.sql.overview import Overview
 from ys.store.sql.reads import Reads
 from ys.store.sql.retries import Retries
@@ -119,7 +119,7 @@ class PostgresStore:
         self.next_times = rd.next_times
         self.slot_waits = rd.slot_waits
 
-        hk = self.housekeeping = PgHousekeeping(core)
+        hk = self.housekeeping = Housekeeping(core)
         self.gc = hk.gc
         self.setting = hk.setting
         self.set_setting = hk.set_setting
@@ -130,7 +130,7 @@ class PostgresStore:
         self.verify = hk.verify
         self.health = hk.health
 
-        ob = self.observing = PgObserving(core)
+        ob = self.observing = Observing(core)
         self.shared_counts = ob.shared_counts
         self.event_stream = ob.event_stream
         self.set_script = ob.set_script

@@ -58,4 +58,13 @@ class Core(Protocol):
     def database(self, c: Any) -> dict[str, Any]:
         """Where the database is, its size in bytes and its schema version (read on `c`)."""
 
+    def script_recorded(self, workflow: str, sha256: str) -> None:
+        """The workflow's current script version was just recorded (a core may cache it)."""
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        """Call `observer(seconds, requests)` after each commit of the writer."""
+
+    def health(self) -> Any:
+        """`ys doctor`'s checks of the database (a `protocols.Health`), never written."""
+
     def close(self) -> None: ...

@@ -4,18 +4,22 @@ thread (WAL lets reads run beside the writer) and the clock."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ys.contract import check_time
+from ys.store.protocols import Health
 from ys.store.sql.dialect import Dialect
+from ys.store.sql.reads import verify
 from ys.store.sqlite.admissions import admission_inserts
 from ys.store.sqlite.db import Inserts, Writer, connect
 from ys.store.sqlite.dialect import SQLITE
-from ys.store.sqlite.schema import migrate
+from ys.store.sqlite.schema import MIGRATIONS, migrate
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
@@ -95,6 +99,18 @@ class Core:
         version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         return {"path": self.path, "bytes": size, "schema_version": int(version[0])}
 
+    def script_recorded(self, workflow: str, sha256: str) -> None:
+        """The workflow's current script version, as just recorded (prepared admissions
+        name it without a look-up)."""
+        self.scripts[workflow] = sha256
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        self.writer.observe = observer
+
+    def health(self) -> Health:
+        """`ys doctor`'s checks of the file: integrity, schema, rows, re-folded histories."""
+        return health(self.reader(), self.path)
+
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn` on this thread's read connection (each statement its own read)."""
         return fn(self.reader())
@@ -125,3 +141,39 @@ class Core:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+
+
+def health(c: sqlite3.Connection, location: str) -> Health:
+    """Integrity, schema, row counts and re-folded histories, in one read snapshot (the
+    daemon may go on writing meanwhile)."""
+    import sqlite_utils  # its introspection lists the tables and counts their rows
+
+    files = [
+        p for p in (Path(location), Path(f"{location}-wal"), Path(f"{location}-shm")) if p.exists()
+    ]
+    try:
+        integrity = [str(r[0]) for r in c.execute("PRAGMA integrity_check")]
+        c.execute("BEGIN")
+        try:
+            mismatches = verify(c)
+            count = int(c.execute("SELECT COUNT(*) FROM executions").fetchone()[0])
+            rows = {t.name: int(t.count) for t in sqlite_utils.Database(c).tables}
+            version = int(
+                c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+            )
+        finally:
+            c.execute("COMMIT")
+    except sqlite3.Error as exc:
+        return Health(location, files, error=str(exc))
+    expected = {m for script in MIGRATIONS for m in re.findall(r"CREATE TABLE (\w+)", script)}
+    return Health(
+        location,
+        files,
+        integrity=[] if integrity == ["ok"] else integrity,
+        schema_version=version,
+        schema_expected=len(MIGRATIONS),
+        missing_tables=sorted(expected - set(rows)),
+        rows=rows,
+        mismatches=mismatches,
+        executions=count,
+    )

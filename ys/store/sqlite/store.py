@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from ys.store.sql.effects import Effects
 from ys.store.sql.execution_client import Executions
+from ys.store.sql.housekeeping import Housekeeping
+from ys.store.sql.observing import Observing
 from ys.store.sql.overview import Overview
 from ys.store.sql.reads import Reads
 from ys.store.sql.retries import Retries
@@ -24,8 +26,6 @@ from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
 from ys.store.sql.values import Values
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
-from ys.store.sqlite.housekeeping import SqliteHousekeeping
-from ys.store.sqlite.observing import SqliteObserving
 
 
 class SqliteStore:
@@ -129,7 +129,7 @@ class SqliteStore:
         self.value_waiters = ov.value_waiters
         self.database = ov.database
 
-        hk = self.housekeeping = SqliteHousekeeping(core)
+        hk = self.housekeeping = Housekeeping(core)
         self.gc = hk.gc
         self.setting = hk.setting
         self.set_setting = hk.set_setting
@@ -140,7 +140,7 @@ class SqliteStore:
         self.verify = hk.verify
         self.health = hk.health
 
-        ob = self.observing = SqliteObserving(core)
+        ob = self.observing = Observing(core)
         self.shared_counts = ob.shared_counts
         self.event_stream = ob.event_stream
         self.set_script = ob.set_script

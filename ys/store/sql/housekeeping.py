@@ -1,25 +1,26 @@
 """Housekeeping: prune terminal executions older than a cut-off, with their history, steps,
 start requests and waiter rows. Effect records are never pruned (RFC 004), and an execution
 with a child that has not ended is kept (the child's parent link must keep pointing at it).
+Pruning is safe while other daemons run (each row is locked and checked again).
 
-`SqliteHousekeeping` also holds the daemon's settings, recovery's queries (held leases, what
-is due) and `ys doctor`'s checks of the file (`health`)."""
+`Housekeeping` also holds the daemon's settings, recovery's queries (held leases, what is
+due) and `ys doctor`'s checks (`health`, the adapter's: its core's). Recovery at start
+releases only the leases this daemon held (where leases name their holder: `owned_leases`);
+another daemon's expired leases are swept by claims, never by a start.
+"""
 
 from __future__ import annotations
 
-import re
-import sqlite3
-from pathlib import Path
+from typing import Any
 
 from ys.store.protocols import Health
 from ys.store.sql import reads
-from ys.store.sqlite.core import Core
-from ys.store.sqlite.schema import MIGRATIONS
+from ys.store.sql.core import Core
 
 BATCH = 500
 
 
-def candidates(c: sqlite3.Connection, cutoff: float, limit: int = 100_000) -> list[str]:
+def candidates(c: Any, cutoff: float, limit: int = 100_000) -> list[str]:
     rows = c.execute(
         "SELECT e.execution_id FROM executions e WHERE e.status IN "
         "('completed','failed','cancelled') AND e.updated_at < ? AND NOT EXISTS ("
@@ -30,12 +31,15 @@ def candidates(c: sqlite3.Connection, cutoff: float, limit: int = 100_000) -> li
     return [r[0] for r in rows]
 
 
-def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
-    """Delete these executions and what belongs only to them (one batch, one transaction)."""
+def prune_tx(c: Any, ids: list[str]) -> int:
+    """Delete these executions and what belongs only to them (one batch, one transaction).
+    Each row is locked and checked again first: another daemon may have changed it since it
+    was chosen."""
     n = 0
     for execution_id in ids:
         row = c.execute(
-            "SELECT status FROM executions WHERE execution_id=?", (execution_id,)
+            "SELECT status FROM executions WHERE execution_id=?" + c.dialect.for_update,
+            (execution_id,),
         ).fetchone()
         if row is None or row[0] not in ("completed", "failed", "cancelled"):
             continue  # changed since it was chosen
@@ -54,79 +58,45 @@ def prune_tx(c: sqlite3.Connection, ids: list[str]) -> int:
     return n
 
 
-def prune_event_log_tx(c: sqlite3.Connection) -> int:
+def prune_event_log_tx(c: Any) -> int:
     """Drop the event log's positions of events gc pruned (after the batches: one pass, each
     row checked by the events' primary key, instead of an index kept at every event)."""
-    return c.execute(
+    cur = c.execute(
         "DELETE FROM event_log WHERE NOT EXISTS (SELECT 1 FROM events e WHERE "
         "e.execution_id = event_log.execution_id AND e.seq = event_log.seq)"
-    ).rowcount
+    )
+    return int(cur.rowcount)
 
 
-def release_held_tx(c: sqlite3.Connection, now: float) -> list[str]:
-    """Release every lease held, expired or not, each with a `released` event: a restarted
-    daemon's recovery (the file has one daemon, so every lease was its own). Executions that
-    waited for a concurrency slot are claimable again: the next claim, under the limits of
-    the scripts as they are now, marks again those that still wait."""
+def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
+    """Release every lease this daemon holds (`holder`'s, where leases name one; else every
+    lease: the file has one daemon), expired or not, each with a `released` event: a
+    restarted daemon's recovery. Executions that waited for a concurrency slot are claimable
+    again: the next claim, under the limits of the scripts as they are now, marks again
+    those that still wait."""
     from ys.store.records import RELEASED, Event
+    from ys.store.sql.concurrency import release_all_waiters
     from ys.store.sql.executions import append, load
 
-    ids = [
-        r[0]
-        for r in c.execute(
-            "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
-            "ORDER BY execution_id"
-        ).fetchall()
-    ]
-    for execution_id in ids:
-        record = load(c, execution_id, payload=False)
+    owned = c.dialect.owned_leases
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL"
+        + (" AND lease_holder=?" if owned else "")
+        + " ORDER BY execution_id"
+        + c.dialect.for_update,
+        (holder,) if owned else (),
+    ).fetchall()
+    for (execution_id,) in rows:
+        record = load(c, execution_id, payload=False, lock=True)
         assert record is not None
         released = Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})
         append(c, record, [released], clear_lease=True)
-    from ys.store.sql.concurrency import release_all_waiters
-
-    release_all_waiters(c)  # the limits may have changed while no daemon ran
-    return ids
+    release_all_waiters(c)  # the limits may have changed while the daemon was down
+    return [r[0] for r in rows]
 
 
-def health(c: sqlite3.Connection, location: str) -> Health:
-    """Integrity, schema, row counts and re-folded histories, in one read snapshot (the
-    daemon may go on writing meanwhile)."""
-    import sqlite_utils  # its introspection lists the tables and counts their rows
-
-    files = [
-        p for p in (Path(location), Path(f"{location}-wal"), Path(f"{location}-shm")) if p.exists()
-    ]
-    try:
-        integrity = [str(r[0]) for r in c.execute("PRAGMA integrity_check")]
-        c.execute("BEGIN")
-        try:
-            mismatches = reads.verify(c)
-            count = int(c.execute("SELECT COUNT(*) FROM executions").fetchone()[0])
-            rows = {t.name: int(t.count) for t in sqlite_utils.Database(c).tables}
-            version = int(
-                c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
-            )
-        finally:
-            c.execute("COMMIT")
-    except sqlite3.Error as exc:
-        return Health(location, files, error=str(exc))
-    expected = {m for script in MIGRATIONS for m in re.findall(r"CREATE TABLE (\w+)", script)}
-    return Health(
-        location,
-        files,
-        integrity=[] if integrity == ["ok"] else integrity,
-        schema_version=version,
-        schema_expected=len(MIGRATIONS),
-        missing_tables=sorted(expected - set(rows)),
-        rows=rows,
-        mismatches=mismatches,
-        executions=count,
-    )
-
-
-class SqliteHousekeeping:
-    """Housekeeping of one SqliteStore: pruning, settings, recovery's and doctor's queries."""
+class Housekeeping:
+    """Housekeeping of one store: pruning, settings, recovery's and doctor's queries."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -135,7 +105,7 @@ class SqliteHousekeeping:
         self, older_than: float, *, dry_run: bool = False, now: float | None = None
     ) -> list[str]:
         cutoff = self._core.now(now) - older_than
-        ids = candidates(self._core.reader(), cutoff)
+        ids = self._core.read(lambda c: candidates(c, cutoff))
         if dry_run:
             return ids
         for i in range(0, len(ids), BATCH):
@@ -146,8 +116,8 @@ class SqliteHousekeeping:
         return ids
 
     def setting(self, key: str) -> str | None:
-        row = (
-            self._core.reader().execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        row = self._core.read(
+            lambda c: c.execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
         )
         return str(row[0]) if row else None
 
@@ -161,36 +131,53 @@ class SqliteHousekeeping:
         )
 
     def held_leases(self) -> list[tuple[str, str]]:
-        rows = (
-            self._core.reader()
-            .execute(
+        """(execution ID, token) of every lease this daemon holds, expired or not: what
+        recovery releases at start."""
+        owned = self._core.dialect.owned_leases
+        rows = self._core.read(
+            lambda c: c.execute(
                 "SELECT execution_id, lease_token FROM executions WHERE lease_token IS NOT NULL"
-            )
-            .fetchall()
+                + (" AND lease_holder = ?" if owned else ""),
+                (self._core.holder,) if owned else (),
+            ).fetchall()
         )
         return [(r[0], r[1]) for r in rows]
 
     def release_held(self, now: float | None = None) -> list[str]:
+        """Recovery at start: release the leases this daemon held before it stopped."""
         t = self._core.now(now)
-        return self._core.write(lambda c: release_held_tx(c, t))
+        holder = self._core.holder
+        return self._core.write(lambda c: release_held_tx(c, holder, t))
 
     def lease_holders(self, execution_ids: list[str]) -> dict[str, str]:
-        return {}  # one daemon owns the file: every lease is its own
+        """Which daemon holds each of these executions' leases: "daemon ID, daemon pid N"
+        (none where leases name no holder: one daemon owns the file)."""
+        if not self._core.dialect.owned_leases or not execution_ids:
+            return {}
+        marks = ",".join("?" * len(execution_ids))
+        rows = self._core.read(
+            lambda c: c.execute(
+                "SELECT execution_id, lease_holder, lease_pid FROM executions "
+                f"WHERE execution_id IN ({marks}) AND lease_token IS NOT NULL",
+                list(execution_ids),
+            ).fetchall()
+        )
+        return {r[0]: f"daemon {r[1]}, daemon pid {r[2]}" for r in rows}
 
     def due_counts(self, now: float) -> tuple[int, int]:
-        due, waiting = (
-            self._core.reader()
-            .execute(
+        due, waiting = self._core.read(
+            lambda c: c.execute(
                 "SELECT COUNT(*) FILTER (WHERE due_at <= ?), COUNT(*) FILTER (WHERE due_at > ?) "
                 "FROM executions WHERE due_at IS NOT NULL AND slot_wait IS NULL",
                 (now, now),
-            )
-            .fetchone()
+            ).fetchone()
         )
         return int(due), int(waiting)
 
     def verify(self) -> list[str]:
-        return reads.verify(self._core.reader())
+        return self._core.snapshot(reads.verify)
 
     def health(self) -> Health:
-        return health(self._core.reader(), self._core.path)
+        """`ys doctor`'s checks of the database, never written (the adapter's)."""
+        health: Health = self._core.health()
+        return health

@@ -1,10 +1,12 @@
-"""What the PostgreSQL store offers for observing and versions (ys/store/observing.py's
-methods): the counts metrics read, the all-executions event stream, script versions, and a
-commit observer.
+"""What the store offers for observing and versions, beside the execution client: the
+counts metrics read (from the tables schema migration 8's triggers keep, due executions from
+the partial index on due_at), the all-executions event stream, the script versions
+admissions record and claims run, and a commit observer.
 
-The event stream reads `event_log`, whose positions follow commit order across daemons (an
-advisory lock held to commit orders the appends: schema migration 7), so a cursor resumes
-after the last event a reader has, with no gap and no repeat, whichever daemon it asks.
+The event stream (`GET /v1/events`, `ys history --follow --all`) reads `event_log`, whose
+positions follow commit order (across daemons too: PostgreSQL's writer holds an advisory lock
+to commit, schema migration 7), so a cursor resumes after the last event a reader has, with
+no gap and no repeat, whichever daemon it asks.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 from ys.contract import check_time
 from ys.store.base import LOG_TAIL_BYTES, LogTail, SharedCounts
 from ys.store.paging import MAX_BATCH, check_cursor
-from ys.store.postgres.core import Core
 from ys.store.sql import versions
+from ys.store.sql.core import Core
 
 
 def shared_counts(c: Any, now: float) -> SharedCounts:
@@ -34,7 +36,7 @@ def shared_counts(c: Any, now: float) -> SharedCounts:
     }
     due, oldest = c.execute(
         "SELECT COUNT(*), MIN(due_at) FROM executions "
-        "WHERE due_at IS NOT NULL AND due_at <= %s AND lease_token IS NULL AND slot_wait IS NULL",
+        "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL AND slot_wait IS NULL",
         (now,),
     ).fetchone()
     return SharedCounts(executions, effects, int(due), oldest)
@@ -48,7 +50,7 @@ def last_position(c: Any) -> int:
 
 def position_before(c: Any, since: float) -> int:
     """A cursor just before the first event at or after `since` (asked once per reader)."""
-    row = c.execute("SELECT MIN(pos) FROM event_log WHERE at >= %s", (since,)).fetchone()
+    row = c.execute("SELECT MIN(pos) FROM event_log WHERE at >= ?", (since,)).fetchone()
     return int(row[0]) - 1 if row[0] is not None else last_position(c)
 
 
@@ -58,7 +60,7 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], 
         "SELECT l.pos, l.execution_id, x.workflow, e.seq, e.at, e.kind, e.data "
         "FROM event_log l JOIN events e ON e.execution_id = l.execution_id AND e.seq = l.seq "
         "JOIN executions x ON x.execution_id = l.execution_id "
-        "WHERE l.pos > %s ORDER BY l.pos LIMIT %s",
+        "WHERE l.pos > ? ORDER BY l.pos LIMIT ?",
         (after, max(1, min(limit, MAX_BATCH))),
     ).fetchall()
     items = [
@@ -76,8 +78,9 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], 
     return items, (int(rows[-1][0]) if rows else after)
 
 
-class PgObserving:
-    """Metrics' counts, the event stream and script versions of one PostgresStore."""
+class Observing:
+    """The observing client of one store: metrics' counts, the event stream, script
+    versions and the commit observer."""
 
     def __init__(self, core: Core) -> None:
         self._core = core
@@ -119,6 +122,7 @@ class PgObserving:
             check_time(timeout, "timeout")
         t = self._core.now(now)
         self._core.write(lambda c: versions.set_script_tx(c, workflow, sha256, pin, t, timeout))
+        self._core.script_recorded(workflow, sha256)
 
     def scripts_needed(self) -> set[str]:
         """Versions a live execution needs, and each workflow's current one (ys gc keeps them)."""
@@ -130,7 +134,7 @@ class PgObserving:
 
     def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
         """Call `observer(seconds, requests)` after each commit of the writer (metrics)."""
-        self._core.writer.observe = observer
+        self._core.observe_commits(observer)
 
     def keep_log_tail(
         self,
@@ -150,8 +154,8 @@ class PgObserving:
         def tx(c: Any) -> None:
             c.execute(
                 "INSERT INTO delivery_logs (execution_id, attempt, daemon_id, path, size, tail, "
-                "ended_at) SELECT %s,%s,%s,%s,%s,%s,%s WHERE EXISTS (SELECT 1 FROM executions "
-                "WHERE execution_id=%s) ON CONFLICT (execution_id, attempt) DO UPDATE SET "
+                "ended_at) SELECT ?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM executions "
+                "WHERE execution_id=?) ON CONFLICT (execution_id, attempt) DO UPDATE SET "
                 "daemon_id=EXCLUDED.daemon_id, path=EXCLUDED.path, size=EXCLUDED.size, "
                 "tail=EXCLUDED.tail, ended_at=EXCLUDED.ended_at",
                 (execution_id, int(attempt), daemon_id, path, int(size), kept, t, execution_id),
@@ -165,8 +169,10 @@ class PgObserving:
         def read(c: Any) -> list[LogTail]:
             rows = c.execute(
                 "SELECT attempt, daemon_id, path, size, tail, ended_at FROM delivery_logs "
-                "WHERE execution_id=%s AND (%s::integer IS NULL OR attempt=%s) ORDER BY attempt",
-                (execution_id, attempt, attempt),
+                "WHERE execution_id=?"
+                + (" AND attempt=?" if attempt is not None else "")
+                + " ORDER BY attempt",
+                (execution_id,) if attempt is None else (execution_id, attempt),
             ).fetchall()
             return [LogTail(a, d, p, s, bytes(b), e) for a, d, p, s, b, e in rows]
 
