@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.store.base import Then
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.postgres.shared import UNSET, Request, Then, answer
+from ys.store.sql.requests import UNSET, Request, answer
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")

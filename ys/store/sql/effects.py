@@ -209,7 +209,6 @@ class Effects:
 
     def __init__(self, core: Core) -> None:
         self._core = core
-        self._now = core.now
 
     def effect_begin(
         self,
@@ -222,7 +221,7 @@ class Effects:
         now: float | None = None,
     ) -> dict[str, Any]:
         input_json = check_effect_request(effect_id, operation, input)
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(
             lambda c: begin_tx(c, operation, effect_id, input_json, execution_id, step_key, t)
         )
@@ -231,7 +230,7 @@ class Effects:
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
     ) -> dict[str, Any]:
         result_json = codec.dumps(codec.decode(result_json))  # compared in canonical form
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))
 
     def effect_wait(
@@ -244,7 +243,7 @@ class Effects:
         now: float | None = None,
     ) -> float:
         wake_at = check_time(wake_at, "wake_at")
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 
     def effect(self, effect_id: str) -> dict[str, Any] | None:

@@ -230,7 +230,6 @@ class Schedules:
 
     def __init__(self, core: Core) -> None:
         self._core = core
-        self._now = core.now
 
     def schedule_add(
         self,
@@ -250,7 +249,7 @@ class Schedules:
     ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(
             lambda c: upsert_tx(
                 c,
@@ -281,7 +280,7 @@ class Schedules:
     def schedule_pause(
         self, name: str, paused: bool, *, now: float | None = None
     ) -> dict[str, Any]:
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
     def schedule_tick(
@@ -291,7 +290,7 @@ class Schedules:
         in one transaction); a skipped slot admits `on_failure` in that transaction too."""
         from ys.store.sql.slots import tick_and_record
 
-        t = self._now(now)
+        t = self._core.now(now)
         if on_failure is not None:
             check_workflow_name(on_failure)
         return self._core.write(lambda c: tick_and_record(c, name, t, on_failure))

@@ -140,14 +140,13 @@ class Values:
 
     def __init__(self, core: Core) -> None:
         self._core = core
-        self._now = core.now
 
     def value_put(
         self, key: str, value: Any, expected_version: int | None = None, *, now: float | None = None
     ) -> dict[str, Any]:
         check_key(key)
         value_json = encode_value(value)
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(lambda c: put_tx(c, key, value_json, expected_version, t))
 
     def value_get(self, key: str) -> dict[str, Any] | None:
@@ -157,7 +156,7 @@ class Values:
         return self._core.read(lambda c: list_keys(c, prefix))
 
     def value_delete(self, key: str, *, now: float | None = None) -> bool:
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(lambda c: delete_tx(c, key, t))
 
     def value_wait(
@@ -177,7 +176,7 @@ class Values:
             )
         if timeout_at is not None:
             timeout_at = check_time(timeout_at, "timeout_at")
-        t = self._now(now)
+        t = self._core.now(now)
         return self._core.write(
             lambda c: wait_tx(c, key, execution_id, step_key, seen, timeout_at, t)
         )
