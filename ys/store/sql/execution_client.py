@@ -277,7 +277,7 @@ class Executions(LeanWrites):
         on_failure: str | None = None,
     ) -> dict[str, Any]:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
-        transaction (`<ID>.on-failure`, ys.store.handlers)."""
+        transaction (`<ID>.on-failure`, ys.store.sql.handlers)."""
         return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
 
     async def acknowledge_async(
