@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-RESULTS_DIR = BENCH_DIR / "results"  # git-ignored; scratch databases live here, not in /tmp
+# git-ignored; scratch databases live here, not in /tmp (YS_BENCH_RESULTS: elsewhere, for tests)
+RESULTS_DIR = Path(os.environ.get("YS_BENCH_RESULTS") or BENCH_DIR / "results")
 
 
 # -- scratch space --------------------------------------------------------------------------

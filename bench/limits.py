@@ -131,12 +131,19 @@ def main() -> int:
     p.add_argument("--m", type=int, default=200, help="executions per round and workflow")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--concurrency", type=int, default=4, help="the daemon's --concurrency")
+    p.add_argument(
+        "--store-cycles",
+        type=int,
+        default=None,
+        help="claim + acknowledge cycles per store round (2000; quick 300)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the daemon's home afterwards")
     a = p.parse_args()
     m, rounds = (100, 3) if a.quick else (a.m, a.rounds)
     with scratch_dir("limits", keep=a.keep) as home:
         res = measure(home / "home", m, rounds, a.concurrency)
-        res["store"] = measure_store(home / "store", 300 if a.quick else 2000, rounds)
+        cycles = a.store_cycles or (300 if a.quick else 2000)
+        res["store"] = measure_store(home / "store", cycles, rounds)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0

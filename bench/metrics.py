@@ -30,9 +30,8 @@ TARGET_MS = 10.0
 
 
 def fill(db: Path, n: int) -> None:
-    from ys.store.executions import admission_inserts
-
     from ys.store.sqlite import SqliteStore
+    from ys.store.sqlite.admissions import admission_inserts
 
     store = SqliteStore(db)
     now = time.time() - 3600
@@ -56,14 +55,15 @@ def fill(db: Path, n: int) -> None:
             "WHERE CAST(substr(execution_id, 3) AS INTEGER) % 20 = 18"
         )
 
-    store.write(tx)
+    store.core.write(tx)
     store.close()
 
 
 def time_reads(db: Path, runs: int) -> dict[str, float]:
     from ys.store.sql.observing import shared_counts
+    from ys.store.sqlite.dialect import Connection
 
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = sqlite3.connect(db, isolation_level=None, factory=Connection)
     counts, scan = [], []
     for _ in range(runs):
         t = time.perf_counter()

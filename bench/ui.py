@@ -4,7 +4,7 @@
     .venv/bin/python bench/ui.py --rows 100000      # a smaller home
     .venv/bin/python bench/ui.py --json
 
-The home is built once per row count under /tmp/ys-bench-ui-<rows>/ (reused while its schema
+The home is built once per row count under bench/results/ui-<rows>/ (reused while its schema
 version matches; `--rebuild` makes it again): executions spread over 29 days, each with the
 history a real one has (admitted, claimed, one or two steps, an outcome), folded with the
 store's own `project` so every record equals its history, inserted in large transactions.
@@ -33,21 +33,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import REPO_ROOT, load_average, machine_info
+from common import REPO_ROOT, RESULTS_DIR, load_average, machine_info
 
 sys.path.insert(0, str(REPO_ROOT))
 
-from ys.store.executions import (  # noqa: E402
-    INSERT_EVENT,
-    INSERT_EXECUTION,
-    admission_event,
-    new_record_row,
-    project,
-)
-from ys.store.schema import MIGRATIONS  # noqa: E402
-
 from tests.ui.ui_support import UiSession  # noqa: E402
 from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
+from ys.store.sql.events import admission_event  # noqa: E402
+from ys.store.sql.rows import new_record_row, project  # noqa: E402
+from ys.store.sqlite.admissions import INSERT_EVENT, INSERT_EXECUTION  # noqa: E402
+from ys.store.sqlite.schema import MIGRATIONS  # noqa: E402
 
 DAY = 86400.0
 TARGET_MS = 50.0
@@ -132,7 +127,7 @@ def build(path: Path, rows: int) -> None:
 
 
 def home_for(rows: int, rebuild: bool) -> Path:
-    home = Path(f"/tmp/ys-bench-ui-{rows}")
+    home = RESULTS_DIR / f"ui-{rows}"
     db = home / "ys.db"
     ok = db.exists() and not rebuild and _schema(db) == len(MIGRATIONS)
     if not ok:

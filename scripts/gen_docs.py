@@ -3,8 +3,9 @@
     .venv/bin/python scripts/gen_docs.py           # write them
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 if the committed files drift
 
-Man pages: `man/ys.1`, and `man/ys-<command>.1` for every command and subcommand
-(`ys-daemon-start.1`). Everything comes from the click command that typer builds, so help text
+Man pages: `ys/man/ys.1`, and `ys/man/ys-<command>.1` for every command and subcommand
+(`ys-daemon-start.1`); they ship inside the package (`ys man install` copies them where `man`
+looks), and `man/` at the top of the repository is a link to that folder. Everything comes from the click command that typer builds, so help text
 written once in ys/commands/ reaches `--help`, the man pages and the completions alike.
 tests/cli/test_docs.py fails when the committed files differ from what this script makes.
 """
@@ -136,7 +137,7 @@ def man_page(path: list[str], cmd: click.Command, ctx: click.Context,
 
 
 def man_pages() -> dict[str, str]:
-    """man/<file> -> content for every command."""
+    """ys/man/<file> -> content for every command."""
     found = commands()
     paths = [p for p, _, _ in found]
     return {f"{'-'.join(p)}.1": man_page(p, cmd, ctx, paths) for p, cmd, ctx in found}
@@ -150,7 +151,7 @@ def completion_files() -> dict[str, str]:
 
 
 def generated() -> dict[Path, str]:
-    out = {REPO / "man" / name: text for name, text in man_pages().items()}
+    out = {REPO / "ys" / "man" / name: text for name, text in man_pages().items()}
     out.update({REPO / "completions" / name: text for name, text in completion_files().items()})
     return out
 
@@ -160,7 +161,7 @@ def drift() -> list[str]:
     want = generated()
     problems = [f"{p.relative_to(REPO)} is out of date" for p, text in want.items()
                 if not p.exists() or p.read_text() != text]
-    for folder in ("man", "completions"):
+    for folder in ("ys/man", "completions"):
         for p in sorted((REPO / folder).glob("*")):
             if p.is_file() and p not in want:
                 problems.append(f"{p.relative_to(REPO)} belongs to no command")

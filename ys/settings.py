@@ -5,6 +5,8 @@ it, and a command-line option over both.
     concurrency    YS_CONCURRENCY     deliveries at once, per daemon (default 4)
     on_failure     YS_ON_FAILURE      the folder-wide failure handler (a workflow name)
     log_max_bytes  YS_LOG_MAX_BYTES   the most one delivery log keeps (default 10 MiB)
+    otel           YS_OTEL            export traces (true/false; unset: the OTEL_* variables
+                                      decide, docs/design.md "Traces")
 
 An unknown key or a bad value is an INVALID_ARGUMENT naming where it came from: `ys doctor`
 reports it and the daemon refuses to start with it. A database URL may carry a password, so
@@ -31,6 +33,7 @@ ENV = {
     "concurrency": "YS_CONCURRENCY",
     "on_failure": "YS_ON_FAILURE",
     "log_max_bytes": "YS_LOG_MAX_BYTES",
+    "otel": "YS_OTEL",
 }
 _MASK = "***"
 # libpq connection parameters that carry a secret (a password, or a file's passphrase)
@@ -43,6 +46,7 @@ class Settings:
     concurrency: int = DEFAULT_CONCURRENCY
     on_failure: str | None = None
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    otel: bool | None = None  # None: the standard OTEL_* variables decide
 
     @property
     def postgres(self) -> bool:
@@ -189,9 +193,21 @@ def _on_failure(value: Any, where: str) -> str:
         ) from None
 
 
+def _otel(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise _bad(where, "true or false", value)
+
+
 _PARSE: dict[str, Callable[[Any, str], Any]] = {
     "database": _database,
     "concurrency": _concurrency,
     "on_failure": _on_failure,
     "log_max_bytes": _log_max_bytes,
+    "otel": _otel,
 }

@@ -59,13 +59,13 @@ def test_the_design_commands_of_this_issue_exist():
 def test_committed_man_pages_and_completions_match_the_commands():
     problems = gen_docs.drift()
     assert problems == [], (
-        f"{problems}: run .venv/bin/python scripts/gen_docs.py and commit man/ and completions/"
+        f"{problems}: run .venv/bin/python scripts/gen_docs.py and commit ys/man/ and completions/"
     )
 
 
 def test_every_command_has_a_man_page_that_names_every_option():
     for path, cmd, ctx in COMMANDS:
-        page = (REPO / "man" / f"{'-'.join(path)}.1").read_text()
+        page = (REPO / "ys" / "man" / f"{'-'.join(path)}.1").read_text()
         for param in cmd.get_params(ctx):
             if isinstance(param, click.Option):
                 assert param.opts[0].replace("-", "\\-") in page, (path, param.opts)

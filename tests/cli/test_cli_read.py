@@ -122,6 +122,47 @@ def test_list_filters_by_status(shared):
     one_error_line(bad, "INVALID_ARGUMENT")
 
 
+STARTER = """
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        return step.start("kid", "hello", params={"name": "kid"})
+"""
+
+
+def _columns(stdout: str) -> dict[str, dict[str, str]]:
+    """A table's rows by ID, each cell under its header (cut at the headers' positions)."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    header = lines[0]
+    names = header.split()
+    starts = [header.index(n) for n in names] + [None]
+    return {
+        row[: starts[1]].strip(): {
+            n: row[a:b].strip() for n, a, b in zip(names, starts, starts[1:], strict=False)
+        }
+        for row in lines[1:]
+    }
+
+
+def test_list_wide_shows_a_parent_and_a_retry_in_columns_of_their_own(shared):
+    shared.write("starter.py", STARTER)
+    wait_until(
+        lambda: shared.ys("workflows", "--json").stdout.count('"starter"'),
+        message="starter to load",
+    )
+    child = finished(shared, "starter", "wd-parent")["outcome"]["result"]
+    finished(shared, "boom", "wd-bad")
+    retried = out_json(shared.ys("retry", "wd-bad", "--json"))["execution_id"]
+    wait_status(shared, retried, "failed")
+    wide = shared.ys("list", "--wide", "--limit", "1000", env={"COLUMNS": "300"})
+    assert wide.returncode == 0, wide.stderr
+    rows = _columns(wide.stdout.replace("RETRY OF", "RETRY_OF"))
+    assert (rows[retried]["PARENT"], rows[retried]["RETRY_OF"]) == ("-", "wd-bad")
+    assert (rows[child]["PARENT"], rows[child]["RETRY_OF"]) == ("wd-parent", "-")
+    assert (rows["wd-bad"]["PARENT"], rows["wd-bad"]["RETRY_OF"]) == ("-", "-")
+
+
 def test_ps_shows_suspended_and_running_with_due_time_attempt_and_lease_holder(shared, tmp_path):
     admit(shared, "nap", "ps-nap")
     wait_status(shared, "ps-nap", "suspended")

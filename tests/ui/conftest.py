@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support import GATE, DaemonHandle
-from tests.ui.ui_support import UiSession
+from tests.ui.ui_support import Populated, UiSession, populate
 
 SCREENSHOTS = Path(
     os.environ.get("YS_UI_SCREENSHOTS") or Path(tempfile.gettempdir()) / "ys-ui-screenshots"
@@ -41,3 +41,9 @@ def gated(daemon: DaemonHandle, tmp_path: Path) -> Any:
         return gate
 
     return admit
+
+
+@pytest.fixture
+def populated(daemon: DaemonHandle) -> Populated:
+    """The daemon's store with a row of every kind the dashboard shows (ui_support.populate)."""
+    return populate(daemon)

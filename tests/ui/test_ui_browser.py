@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import GATE, DaemonHandle, make_home, wait_until
 from tests.ui.conftest import SCREENSHOTS
+from tests.ui.ui_support import populate
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -101,6 +102,7 @@ def browser(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
         "--window-size=1280,900",
     ]:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read below
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         driver.get(url)  # the one-time token becomes the session cookie
@@ -276,3 +278,24 @@ def test_a_screenshot_of_every_page(home: DaemonHandle, browser: Any):
         "workflows",
     }
     assert expected <= {p.stem for p in SCREENSHOTS.glob("*.png")}
+
+
+def test_every_page_renders_a_row_of_every_kind(home: DaemonHandle, browser: Any):
+    populated = populate(home)
+    base = browser.current_url.split("/ui/")[0]
+    browser.get_log("browser")  # what the pages before this one logged
+    for path in populated.pages():
+        browser.get(base + path)
+        heading = wait_until(
+            lambda: browser.find_element("css selector", "h1").text, message=f"the page {path}"
+        )
+        assert heading != "Not here", path  # the error page's heading
+        assert browser.find_elements("css selector", "#live"), path  # its live region rendered
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], (path, errors)
+    browser.get(base + "/ui/effects")
+    wait_until(lambda: "pay:pending" in browser.page_source, message="the effects")
+    shoot(browser, "effects-every-kind")
+    browser.get(base + "/ui/schedules")
+    wait_until(lambda: "k-declared" in browser.page_source, message="the schedules")
+    shoot(browser, "schedules-every-kind")

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from tests.support import DaemonHandle, wait_until
-from tests.ui.ui_support import PAGES, Answer, UiSession, outside_references
+from tests.ui.ui_support import (
+    PAGES,
+    WORKFLOWS,
+    Answer,
+    Populated,
+    UiSession,
+    outside_references,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -108,6 +115,64 @@ def test_every_page_answers_with_its_content(daemon: DaemonHandle, ui: UiSession
     assert missing.status == 404 and "EXECUTION_NOT_FOUND" in missing.text
 
 
+def test_every_page_renders_a_row_of_every_kind(ui: UiSession, populated: Populated):
+    p = populated
+
+    def page(path: str) -> str:
+        answer = ui.get(path)
+        assert answer.status == 200, (path, answer.text[-2000:])
+        assert "text/html" in answer.header("Content-Type"), path
+        return answer.text
+
+    for path in p.pages():
+        page(path)
+    x = {k: v.replace("/", "%2F") for k, v in p.executions.items()}
+
+    now = page("/ui/")
+    failed = now.split("Failed in the last 24 hours")[1].split("</section>")[0]
+    assert p.executions["failed"] in failed and p.executions["retried"] in failed
+    waiting = now.split("<h2>Waiting")[1].split("</section>")[0]
+    assert p.executions["waits"] in waiting and "k-approve/42" in waiting
+
+    listed = page("/ui/executions")
+    for execution_id in x.values():
+        assert f'href="/ui/executions/{execution_id}"' in listed
+    for status in ("completed", "failed", "cancelled", "suspended"):
+        assert f'<span class="st st-{status}">{status}</span>' in listed
+    retried = page(f"/ui/executions/{x['retried']}")
+    assert "Retry of" in retried and f'href="/ui/executions/{x["failed"]}"' in retried
+    assert "cancelled" in page(f"/ui/executions/{x['cancelled']}")
+    assert "pay:pending" in page(f"/ui/executions/{x['pending-effect']}")
+
+    schedules = page("/ui/schedules")
+    for name, paused in p.schedules.items():
+        card = schedules.split(f'id="s-{name}"')[1].split("</section>")[0]
+        assert ('<span class="st st-paused">paused</span>' in card) is paused, name
+        assert ("/resume" if paused else "/pause") in card, name
+    declared = schedules.split('id="s-k-declared"')[1].split("</section>")[0]
+    assert "0 4 * * *" in declared and "script" in declared
+    assert "*/10 * * * *" in schedules.split('id="s-k-tidy"')[1].split("</section>")[0]
+
+    effects = page("/ui/effects")
+    for effect_id in p.effects.values():
+        assert f"<code>{effect_id}</code>" in effects
+    for status, effect_id in p.effects.items():
+        assert f"<code>{effect_id}</code>" in page(f"/ui/effects?status={status}"), status
+    assert "pay:pending" not in page("/ui/effects?status=settled")
+    conflict = page("/ui/effects/pay%3Aconflict")
+    assert "<h2>Conflicts" in conflict and "&#34;other&#34;" in conflict
+
+    values = page("/ui/values")
+    for key in (*p.values, *p.waited):
+        assert key in values
+    assert "&#34;fast&#34;: true" in page("/ui/values/k-config%2Fmode")
+    assert p.executions["waits"] in page("/ui/values/k-approve%2F42")
+
+    workflows = page("/ui/workflows")
+    for name in WORKFLOWS:
+        assert f">{name}</a>" in workflows
+
+
 def test_an_execution_page_shows_steps_failures_logs_params_and_outcome(
     daemon: DaemonHandle, ui: UiSession
 ):
@@ -129,6 +194,17 @@ def test_an_execution_page_shows_steps_failures_logs_params_and_outcome(
     assert raw.status == 200 and raw.text.startswith("about to fail\n")
     assert "text/plain" in raw.header("Content-Type")
     assert ui.get("/ui/executions/bad%2F2/logs/9").status == 404
+
+
+def test_an_execution_page_shows_a_failed_shell_steps_exit_status(
+    daemon: DaemonHandle, ui: UiSession
+):
+    daemon.write("failsh", "#!/bin/sh\nset -e\nys step run boom -- sh -c 'exit 3'\n", mode=0o700)
+    daemon.client().trigger("failsh", execution_id="bad-sh")
+    daemon.client().wait("bad-sh", timeout=30)
+    page = ui.get("/ui/executions/bad-sh").text
+    steps = page.split("<h2>Steps")[1].split("</section>")[0]
+    assert "ExitStatus: exit status 3" in steps
 
 
 def test_executions_filter_by_status_workflow_prefix_and_since(daemon: DaemonHandle, ui: UiSession):
@@ -257,6 +333,57 @@ def test_wake_makes_a_sleeper_due_now(daemon: DaemonHandle, ui: UiSession):
     assert unknown.status == 400
 
 
+def _admissions(daemon: DaemonHandle, source: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = daemon.client().metrics()
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "ys_admissions_total" and s.labels.get("source") == source
+    )
+
+
+def test_retry_from_the_page_admits_and_counts_as_the_api_does(daemon: DaemonHandle, ui: UiSession):
+    daemon.write("fail.py", FAILING)
+    c = daemon.client()
+    for execution_id in ("rt/ui", "rt/api"):
+        c.trigger("fail", execution_id=execution_id)
+        c.wait(execution_id, timeout=30)
+    before = _admissions(daemon, "retry")
+    csrf = ui.csrf("/ui/executions/rt%2Fui")
+    done = ui.post("/ui/executions/rt%2Fui/retry", {"csrf": csrf, "confirm": "1"})
+    assert done.status == 303 and done.header("Location").endswith("?done=retried")
+    assert c.get("rt/ui.r1")["retry_of"] == "rt/ui"
+    assert _admissions(daemon, "retry") == before + 1
+    c.retry("rt/api")
+    assert _admissions(daemon, "retry") == before + 2
+
+
+def test_retry_from_the_page_of_a_workflow_gone_is_refused_as_the_api_refuses(
+    daemon: DaemonHandle, ui: UiSession
+):
+    from ys.errors import YsError
+
+    script = daemon.write("fail.py", FAILING)
+    c = daemon.client()
+    c.trigger("fail", execution_id="gone/1")
+    c.wait("gone/1", timeout=30)
+    csrf = ui.csrf("/ui/executions/gone%2F1")
+    script.unlink()
+    wait_until(
+        lambda: "fail" not in {w["name"] for w in c.workflows()["workflows"]},
+        message="the registry to drop fail",
+    )
+    with pytest.raises(YsError) as api:
+        c.retry("gone/1")
+    assert api.value.code == "WORKFLOW_NOT_FOUND"
+    page = ui.post("/ui/executions/gone%2F1/retry", {"csrf": csrf, "confirm": "1"})
+    assert page.status == 404 and "WORKFLOW_NOT_FOUND" in page.text
+    assert [r["execution_id"] for r in c.list()["executions"]] == ["gone/1"]
+
+
 def test_pause_and_resume_a_schedule(daemon: DaemonHandle, ui: UiSession):
     daemon.write("nap.py", NAPPING)
     c = daemon.client()
@@ -323,3 +450,26 @@ def test_the_overview_route(daemon: DaemonHandle, gated: Any):
     assert o["counts"]["running"] == 1
     assert o["daemon"]["database"]["schema_version"] >= 7
     assert set(o) >= {"now", "daemon", "counts", "running", "due", "waiting", "failures", "slots"}
+
+
+def test_now_and_top_say_which_executions_wait_for_their_script(
+    daemon: DaemonHandle, ui: UiSession
+):
+    from rich.console import Console
+
+    from ys.commands.top import view
+
+    daemon.write("fragile.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    c = daemon.client()
+    wait_until(
+        lambda: any(w["error"] for w in c.workflows()["workflows"]), message="fragile broken"
+    )
+    c.trigger("fragile", execution_id="w/1")
+    wait_until(lambda: c.history("w/1")["events"][-1]["kind"] == "released", message="w/1 waits")
+    (due,) = c.overview()["due"]
+    assert due["waiting_for"].startswith("script broken (SyntaxError")
+    console = Console(record=True, width=200, color_system=None, force_terminal=False)
+    console.print(view(c.overview()))
+    assert "waiting: script broken (SyntaxError" in console.export_text()
+    now = ui.get("/ui/")
+    assert "waiting: script broken (SyntaxError" in now.text

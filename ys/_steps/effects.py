@@ -7,9 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ys import codec, sdk
+from ys import codec, sdk, tracing
 from ys._steps import StepMethods
-from ys.errors import EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
+from ys.errors import REFUSALS, EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
 
 
 class _Failed:
@@ -63,7 +63,8 @@ class EffectSteps(StepMethods):
             return self._effect_done(key, state.get("result"))
         result_json: str | None = None
         if state["status"] == "pending":
-            found = self._callback(lookup, effect_id, "lookup")
+            with tracing.step_context(key):
+                found = self._callback(lookup, effect_id, "lookup")
             sdk.crash_point("effect.after_lookup")
             if isinstance(found, sdk.Settled):
                 result_json = self._durable(found.result, "lookup")
@@ -79,7 +80,8 @@ class EffectSteps(StepMethods):
                     "EFFECT_HANDLER_INVALID",
                 )
         if result_json is None:
-            performed = self._callback(perform, effect_id, "perform")
+            with tracing.step_context(key):
+                performed = self._callback(perform, effect_id, "perform")
             sdk.crash_point("effect.after_perform")
             if isinstance(performed, _Failed):
                 return self._effect_wait(key, effect_id, retry_in)
@@ -109,6 +111,8 @@ class EffectSteps(StepMethods):
         except WorkflowEffectError:
             raise
         except YsError as exc:
+            if exc.code in REFUSALS:
+                raise sdk.Refused(exc, exc.code) from exc
             code = (
                 exc.code
                 if exc.code == "EFFECT_RUNTIME_INVARIANT"
@@ -164,4 +168,4 @@ class EffectSteps(StepMethods):
         )
         sdk.crash_point("effect.after_wait")
         self._save(key, "effect", "waiting", None, 1, float(wake_at))
-        raise sdk.Suspend(key)
+        self._stop(key)

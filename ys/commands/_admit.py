@@ -10,7 +10,7 @@ from typing import Any
 from ys.commands._output import TERMINAL, client, emit_json, error, fail, outcome_exit_code
 from ys.commands._params import build_params
 from ys.durations import format_duration, relative
-from ys.errors import YsError
+from ys.errors import ExecutionTimeout, YsError
 
 IF_EXISTS = ("fail", "use-existing")
 
@@ -75,14 +75,24 @@ def trigger(
     wait: bool = False,
     timeout: float | None = None,
     tags: list[str] | None = None,
+    traceparent: str | None = None,
 ) -> int:
     """Admit, print the ID (or the JSON), and with `wait` wait; returns the exit code."""
     body = build_params(pairs, spec)
     tag_map = parse_tags(tags)
+    if traceparent is not None:
+        from ys.tracing import check
+
+        traceparent = check(traceparent, "--traceparent")
     with client(timeout=None if wait else 60.0) as c:
         try:
             result = c.trigger(
-                workflow, body, execution_id=execution_id, if_exists=if_exists, tags=tag_map
+                workflow,
+                body,
+                execution_id=execution_id,
+                if_exists=if_exists,
+                tags=tag_map,
+                traceparent=traceparent,
             )
         except YsError as exc:
             if exc.code == "EXECUTION_ID_CONFLICT" and execution_id is not None:
@@ -103,7 +113,10 @@ def trigger(
             sys.stderr.flush()
         if not wait:
             return 0
-        record = c.wait(new_id, timeout=timeout)
+        try:
+            record = c.wait(new_id, timeout=timeout)
+        except ExecutionTimeout as exc:
+            record = exc.record  # refused below (exit 6)
     if record["status"] not in TERMINAL:
         from shlex import quote
 

@@ -35,6 +35,7 @@ HINTS: dict[str, str] = {
     "TIMEOUT": "wait longer with --timeout, or see where it is with `ys describe`",
     "RESOURCE_EXHAUSTED": "free disk space, or prune old executions with `ys gc`",
     "LEASE_LOST": "another delivery owns this execution now",
+    "DUPLICATE_STEP_KEY": "give each step its own key",
     "INTERNAL": "this is a bug in ys; the daemon's log (`ys daemon status`) may say more",
 }
 

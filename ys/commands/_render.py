@@ -221,8 +221,12 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 
 def _waiting(r: dict[str, Any]) -> str:
     """`, waiting for a concurrency slot` after the status of an execution a claim passed
-    over (its workflow's `concurrency` limit is reached)."""
-    return f", waiting for {r['waiting_for']}" if r.get("waiting_for") else ""
+    over (its workflow's `concurrency` limit is reached), `, waiting: script broken (...)` or
+    `, waiting: script missing` after one whose script cannot run."""
+    why = r.get("waiting_for")
+    if not why:
+        return ""
+    return f", waiting: {why}" if why.startswith("script") else f", waiting for {why}"
 
 
 def record_rows(g: Table, r: dict[str, Any]) -> None:
@@ -274,11 +278,19 @@ def tags_text(tags: dict[str, str] | None) -> str:
 
 def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = False) -> None:
     if wide:
-        t = table("ID", "WORKFLOW", "STATUS", "ADMITTED", "ATTEMPTS", "PARENT", "TAGS", "OUTCOME")
+        t = table(
+            "ID",
+            "WORKFLOW",
+            "STATUS",
+            "ADMITTED",
+            "ATTEMPTS",
+            "PARENT",
+            "RETRY OF",
+            "TAGS",
+            "OUTCOME",
+        )
         for r in records:
             parent = (r.get("parent") or {}).get("execution_id")
-            if not parent and r.get("retry_of"):
-                parent = f"retry of {r['retry_of']}"
             add_row(
                 t,
                 ident(r["execution_id"]),
@@ -286,7 +298,8 @@ def executions(records: list[dict[str, Any]], ps: bool = False, wide: bool = Fal
                 status(r["status"]),
                 relative(r.get("admitted_at")),
                 str(r.get("attempts", 0)),
-                parent or DASH,
+                ident(parent) if parent else DASH,
+                ident(r["retry_of"]) if r.get("retry_of") else DASH,
                 tags_text(r.get("tags")),
                 outcome(r, 50),
             )

@@ -9,7 +9,9 @@ A step that must wait (`sleep`, `wait`) records itself and its wake, then ends t
 sending SIGTERM to its process group: the daemon sees the suspension it recorded and delivers
 the script again when due, from the top. A step that cannot be recorded (the daemon went away,
 the lease was lost) ends the script the same way, so no script runs past a step that is not
-saved. Standard library plus ys.sdk only: `ys.cli` sends `ys step` here before typer loads.
+saved. Each `ys step` names its key when it reads the delivery's state, and the daemon refuses
+a key the delivery already took: the script then fails DUPLICATE_STEP_KEY, as a Python
+workflow does. Standard library plus ys.sdk only: `ys.cli` sends `ys step` here before typer loads.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote
 
 from ys.commands._output import emit_json, error, fail, report
 from ys.errors import YsError
@@ -75,6 +77,24 @@ def _cancelled(transport: Any, base: str) -> NoReturn:
     _end_script(130)
 
 
+def _fail_execution(
+    transport: Any, base: str, exc: YsError, outcome: dict[str, Any] | None = None
+) -> NoReturn:
+    """A request refused for good: the script took one key twice in one run (it fails as a
+    Python workflow does when step.run raises DUPLICATE_STEP_KEY, not replaying the first
+    step's record as this one), or the daemon refused the step's request in a way no later
+    delivery could change (ys.sdk.Refused): the execution fails with that error."""
+    if outcome is None:
+        error = {"name": "YsError", "message": exc.message, "code": exc.code}
+        outcome = {"status": "failed", "error": error}
+    try:
+        transport.request("POST", f"{base}/outcome", {"outcome": outcome})
+    except YsError as lost:
+        _infra(lost)
+    report(exc)
+    _end_script(exc.exit_code)
+
+
 def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
     """Run `action(step)` on a Step made from the delivery's state; a suspension, cancellation
     or infrastructure failure ends the script, so this returns only when the script goes on."""
@@ -85,15 +105,17 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
             hint="name each step, for example ys step run fetch -- curl ...",
         )
     from ys.client import Transport
-    from ys.sdk import InfrastructureFailure, Suspend
+    from ys.sdk import InfrastructureFailure, Refused, Suspend
     from ys.worker import ApiBackend, make_step
 
     execution_id, token, socket_path = _env()
     transport = Transport(socket_path, timeout=120.0, token=token)
     backend = ApiBackend(transport, execution_id)
     try:
-        state = transport.request("GET", f"{backend.base}/run")
+        state = transport.request("GET", f"{backend.base}/run?step={quote(key, safe='')}")
     except YsError as exc:
+        if exc.code == "DUPLICATE_STEP_KEY":
+            _fail_execution(transport, backend.base, exc)
         _infra(exc)
     record = state["record"]
     if record["status"] in ("completed", "failed", "cancelled"):
@@ -108,6 +130,9 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         _end_script(0)
     except WorkflowCancelledError:
         _cancelled(transport, backend.base)
+    except Refused as exc:
+        cause = exc.cause if isinstance(exc.cause, YsError) else YsError(exc.code, str(exc.cause))
+        _fail_execution(transport, backend.base, cause, exc.outcome())
     except InfrastructureFailure as exc:
         _infra(exc)
     except ValueError as exc:  # the SDK refused an argument (a wake past 9999, say)
@@ -140,72 +165,23 @@ def _print_value(value: Any, json_: bool) -> None:
 # -- the commands ----------------------------------------------------------------------------
 
 
-def _execute(argv: list[str]) -> dict[str, Any]:
-    """Run the command once; its stderr goes to the log as it comes, its stdout is kept."""
-    try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE)
-    except OSError as exc:  # not found, not executable: what a shell reports, as status 127
-        sys.stderr.write(f"ys step run: {argv[0]}: {exc.strerror or exc}\n")
-        return {"stdout": "", "status": 127}
-    code = done.returncode
-    return {
-        "stdout": done.stdout.decode("utf-8", errors="replace"),
-        "status": 128 - code if code < 0 else code,
-    }
+def run(
+    key: str,
+    rest: list[str],
+    json_: bool = False,
+    timeout: str | None = None,
+    retry: str | None = None,
+    retry_interval: str | None = None,
+) -> int:
+    """`ys step run KEY REST...` (REST: the options allowed after KEY, `--`, the command):
+    run the command once and record its exit status and stdout, or replay them
+    (ys/commands/_step_run.py)."""
+    from ys.commands import _step_run as sr
 
-
-def split_timeout(command: list[str]) -> tuple[str | None, list[str]]:
-    """`--timeout DUR` (or `--timeout=DUR`) right after KEY, then the command (after `--`)."""
-    timeout = None
-    if command[:1] == ["--timeout"] and len(command) > 1:
-        timeout, command = command[1], command[2:]
-    elif command[:1] and command[0].startswith("--timeout="):
-        timeout, command = command[0].split("=", 1)[1], command[1:]
-    if command[:1] == ["--"]:
-        command = command[1:]
-    return timeout, command
-
-
-def run(key: str, command: list[str], json_: bool = False, timeout: str | None = None) -> int:
-    """Run the command once and record its stdout and exit status; on replay print the saved
-    stdout and exit with the saved status without running it. With `timeout`, an attempt that
-    runs longer is killed by the daemon (the whole script) and recorded failed with
-    StepTimeout: on replay this exits 124, as timeout(1) does."""
-    if not command:
-        fail(
-            "INVALID_ARGUMENT",
-            "ys step run needs a command after the key",
-            hint="write ys step run KEY [--timeout DUR] -- CMD [ARGS...]",
-        )
-    limit = None
-    if timeout is not None:
-        from ys.durations import parse_duration
-
-        limit = parse_duration(timeout, "--timeout")
-        if limit <= 0:
-            fail("INVALID_ARGUMENT", "--timeout must be more than 0", hint="for example 10m")
-
-    def action(step: Step) -> Any:
-        from ys.errors import StepTimeout
-
-        try:
-            return step.run(key, _execute, list(command), timeout=limit)
-        except StepTimeout as exc:
-            sys.stderr.write(f"ys step run: {exc.message}\n")
-            return {"stdout": "", "status": 124}
-
-    saved = _with_step(key, action)
-    if not isinstance(saved, dict) or not isinstance(saved.get("status"), int):
-        fail(
-            "INVALID_ARGUMENT",
-            f"step {key!r} was recorded by another kind of step",
-            hint="give each step its own key",
-        )
-    if json_:
-        emit_json({"stdout": saved.get("stdout", ""), "status": saved["status"]})
-    else:
-        sys.stdout.write(str(saved.get("stdout", "")))
-    return int(saved["status"])
+    opts = sr.split_options(rest, sr.RunOptions(timeout, retry, retry_interval))
+    limit, policy = sr.policy(opts)  # a usage error ends here: nothing runs, nothing recorded
+    ran = _with_step(key, lambda step: sr.take(step, key, opts.command, limit, policy, not json_))
+    return sr.show(key, ran, json_)
 
 
 def sleep(key: str, duration: str, json_: bool = False) -> int:
@@ -266,12 +242,18 @@ def wait(key: str, store_key: str, timeout: str | None = None, json_: bool = Fal
     return 0
 
 
-def params(key: str | None = None, json_: bool = False) -> int:
-    """Print the execution's params as JSON, or one param (text as it is, else JSON)."""
+def params(key: str | None = None, json_: bool = False, default: str | None = None) -> int:
+    """Print the execution's params as JSON, or one param (text as it is, else JSON); a
+    missing param prints `default` (read as a `-p` value) when one is given."""
     state = _state()
     values = json.loads(state["params"]) if state.get("params") else {}
     if key is None:
         emit_json(values)
+        return 0
+    if (not isinstance(values, dict) or key not in values) and default is not None:
+        from ys.commands._params import param_value
+
+        _print_value(param_value(default), json_)
         return 0
     if not isinstance(values, dict) or key not in values:
         fail(
@@ -290,7 +272,7 @@ _SHAPES: dict[str, tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]]
     "sleep": (("key", "duration"), 0, (), ("--json",)),
     "start": (("key", "workflow"), 0, ("-p", "--param", "--params"), ("--detached", "--json")),
     "wait": (("key", "store_key"), 0, ("--timeout",), ("--json",)),
-    "params": (("key",), 1, (), ("--json",)),
+    "params": (("key",), 1, ("--default",), ("--json",)),
 }
 
 
@@ -327,14 +309,27 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         return None
     cmd, args = argv[1], argv[2:]
     if cmd == "run":
-        json_ = args[:1] == ["--json"]
-        rest = args[1:] if json_ else args
-        if len(rest) < 2 or rest[0].startswith("-"):
+        from ys.commands._step_run import OPTIONS
+
+        before: dict[str, str] = {}
+        json_ = False
+        while args and args[0].startswith("-"):
+            if args[0] == "--json" and not json_:
+                json_, args = True, args[1:]
+            elif args[0] in OPTIONS and len(args) > 1 and args[0] not in before:
+                before[args[0]], args = args[1], args[2:]
+            else:
+                return None  # help, `--`, anything else: typer says what it is
+        if not args:
             return None
-        timeout, command = split_timeout(rest[1:])
-        if not command:
-            return None
-        return lambda: run(rest[0], command, json_, timeout)
+        return lambda: run(
+            args[0],
+            args[1:],
+            json_,
+            before.get("--timeout"),
+            before.get("--retry"),
+            before.get("--retry-interval"),
+        )
     shape = _SHAPES.get(cmd)
     parsed = None if shape is None else _parse(shape, args)
     if parsed is None:
@@ -357,4 +352,6 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         return lambda: wait(
             parsed["key"], parsed["store_key"], (o.get("--timeout") or [None])[0], j
         )
-    return lambda: params(parsed.get("key"), j)
+    if len(o.get("--default", [])) > 1:
+        return None
+    return lambda: params(parsed.get("key"), j, (o.get("--default") or [None])[0])

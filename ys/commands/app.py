@@ -30,6 +30,7 @@ MODULES = [
     "workflows",
     "metrics",
     "completions",
+    "manpages",
     "effects",
     "store",
     "schedule",

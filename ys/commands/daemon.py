@@ -217,6 +217,12 @@ def _status_rows(info: dict[str, Any]) -> Any:
     _render.add_row(
         g, "running", f"{info.get('running', 0)} of {info.get('concurrency', '?')} deliveries"
     )
+    tracing = info.get("tracing") or {}
+    if tracing.get("on"):
+        where = tracing.get("endpoint") or tracing.get("exporter")
+        _render.add_row(g, "tracing", f"on: {where} ({tracing.get('exported', 0)} traces sent)")
+    else:
+        _render.add_row(g, "tracing", tracing.get("problem") or "off")
     for key, value in (info.get("paths") or {}).items():
         _render.add_row(g, key, str(value))
     return g

@@ -52,8 +52,16 @@ KNOWN_ENV = {
     "YS_DATABASE",
     "YS_CONCURRENCY",
     "YS_ON_FAILURE",
+    "YS_OTEL",
+    "YS_TRACEPARENT",
 }
-PER_DELIVERY = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
+PER_DELIVERY = (
+    "YS_EXECUTION_ID",
+    "YS_DELIVERY_TOKEN",
+    "YS_WORKFLOW_FILE",
+    "YS_ATTEMPT",
+    "YS_TRACEPARENT",
+)
 MAX_LISTED = 5
 
 
@@ -156,7 +164,7 @@ def check_workflows(paths: Paths) -> Check:
     return passed(
         "workflows folder",
         f"{folder}: {len(scripts)} file(s), owned by you and "
-        "not writable by others; every script loads",
+        "not writable by others; every script loads, every failure handler exists",
     )
 
 
@@ -172,12 +180,38 @@ def script_errors(paths: Paths) -> list[tuple[str, str]]:
     except (YsError, OSError, KeyError):
         import asyncio
 
-        from ys.daemon.registry import Registry
+        from ys.daemon.registry import Registry, missing_handler
 
         registry = Registry(paths.workflows)
         asyncio.run(registry.load())
-        items = [w.to_json() for w in registry.listing()]
-    return [(str(w["name"]), str(w["error"])) for w in items if w.get("error")]
+        default = _folder_handler(paths)
+        items = [
+            w.to_json()
+            | {
+                "warning": missing_handler(
+                    w.name, w.on_failure, default, lambda n: registry.get(n) is not None
+                )
+            }
+            for w in registry.listing()
+        ]
+    # a failure handler that names no workflow runs, but each failure leaves an execution
+    # waiting for ever: a problem to fix as much as a script that does not load
+    return [
+        (str(w["name"]), str(w.get("error") or w["warning"]))
+        for w in items
+        if w.get("error") or w.get("warning")
+    ]
+
+
+def _folder_handler(paths: Paths) -> str | None:
+    """The folder-wide failure handler the settings name (None if they do not load)."""
+    from ys.errors import YsError
+    from ys.settings import load
+
+    try:
+        return load(paths.config).on_failure
+    except YsError:
+        return None
 
 
 # -- the daemon ------------------------------------------------------------------------------
@@ -407,6 +441,20 @@ def check_path() -> Check:
     return passed("ys for scripts", f"{scripts} (shell workflows get {bindir} first on PATH)")
 
 
+def check_tracing(setting: bool | None) -> Check:
+    """Whether the daemon exports traces (docs/design.md, "Traces"), and where to."""
+    from ys.tracing import describe
+
+    doc = describe(setting, os.environ)
+    if doc.get("problem"):
+        # asked for in config.toml: the daemon refuses to start; by OTEL_* alone: it warns
+        return (failed if setting else warning)("tracing", doc["problem"])
+    if not doc["on"]:
+        return passed("tracing", "off (set OTEL_EXPORTER_OTLP_ENDPOINT or otel = true to export)")
+    where = doc.get("endpoint") or doc.get("exporter")
+    return passed("tracing", f"on: execution traces go to {where}")
+
+
 def checks() -> list[Check]:
     from ys.commands._doctor_db import check_postgres, check_settings
     from ys.paths import resolve
@@ -427,6 +475,7 @@ def checks() -> list[Check]:
         *stored,
         check_timezone(),
         check_environment(),
+        check_tracing(settings.otel if settings is not None else None),
         check_path(),
     ]
 

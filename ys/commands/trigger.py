@@ -75,6 +75,16 @@ def trigger(
             show_default=False,
         ),
     ] = None,
+    traceparent: Annotated[
+        str | None,
+        typer.Option(
+            "--traceparent",
+            metavar="TRACEPARENT",
+            help="A W3C trace context (00-<trace id>-<span id>-<flags>): the execution's trace "
+            "continues the caller's, its steps run in it, shell steps get TRACEPARENT.",
+            show_default=False,
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -105,6 +115,7 @@ def trigger(
         wait=wait,
         timeout=timeout_seconds(timeout),
         tags=tag,
+        traceparent=traceparent,
     )
     raise typer.Exit(code)
 

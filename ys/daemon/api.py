@@ -7,7 +7,9 @@ Here: the middleware, and `Api` with the daemon and execution routes and `routes
 list of every route. The other route groups are mixins of `Api`: the worker's calls
 (api_worker), durable values (api_values), schedules and gc (api_schedules), effects
 (api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
-api_base. The dashboard's pages (/ui/) are added to the app by ys.ui.server.
+api_base. What an operator asks (cancel, wake, retry, schedule pause and resume) is done by
+ys.daemon.operations, which the dashboard's buttons call too. The dashboard's pages (/ui/) are
+added to the app by ys.ui.server.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from ys import __version__
-from ys.daemon import views
+from ys.daemon import operations, views
 from ys.daemon.api_base import SMALL_BODY, Query, _json
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
@@ -39,7 +41,7 @@ from ys.daemon.http import (
     too_large,
     within_limits,
 )
-from ys.errors import DaemonUnavailable, NotFoundError, YsError
+from ys.errors import DaemonUnavailable, YsError
 from ys.store.protocols import Admission
 
 log = logging.getLogger("ys.api")
@@ -168,8 +170,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     "kind": "postgresql" if self.d.settings.postgres else "sqlite",
                     "location": self.d.settings.database_shown(p.db),
                 },
+                "tracing": self.d.tracing_status(),
                 "paths": {
-                    "db": str(p.db),
+                    # the database in use: on PostgreSQL its URL without a password, not
+                    # the SQLite file it does not use
+                    "db": self.d.settings.database_shown(p.db),
                     "workflows": str(p.workflows),
                     "socket": str(p.socket),
                     "logs": str(p.logs),
@@ -186,7 +191,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return _json(
             {
                 "workflows": [
-                    w.to_json() | {"older_live": stale.get(w.name, 0)}
+                    w.to_json()
+                    | {"older_live": stale.get(w.name, 0), "warning": self.d.handler_warning(w)}
                     for w in self.d.registry.listing()
                 ]
             }
@@ -262,10 +268,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             until=None if q.until is None else max(0.0, now - q.until),
         )
         holders = await self._holders(page.items)
-        slots = await self._slot_waits(page.items)
+        waits = await self._waits(page.items)
         return _json(
             {
-                "executions": [self._record(r, holders, slots) for r in page.items],
+                "executions": [self._record(r, holders, waits) for r in page.items],
                 "next_page_token": page.next_page_token,
             }
         )
@@ -274,19 +280,19 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         self,
         r: Any,
         holders: dict[str, str] | None = None,
-        slots: dict[str, str] | None = None,
+        waits: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         out = views.record(r)
         holder = self._holder(r, holders)
         if holder is not None:
             out["lease_holder"] = holder
-        if slots and r.execution_id in slots:
-            out["waiting_for"] = WAITING_FOR_SLOT
+        if waits and r.execution_id in waits:
+            out["waiting_for"] = waits[r.execution_id]
         return out
 
-    async def _slot_waits(self, records: Sequence[Any]) -> dict[str, str]:
-        """Which of these due, unleased executions wait for a concurrency slot (a claim
-        passed them over), by execution ID."""
+    async def _waits(self, records: Sequence[Any]) -> dict[str, str]:
+        """What each of these unleased executions waits for, by execution ID: a concurrency
+        slot (a claim passed it over), or its script (broken or missing)."""
         ids = [
             r.execution_id
             for r in records
@@ -294,7 +300,12 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if not ids:
             return {}
-        return dict(await self.call(self.d.store.slot_waits, ids))
+        store, registry = self.d.store, self.d.registry
+        out = {i: WAITING_FOR_SLOT for i in await self.call(store.slot_waits, ids)}
+        workflows = {r.execution_id: r.workflow for r in records}
+        for i, detail in (await self.call(store.script_waits, ids)).items():
+            out[i] = registry.waiting_for(workflows[i], detail)
+        return out
 
     def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
         """Who runs a running execution: this daemon's worker ("pid N"; on a shared database
@@ -320,22 +331,18 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return dict(await self.call(self.d.store.lease_holders, ids))
 
     async def load(self, execution_id: str) -> Any:
-        record = await self.call(self.d.store.get, execution_id)
-        if record is None:
-            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-        return record
+        return await operations.load(self.d, execution_id)
 
     async def get(self, request: web.Request) -> web.Response:
         record = await self.load(request.match_info["id"])
-        slots = await self._slot_waits([record])
-        return _json(self._record(record, await self._holders([record]), slots))
+        waits = await self._waits([record])
+        return _json(self._record(record, await self._holders([record]), waits))
 
     async def logs(self, request: web.Request) -> web.Response:
         """The ends of the execution's delivery logs kept in the database (a shared one: each
         box keeps whole logs on its own disk), with the daemon that ran each delivery."""
         execution_id = request.match_info["id"]
-        if await self.call(self.d.store.get, execution_id) is None:
-            raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+        await self.load(execution_id)
         attempt = Query(request).opt_whole("attempt", least=1)  # one attempt's, or every one
         tails = await self.call(self.d.store.log_tails, execution_id, attempt)
         return _json(
@@ -385,6 +392,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
             out["waiting_for"] = WAITING_FOR_SLOT
+        else:
+            waits = await self._waits([d.record])
+            if d.record.execution_id in waits:
+                out["waiting_for"] = waits[d.record.execution_id]
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:
@@ -428,47 +439,28 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return _json(out)
 
     async def wake(self, request: web.Request) -> web.Response:
-        status = await self.call(self.d.store.request_wake, request.match_info["id"])
-        self.d.dispatcher.poke()
-        return _json({"status": status})
+        return _json({"status": await operations.wake(self.d, request.match_info["id"])})
 
     async def cancel(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
         at_once = request.query.get("now", "") in ("1", "true")
-        changed = await self.call(self.d.store.cancel, execution_id, at_once=at_once)
-        record = await self.load(execution_id)
-        self.d.hub.notify(execution_id, may_end=True)
-        if at_once:
-            self.d.dispatcher.ended_elsewhere(execution_id)  # killed at once, if it runs here
-        if changed:
-            self.d.dispatcher.cancels_requested()  # running workers get a grace period
-        self.d.dispatcher.poke()
-        out = self._record(record)
-        out["changed"] = changed
+        done = await operations.cancel(self.d, request.match_info["id"], at_once=at_once)
+        out = self._record(done.record)
+        out["changed"] = done.changed
         return _json(out)
 
     async def retry(self, request: web.Request) -> web.Response:
         """A new execution of a terminal one, replaying its steps before `from` (one store
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
         req = await RetryRequest.read(request)
-        original = await self.load(request.match_info["id"])
-        if req.if_status is not None and original.status != req.if_status:
-            raise YsError(  # terminal statuses never change: no race to lose
-                "FAILED_PRECONDITION",
-                f"{original.execution_id} is {original.status}, not {req.if_status}",
-            )
-        await self.known_workflow(original.workflow)
-        result = await self.call(
-            self.d.store.retry,
-            original.execution_id,
+        result = await operations.retry(
+            self.d,
+            request.match_info["id"],
             new_id=req.new_id,
             from_step=req.from_step,
             params=req.params,
             again=req.again,
+            if_status=req.if_status,
         )
-        if result.started:
-            self.d.metrics.admissions.labels("retry").inc()
-            self.d.dispatcher.poke()
         return _json(
             {
                 "execution_id": result.execution_id,

@@ -7,7 +7,6 @@ api_values, api_schedules, api_effects) and `api.Api` share.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -16,7 +15,8 @@ from aiohttp import web
 
 from ys.codec import MAX_DEPTH
 from ys.contract import check_object, check_seconds, check_time, json_kind
-from ys.errors import InvalidArgument, NotFoundError
+from ys.daemon import operations
+from ys.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -256,18 +256,5 @@ class ApiBase:
         return token
 
     async def known_workflow(self, name: str) -> None:
-        """WORKFLOW_NOT_FOUND with the closest names, after one more look at the folder."""
-        reg = self.d.registry
-        # Exactly the name: `backup.sh` finds a script only for what older ys versions stored.
-        if reg.workflows.get(name) is None and isinstance(name, str):
-            await reg.current(name)  # any file of that name the watcher has not reported yet
-        if reg.workflows.get(name) is None:
-            close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
-            hint = (
-                f"; did you mean {', '.join(close)}?"
-                if close
-                else (f"; scripts go in {reg.folder}")
-            )
-            raise NotFoundError(
-                "WORKFLOW_NOT_FOUND", f"no workflow named {name!r}{hint}", suggestions=close
-            )
+        """WORKFLOW_NOT_FOUND with the closest names (ys.daemon.operations)."""
+        await operations.known_workflow(self.d, name)

@@ -24,7 +24,7 @@ from ys.contract import (
     check_workflow_name,
     parse_tag,
 )
-from ys.cron import CATCH_UP, OVERLAP
+from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
 from ys.store.protocols import STATUSES
 
@@ -48,10 +48,18 @@ class Trigger:
     @classmethod
     async def read(cls, request: web.Request) -> Trigger:
         b = await Body.read(request)
+        context = b.opt_object("context")
+        if context is not None and "traceparent" in context:
+            from ys.tracing import parse
+
+            if not isinstance(context["traceparent"], str) or parse(context["traceparent"]) is None:
+                raise invalid(
+                    "context.traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                )
         return cls(
             workflow=check_workflow_name(b.required_text("workflow")),
             params=b.opt_object("params"),
-            context=b.opt_object("context"),
+            context=context,
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
             tags=check_tags(b.any("tags")),
@@ -285,7 +293,7 @@ class ScheduleAdd:
             name=b.required_text("name"),
             workflow=check_workflow_name(b.required_text("workflow")),
             cron=b.required_text("cron"),
-            tz=b.text("tz", "local"),
+            tz=zone_name(b.text("tz", "local")),
             params=b.opt_object("params"),
             catch_up=b.choice("catch_up", CATCH_UP, "once"),
             overlap=b.choice("overlap", OVERLAP, "skip"),

@@ -6,7 +6,7 @@ import time
 
 from aiohttp import web
 
-from ys.daemon import views
+from ys.daemon import operations, views
 from ys.daemon.api_base import ApiBase, Query, _json
 from ys.daemon.api_requests import Gc, ScheduleAdd
 from ys.errors import YsError
@@ -47,12 +47,11 @@ class ScheduleRoutes(ApiBase):
         return _json({"name": name, "removed": True})
 
     async def schedule_pause(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], True)
+        s = await operations.pause_schedule(self.d, request.match_info["name"], True)
         return _json(views.schedule(s))
 
     async def schedule_resume(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule_pause, request.match_info["name"], False)
-        self.d.scheduler.poke()
+        s = await operations.pause_schedule(self.d, request.match_info["name"], False)
         return _json(views.schedule(s))
 
     async def schedule_next(self, request: web.Request) -> web.Response:

@@ -24,10 +24,11 @@ class WorkerRoutes(ApiBase):
     """The worker's calls (fenced by the delivery token)."""
 
     async def run_state(self, request: web.Request) -> web.Response:
-        execution_id = request.match_info["id"]
-        record, steps = await self.call(
-            self.d.store.delivery_state, execution_id, self._token(request)
-        )
+        execution_id, token = request.match_info["id"], self._token(request)
+        record, steps = await self.call(self.d.store.delivery_state, execution_id, token)
+        key = request.query.get("step")
+        if key is not None:  # `ys step` names the step it is about to take (fenced above)
+            self.d.dispatcher.use_step_key(execution_id, token, key)
         return _json(
             {
                 "record": views.record(record) | {"params": None},
@@ -101,6 +102,7 @@ class WorkerRoutes(ApiBase):
         params_json = req.params_json
         if params_json is None:
             params_json = request_params(req.params)
+        await self.known_workflow(req.workflow)  # refused as `ys trigger` refuses the name
         target = await self.call(
             self.d.store.start, caller, key, req.workflow, params_json, detached=req.detached
         )

@@ -136,6 +136,18 @@ class Limits(Cancelling):
             self._step_timeout(r, key, timeout, attempts, retry_delay)
         )
 
+    def use_step_key(self, execution_id: str, token: str, key: str) -> None:
+        """A shell workflow's `ys step` takes `key` in this delivery: each `ys step` is a process
+        of its own, so the daemon keeps the keys one delivery used and refuses a second use
+        (DUPLICATE_STEP_KEY, as step.run raises in a Python workflow). A later delivery starts
+        afresh: there every key replays."""
+        r = self.running.get(execution_id)
+        if r is None or r.delivery.token != token:
+            return
+        if key in r.step_keys:
+            raise YsError("DUPLICATE_STEP_KEY", f"step key {key!r} is used twice in one run")
+        r.step_keys.add(key)
+
     def step_ending(self, execution_id: str, token: str, key: str) -> None:
         """The worker saves step `key`: its attempt is over, unless the dispatcher already
         killed it for its timeout (then the save is refused: LEASE_LOST)."""

@@ -8,6 +8,7 @@ request after `ys daemon start` returns already sees every script and every reco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import kill_orphans
+from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
 from ys.errors import YsError
 from ys.paths import Paths
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ys.daemon.registry import Registry, Workflow
     from ys.daemon.running import Running
     from ys.daemon.scheduler import Scheduler
+    from ys.daemon.tracing import Tracer
     from ys.store.protocols import Store
 
 log = logging.getLogger("ys.daemon")
@@ -78,8 +80,10 @@ class Daemon:
         self._dispatcher: Dispatcher | None = None
         self._scheduler: Scheduler | None = None
         self._runner: web.AppRunner | None = None
+        self._tracer: Tracer | None = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
+        self._handlers_warned: set[str] = set()  # handlers naming no workflow, logged once
         self._metrics: Metrics | None = None
 
     # The parts the routes and the scheduler use (DaemonParts), once start-up built them.
@@ -163,6 +167,7 @@ class Daemon:
         )
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         launcher = self._launcher = make_launcher(self.concurrency)
+        self._tracer = self._make_tracer(store)
         dispatcher = self._dispatcher = Dispatcher(
             store,
             registry,
@@ -172,6 +177,7 @@ class Daemon:
             concurrency=self.concurrency,
             lease_seconds=self.lease_seconds,
             retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
+            tracer=self._tracer,
         )
         from ys.daemon.capture import MIN_LOG_MAX_BYTES
 
@@ -188,6 +194,7 @@ class Daemon:
         await registry.load()
         await self._keep_versions(registry.workflows.values())
         await scheduler.sync_declared(registry.workflows)
+        self._warn_handlers()
 
         http = HttpSettings.from_env()
         api = Api(self)
@@ -197,6 +204,18 @@ class Daemon:
             return WorkerChannel(api, r, sock)
 
         dispatcher.open_channel = open_channel
+        loop = asyncio.get_running_loop()
+
+        # A shared database: other daemons' commits concern us too (SQLite: nothing to
+        # watch). Heard from before the socket answers, so a long poll's first read never
+        # misses another daemon's commit made before this daemon listened.
+        def due() -> None:
+            loop.call_soon_threadsafe(dispatcher.poke)
+
+        def changed(execution_id: str) -> None:
+            loop.call_soon_threadsafe(self._changed, execution_id)
+
+        store.watch(due, changed)
         await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
@@ -213,17 +232,41 @@ class Daemon:
         if start is not None:  # the fork server and its first spare, before the first claim
             await start()
         dispatcher.start()
-        loop = asyncio.get_running_loop()
-
-        # a shared database: other daemons' commits concern us too (SQLite: nothing to watch)
-        def due() -> None:
-            loop.call_soon_threadsafe(dispatcher.poke)
-
-        def changed(execution_id: str) -> None:
-            loop.call_soon_threadsafe(self._changed, execution_id)
-
-        store.watch(due, changed)
         scheduler.start()
+        if self._tracer is not None:
+            self._tracer.start()
+
+    def tracing_status(self) -> dict[str, Any]:
+        """Whether traces are exported, where to, and how many trees so far."""
+        from ys import tracing as ys_tracing
+
+        doc = ys_tracing.describe(self.settings.otel, os.environ)
+        doc["on"] = self._tracer is not None
+        if self._tracer is not None:
+            doc["exported"] = self._tracer.exported
+            doc["failed_exports"] = self._tracer.failed_exports
+        return doc
+
+    def _make_tracer(self, store: Store) -> Tracer | None:
+        """The trace exporter when tracing is asked for and the otel extra is there (asked for
+        in config.toml without the extra, start-up has already refused: `check_tracing`)."""
+        from ys import tracing as ys_tracing
+        from ys.daemon import tracing
+
+        if not ys_tracing.wanted(self.settings.otel, os.environ):
+            return None
+        if not ys_tracing.installed():
+            log.warning(
+                "OTEL_* variables ask for traces, but the otel extra is missing: "
+                "pip install 'ys[otel]'; running without tracing"
+            )
+            return None
+        tracer = tracing.Tracer(store, self.paths.data, self.hub.call)
+        log.info(
+            "tracing: exporting execution traces (%s)",
+            ys_tracing.describe(self.settings.otel, os.environ).get("endpoint") or "console",
+        )
+        return tracer
 
     async def _shutdown(self) -> None:
         """Stop what runs, in order; each piece only if start-up got that far."""
@@ -236,6 +279,9 @@ class Daemon:
             )
         if self._scheduler is not None:
             await self._scheduler.stop()
+        if self._tracer is not None:
+            with contextlib.suppress(Exception):
+                await self._tracer.stop()
         if self._dispatcher is not None:
             await self._dispatcher.stop(self.grace)
         close = getattr(self._launcher, "close", None)
@@ -270,6 +316,33 @@ class Daemon:
         handler = (wf.on_failure if wf is not None else None) or self.on_failure
         return None if handler == workflow else handler
 
+    def handler_warning(self, wf: Workflow) -> str | None:
+        """Why `wf`'s failure handler cannot run (it names no workflow), or None."""
+        from ys.daemon.registry import missing_handler
+
+        registry = self.registry
+        return missing_handler(
+            wf.name, wf.on_failure, self.on_failure, lambda n: registry.get(n) is not None
+        )
+
+    def _warn_handlers(self) -> None:
+        """Log each failure handler that names no workflow, once (again only after it came
+        and went)."""
+        missing: dict[str, list[str]] = {}
+        for wf in self.registry.workflows.values():
+            if self.handler_warning(wf) is not None:
+                missing.setdefault(wf.on_failure or self.on_failure or "", []).append(wf.name)
+        for handler, names in sorted(missing.items()):
+            if handler not in self._handlers_warned:
+                log.warning(
+                    "on_failure names %s, which is not a workflow in the folder; the failures "
+                    "of %s admit %s executions that wait for it",
+                    handler,
+                    ", ".join(sorted(names)),
+                    handler,
+                )
+        self._handlers_warned = set(missing)
+
     async def _keep_versions(self, workflows: Any) -> None:
         """Each runnable script's version: copied under <data>/scripts/ and recorded as its
         workflow's current one (what admissions record and unpinned deliveries run)."""
@@ -297,6 +370,7 @@ class Daemon:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
         await self.scheduler.sync_declared(self.registry.workflows)
+        self._warn_handlers()
         now = self.registry.get(wf.name)
         if now is not None and now.error is None:
             n = await self.hub.call(self.store.wake_workflow, wf.name)
@@ -371,6 +445,22 @@ def release(locks: list[Any]) -> None:
         f.close()
 
 
+def check_tracing(setting: bool | None) -> None:
+    """`otel = true` (config.toml or YS_OTEL) without the otel extra: the daemon refuses to
+    start (a setting it cannot honour); the OTEL_* variables alone only warn at start."""
+    if setting:
+        from ys.tracing import installed
+
+        if not installed():
+            from ys.errors import InvalidArgument
+
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                "otel is true but the otel extra is not installed: pip install 'ys[otel]', "
+                "or set otel = false",
+            )
+
+
 def refuse(exc: YsError) -> int:
     """The daemon does not start: one line on stderr (its code, what to do), its exit code."""
     message = exc.message.replace("\n", " ")
@@ -393,6 +483,7 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
             from ys.store import require_driver
 
             require_driver(settings.database)  # refuse at once, not after taking the lock
+        check_tracing(settings.otel)
     except YsError as exc:
         return refuse(exc)
     setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited

@@ -60,6 +60,12 @@ class _Shared:
         yield GaugeMetricFamily(
             "ys_due_executions", "Executions due now and not being delivered.", value=s.due
         )
+        yield GaugeMetricFamily(
+            "ys_script_waiting_executions",
+            "Executions waiting for their workflow's script, broken or missing (not counted "
+            "as due: each is tried again hourly, and at once when its script is fixed).",
+            value=s.script_waiting,
+        )
         age = 0.0 if s.oldest_due_at is None else max(0.0, self.now - s.oldest_due_at)
         yield GaugeMetricFamily(
             "ys_oldest_due_age_seconds",

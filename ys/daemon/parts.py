@@ -4,13 +4,13 @@ its own and no module imports main."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ys.daemon.dispatcher import Dispatcher
     from ys.daemon.hub import Hub
     from ys.daemon.metrics import Metrics
-    from ys.daemon.registry import Registry
+    from ys.daemon.registry import Registry, Workflow
     from ys.daemon.scheduler import Scheduler
     from ys.paths import Paths
     from ys.settings import Settings
@@ -47,10 +47,15 @@ class DaemonParts(Protocol):
     @property
     def settings(self) -> Settings: ...
 
+    def tracing_status(self) -> dict[str, Any]: ...
+
     @property
     def metrics(self) -> Metrics: ...
 
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits, if any."""
+
+    def handler_warning(self, wf: Workflow) -> str | None:
+        """Why `wf`'s failure handler cannot run (it names no workflow), or None."""
 
     def request_stop(self) -> None: ...

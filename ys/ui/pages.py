@@ -195,7 +195,6 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         "logs": _logs(d, execution_id, x),
         "pid": running.proc.pid if running is not None and running.proc is not None else None,
         "done": q.get("done"),
-        "features": {"retry": callable(getattr(d.store, "retry", None))},
     }
 
 
@@ -248,7 +247,8 @@ def effects(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         seen |= {e["effect_id"] for e in pending}
         settled = [e for e in d.store.effects("settled") if e["effect_id"] not in seen]
         items = conflicts + pending + settled
-    return {"effects": [views.effect(e) for e in items], "status": status}
+    # `shown`, not `status`: that name is the template's status macro
+    return {"effects": [views.effect(e) for e in items], "shown": status}
 
 
 def effect(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:

@@ -100,6 +100,8 @@ def seg(text: str) -> str:
 
 
 def error_text(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("error"), dict):
+        error = error["error"]  # a shell step's failed attempt: {"error", "status", "stdout"}
     if isinstance(error, dict):
         name, message = error.get("name") or "Error", error.get("message") or ""
         return f"{name}: {message}" if message else str(name)

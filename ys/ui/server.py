@@ -286,7 +286,7 @@ class Dashboard:
             "execution",
             execution_id,
             back,
-            lambda: actions.on_execution(self.api, action, execution_id),
+            lambda: actions.on_execution(self.d, action, execution_id),
         )
 
     async def _schedule_action(self, request: web.Request, cookie: str) -> web.StreamResponse:
@@ -299,7 +299,7 @@ class Dashboard:
             "schedule",
             name,
             "/ui/schedules",
-            lambda: actions.on_schedule(self.api, action, name),
+            lambda: actions.on_schedule(self.d, action, name),
         )
 
     async def _act(

@@ -51,6 +51,9 @@ class PostgresDialect(Dialect):
         hence an advisory lock rather than a row lock."""
         c.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (KEY_LOCKS, key))
 
+    def json_text(self, column: str, key: str) -> str:
+        return f"({column}::jsonb ->> '{key}')"
+
     def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
         # LIKE is case-sensitive here (unlike SQLite's): "approve/" never lists "Approve/...".
         # Its wildcards and escape character in the prefix are escaped.

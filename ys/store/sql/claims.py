@@ -16,6 +16,7 @@ from typing import Any
 from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, slot_of
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event, Record
 from ys.store.sql import concurrency
+from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.executions import append, lease_lost, load, load_leased, not_found
 from ys.store.sql.rows import LIGHT, row_to_record
 from ys.store.sql.steps import run_state
@@ -144,7 +145,11 @@ def _claim_one(
     token = secrets.token_hex(16)
     expires = now + lease
     claim: dict[str, Any] = {"attempt": record.attempts + 1}
-    script = delivery_script(c, record)
+    if c.dialect.owned_leases and holder != DEFAULT_HOLDER:
+        # which daemon ran this attempt: `ys logs` on another box names it when the end of
+        # the attempt's log never reached the database (that daemon was killed)
+        claim["daemon_id"] = holder
+    script, pinned = delivery_script(c, record)
     if script is not None:
         claim["script_sha256"] = script
     record = append(c, record, [Event(CLAIMED, now, claim)])
@@ -171,6 +176,7 @@ def _claim_one(
         cancel_requested=record.cancel_requested,
         cancel_seen=seen,
         script_sha256=script,
+        pinned=pinned,
         deadline_at=deadline_at,
         state=run_state(c, record.execution_id, "?"),
     )

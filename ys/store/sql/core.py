@@ -12,6 +12,9 @@ from ys.store.sql.dialect import Dialect
 T = TypeVar("T")
 
 
+DEFAULT_HOLDER = "store"  # the lease holder of a store opened without a daemon ID
+
+
 class Core(Protocol):
     """One database: its clock, its writer, its reads.
 

@@ -45,6 +45,10 @@ class Dialect:
         """The index hint of a find by ID prefix (`narrowed`: statuses narrow it too)."""
         return ""
 
+    def json_text(self, column: str, key: str) -> str:
+        """The text of top-level `key` of the JSON object in `column` (SQLite's json_extract)."""
+        return f"json_extract({column}, '$.{key}')"
+
     def starts_with(self, column: str, prefix: str) -> tuple[str, str]:
         """A case-sensitive `column` starts with `prefix` test: (SQL with one `?`, its
         argument), the prefix's wildcards escaped."""

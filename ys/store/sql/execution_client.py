@@ -366,7 +366,7 @@ class Executions(LeanWrites):
         t = self._now(now)
         if wake_at is not None:
             wake_at = check_time(wake_at, "wake_at")
-        error = step_error(value)  # decoded here, outside the transaction
+        error = step_error(value, status)  # decoded here, outside the transaction
         return lambda c: save_step_tx(
             c, execution_id, token, key, kind, status, value, attempts, wake_at, t, error
         )

@@ -36,7 +36,7 @@ from ys.store.sql.events import admission_event, new_execution_id
 from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
 from ys.store.sql.rows import tags_text as tags_text
 from ys.store.sql.steps import step_save
-from ys.store.sql.versions import current_script
+from ys.store.sql.versions import current_script, waiting_for_script
 
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
@@ -228,18 +228,13 @@ def request_wake_tx(
 
 
 def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
-    """Wake every unleased admitted or suspended execution of `workflow` with no wake due by
-    `now`; rows another transaction holds are left to it (it is changing them anyway)."""
-    rows = c.execute(
-        "SELECT execution_id FROM executions WHERE workflow=? "
-        "AND status IN ('admitted','suspended') AND lease_token IS NULL "
-        "AND (due_at IS NULL OR due_at > ?)" + c.dialect.skip_locked,
-        (workflow, now),
-    ).fetchall()
+    """Wake the executions of `workflow` that wait for its script (a delivery found it broken
+    or missing) and are not due by `now`; returns how many were woken. Others (asleep, waiting
+    for a value or a child) keep their wakes: an edit is no reason to deliver them."""
+    rows = waiting_for_script(c, workflow, now)
     n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
     return n + sum(
-        request_wake_tx(c, r[0], now, now, f"workflow {workflow} changed") == "requested"
-        for r in rows
+        request_wake_tx(c, r, now, now, f"workflow {workflow} changed") == "requested" for r in rows
     )
 
 

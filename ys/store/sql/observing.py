@@ -39,7 +39,7 @@ def shared_counts(c: Any, now: float) -> SharedCounts:
         "WHERE due_at IS NOT NULL AND due_at <= ? AND lease_token IS NULL AND slot_wait IS NULL",
         (now,),
     ).fetchone()
-    return SharedCounts(executions, effects, int(due), oldest)
+    return SharedCounts(executions, effects, int(due), oldest, versions.count_script_waits(c))
 
 
 def last_position(c: Any) -> int:

@@ -277,3 +277,8 @@ class Reads:
         from ys.store.sql.concurrency import waiting
 
         return self._core.read(lambda c: waiting(c, execution_ids))
+
+    def script_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        from ys.store.sql.versions import script_waits
+
+        return self._core.read(lambda c: script_waits(c, execution_ids))

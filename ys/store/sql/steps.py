@@ -25,13 +25,20 @@ def run_state(c: Any, execution_id: str, ph: str) -> RunState:
     return RunState(params, context, [StepRecord(*r) for r in rows])
 
 
-def step_error(value: str | None) -> dict[str, Any] | None:
+def step_error(value: str | None, status: str) -> dict[str, Any] | None:
     """The error a step's value holds (a failed attempt, or a retry waiting after one), as
     plain JSON; None for any other value. Only a tagged error's text starts so: a user key
-    "$error" is written "$$error"."""
-    if value is None or not value.startswith('{"$error":'):
+    "$error" is written "$$error". A shell step's failed attempt keeps its exit status and
+    output beside its error: {"error": <error>, "status": N, "stdout"...} (its first key)."""
+    if value is None or status == "completed":
         return None
-    error = codec.decode(value)
+    if value.startswith('{"error":{"$error":'):
+        shell = codec.decode(value)
+        error = shell.get("error") if isinstance(shell, dict) else None
+    elif value.startswith('{"$error":'):
+        error = codec.decode(value)
+    else:
+        return None
     return error.to_json() if isinstance(error, codec.ErrorValue) else None
 
 

@@ -24,13 +24,13 @@ def current_script(c: Any, workflow: str) -> tuple[str | None, bool]:
     return (row[0], bool(row[1])) if row else (None, False)
 
 
-def delivery_script(c: Any, record: Record) -> str | None:
-    """The version a delivery runs: a pinned workflow's execution runs the one recorded at
-    its admission (if it has one), any other the current one."""
+def delivery_script(c: Any, record: Record) -> tuple[str | None, bool]:
+    """(The version a delivery runs, whether it is pinned): a pinned workflow's execution runs
+    the one recorded at its admission (if it has one), any other the current one."""
     current, pin = current_script(c, record.workflow)
     if pin and record.script_sha256 is not None:
-        return record.script_sha256
-    return current
+        return record.script_sha256, True
+    return current, False
 
 
 def set_script_tx(
@@ -77,3 +77,43 @@ def stale(c: Any) -> dict[str, int]:
             "AND x.script_sha256 <> s.sha256 GROUP BY x.workflow"
         ).fetchall()
     }
+
+
+# Executions that wait for their workflow's script (docs/design.md §2): not running, and their
+# last event is the release of a delivery that found the script broken or missing.
+def _waits_for_script(c: Any) -> str:
+    reason = c.dialect.json_text("e.data", "reason")
+    return (
+        "SELECT x.execution_id, e.data FROM executions x JOIN events e "
+        "ON e.execution_id = x.execution_id AND e.seq = x.history_length "
+        "WHERE x.status IN ('admitted', 'suspended') AND x.lease_token IS NULL "
+        f"AND e.kind = 'released' AND {reason} = 'workflow_unavailable'"
+    )
+
+
+def script_waits(c: Any, execution_ids: list[str]) -> dict[str, str]:
+    """Which of these executions wait for their script, each with why (its release's detail)."""
+    if not execution_ids:
+        return {}
+    marks = ",".join("?" * len(execution_ids))
+    rows = c.execute(
+        f"{_waits_for_script(c)} AND x.execution_id IN ({marks})", list(execution_ids)
+    ).fetchall()
+    return {r[0]: str(json.loads(r[1]).get("detail") or "") for r in rows}
+
+
+def waiting_for_script(c: Any, workflow: str, now: float) -> list[str]:
+    """The executions of `workflow` that wait for its script and are not due by `now`; rows
+    another writer holds are left to it (it is changing them anyway)."""
+    lock = " FOR UPDATE OF x SKIP LOCKED" if c.dialect.skip_locked else ""
+    rows = c.execute(
+        f"{_waits_for_script(c)} AND x.workflow = ? AND (x.due_at IS NULL OR x.due_at > ?)" + lock,
+        (workflow, now),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def count_script_waits(c: Any) -> int:
+    """How many executions wait for their script (`ys_script_waiting_executions`)."""
+    (n,) = c.execute(f"SELECT COUNT(*) FROM ({_waits_for_script(c)}) w").fetchone()
+    return int(n)

@@ -1,0 +1,120 @@
+"""Every benchmark in bench/ still runs: each ys (and tests) import it makes, at the top or
+inside a function, names a module and a name that exist; and each bench that takes seconds at
+its smallest sizes is run that way, start to end, in a scratch folder of the test's own
+(YS_BENCH_RESULTS, removed after it). Those that need DBOS's virtualenv (delivery.py, dbos_side.py, and
+parallel_steps.py, which delivery.py runs) are only checked for their imports."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+BENCH = REPO / "bench"
+
+# the smallest run of each bench: each takes a few seconds
+RUNS: dict[str, list[str]] = {
+    "ab.py": [".", "--rounds", "1", "--k", "5", "--n", "2"],
+    "cli.py": ["--runs", "1"],
+    "idle.py": ["--seconds", "1"],
+    "limits.py": ["--m", "5", "--rounds", "1", "--store-cycles", "20"],
+    "list_tags.py": ["--rows", "100", "--repeats", "1"],
+    "metrics.py": ["--executions", "100", "--runs", "3"],
+    "ps.py": ["--live", "100", "--repeats", "1"],
+    "store.py": ["--seconds", "0.1", "--repeats", "1", "--threads", "2", "--callers", "2"],
+    "triggers.py": ["--quick"],
+    "ui.py": ["--rows", "100", "--repeats", "1"],
+}
+IMPORT_ONLY = {
+    "common.py": "the benches' helpers",
+    "delivery.py": "needs bench/.venv-dbos (DBOS)",
+    "dbos_side.py": "runs inside bench/.venv-dbos",
+    "parallel_steps.py": "run by delivery.py",
+    "scaleout.py": "starts a PostgreSQL server and three sections: past this test's budget",
+}
+# exits 1 when its target is missed, which a loaded machine may do: a verdict, not a failure
+VERDICT_EXITS = {"cli.py": {0, 1}}
+
+
+def test_every_bench_is_run_or_checked_for_its_imports():
+    assert {p.name for p in BENCH.glob("*.py")} == set(RUNS) | set(IMPORT_ONLY)
+
+
+def _project_imports(path: Path) -> list[tuple[str, str | None]]:
+    """(module, name) for every `import ys...`, `from ys... import name` (and tests...)
+    anywhere in the file, functions included."""
+    out: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out += [(node.module, a.name) for a in node.names]
+    return [(m, n) for m, n in out if m.split(".")[0] in ("ys", "tests")]
+
+
+@pytest.mark.parametrize("name", sorted(set(RUNS) | set(IMPORT_ONLY)))
+def test_what_a_bench_imports_from_ys_exists(name: str):
+    imports = _project_imports(BENCH / name)
+    for module, attr in imports:
+        mod = importlib.import_module(module)  # ModuleNotFoundError names a moved module
+        if attr is not None and not hasattr(mod, attr):
+            importlib.import_module(f"{module}.{attr}")  # a submodule, or an error naming it
+
+
+def test_every_bench_imports():
+    """Each one's top-level imports, in a process of its own (bench/ first on sys.path, as
+    when it is run); nothing runs (`__name__` is not `__main__`)."""
+    names = sorted(n[:-3] for n in (*RUNS, *IMPORT_ONLY))
+    code = (
+        f"import importlib, sys, traceback; sys.path.insert(0, {str(BENCH)!r})\n"
+        f"for name in {names!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception:\n"
+        "        print(f'bench/{name}.py:', traceback.format_exc(limit=-1))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+@pytest.fixture
+def results() -> Iterator[Path]:
+    """The benches' scratch folder: one the `postgres` user can reach too (scaleout.py's
+    server runs as that user when the tests run as root; pytest's tmp_path is private)."""
+    path = Path(tempfile.mkdtemp(prefix="ys-bench-test-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_bench_runs_at_its_smallest_sizes(name: str, results: Path):
+    env = {**os.environ, "YS_BENCH_RESULTS": str(results)}
+    for k in ("YS_HOME", "YS_SOCKET", "YS_DB", "YS_DATABASE", "COLUMNS", "LINES"):
+        env.pop(k, None)
+    r = subprocess.run(
+        [sys.executable, str(BENCH / name), *RUNS[name]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode in VERDICT_EXITS.get(name, {0}), (r.stdout[-2000:], r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stdout.strip(), "the bench printed no results"
