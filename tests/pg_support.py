@@ -18,7 +18,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -416,11 +415,10 @@ class PostgresAdapter:
             writer.conn = real
 
     def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
-        from ys.store.postgres import shared
+        from ys.store.sql import events
 
         offered = iter(bits)
-        module = sys.modules[shared.new_execution_id.__module__]
-        monkeypatch.setattr(module, "id_bits", lambda: next(offered))
+        monkeypatch.setattr(events, "id_bits", lambda: next(offered))
 
     def tamper(self, location: str, execution_id: str, **columns: object) -> None:
         self.update_rows(location, "executions", {"execution_id": execution_id}, **columns)

@@ -3,7 +3,7 @@
 Two kinds of figure. This daemon's own (counters and histograms it keeps as it works, and its
 process metrics): on PostgreSQL each daemon reports its own. The database's (executions by
 workflow and status, effects by status, due executions): read at each scrape from counts the
-store keeps (ys/store/metrics.py), so every daemon on one database reports the same.
+store keeps (ys/store/sql/observing.py), so every daemon on one database reports the same.
 
 No metric has a per-execution label: labels are workflow and schedule names, statuses, results
 and kinds, all bounded by what the user wrote, never by how much ran.

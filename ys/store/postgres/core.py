@@ -16,14 +16,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ys.contract import check_time
 from ys.errors import DaemonUnavailable, YsError
-from ys.store.postgres import connect
+from ys.store.base import Then
+from ys.store.postgres import connect, schema
+from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.schema import migrate
 from ys.store.postgres.writer import Writer, translate
+from ys.store.sql.core import DEFAULT_HOLDER
+from ys.store.sql.dialect import Dialect, FormatConnection
+from ys.store.sql.reads import verify
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
-DEFAULT_HOLDER = "store"  # the lease holder of a store opened without a daemon ID
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
 # How long a read waits for a pooled connection: while the server is known to be lost (the
 # writer or the listener could not connect), a read answers DAEMON_UNAVAILABLE quickly
@@ -34,11 +39,13 @@ log = logging.getLogger("ys.store.postgres")
 
 
 def _run_read(conn: Any, fn: Callable[[Any], T], snapshot: bool) -> T:
+    """`fn` on `conn` through the core's `?` statements (docs/design.md: Adding a SQL adapter)."""
+    wrapped = FormatConnection(conn, POSTGRES)
     if not snapshot:
-        return fn(conn)
+        return fn(wrapped)
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return fn(conn)
+        return fn(wrapped)
 
 
 def _direct(url: str) -> Any:
@@ -68,6 +75,8 @@ class Core:
         self.lease_seconds = lease_seconds
         self.read_only = read_only
         self.holder = daemon_id or DEFAULT_HOLDER
+        self.dialect: Dialect = POSTGRES
+        self.prepares = False  # admissions run their bodies (no prepared rows)
         self.pid = os.getpid()
         if not read_only:
             with connect(url) as conn:
@@ -96,10 +105,80 @@ class Core:
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
     def now(self, now: float | None) -> float:
-        return self.clock() if now is None else now
+        """The time of a write: the clock's, or the caller's `now` (checked)."""
+        return self.clock() if now is None else check_time(now, "now")
 
-    def write(self, fn: Callable[[Any], T]) -> T:
-        return self.writer.write(fn)
+    def admission_rows(self, *args: Any) -> Any:
+        raise NotImplementedError("PostgreSQL admissions run their bodies (prepares=False)")
+
+    # Each body gets its connection wrapped to take the core's `?` statements
+    # (ys/store/sql/dialect.py); `inserts` and `value` (prepared rows) are SQLite's alone.
+
+    def _wrap(self, fn: Callable[[Any], T]) -> Callable[[Any], T]:
+        dialect = self.dialect
+        return lambda conn: fn(FormatConnection(conn, dialect))
+
+    def write(self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None) -> T:
+        return self.writer.write(self._wrap(fn))
+
+    async def write_async(
+        self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None
+    ) -> T:
+        return await self.writer.write_async(self._wrap(fn))
+
+    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
+        self.writer.submit(self._wrap(fn), then)
+
+    def database(self, c: Any) -> dict[str, Any]:
+        """The database (its URL without a password), its size and its schema version."""
+        from ys.settings import redact
+
+        size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return {"path": redact(self.url), "bytes": int(size), "schema_version": int(version[0])}
+
+    def script_recorded(self, workflow: str, sha256: str) -> None:
+        """Nothing kept: admissions read `scripts` in their transactions (other daemons
+        record versions too)."""
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        self.writer.observe = observer
+
+    def health(self) -> Any:
+        """Schema, row counts and re-folded histories, in one snapshot, never written."""
+        from ys.settings import redact
+        from ys.store.protocols import Health
+
+        location = redact(self.url)
+
+        def read(c: Any) -> Any:
+            version = schema.version(c)
+            present = {
+                r[0]
+                for r in c.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
+            rows = {
+                t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])
+                for t in schema.TABLES
+                if t in present
+            }
+            return Health(
+                location,
+                [],
+                schema_version=version,
+                schema_expected=len(schema.MIGRATIONS),
+                missing_tables=sorted(set(schema.TABLES) - present),
+                rows=rows,
+                mismatches=verify(c) if "executions" in present else [],
+                executions=rows.get("executions", 0),
+            )
+
+        try:
+            return self.snapshot(read)
+        except Exception as exc:
+            return Health(location, [], error=str(exc))
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.store.base import Then
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.postgres.shared import UNSET, Request, Then, answer
+from ys.store.sql.requests import UNSET, Request, answer
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
@@ -108,7 +109,7 @@ class Writer:
 
     def submit(self, fn: Callable[[Any], T], then: Then) -> None:
         """`write` answered by `then(result, error)` on the writer's thread once committed
-        (or failed): quick, never blocking (ys/store/sqlite/db.py's `submit`)."""
+        (or failed): quick, never blocking (as the SQLite writer's `submit`)."""
         if not self.group:
             try:
                 result = self.write(fn)
