@@ -268,6 +268,8 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._recorded = tuple(steps)  # the keys recorded before this delivery, in order
         self._drift_warned = not whole_run
         self._auto: dict[str, int] = {}  # step.now/uuid/random calls without a key, by kind
+        # What this delivery warned of, recorded with its outcome (`describe` shows them).
+        self.warnings: list[str] = []
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -300,12 +302,14 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             return
         self._drift_warned = True
         shown = ", ".join(repr(k) for k in unreached[:3]) + (", ..." if len(unreached) > 3 else "")
-        sys.stderr.write(
-            f"ys: warning: step {key!r} is new in this replay, but recorded steps ({shown}) "
+        said = (
+            f"step {key!r} is new in this replay, but recorded steps ({shown}) "
             "were not reached: a non-deterministic step key (a uuid, a time, a random "
             "number) runs its step again on every delivery; make keys from params or from "
-            "step.uuid(), step.now(), step.random(), which are recorded once\n"
+            "step.uuid(), step.now(), step.random(), which are recorded once"
         )
+        self.warnings.append(said)
+        sys.stderr.write(f"ys: warning: {said}\n")
 
     # -- recorded values: the same on every replay --------------------------------------------
 
@@ -371,7 +375,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         if suspend is None:  # save the step, then report the suspension (ys.testing, ys step)
             self._save(key, kind, "waiting", value, attempts, wake_at)
         else:  # both at once (a worker's channel: one transaction, no wait between)
-            self._infra(suspend, key, kind, value, attempts, wake_at)
+            self._infra(suspend, key, kind, value, attempts, wake_at, self.warnings)
             self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
         self._stop(key)
 
@@ -549,7 +553,9 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
             "the suspension (a bare `except:` or `except BaseException`) and went on; the "
             "delivery ends suspended all the same\n"
         )
-        return {"status": "suspended"}
+        outcome = {"status": "suspended"}
+    if step.warnings:
+        outcome["warnings"] = list(step.warnings)
     return outcome
 
 
