@@ -12,7 +12,7 @@ import datetime as dt
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, cast
 
 from ys import codec, tracing
 from ys._steps.children import ChildSteps
@@ -534,9 +534,9 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     """The function marked @ys.workflow, or failing that, one named `main`."""
     for value in namespace.values():
         if callable(value) and hasattr(value, "__ys_workflow__"):
-            return value
+            return cast("Callable[..., Any]", value)
     main = namespace.get("main")
-    return main if callable(main) else None
+    return cast("Callable[..., Any]", main) if callable(main) else None
 
 
 def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
