@@ -24,12 +24,12 @@ import signal
 import socket
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ys import runenv
-
 from ys.daemon.registry import Workflow
 from ys.paths import WORKFLOW_UMASK
 
