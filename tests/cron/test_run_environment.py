@@ -132,3 +132,26 @@ def test_doctor_says_which_memory_limit_this_box_offers(shared):
     memory = next(c for c in checks if c["name"] == "memory limit")
     assert "RLIMIT_AS" in memory["detail"], memory
     assert os.path.exists("/sys/fs/cgroup")
+
+
+DIES = """
+import os
+import ys
+
+@ys.workflow(memory_max="64M", max_attempts=2)
+def main(step, params):
+    try:
+        bytearray(200 * 1024 * 1024)
+    except MemoryError:  # as a process that cannot report it: it dies
+        print("MemoryError: cannot go on", flush=True)
+        os._exit(1)
+"""
+
+
+def test_a_worker_dying_past_its_memory_max_counts_toward_max_attempts(shared):
+    shared.write("dies.py", textwrap.dedent(DIES))
+    assert listed(shared, "dies")["dies"]["error"] is None
+    record = wait_status(shared, trigger(shared, "dies"), "failed", timeout=60)
+    error = record["outcome"]["error"]
+    assert error["name"] == "DeliveryAttemptsExhausted", record
+    assert "2 deliveries" in error["message"] and "MemoryLimitExceeded" in error["message"], error
