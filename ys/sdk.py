@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, cast
 
-from ys import codec, tracing
+from ys import codec, runenv, tracing
 from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
 from ys._steps.times import checked_wake, wake_after, wake_time
@@ -616,6 +616,11 @@ def error_json(exc: BaseException) -> dict[str, Any]:
     """A failed outcome's error: name, message (cut so that it can always be saved), code."""
     message = codec.clip(exc.message if isinstance(exc, YsError) else str(exc))
     out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
+    if isinstance(exc, MemoryError) and runenv.memory_limited():
+        # past the workflow's memory_max: a deterministic failure, as systemd's oom-kill
+        # result (docs/workflows.md "Run environment")
+        out["name"] = runenv.MEMORY_LIMIT_ERROR
+        out["message"] = codec.clip(f"past its memory_max ({message or 'MemoryError'})")
     code = getattr(exc, "code", None)
     if isinstance(code, str):
         out["code"] = code
