@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
 from ys.store.sqlite.effects import SqliteEffects
@@ -154,6 +155,20 @@ class SqliteStore:
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
     ) -> None:
         """Nothing to watch: this daemon is the file's only writer, so it knows every commit."""
+
+    def backup(self, target: str) -> dict[str, Any]:
+        """A checked copy of the file at `target` (a new file), taken while the writer goes on
+        (`ys.store.sqlite.backup`)."""
+        import sqlite3
+
+        from ys.store.sqlite.backup import backup
+
+        # its own connection: VACUUM INTO reads one snapshot and writes only the new file
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        try:
+            return backup(conn, target)
+        finally:
+            conn.close()
 
     def close(self) -> None:
         self.core.close()
