@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ys.errors import InvalidArgument
 from ys.store.records import Record
 
 DEFAULT_PAGE = 100
@@ -167,3 +168,12 @@ class Retry:
     retry_of: str
     copied_steps: list[str]
     started: bool = True
+
+
+def newer_database(version: int, known: int) -> InvalidArgument:
+    """A database a newer ys wrote: this one must not write it (its tables mean more now)."""
+    return InvalidArgument(
+        "INVALID_ARGUMENT",
+        f"the database was written by a newer ys (schema {version}; this ys knows up to "
+        f"{known}); upgrade ys to open it",
+    )

@@ -436,7 +436,11 @@ def migrate(conn: Any) -> int:
                     0
                 ]
             )
-            if version >= len(MIGRATIONS):
+            if version > len(MIGRATIONS):
+                from ys.store.base import newer_database
+
+                raise newer_database(version, len(MIGRATIONS))
+            if version == len(MIGRATIONS):
                 return version
             conn.execute(MIGRATIONS[version])  # no parameters: several statements at once
             conn.execute(

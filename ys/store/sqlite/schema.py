@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from ys.store.base import newer_database
 from ys.store.sqlite.db import transaction
 
 MIGRATIONS: list[str] = [
@@ -351,7 +352,9 @@ def migrate(conn: sqlite3.Connection) -> int:
         with transaction(conn):
             row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
             version = int(row[0])
-            if version >= len(MIGRATIONS):
+            if version > len(MIGRATIONS):
+                raise newer_database(version, len(MIGRATIONS))
+            if version == len(MIGRATIONS):
                 return version
             for stmt in _statements(MIGRATIONS[version]):
                 conn.execute(stmt)
