@@ -2,7 +2,7 @@
 
 `backup` asks the running daemon (started if need be) for a consistent copy of its live file;
 `restore` works with the daemon stopped: it takes the database's lock itself, so no daemon can
-start while the file is being put in place (`ys.store.sqlite.backup`)."""
+start while the file is being put in place (`ys.store.restore_backup`)."""
 
 from __future__ import annotations
 
@@ -60,8 +60,7 @@ def restore(file: File, json_: Json = False) -> None:
     from ys.daemon.main import _lock, release
     from ys.paths import resolve
     from ys.settings import load
-    from ys.store.sqlite.backup import check_file
-    from ys.store.sqlite.backup import restore as put_back
+    from ys.store import check_backup, restore_backup
 
     paths = resolve()
     settings = load(paths.config)
@@ -72,7 +71,7 @@ def restore(file: File, json_: Json = False) -> None:
             hint="ys restore puts back a SQLite backup",
         )
     source = Path(os.path.abspath(os.fspath(file)))
-    check_file(source)  # before anything else: a wrong file changes nothing
+    check_backup(source)  # before anything else: a wrong file changes nothing
     paths.db.parent.mkdir(parents=True, exist_ok=True)
     held, holder = _lock(paths.lock)
     if held is None:
@@ -82,7 +81,7 @@ def restore(file: File, json_: Json = False) -> None:
             hint="stop it first (`ys daemon stop`), then restore",
         )
     try:
-        result = put_back(source, paths.db)
+        result = restore_backup(source, paths.db)
     finally:
         release([held])
     if json_:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ys.errors import InvalidArgument
 from ys.store.records import Record
 
 DEFAULT_PAGE = 100
@@ -38,6 +37,9 @@ class Delivery:
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
     script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
+    pinned: bool = (
+        False  # it runs its admission's version, whether or not the script is still there
+    )
     deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
     state: RunState | None = None  # what its worker starts from, read by the claim
 
@@ -139,6 +141,7 @@ class SharedCounts:
     effects: dict[str, int] = field(default_factory=dict)  # by status
     due: int = 0  # due now and not leased
     oldest_due_at: float | None = None
+    script_waiting: int = 0  # waiting for their script (broken or missing): not due, not leased
 
 
 # How much of a delivery's log the database keeps (ys logs on another box shows it)
@@ -168,12 +171,3 @@ class Retry:
     retry_of: str
     copied_steps: list[str]
     started: bool = True
-
-
-def newer_database(version: int, known: int) -> InvalidArgument:
-    """A database a newer ys wrote: this one must not write it (its tables mean more now)."""
-    return InvalidArgument(
-        "INVALID_ARGUMENT",
-        f"the database was written by a newer ys (schema {version}; this ys knows up to "
-        f"{known}); upgrade ys to open it",
-    )
