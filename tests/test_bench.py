@@ -28,6 +28,7 @@ RUNS: dict[str, list[str]] = {
     "cli.py": ["--runs", "1"],
     "idle.py": ["--seconds", "1"],
     "limits.py": ["--m", "5", "--rounds", "1", "--store-cycles", "20"],
+    "keep.py": ["--executions", "200", "--seconds", "0.5"],
     "list_tags.py": ["--rows", "100", "--repeats", "1"],
     "metrics.py": ["--executions", "100", "--runs", "3"],
     "ps.py": ["--live", "100", "--repeats", "1"],

@@ -658,6 +658,12 @@ class Client:
         )
         return result
 
+    def backup(self, path: str) -> dict[str, Any]:
+        """A consistent, checked copy of the daemon's SQLite database at `path` (a new file;
+        absolute), taken while it runs (`ys backup`). PostgreSQL: InvalidArgument (pg_dump)."""
+        result: dict[str, Any] = self._call("POST", "/v1/backup", {"path": path})
+        return result
+
     def workflows(self) -> dict[str, Any]:
         """The workflow scripts the daemon knows, with their versions and options (`ys
         workflows`); a script that cannot load says why."""

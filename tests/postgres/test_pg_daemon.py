@@ -203,3 +203,15 @@ def test_failure_handlers_versions_metrics_and_the_event_stream_across_two_daemo
             overview = ca.overview()  # the dashboard's reads, on the shared database
             assert [r["execution_id"] for r in overview["failures"]] == ["boom-1"]
             assert overview["daemon"]["database"]["schema_version"] >= 7
+
+
+def test_backup_and_restore_on_postgresql_say_to_use_pg_dump(tmp_path, pg_url):
+    with make_home(tmp_path, YS_DATABASE=pg_url) as h:
+        h.start()
+        target = tmp_path / "copy.db"
+        r = h.ys("backup", str(target))
+        assert r.returncode == 2 and "pg_dump" in r.stderr, r.stderr
+        assert not target.exists()
+        h.stop()
+        r = h.ys("restore", str(target))
+        assert r.returncode == 2 and "pg_restore" in r.stderr, r.stderr

@@ -74,3 +74,16 @@ def test_a_due_row_notifies_listeners_at_commit_and_a_rollback_never(pg_url):
         # and a second would follow; a bounded wait for a second proves there is none
         got = list(listener.notifies(timeout=1, stop_after=2))
         assert [n.channel for n in got] == ["ys_due"]
+
+
+def test_a_database_of_a_newer_ys_is_refused_unchanged(pg_url):
+    from ys.errors import InvalidArgument
+
+    with connect(pg_url) as conn:
+        schema.migrate(conn)
+        newer = len(schema.MIGRATIONS) + 1
+        conn.execute("INSERT INTO schema_migrations VALUES (%s, 0)", (newer,))
+        with pytest.raises(InvalidArgument, match="newer ys") as caught:
+            schema.migrate(conn)
+        assert caught.value.exit_code == 2
+        assert schema.version(conn) == newer

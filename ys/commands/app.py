@@ -36,6 +36,7 @@ MODULES = [
     "schedule",
     "step",
     "gc",
+    "keep",
     "doctor",
     "service",
     "ui",

@@ -1,4 +1,4 @@
-"""The schedule routes (/v1/schedules) and housekeeping (/v1/gc)."""
+"""The schedule routes (/v1/schedules) and housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 from aiohttp import web
 
 from ys.daemon import operations, views
-from ys.daemon.api_base import ApiBase, Query, _json
+from ys.daemon.api_base import ApiBase, Body, Query, _json
 from ys.daemon.api_requests import Gc, ScheduleAdd
-from ys.errors import YsError
+from ys.errors import InvalidArgument, YsError
 
 
 class ScheduleRoutes(ApiBase):
@@ -80,3 +80,19 @@ class ScheduleRoutes(ApiBase):
         older = retention_seconds() if req.older_than is None else req.older_than
         ids = await self.d.scheduler.gc(older, req.dry_run)
         return _json({"pruned": ids, "count": len(ids), "dry_run": req.dry_run})
+
+    async def backup(self, request: web.Request) -> web.Response:
+        """A consistent copy of the live SQLite database (`ys backup`); PostgreSQL has pg_dump."""
+        b = await Body.read(request)
+        target = b.opt_text("path")
+        if not target:
+            raise InvalidArgument("INVALID_ARGUMENT", "give the backup file's path (path)")
+        if self.d.settings.postgres:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                "the database is PostgreSQL: back it up with pg_dump (and restore with "
+                "pg_restore); ys backup copies a SQLite database",
+            )
+        backup = getattr(self.d.store, "backup")  # noqa: B009 - SQLite's only
+        result = await self.call(backup, target)
+        return _json(result)

@@ -82,4 +82,30 @@ def inspect_postgres(url: str) -> dict[str, Any]:
     return inspect(url)
 
 
-__all__ = ["Store", "inspect_postgres", "is_postgres", "open_store", "require_driver"]
+def check_backup(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a SQLite backup file holds, if this ys can open it ({"schema_version",
+    "executions"}); InvalidArgument saying what is wrong otherwise (`ys restore`)."""
+    from ys.store.sqlite.backup import check_file
+
+    return check_file(path)
+
+
+def restore_backup(
+    source: str | os.PathLike[str], database: str | os.PathLike[str]
+) -> dict[str, Any]:
+    """Put the SQLite backup `source` in place of the file `database` (no daemon may hold it),
+    the current file kept aside (`ys restore`)."""
+    from ys.store.sqlite.backup import restore
+
+    return restore(source, database)
+
+
+__all__ = [
+    "Store",
+    "check_backup",
+    "inspect_postgres",
+    "is_postgres",
+    "open_store",
+    "require_driver",
+    "restore_backup",
+]

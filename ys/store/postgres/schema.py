@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ys.store.sql.migrations import due
+
 # The key of the advisory lock migrations take (any constant: 'ys' 'schema' in ASCII).
 MIGRATION_LOCK = 0x7973_7363_6865_6D61
 
@@ -436,7 +438,7 @@ def migrate(conn: Any) -> int:
                     0
                 ]
             )
-            if version >= len(MIGRATIONS):
+            if not due(version, len(MIGRATIONS)):
                 return version
             conn.execute(MIGRATIONS[version])  # no parameters: several statements at once
             conn.execute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from ys.store.sql.migrations import due
 from ys.store.sqlite.db import transaction
 
 MIGRATIONS: list[str] = [
@@ -351,7 +352,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         with transaction(conn):
             row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
             version = int(row[0])
-            if version >= len(MIGRATIONS):
+            if not due(version, len(MIGRATIONS)):
                 return version
             for stmt in _statements(MIGRATIONS[version]):
                 conn.execute(stmt)

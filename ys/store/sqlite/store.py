@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ys.store.sql.store import SqlStore
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
@@ -36,6 +37,20 @@ class SqliteStore(SqlStore):
         )
         super().__init__(core)
         self.path = core.path
+
+    def backup(self, target: str) -> dict[str, Any]:
+        """A checked copy of the file at `target` (a new file), taken while the writer goes on
+        (`ys.store.sqlite.backup`)."""
+        import sqlite3
+
+        from ys.store.sqlite.backup import backup
+
+        # its own connection: VACUUM INTO reads one snapshot and writes only the new file
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        try:
+            return backup(conn, target)
+        finally:
+            conn.close()
 
 
 __all__ = ["SqliteStore"]
