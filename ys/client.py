@@ -11,11 +11,14 @@ import builtins
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from ys._http import NoAnswer, UnixHttp
 from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
+
+if TYPE_CHECKING:
+    import datetime as _dt  # at run time only a due_at given as a datetime needs it
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
 
@@ -166,6 +169,25 @@ def default_socket() -> str:
     return str(resolve().socket)
 
 
+def _due(due_in: float | None, due_at: float | _dt.datetime | None) -> dict[str, float]:
+    """`trigger`'s due time as the request's `due_in` or `due_at` (epoch seconds)."""
+    if due_in is not None and due_at is not None:
+        raise InvalidArgument("INVALID_ARGUMENT", "give due_in or due_at, not both")
+    if due_in is not None:
+        if isinstance(due_in, bool) or not isinstance(due_in, int | float) or not due_in > 0:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"due_in must be a number of seconds above 0, not {due_in!r}"
+            )
+        return {"due_in": float(due_in)}
+    if due_at is not None and hasattr(due_at, "timestamp"):  # a datetime: naive is local time
+        return {"due_at": due_at.timestamp()}
+    if due_at is not None:
+        from ys.contract import check_time
+
+        return {"due_at": check_time(due_at, "due_at")}
+    return {}
+
+
 class Client:
     """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
     (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
@@ -234,8 +256,13 @@ class Client:
         context: dict[str, Any] | None = None,
         tags: dict[str, str] | None = None,
         traceparent: str | None = None,
+        due_in: float | None = None,
+        due_at: float | _dt.datetime | None = None,
     ) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        `due_in` (seconds, more than 0) or `due_at` (epoch seconds, or a datetime: without
+        a zone it is local time) admits it now and makes it due later (`ys trigger --in` /
+        `--at`); a `due_at` in the past is due now. At most one of the two.
         `traceparent` (W3C trace context) continues the caller's trace: it is kept in the
         execution's context, ys's spans of it hang under the caller's span.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
@@ -252,6 +279,7 @@ class Client:
                     f"{type(value).__name__}",
                 )
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
+        body.update(_due(due_in, due_at))
         if params is not None:
             body["params"] = params
         if execution_id is not None:

@@ -57,9 +57,12 @@ class PgExecutions(LeanWrites):
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         return self._writer.write(
-            self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+            self._admission(
+                workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
+            )
         )
 
     async def admit_async(
@@ -74,8 +77,11 @@ class PgExecutions(LeanWrites):
         now: float | None = None,
         tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
+        due_at: float | None = None,
     ) -> Admission:
-        fn = self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+        fn = self._admission(
+            workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
+        )
         if lease_seconds is None:
             return await self._writer.write_async(fn)
         t, lease = self._now(now), lease_seconds
@@ -83,8 +89,8 @@ class PgExecutions(LeanWrites):
 
         def tx(c: Any) -> Admission:
             admission = fn(c)
-            if not admission.started:
-                return admission
+            if not admission.started or (due_at is not None and due_at > t):
+                return admission  # due later: a claim takes it when it is due
             delivery = ex.claim_new(c, admission.execution_id, t, lease, holder, pid)
             return replace(admission, delivery=delivery)
 
@@ -100,6 +106,7 @@ class PgExecutions(LeanWrites):
         parent: dict[str, Any] | None,
         now: float | None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> Callable[[Any], Admission]:
         """Checked and encoded before the transaction, as the SQLite client does."""
         check_workflow_name(workflow)
@@ -118,8 +125,18 @@ class PgExecutions(LeanWrites):
         context_json = encode_event_value(context, "context") if context else "{}"
         tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")
+        due = None if due_at is None else check_time(due_at, "due_at (the first wake)")
         return lambda c: ex.admit_tx(
-            c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tag_map
+            c,
+            workflow,
+            params_json,
+            context_json,
+            execution_id,
+            if_exists,
+            parent,
+            at,
+            tag_map,
+            due,
         )
 
     # -- wakes and deliveries ---------------------------------------------------------------

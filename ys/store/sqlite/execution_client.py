@@ -83,9 +83,12 @@ class SqliteExecutions(LeanWrites):
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         return self._writer.write(
-            *self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+            *self._admission(
+                workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
+            )
         )
 
     async def admit_async(
@@ -100,11 +103,12 @@ class SqliteExecutions(LeanWrites):
         now: float | None = None,
         tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
         fn, inserts, value = self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now, tags
+            workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
         )
         if lease_seconds is None:
             return await self._writer.write_async(fn, inserts, value)
@@ -112,8 +116,8 @@ class SqliteExecutions(LeanWrites):
 
         def tx(c: sqlite3.Connection) -> Admission:
             admission = fn(c)
-            if not admission.started:
-                return admission
+            if not admission.started or (due_at is not None and due_at > t):
+                return admission  # due later: the dispatcher claims it when it is due
             return replace(admission, delivery=claim_new(c, admission.execution_id, t, lease))
 
         return await self._writer.write_async(tx)
@@ -128,6 +132,7 @@ class SqliteExecutions(LeanWrites):
         parent: dict[str, Any] | None,
         now: float | None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> tuple[Callable[[sqlite3.Connection], Admission], Inserts, Admission]:
         """An admission checked and prepared: its transaction body, and its rows computed as
         if the ID were unused (the common case), so that the group writer can insert many
@@ -150,16 +155,26 @@ class SqliteExecutions(LeanWrites):
         context_json = encode_event_value(context, "context") if context else "{}"
         tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")  # the clock's reading too
+        due = None if due_at is None else check_time(due_at, "due_at (the first wake)")
 
         def tx(c: sqlite3.Connection) -> Admission:
             return admit_tx(
-                c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tag_map
+                c,
+                workflow,
+                params_json,
+                context_json,
+                execution_id,
+                if_exists,
+                parent,
+                at,
+                tag_map,
+                due,
             )
 
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
         sha = self._core.scripts.get(workflow)
         inserts = admission_inserts(
-            new_id, workflow, params_json, context_json, parent, at, sha, tag_map
+            new_id, workflow, params_json, context_json, parent, at, sha, tag_map, due
         )
         return tx, inserts, Admission(new_id, started=True)
 

@@ -263,6 +263,7 @@ def admit_tx(
     parent: dict[str, Any] | None,
     at: float,
     tags: dict[str, str] | None = None,
+    due_at: float | None = None,
 ) -> Admission:
     if execution_id is None:
         # No look-up first: the executions row is inserted before the events (see `append`),
@@ -272,7 +273,15 @@ def admit_tx(
             candidate = new_execution_id(workflow, at)
             try:
                 return _admit_new(
-                    c, candidate, workflow, params_json, context_json, parent, at, tags
+                    c,
+                    candidate,
+                    workflow,
+                    params_json,
+                    context_json,
+                    parent,
+                    at,
+                    tags,
+                    due_at=due_at,
                 )
             except sqlite3.IntegrityError as exc:
                 if "executions.execution_id" not in str(exc):
@@ -295,7 +304,9 @@ def admit_tx(
                 execution_id=execution_id,
                 status=row[3],
             )
-    return _admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags)
+    return _admit_new(
+        c, execution_id, workflow, params_json, context_json, parent, at, tags, due_at=due_at
+    )
 
 
 def admission_event(
@@ -308,7 +319,10 @@ def admission_event(
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
+    due_at: float | None = None,
 ) -> Event:
+    """The first event; `due_at` (only when later than `at`) makes its first wake later
+    (`ys trigger --in/--at`), else it is due at once."""
     data: dict[str, Any] = {
         "execution_id": execution_id,
         "workflow": workflow,
@@ -323,6 +337,8 @@ def admission_event(
         data["tags"] = dict(tags)
     if retry_of is not None:
         data["retry_of"] = retry_of
+    if due_at is not None and due_at > at:
+        data["due_at"] = due_at
     return Event(ADMITTED, at, data)
 
 
@@ -335,11 +351,20 @@ def admission_inserts(
     at: float,
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
+    due_at: float | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `_admit_new` writes
     when `execution_id` is unused. The group writer inserts many of these per commit."""
     event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, script_sha256, tags
+        execution_id,
+        workflow,
+        params_json,
+        context_json,
+        parent,
+        at,
+        script_sha256,
+        tags,
+        due_at=due_at,
     )
     record, rows, nbytes = project(None, [event])
     out = [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]
@@ -357,10 +382,20 @@ def _admit_new(
     at: float,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
+    due_at: float | None = None,
 ) -> Admission:
     sha, _ = current_script(c, workflow)
     event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of
+        execution_id,
+        workflow,
+        params_json,
+        context_json,
+        parent,
+        at,
+        sha,
+        tags,
+        retry_of,
+        due_at,
     )
     append(c, None, [event])
     return Admission(execution_id, started=True)
