@@ -522,6 +522,62 @@ class Client:
         result: dict[str, Any] = self._call("POST", path, {})
         return result
 
+    def cancel_matching(
+        self,
+        *,
+        status: builtins.list[str] | str | None = None,
+        workflow: str | None = None,
+        since: float | None = None,
+        tags: dict[str, str] | None = None,
+        now: bool = False,
+        errors: builtins.list[tuple[str, YsError]] | None = None,
+    ) -> builtins.list[str]:
+        """Cancel every not-finished execution that matches (`ys cancel --status ...`);
+        returns the IDs whose cancellation this call made (a match that finished meanwhile,
+        or whose cancellation was already requested, is not among them). At least one filter;
+        statuses admitted, running or suspended only (INVALID_ARGUMENT before anything else).
+
+        Each match is cancelled through the daemon's one cancel route, in its own transaction,
+        as `cancel(ID)` is: a cancellation is per execution and idempotent, so nothing needs
+        the set cancelled all at once. Pages are keyset pages (admission time, ID), which a
+        cancellation does not move, so no match is skipped or seen twice; an execution
+        admitted after the first page is read is not a match. With `errors`, a refused cancel
+        (a match gc removed meanwhile) is added there as (ID, error) and the others go on."""
+        from ys.contract import CANCEL_STATUSES, check_cancel_status
+
+        statuses = [status] if isinstance(status, str) else builtins.list(status or [])
+        for s in statuses:
+            check_cancel_status(s)
+        if not statuses and workflow is None and since is None and not tags:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                "cancelling by filter needs at least one of status, workflow, since or tags",
+            )
+        out: builtins.list[str] = []
+        token: str | None = None
+        while True:
+            page = self.list(
+                status=statuses or builtins.list(CANCEL_STATUSES),
+                workflow=workflow,
+                since=since,
+                tags=tags,
+                limit=1000,
+                page_token=token,
+            )
+            for r in page["executions"]:
+                try:
+                    result = self.cancel(r["execution_id"], now=now)
+                except YsError as exc:
+                    if errors is None or isinstance(exc, DaemonUnavailable):
+                        raise
+                    errors.append((r["execution_id"], exc))
+                    continue
+                if result.get("changed", True):
+                    out.append(r["execution_id"])
+            token = page.get("next_page_token")
+            if not token:
+                return out
+
     # -- effects, durable values, schedules, housekeeping -------------------------------------
 
     def effects(self, status: str | None = None, execution_id: str | None = None) -> dict[str, Any]:
