@@ -258,6 +258,7 @@ def cancel(
             metavar="[ID]",
             help="The execution to cancel (or use --status, --workflow, --since, --tag).",
             autocompletion=complete_executions,
+            callback=non_empty,
             show_default=False,
         ),
     ] = None,
