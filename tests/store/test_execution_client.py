@@ -661,6 +661,52 @@ def test_live_token_writes_steps_and_their_wakes(store):
     assert store.get("order-42").due_at == T0 + 600
 
 
+def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(store):
+    """A woken delivery completes its sleep (the step keeps the wake it waited for) and starts
+    the next one: the execution is due at the new sleep's wake, not again at once, so three
+    sleeps in a row cost four deliveries, not six."""
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    for key, wake in (("a", T0 + 10), ("b", T0 + 20)):
+        store.save_step(
+            "order-42",
+            d.token,
+            key,
+            kind="sleep",
+            status="waiting",
+            value=None,
+            wake_at=wake,
+            now=wake - 10,
+        )
+        store.acknowledge("order-42", d.token, SUSPENDED, now=wake - 10)
+        assert store.get("order-42").due_at == wake
+        assert claim(store, wake - 1) == []
+        d = claim_one(store, "order-42", wake)
+        store.save_step(
+            "order-42",
+            d.token,
+            key,
+            kind="sleep",
+            status="completed",
+            value=None,
+            wake_at=wake,
+            now=wake,
+        )
+    store.save_step(
+        "order-42",
+        d.token,
+        "c",
+        kind="sleep",
+        status="waiting",
+        value=None,
+        wake_at=T0 + 30,
+        now=T0 + 20,
+    )
+    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 20)
+    assert store.get("order-42").due_at == T0 + 30
+    assert claim(store, T0 + 20) == []
+
+
 def test_a_completed_step_is_final_and_a_later_save_of_it_changes_nothing(store):
     """The daemon records a step's timeout while the step's own save may just have committed
     (issue 15): the completed result stands, and the history gains no second record of it."""

@@ -190,7 +190,8 @@ workflow=$(ys step params workflow)
 execution=$(ys step params execution_id)
 error=$(ys step params error)
 to=
-script="$(dirname "$0")/$workflow.sh"
+# the workflows folder: YS_WORKFLOW_FILE names this script there ($0 may be a kept copy)
+script="$(dirname "${YS_WORKFLOW_FILE:-$0}")/$workflow.sh"
 if [ -f "$script" ]; then
     line=$(sed -n 's/^export MAILTO=//p' "$script" | head -n 1)
     if [ -n "$line" ]; then eval "to=$line"; fi
