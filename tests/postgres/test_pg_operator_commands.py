@@ -1,13 +1,17 @@
 """Operator commands on a shared PostgreSQL database, across two boxes: `ys trigger --in`
 admits an execution due later that any box sees due and wakes; `ys cancel --status ...` on
-one box cancels the matches another box runs or holds."""
+one box cancels the matches another box runs or holds; `ys trigger --at` is claimed by any box
+when due, never before."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support import DaemonHandle, make_home, wait_until
+from ys.errors import NotFound
 
 NAP = """
     import ys
@@ -66,3 +70,34 @@ def test_due_later_and_cancel_by_status_across_boxes(tmp_path, pg_url):
 
         assert b.ys("wake", "later").returncode == 0
         wait_until(lambda: _status(a, "later") == "completed", message="later completed")
+
+
+def test_trigger_at_is_run_when_due_by_any_box(tmp_path, pg_url):
+    """`ys trigger --at` on a shared database: the admission is due then, and whichever box
+    claims it claims it no sooner; an `--at` in no known format admits nothing."""
+    import datetime as dt
+    import time
+
+    a, b = _box(tmp_path, pg_url, "a"), _box(tmp_path, pg_url, "b")
+    with a, b:
+        a.start()
+        b.start()
+        when = dt.datetime.fromtimestamp(time.time() + 3, tz=dt.UTC)
+        result = a.ys("trigger", "hello", "--id", "at-1", "--at", when.isoformat(), "--json")
+        assert result.returncode == 0, result.stderr
+        with b.client() as c:  # the other box reads it due then
+            due_at = c.get("at-1")["due_at"]
+        shown = dt.datetime.fromisoformat(due_at.replace("Z", "+00:00"))
+        assert abs((shown - when).total_seconds()) < 0.001
+        wait_until(lambda: _status(b, "at-1") == "completed", message="at-1 completed")
+        with a.client() as c:
+            events = c.history("at-1")["events"]
+        admitted, claimed = events[0], next(e for e in events if e["kind"] == "claimed")
+        assert admitted["data"]["due_at"] == due_at
+        assert admitted["at"] < due_at <= claimed["at"]  # ISO UTC times compare as text
+
+        bad = b.ys("trigger", "hello", "--id", "at-2", "--at", "next tuesday")
+        assert bad.returncode == 2, bad.stderr
+        assert "is not an ISO 8601 time" in bad.stderr and len(bad.stderr.splitlines()) == 1
+        with a.client() as c, pytest.raises(NotFound):
+            c.get("at-2")
