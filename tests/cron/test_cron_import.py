@@ -1,6 +1,8 @@
 """`ys cron import`: a real crontab (comments, blank lines, environment lines, quoting, `%`,
-ranges and steps, and lines ys must refuse) becomes scheduled shell workflows that a real
-daemon loads and runs with their environment and `%` stdin; MAILTO mails failures."""
+ranges and steps, and lines ys must skip) becomes scheduled shell workflows that a real
+daemon loads and runs with their environment and `%` stdin; MAILTO mails failures. A line
+cron itself would refuse (seven fields, a bad minute, no command) makes it write nothing
+(exit 2)."""
 
 from __future__ import annotations
 
@@ -26,21 +28,22 @@ MAILTO=ops@example.com
 30 2 1,15 * * echo failing; exit 3
 @reboot /usr/bin/startup
 0 0 0 * * * /six/fields
-0 0 0 1 1 * 2030 /seven/fields
-61 * * * * /bad/minute
 5 4 * * sun echo taken > taken.txt
 FOO-BAR=1
-@weekly
 """
 
-SKIPPED = {
+SKIPPED = {  # lines cron takes and ys cannot: the others are imported, exit 1
     11: "@reboot",
     12: "6 fields",
-    13: "7 fields",
-    14: "Bad minute",
-    15: "a name taken: cron-15-echo-taken.py",
-    16: "'FOO-BAR' is not a name a shell can export",
-    17: "no command",
+    13: "a name taken: cron-13-echo-taken.py",
+    14: "'FOO-BAR' is not a name a shell can export",
+}
+
+REFUSED = {  # lines cron itself refuses, after the lines above: nothing is imported, exit 2
+    15: ("0 0 0 1 1 * 2030 /seven/fields", "line 15: 7 fields: a crontab line has five"),
+    16: ("61 * * * * /bad/minute", "line 16: bad cron expression '61 * * * *': Bad minute"),
+    17: ("@weekly", "line 17: no command"),
+    18: ("* * * *", "line 18: not a cron entry (4 fields and no command)"),
 }
 
 
@@ -56,7 +59,7 @@ def box(tmp_path: Path):
     sendmail.chmod(0o755)
     h = make_home(tmp_path, PATH=f"{fakebin}{os.pathsep}{os.environ['PATH']}")
     h.write(
-        "cron-15-echo-taken.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n    pass\n"
+        "cron-13-echo-taken.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n    pass\n"
     )
     try:
         yield h.start(), out
@@ -155,6 +158,26 @@ def test_import_never_overwrites_and_says_which_names_are_taken(box, tmp_path):
         )
     assert {p.name: p.read_bytes() for p in h.workflows.iterdir()} == written
     assert "cron-mail.sh is there already and is kept" not in again.stderr  # no entry written
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_crontab_with_lines_cron_refuses_exits_2_and_writes_nothing(box, tmp_path, dry_run):
+    h, out = box
+    crontab = _crontab(tmp_path, out)
+    with crontab.open("a") as f:
+        f.writelines(f"{line}\n" for line, _ in REFUSED.values())
+    before = {p.name: p.read_bytes() for p in h.workflows.iterdir()}
+    result = h.ys("cron", "import", str(crontab), *(["--dry-run"] if dry_run else []))
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"INVALID_ARGUMENT: {crontab} is not a crontab cron would take (")
+    for _, says in REFUSED.values():
+        assert says in line
+    assert "nothing was written: fix or comment out those lines" in line
+    for skipped in SKIPPED:  # what cron takes is not named as refused
+        assert f"line {skipped}:" not in line
+    assert {p.name: p.read_bytes() for p in h.workflows.iterdir()} == before
 
 
 def test_a_crontab_from_stdin_with_nothing_to_skip_exits_0(box):

@@ -8,6 +8,10 @@ gives each job the environment as of its line; entries of five fields or an `@ho
 word, then the command, whose first unescaped `%` ends it and starts its stdin (every further
 `%` a newline, `\\%` a plain `%`). cronsim checks each expression (ys.cron.validate): no cron
 parser here beyond splitting lines and fields.
+
+A line cron itself would refuse (a field out of range, seven fields, an entry with no command)
+is `refused`: the import writes nothing, as `crontab` installs nothing from a file with errors.
+A line cron takes and ys cannot (@reboot, six fields, a name no shell exports) is `skipped`.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ class Skipped:
 @dataclass
 class Crontab:
     entries: list[Entry] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # lines cron takes and ys cannot
+    refused: list[Skipped] = field(default_factory=list)  # lines cron itself would refuse
 
 
 def slug(command: str) -> str:
@@ -97,8 +102,14 @@ def _stdin(text: str) -> str:
     return "".join(out)
 
 
+class _Refused(str):
+    """Why a line is no cron entry at all (as `crontab` would refuse it), not only one ys
+    cannot take."""
+
+
 def _schedule(text: str) -> tuple[str, str] | str:
-    """(schedule, rest) of an entry line, or why it is not one ys can take."""
+    """(schedule, rest) of an entry line, or why it is not one ys can take (a `_Refused`:
+    not one cron would take either)."""
     from ys.cron import validate
 
     if text.startswith("@"):
@@ -108,21 +119,22 @@ def _schedule(text: str) -> tuple[str, str] | str:
         try:
             validate(word)
         except ValueError as exc:
-            return str(exc)
+            return _Refused(str(exc))
         return word, rest
     parts = text.split(None, 5)
     if len(parts) < 6:
-        return f"not a cron entry ({len(parts)} fields and no command)"
+        return _Refused(f"not a cron entry ({len(parts)} fields and no command)")
     rest = parts[5]
     extra = rest.split(None, 2)
     if extra and _CRON_FIELD.match(extra[0]) and any(c.isdigit() or c == "*" for c in extra[0]):
-        n = 7 if len(extra) > 1 and _CRON_FIELD.match(extra[1]) else 6
-        return f"{n} fields: ys takes five (minute hour day month weekday), no seconds or year"
+        if len(extra) > 1 and _CRON_FIELD.match(extra[1]):  # seconds and year: no crontab's
+            return _Refused("7 fields: a crontab line has five (minute hour day month weekday)")
+        return "6 fields: ys takes five (minute hour day month weekday), no seconds or year"
     expr = " ".join(parts[:5])
     try:
         validate(expr)
     except ValueError as exc:
-        return str(exc)
+        return _Refused(str(exc))
     return expr, rest
 
 
@@ -143,12 +155,14 @@ def parse(text: str) -> Crontab:
             continue
         found = _schedule(line)
         if isinstance(found, str):
-            out.skipped.append(Skipped(n, raw, found))
+            (out.refused if isinstance(found, _Refused) else out.skipped).append(
+                Skipped(n, raw, found)
+            )
             continue
         expr, rest = found
         command, stdin = _split_percent(rest)
         if not command.strip():
-            out.skipped.append(Skipped(n, raw, "no command"))
+            out.refused.append(Skipped(n, raw, "no command"))
             continue
         out.entries.append(Entry(n, raw, expr, command.strip(), stdin, tuple(env)))
     return out

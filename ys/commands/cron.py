@@ -87,7 +87,8 @@ def import_(
     or prints it to its log without sendmail.
 
     Prints one line per entry: its workflow, or why it was skipped (@reboot, six fields, a
-    name taken, ...); exits 1 when any was skipped. With --json: {"entries": [{"line",
+    name taken, ...); exits 1 when any was skipped. A line cron itself would refuse (a field
+    out of range, seven fields, no command) is a usage error (exit 2): nothing is written. With --json: {"entries": [{"line",
     "workflow", "path", "schedule", "skipped"}, ...], "mail_handler", "dry_run"}.
     """
     from ys.commands import _crontab
@@ -96,6 +97,13 @@ def import_(
     text = _read(source)
     shown = "stdin" if source == "-" else str(Path(source).absolute())
     tab = _crontab.parse(text)
+    if tab.refused:  # as `crontab` installs nothing from a file with errors
+        lines = "; ".join(f"line {r.line}: {r.reason}" for r in tab.refused)
+        fail(
+            "INVALID_ARGUMENT",
+            f"{shown} is not a crontab cron would take ({lines}); nothing was written: fix or "
+            "comment out those lines and import again",
+        )
     folder = resolve().workflows
     if not dry_run:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
