@@ -11,11 +11,14 @@ import builtins
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from ys._http import NoAnswer, UnixHttp
 from ys.errors import DaemonUnavailable, ExecutionTimeout, InvalidArgument, YsError, from_code
+
+if TYPE_CHECKING:
+    import datetime as _dt  # at run time only a due_at given as a datetime needs it
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
 
@@ -197,6 +200,25 @@ def default_socket() -> str:
     return str(resolve().socket)
 
 
+def _due(due_in: float | None, due_at: float | _dt.datetime | None) -> dict[str, float]:
+    """`trigger`'s due time as the request's `due_in` or `due_at` (epoch seconds)."""
+    if due_in is not None and due_at is not None:
+        raise InvalidArgument("INVALID_ARGUMENT", "give due_in or due_at, not both")
+    if due_in is not None:
+        if isinstance(due_in, bool) or not isinstance(due_in, int | float) or not due_in > 0:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"due_in must be a number of seconds above 0, not {due_in!r}"
+            )
+        return {"due_in": float(due_in)}
+    if due_at is not None and hasattr(due_at, "timestamp"):  # a datetime: naive is local time
+        return {"due_at": due_at.timestamp()}
+    if due_at is not None:
+        from ys.contract import check_time
+
+        return {"due_at": check_time(due_at, "due_at")}
+    return {}
+
+
 class Client:
     """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
     (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
@@ -276,8 +298,13 @@ class Client:
         context: dict[str, Any] | None = None,
         tags: dict[str, str] | None = None,
         traceparent: str | None = None,
+        due_in: float | None = None,
+        due_at: float | _dt.datetime | None = None,
     ) -> dict[str, Any]:
         """Admit an execution; returns {"execution_id", "started"} once admission commits.
+        `due_in` (seconds, more than 0) or `due_at` (epoch seconds, or a datetime: without
+        a zone it is local time) admits it now and makes it due later (`ys trigger --in` /
+        `--at`); a `due_at` in the past is due now. At most one of the two.
         `traceparent` (W3C trace context) continues the caller's trace: it is kept in the
         execution's context, ys's spans of it hang under the caller's span.
         `get`, `wait` and the other reads take that dict or its "execution_id" alike.
@@ -294,6 +321,7 @@ class Client:
                     f"{type(value).__name__}",
                 )
         body: dict[str, Any] = {"workflow": workflow, "if_exists": if_exists}
+        body.update(_due(due_in, due_at))
         if params is not None:
             body["params"] = params
         if execution_id is not None:
@@ -553,6 +581,62 @@ class Client:
         path = f"/v1/executions/{_ex(execution_id)}/cancel" + ("?now=true" if now else "")
         result: dict[str, Any] = self._call("POST", path, {})
         return result
+
+    def cancel_matching(
+        self,
+        *,
+        status: builtins.list[str] | str | None = None,
+        workflow: str | None = None,
+        since: float | None = None,
+        tags: dict[str, str] | None = None,
+        now: bool = False,
+        errors: builtins.list[tuple[str, YsError]] | None = None,
+    ) -> builtins.list[str]:
+        """Cancel every not-finished execution that matches (`ys cancel --status ...`);
+        returns the IDs whose cancellation this call made (a match that finished meanwhile,
+        or whose cancellation was already requested, is not among them). At least one filter;
+        statuses admitted, running or suspended only (INVALID_ARGUMENT before anything else).
+
+        Each match is cancelled through the daemon's one cancel route, in its own transaction,
+        as `cancel(ID)` is: a cancellation is per execution and idempotent, so nothing needs
+        the set cancelled all at once. Pages are keyset pages (admission time, ID), which a
+        cancellation does not move, so no match is skipped or seen twice; an execution
+        admitted after the first page is read is not a match. With `errors`, a refused cancel
+        (a match gc removed meanwhile) is added there as (ID, error) and the others go on."""
+        from ys.contract import CANCEL_STATUSES, check_cancel_status
+
+        statuses = [status] if isinstance(status, str) else builtins.list(status or [])
+        for s in statuses:
+            check_cancel_status(s)
+        if not statuses and workflow is None and since is None and not tags:
+            raise InvalidArgument(
+                "INVALID_ARGUMENT",
+                "cancelling by filter needs at least one of status, workflow, since or tags",
+            )
+        out: builtins.list[str] = []
+        token: str | None = None
+        while True:
+            page = self.list(
+                status=statuses or builtins.list(CANCEL_STATUSES),
+                workflow=workflow,
+                since=since,
+                tags=tags,
+                limit=1000,
+                page_token=token,
+            )
+            for r in page["executions"]:
+                try:
+                    result = self.cancel(r["execution_id"], now=now)
+                except YsError as exc:
+                    if errors is None or isinstance(exc, DaemonUnavailable):
+                        raise
+                    errors.append((r["execution_id"], exc))
+                    continue
+                if result.get("changed", True):
+                    out.append(r["execution_id"])
+            token = page.get("next_page_token")
+            if not token:
+                return out
 
     # -- effects, durable values, schedules, housekeeping -------------------------------------
 

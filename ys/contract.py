@@ -334,6 +334,19 @@ def parse_tag(text: str) -> tuple[str, str]:
 
 
 RETRY_STATUSES = ("failed", "cancelled")  # what a retry by status takes (docs/design.md §8)
+CANCEL_STATUSES = ("admitted", "running", "suspended")  # a cancel by status (docs/design.md §8)
+
+
+def check_cancel_status(status: Any, what: str = "--status") -> str:
+    """A cancel by status takes the statuses that are not finished: a finished execution
+    has nothing left to cancel."""
+    if status not in CANCEL_STATUSES:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"{what} {status!r}: a cancel by status takes admitted, running or suspended "
+            "executions only (a finished one has nothing to cancel)",
+        )
+    return str(status)
 
 
 def check_retry_status(status: Any, what: str = "--status") -> str:

@@ -85,7 +85,10 @@ def test_2_usage_or_invalid_input(shared):
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["trigger", "hello", "--idd", "x"], "no such option '--idd'; did you mean '--id'?"),
+        (
+            ["trigger", "hello", "--idd", "x"],
+            "no such option '--idd'; did you mean '--id' or '--in'?",
+        ),
         (["retry", "--stauts", "failed"], "no such option '--stauts'; did you mean '--status'?"),
         (["list", "--tga", "x"], "no such option '--tga'; did you mean '--tag' or '--status'?"),
         (["history", "--al"], "no such option '--al'; did you mean '--all' or '--help'?"),

@@ -140,7 +140,7 @@ def main(step, params):
     assert c.wait(eid, timeout=20)["status"] == "completed"
     background = int(pidfile.read_text())
     wait_until(lambda: not alive(background), message="the background process to be killed")
-    assert os.listdir(daemon.home / "logs" / eid) == ["1.log"]
+    assert sorted(os.listdir(daemon.home / "logs" / eid)) == ["1.log", "1.times"]
 
 
 def test_a_process_that_left_the_group_holding_the_output_pipe_does_not_hold_the_delivery(

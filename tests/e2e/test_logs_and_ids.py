@@ -38,7 +38,7 @@ def test_each_delivery_attempt_logs_its_stdout_and_stderr_to_its_own_file(daemon
     assert c.wait("chatty-1", timeout=20)["status"] == "completed"
 
     folder = daemon.home / "logs" / "chatty-1"
-    assert _files_under(folder) == ["1.log", "2.log"]
+    assert _files_under(folder) == ["1.log", "1.times", "2.log", "2.times"]  # log, line times
     first = (folder / "1.log").read_text()
     second = (folder / "2.log").read_text()
     assert "out of attempt 1 of chatty-1" in first and "err of attempt 1" in first
@@ -72,7 +72,7 @@ def test_execution_id_with_slashes_works_end_to_end_and_its_logs_stay_inside_log
     assert sorted(os.listdir(logs)) == sorted(quote(i, safe="") for i in ids)
     for execution_id in ids:
         folder = logs / quote(execution_id, safe="")
-        assert _files_under(folder) == ["1.log", "2.log"]
+        assert _files_under(folder) == ["1.log", "1.times", "2.log", "2.times"]  # log, line times
         assert f"of {execution_id}" in (folder / "2.log").read_text()
     # nothing was written anywhere else in the home (scripts/ holds script versions, named
     # by their hash: no execution ID reaches it; code/ their compiled code, likewise;

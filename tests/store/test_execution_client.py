@@ -7,6 +7,7 @@ SDK and the HTTP route) and "a store commit and its wake requests are interrupte
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -225,6 +226,49 @@ def test_admission_makes_the_execution_admitted_and_due_immediately(store):
     assert record.status == "admitted"
     assert record.due_at == T0
     assert claimed_ids(store, T0) == ["order-42"]
+
+
+def test_an_admission_due_later_is_not_claimable_before_its_time(store):
+    store.admit("backup", {}, execution_id="later", now=T0, due_at=T0 + 600)
+    record = store.get("later")
+    assert (record.status, record.admitted_at, record.due_at) == ("admitted", T0, T0 + 600)
+    assert claim(store, T0 + 599) == []
+    assert history(store, "later")[0]["data"]["due_at"] == T0 + 600
+    assert store.verify() == []  # the record is the fold of its history
+    assert claimed_ids(store, T0 + 600) == ["later"]
+
+
+def test_an_admission_due_later_is_due_now_once_woken(store):
+    store.admit("backup", {}, execution_id="later", now=T0, due_at=T0 + 600)
+    assert store.request_wake("later", now=T0 + 1) == "requested"
+    assert claimed_ids(store, T0 + 1) == ["later"]
+
+
+def test_an_admission_due_in_the_past_is_due_at_once(store):
+    store.admit("backup", {}, execution_id="past", now=T0, due_at=T0 - 600)
+    assert store.get("past").due_at == T0
+    assert "due_at" not in history(store, "past")[0]["data"]
+    assert claimed_ids(store, T0) == ["past"]
+
+
+def test_an_admission_due_later_is_not_claimed_in_its_admission(store):
+    async def admit() -> Any:
+        return await store.admit_async(
+            "backup", {}, execution_id="later", now=T0, lease_seconds=LEASE, due_at=T0 + 600
+        )
+
+    admission = asyncio.run(admit())
+    assert admission.started and admission.delivery is None
+    assert store.get("later").status == "admitted"
+    assert claim(store, T0 + 1) == []
+
+
+@pytest.mark.parametrize("due_at", [float("nan"), float("inf")])
+def test_an_admission_due_at_a_time_that_is_not_finite_is_refused_and_admits_nothing(store, due_at):
+    with refused("INVALID_ARGUMENT"):
+        store.admit("backup", {}, execution_id="later", now=T0, due_at=due_at)
+    with refused("EXECUTION_NOT_FOUND"):
+        store.history("later")
 
 
 # -- runtime-adapter table: wakes ----------------------------------------------------------------

@@ -473,3 +473,21 @@ def test_now_and_top_say_which_executions_wait_for_their_script(
     assert "waiting: script broken (SyntaxError" in console.export_text()
     now = ui.get("/ui/")
     assert "waiting: script broken (SyntaxError" in now.text
+
+
+def test_now_lists_an_execution_due_later_as_due(daemon: DaemonHandle, ui: UiSession):
+    """`ys trigger --in`: admitted now, due later; the Now page lists it under Due, with its
+    due time, and under no other heading."""
+    daemon.write("nap.py", NAPPING)
+    c = daemon.client()
+    wait_until(
+        lambda: any(w["name"] == "nap" for w in c.workflows()["workflows"]), message="nap loaded"
+    )
+    c.trigger("nap", execution_id="later/1", due_in=3600)
+    due_at = c.get("later/1")["due_at"]
+    page = ui.get("/ui/").text
+    due = page[page.index("<h2>Due") :]
+    due = due[: due.index("</section>")]
+    assert "later/1" in due and "Nothing is due." not in due
+    assert f'<time datetime="{due_at}" data-rel="in"' in due, due
+    assert page.count("later/1") == due.count("later/1")  # not running, not failed

@@ -65,6 +65,40 @@ def parse_tags(texts: list[str] | None) -> dict[str, str] | None:
     return tags
 
 
+def parse_due(due_in: str | None, due_at: str | None) -> dict[str, Any]:
+    """`--in DUR` / `--at TIME` as `Client.trigger`'s `due_in` / `due_at`; a usage error (exit
+    2) before anything is sent. TIME is ISO 8601; without a zone it is local time."""
+    if due_in is not None and due_at is not None:
+        fail("INVALID_ARGUMENT", "--in and --at are both given", hint="give one of them")
+    if due_in is not None:
+        from ys.durations import parse_duration
+
+        seconds = parse_duration(due_in, "--in")  # a negative one is not a duration either
+        if seconds <= 0:
+            fail(
+                "INVALID_ARGUMENT",
+                f"--in {due_in} is not later than now",
+                hint="drop --in to run now",
+            )
+        return {"due_in": seconds}
+    if due_at is not None:
+        import datetime as dt
+
+        try:
+            when = dt.datetime.fromisoformat(due_at.strip())
+        except ValueError:
+            fail(
+                "INVALID_ARGUMENT",
+                f"--at {due_at!r} is not an ISO 8601 time",
+                hint="give one such as 2026-12-03T18:30, 2026-12-03 18:30:00+01:00 or 2026-12-03T17:30Z",
+            )
+        try:
+            return {"due_at": when.timestamp()}  # without a zone: local time
+        except (OverflowError, OSError, ValueError):
+            fail("INVALID_ARGUMENT", f"--at {due_at!r} is out of range")
+    return {}
+
+
 def trigger(
     workflow: str,
     execution_id: str | None,
@@ -76,8 +110,11 @@ def trigger(
     timeout: float | None = None,
     tags: list[str] | None = None,
     traceparent: str | None = None,
+    due_in: str | None = None,
+    due_at: str | None = None,
 ) -> int:
     """Admit, print the ID (or the JSON), and with `wait` wait; returns the exit code."""
+    due = parse_due(due_in, due_at)
     body = build_params(pairs, spec)
     tag_map = parse_tags(tags)
     if traceparent is not None:
@@ -93,6 +130,7 @@ def trigger(
                 if_exists=if_exists,
                 tags=tag_map,
                 traceparent=traceparent,
+                **due,
             )
         except YsError as exc:
             if exc.code == "EXECUTION_ID_CONFLICT" and execution_id is not None:

@@ -34,6 +34,7 @@ MODULES = [
     "effects",
     "store",
     "schedule",
+    "cron",
     "step",
     "gc",
     "keep",

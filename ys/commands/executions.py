@@ -256,13 +256,53 @@ def wake(execution_id: ExecutionId, json_: Json = False) -> None:
 
 
 def cancel(
-    execution_id: ExecutionId,
+    execution_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ID]",
+            help="The execution to cancel (or use --status, --workflow, --since, --tag).",
+            autocompletion=complete_executions,
+            callback=non_empty,
+            show_default=False,
+        ),
+    ] = None,
     now: Annotated[
         bool,
         typer.Option(
             "--now", help="Kill a running worker at once (no grace) and end it cancelled."
         ),
     ] = False,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            help="Instead of ID: cancel every execution with this status (admitted, running or "
+            "suspended; repeatable; default all three when another filter is given).",
+            show_default=False,
+        ),
+    ] = None,
+    workflow: Annotated[
+        str | None,
+        typer.Option("--workflow", help="Instead of ID: only this workflow.", show_default=False),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DUR",
+            help="Instead of ID: only executions admitted in the last DUR (10m, 2h, 1d).",
+            show_default=False,
+        ),
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            metavar="KEY=VALUE",
+            help="Instead of ID: only executions with this tag (repeatable: all must match).",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.
@@ -274,7 +314,21 @@ def cancel(
     A suspended or admitted one is cancelled when the daemon next looks at it; a finished one
     is left as it is (exit 0). With --json the record is printed, plus "changed": false when
     nothing changed (it had finished, or its cancellation was already requested).
+
+    With filters instead of an ID (--status, --workflow, --since, --tag; at least one) every
+    match that is not finished is cancelled, each as `ys cancel ID` would, and the IDs whose
+    cancellation this asked for are printed one per line (--json: {"cancelled": [ID, ...]}).
     """
+    filtered = bool(status or workflow is not None or since is not None or tag)
+    if filtered:
+        _cancel_matching(execution_id, status, workflow, since, tag, now, json_)
+        return
+    if not execution_id:
+        fail(
+            "INVALID_ARGUMENT",
+            "give the ID to cancel, or filters (--status, --workflow, --since, --tag)",
+            hint="see `ys cancel --help`",
+        )
     with client() as c:
         record = c.cancel(execution_id, now=now)
     if json_:
@@ -290,6 +344,46 @@ def cancel(
         _render.note(f"{execution_id} is already {record['status']}; nothing changed")
     else:
         _render.note(f"cancellation of {execution_id} was already requested; nothing changed")
+
+
+def _cancel_matching(
+    execution_id: str | None,
+    status: list[str] | None,
+    workflow: str | None,
+    since: str | None,
+    tag: list[str] | None,
+    now: bool,
+    json_: bool,
+) -> None:
+    """`ys cancel --status ...`: every match, one ID per line as each is cancelled."""
+    import sys
+
+    from ys.commands._admit import parse_tags
+    from ys.commands._output import error_line
+    from ys.contract import check_cancel_status
+    from ys.errors import YsError
+
+    if execution_id is not None:
+        fail("INVALID_ARGUMENT", "give an ID or filters, not both")
+    for s in status or []:
+        check_cancel_status(s)
+    seconds = None if since is None else parse_duration(since, "--since")
+    tags = parse_tags(tag)
+    errors: list[tuple[str, YsError]] = []
+    with client() as c:
+        cancelled = c.cancel_matching(
+            status=status, workflow=workflow, since=seconds, tags=tags, now=now, errors=errors
+        )
+    if json_:
+        emit_json({"cancelled": cancelled})
+    else:
+        for cancelled_id in cancelled:
+            sys.stdout.write(cancelled_id + "\n")
+        sys.stdout.flush()
+    for failed_id, exc in errors:  # the others were cancelled: say which were not, and why
+        sys.stderr.write(f"{failed_id} was not cancelled: {error_line(exc)}\n")
+    if errors:
+        raise typer.Exit(errors[0][1].exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ import typer
 
 from ys.commands._opts import ExecutionId, Json, add
 from ys.commands._output import TERMINAL, client, emit_json, emit_json_line, fail
+from ys.durations import parse_duration
 
 POLL_SECONDS = 0.25  # how often --follow looks at the file while the history stands still
 
@@ -66,12 +68,23 @@ class _Tail:
         sys.stdout.buffer.flush()
 
 
-def _follow(c: Any, folder: Path, execution_id: str, only: int | None, json_: bool) -> None:
+def _follow(
+    c: Any,
+    folder: Path,
+    execution_id: str,
+    only: int | None,
+    json_: bool,
+    window: _Window | None = None,
+) -> None:
     """Tail the attempts' files until the execution is finished (or attempt `only` ended).
 
     The record is read before each look at the files, so once it says finished, the look
-    that follows sees everything the script wrote."""
+    that follows sees everything the script wrote. With `window` (--tail, --since), the
+    files as they are at the start are shown from where it says, and followed from there."""
     tail = _Tail(json_)
+    if window is not None:
+        present = [(n, p) for n, p in attempt_files(folder) if only is None or n == only]
+        tail.offsets = window.starts(present)
     elsewhere = _Elsewhere(c, execution_id, json_)
     after: int | None = None
     while True:
@@ -160,6 +173,26 @@ def logs(
             '{"attempt", "text"} object per line.',
         ),
     ] = False,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "--tail",
+            "-n",
+            metavar="N",
+            min=0,
+            help="Only the last N lines (of all attempts shown, the latest last).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DUR",
+            help="Only the lines printed in the last DUR (90s, 10m, 2h, 1d).",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Show what the workflow script printed (stdout and stderr), per delivery attempt.
@@ -171,14 +204,23 @@ def logs(
     many boxes share, an attempt that ran on another box shows the last 64 KiB the database
     keeps, and a note on stderr says where its whole log is; one whose daemon stopped before
     it kept that (killed) is named with that daemon ("lost": true in JSON).
+
+    --tail N and --since DUR (both: the later start of the two) cut what is shown; with
+    --follow, what follows is shown too. Each line's time is kept beside its log as it is
+    written (to within a second); a log written by an older ys, which kept no times, counts
+    as printed at its last change, and an attempt shown from another box's database as
+    printed now.
     """
     from ys.paths import resolve
 
+    window = None
+    if tail is not None or since is not None:
+        window = _Window(tail, None if since is None else parse_duration(since, "--since"))
     folder = resolve().log_dir(execution_id)
     with client() as c:
         record = c.get(execution_id)
         if follow:
-            _follow(c, folder, execution_id, attempt, json_)
+            _follow(c, folder, execution_id, attempt, json_, window)
             return
     files: list[tuple[int, Path | dict[str, Any]]] = list(attempt_files(folder))
     if record.get("attempts", 0) > len(files):
@@ -216,15 +258,16 @@ def logs(
                 f"{execution_id} has no log for attempt {attempt}",
                 hint=f"it has had {record['attempts']} attempt(s)",
             )
+    cuts = {} if window is None else window.starts(files)
+    if window is not None:  # attempts none of whose lines are shown are left out
+        files = [(n, p) for n, p in files if _lost(p) or cuts[n] < _size(p)]
     if json_:
-        emit_json(
-            {
-                "execution_id": execution_id,
-                "logs": [_json_log(n, p) for n, p in files],
-            }
-        )
+        logs = [_json_log(n, p, cuts.get(n, 0)) for n, p in files]
+        emit_json({"execution_id": execution_id, "logs": logs})
         return
-    if not files:
+    if not files and window is not None:
+        pass  # nothing in the window: nothing printed
+    elif not files:
         from ys.commands import _render
 
         if record.get("attempts", 0):
@@ -238,9 +281,7 @@ def logs(
         _header(n)
         if isinstance(p, dict):
             _elsewhere(p)
-            sys.stdout.buffer.write(p["text"].encode("utf-8", "surrogateescape"))
-        else:
-            sys.stdout.buffer.write(p.read_bytes())
+        sys.stdout.buffer.write(_bytes(p)[cuts.get(n, 0) :])
         sys.stdout.buffer.flush()
 
 
@@ -286,7 +327,7 @@ def _elsewhere(kept: dict[str, Any]) -> None:
     )
 
 
-def _json_log(attempt: int, log: Path | dict[str, Any]) -> dict[str, Any]:
+def _json_log(attempt: int, log: Path | dict[str, Any], start: int = 0) -> dict[str, Any]:
     if isinstance(log, dict) and _lost(log):  # nothing of it was kept: which daemon ran it
         return {
             "attempt": attempt,
@@ -297,14 +338,57 @@ def _json_log(attempt: int, log: Path | dict[str, Any]) -> dict[str, Any]:
             "lost": True,
         }
     if isinstance(log, dict):
+        text = log["text"]
+        if start:
+            text = _bytes(log)[start:].decode("utf-8", "surrogateescape")
         return {
             "attempt": attempt,
-            "text": log["text"],
+            "text": text,
             "daemon_id": log["daemon_id"],
             "path": log["path"],
             "truncated": log["truncated"],
         }
-    return {"attempt": attempt, "text": log.read_bytes().decode("utf-8", "replace")}
+    return {"attempt": attempt, "text": log.read_bytes()[start:].decode("utf-8", "replace")}
+
+
+def _bytes(log: Path | dict[str, Any]) -> bytes:
+    """A delivery's log: this box's file, or the end another box's daemon kept (none of a
+    lost one's)."""
+    if isinstance(log, dict):
+        text: str = log.get("text", "")
+        return text.encode("utf-8", "surrogateescape")
+    return log.read_bytes()
+
+
+def _size(log: Path | dict[str, Any]) -> int:
+    return len(_bytes(log))
+
+
+class _Window:
+    """`--tail N` / `--since DUR`: from which byte of each attempt's log to show."""
+
+    def __init__(self, lines: int | None, seconds: float | None) -> None:
+        import time
+
+        self.lines = lines
+        self.cutoff = None if seconds is None else time.time() - seconds
+
+    def starts(self, files: Sequence[tuple[int, Path | dict[str, Any]]]) -> dict[int, int]:
+        """The first byte shown of each attempt's log (its size: none of it)."""
+        from ys import logtimes
+
+        data = [_bytes(p) for _, p in files]
+        out = [0] * len(files)
+        if self.lines is not None:
+            out = logtimes.tail_starts(data, self.lines)
+        if self.cutoff is not None:
+            for i, (_, p) in enumerate(files):
+                if isinstance(p, dict):  # another box's: no times here, counted as now
+                    continue
+                times = logtimes.read(p)
+                mtime = p.stat().st_mtime if times is None else None
+                out[i] = max(out[i], logtimes.since_start(data[i], times, self.cutoff, mtime))
+        return {n: start for (n, _), start in zip(files, out, strict=True)}
 
 
 def register(app: typer.Typer) -> None:

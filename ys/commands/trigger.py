@@ -85,6 +85,26 @@ def trigger(
             show_default=False,
         ),
     ] = None,
+    due_in: Annotated[
+        str | None,
+        typer.Option(
+            "--in",
+            metavar="DUR",
+            help="Admit it now, due this long from now (90s, 10m, 2h, 1d): `ys ps` shows it "
+            "due, `ys wake` runs it at once, `ys cancel` cancels it.",
+            show_default=False,
+        ),
+    ] = None,
+    due_at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            help="Admit it now, due at TIME: ISO 8601 (2026-12-24T18:00, with a zone such as "
+            "Z or +01:00, or without one: local time); a time past is due now.",
+            show_default=False,
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -101,6 +121,7 @@ def trigger(
     The ID is printed once admission is committed; the daemon then delivers the execution.
     If the workflow's script cannot run yet (a syntax error, unsafe permissions, ...), the
     execution is admitted and waits until it is fixed, and a warning on stderr says why.
+    With --in or --at it is admitted now and due later (its record's due_at).
     With --json: {"execution_id": ..., "started": true|false} (and "warning" then).
     """
     if timeout is not None and not wait:
@@ -116,6 +137,8 @@ def trigger(
         timeout=timeout_seconds(timeout),
         tags=tag,
         traceparent=traceparent,
+        due_in=due_in,
+        due_at=due_at,
     )
     raise typer.Exit(code)
 

@@ -214,7 +214,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         # A small request admitted while a slot is free is claimed in its admission's
         # transaction: its worker starts as soon as that commits.
         lease = None
-        if len(await request.read()) <= SMALL_BODY:
+        now = time.time()
+        due_at = req.due(now)
+        later = due_at is not None and due_at > now
+        if not later and len(await request.read()) <= SMALL_BODY:  # due later: not claimed now
             lease = dispatcher.reserve(req.workflow)
         if lease is None:
             result = await self.write(
@@ -227,6 +230,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 execution_id=req.execution_id,
                 if_exists=req.if_exists,
                 tags=req.tags or None,
+                due_at=due_at,
             )
         else:
             result = Admission(req.execution_id or "", False)
@@ -239,6 +243,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     if_exists=req.if_exists,
                     tags=req.tags or None,
                     lease_seconds=lease,
+                    due_at=due_at,
                 )
             finally:
                 dispatcher.admitted(result.delivery)

@@ -44,10 +44,17 @@ class Trigger:
     execution_id: str | None
     if_exists: str
     tags: dict[str, str]
+    due_in: float | None = None  # due this many seconds after admission (`--in`)
+    due_at: float | None = None  # due at this time, epoch seconds (`--at`); past: due now
 
     @classmethod
     async def read(cls, request: web.Request) -> Trigger:
         b = await Body.read(request)
+        if b.has("due_in") and b.has("due_at"):
+            raise invalid("give due_in or due_at, not both")
+        due_in = b.opt_seconds("due_in")
+        if due_in == 0:
+            raise invalid("due_in must be more than 0 seconds (leave it out to run now)")
         context = b.opt_object("context")
         if context is not None and "traceparent" in context:
             from ys.tracing import parse
@@ -63,7 +70,13 @@ class Trigger:
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
             tags=check_tags(b.any("tags")),
+            due_in=due_in,
+            due_at=b.opt_time("due_at"),
         )
+
+    def due(self, now: float) -> float | None:
+        """The first wake's time, or None: due at once."""
+        return now + self.due_in if self.due_in is not None else self.due_at
 
 
 @dataclass(frozen=True)

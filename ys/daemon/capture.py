@@ -5,7 +5,8 @@ The daemon, not the worker, writes the log, so the cap holds whatever the script
 whatever it starts prints), and a worker killed mid-line loses nothing that reached the pipe.
 Past the cap (YS_LOG_MAX_BYTES, default 10 MiB) the log keeps its head, as it was written, and
 its tail, kept in memory and written when the worker reports its outcome or the delivery ends,
-after a marker line that says how many bytes were dropped between them.
+after a marker line that says how many bytes were dropped between them. When each line came
+is kept beside the log (ys.logtimes), so the log stays exactly what was printed.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import asyncio
 import collections
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+from ys.logtimes import TimesWriter
 
 log = logging.getLogger("ys.capture")
 
@@ -55,7 +59,9 @@ class CappedLog:
         self.head_room = limit - self.tail_room - MARKER_ROOM
         self.head = os.fstat(fd).st_size  # bytes written (a file already there counts)
         self.total = self.head  # bytes received, written or not
-        self._tail: collections.deque[bytes] = collections.deque()
+        self._times = TimesWriter(path)
+        # the tail's chunks with the time each came, written at the seal with those times
+        self._tail: collections.deque[tuple[float, bytes]] = collections.deque()
         self._tail_size = 0
         self._sealed = False
         self._late = 0  # bytes that came after the seal and did not fit
@@ -64,16 +70,17 @@ class CappedLog:
         self.path = path
 
     def write(self, data: bytes) -> None:
+        now = time.time()
         if self._sealed:
             room = max(0, self.limit - self.size - LATE_ROOM)
-            self._write(data[:room])
+            self._write(data[:room], now)
             self._late += max(0, len(data) - room)
             return
         self.total += len(data)
         if not self._tail:
             room = self.head_room - self.head
             if len(data) <= room:
-                self._write(data)
+                self._write(data, now)
                 self.head += len(data)
                 return
             # The head ends at a line's end when this chunk has one before the cap; only a
@@ -81,13 +88,13 @@ class CappedLog:
             cut = data.rfind(b"\n", 0, room) + 1 if room > 0 else 0
             if cut == 0 and not self._ends_line:
                 cut = max(0, room)
-            self._write(data[:cut])
+            self._write(data[:cut], now)
             self.head += cut
             data = data[cut:]
-        self._tail.append(data)
+        self._tail.append((now, data))
         self._tail_size += len(data)
-        while self._tail_size - len(self._tail[0]) >= self.tail_room:
-            self._tail_size -= len(self._tail.popleft())
+        while self._tail_size - len(self._tail[0][1]) >= self.tail_room:
+            self._tail_size -= len(self._tail.popleft()[1])
 
     def seal(self) -> None:
         """Write the tail now (after the marker, if anything was dropped): the log is whole
@@ -96,20 +103,29 @@ class CappedLog:
         if self._sealed:
             return
         self._sealed = True
-        tail = b"".join(self._tail)[-self.tail_room :] if self._tail else b""
+        chunks = list(self._tail)
         self._tail.clear()
+        joined = b"".join(data for _, data in chunks)
+        cut = max(0, len(joined) - self.tail_room)
+        tail = joined[cut:]
         if self.head + len(tail) < self.total:
             start = tail.find(b"\n") + 1  # the tail begins at a line's start, if it has one
             if 0 < start < len(tail):
                 tail = tail[start:]
+                cut += start
             dropped = self.total - self.head - len(tail)
             marker = (
                 f"[ys: {dropped} bytes of output dropped here; the log keeps the first "
                 f"{self.head} and the last {len(tail)} bytes (YS_LOG_MAX_BYTES="
                 f"{self.limit})]\n"
             ).encode()
-            self._write(marker if self._ends_line else b"\n" + marker)
-        self._write(tail)
+            # dated as the first kept line: the times beside the log only grow with it
+            self._write(marker if self._ends_line else b"\n" + marker, _came_at(chunks, cut))
+        at = 0
+        for came, data in chunks:  # each kept part of a chunk with the time it came
+            start, at = max(at, cut), at + len(data)
+            if at > start:
+                self._write(joined[start:at], came)
 
     def close(self) -> None:
         """Seal the log and close the file."""
@@ -117,15 +133,18 @@ class CappedLog:
         if self._late:
             note = f"[ys: {self._late} more bytes of output dropped after the outcome]\n"
             if self.size + len(note) <= self.limit:
-                self._write(note.encode())
+                self._write(note.encode(), time.time())
             self._late = 0
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._times.close()
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, came: float) -> None:
+        """Append `data`, which came at `came` (its time kept beside the log)."""
         if not data or self._fd is None:
             return
+        self._times.note(self.size, came)
         view = memoryview(data)
         try:
             while view:
@@ -137,6 +156,16 @@ class CappedLog:
             return
         self._ends_line = data.endswith(b"\n")
         self.size += len(data)
+
+
+def _came_at(chunks: list[tuple[float, bytes]], offset: int) -> float:
+    """When the byte at `offset` of the chunks joined came (now, past their end)."""
+    at = 0
+    for came, data in chunks:
+        at += len(data)
+        if offset < at:
+            return came
+    return time.time()
 
 
 class LastLine:

@@ -95,9 +95,12 @@ class ExecutionClient(Protocol):
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
-        if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise."""
+        if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise.
+        `due_at` later than the admission time makes the first wake that late (not claimable
+        before it); earlier or None: due at once."""
         ...
 
     async def admit_async(
@@ -112,11 +115,12 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch.
         With `lease_seconds`, a new execution is also claimed in the admission's transaction
         (`Admission.delivery`: its first delivery, to run now; the caller checked that no
-        concurrency limit applies to its workflow)."""
+        concurrency limit applies to its workflow); never one due later (`due_at`)."""
         ...
 
     def request_wake(

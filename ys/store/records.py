@@ -103,7 +103,7 @@ def apply(record: Record | None, event: Event) -> Record:
             outcome=None,
             admitted_at=event.at,
             updated_at=event.at,
-            due_at=event.at,
+            due_at=d.get("due_at", event.at),  # later: `ys trigger --in/--at`
             covered_due_at=None,
             prior_status=None,
             attempts=0,

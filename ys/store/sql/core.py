@@ -51,6 +51,7 @@ class Core(Protocol):
         parent: dict[str, Any] | None,
         at: float,
         tags: dict[str, str] | None,
+        due_at: float | None = None,
     ) -> Any:
         """A new execution's rows prepared for the writer (only where `prepares`)."""
 

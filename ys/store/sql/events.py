@@ -46,7 +46,10 @@ def admission_event(
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
+    due_at: float | None = None,
 ) -> Event:
+    """The first event; `due_at` (only when later than `at`) makes its first wake later
+    (`ys trigger --in/--at`), else it is due at once."""
     data: dict[str, Any] = {
         "execution_id": execution_id,
         "workflow": workflow,
@@ -61,6 +64,8 @@ def admission_event(
         data["tags"] = dict(tags)
     if retry_of is not None:
         data["retry_of"] = retry_of
+    if due_at is not None and due_at > at:
+        data["due_at"] = due_at
     return Event(ADMITTED, at, data)
 
 

@@ -75,9 +75,12 @@ class Executions(LeanWrites):
         parent: dict[str, Any] | None = None,
         now: float | None = None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         return self._writer.write(
-            *self._admission(workflow, params, context, execution_id, if_exists, parent, now, tags)
+            *self._admission(
+                workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
+            )
         )
 
     async def admit_async(
@@ -92,11 +95,12 @@ class Executions(LeanWrites):
         now: float | None = None,
         tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
+        due_at: float | None = None,
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
         fn, inserts, value = self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now, tags
+            workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
         )
         if lease_seconds is None:
             return await self._writer.write_async(fn, inserts, value)
@@ -105,8 +109,8 @@ class Executions(LeanWrites):
 
         def tx(c: Any) -> Admission:
             admission = fn(c)
-            if not admission.started:
-                return admission
+            if not admission.started or (due_at is not None and due_at > t):
+                return admission  # due later: a claim takes it when it is due
             delivery = claims.claim_new(c, admission.execution_id, t, lease, holder, pid)
             return replace(admission, delivery=delivery)
 
@@ -122,6 +126,7 @@ class Executions(LeanWrites):
         parent: dict[str, Any] | None,
         now: float | None,
         tags: dict[str, str] | None = None,
+        due_at: float | None = None,
     ) -> tuple[Callable[[Any], Admission], Any, Admission | None]:
         """An admission checked and prepared: its transaction body and, where the core takes
         them, its rows computed as if the ID were unused (the common case), so that the group
@@ -145,17 +150,27 @@ class Executions(LeanWrites):
         context_json = encode_event_value(context, "context") if context else "{}"
         tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")  # the clock's reading too
+        due = None if due_at is None else check_time(due_at, "due_at (the first wake)")
 
         def tx(c: Any) -> Admission:
             return admit_tx(
-                c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tag_map
+                c,
+                workflow,
+                params_json,
+                context_json,
+                execution_id,
+                if_exists,
+                parent,
+                at,
+                tag_map,
+                due,
             )
 
         if not self._core.prepares:
             return tx, None, None
         new_id = new_execution_id(workflow, at) if execution_id is None else execution_id
         inserts = self._core.admission_rows(
-            new_id, workflow, params_json, context_json, parent, at, tag_map
+            new_id, workflow, params_json, context_json, parent, at, tag_map, due
         )
         return tx, inserts, Admission(new_id, started=True)
 

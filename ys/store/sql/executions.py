@@ -154,13 +154,14 @@ def admit_new(
     at: float,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
+    due_at: float | None = None,
 ) -> bool:
     """Insert a new execution and its `admitted` event; False (nothing written) when the ID
     is taken, also by an admission that commits while this one waits for it. The record
     names the workflow's current script version (ys.store.sql.versions)."""
     sha, _ = current_script(c, workflow)
     event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of
+        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of, due_at
     )
     record, rows, nbytes = project(None, [event])
     if c.execute(INSERT_EXECUTION, new_record_row(record, nbytes)).rowcount != 1:
@@ -184,13 +185,17 @@ def admit_tx(
     parent: dict[str, Any] | None,
     at: float,
     tags: dict[str, str] | None = None,
+    due_at: float | None = None,
 ) -> Admission:
+    """Admit one execution (`due_at` later than `at`: its first wake that late), or decide
+    what a taken ID means (`if_exists`)."""
+    new = (workflow, params_json, context_json, parent, at, tags)
     if execution_id is None:
         while True:  # a taken ID (32 random bits in one millisecond) is drawn again
             candidate = new_execution_id(workflow, at)
-            if admit_new(c, candidate, workflow, params_json, context_json, parent, at, tags):
+            if admit_new(c, candidate, *new, due_at=due_at):
                 return Admission(candidate, started=True)
-    if admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags):
+    if admit_new(c, execution_id, *new, due_at=due_at):
         return Admission(execution_id, started=True)
     row = c.execute(
         "SELECT workflow, params, context, status, tags FROM executions WHERE execution_id=?",
@@ -198,7 +203,16 @@ def admit_tx(
     ).fetchone()
     if row is None:  # pruned between the two statements: admit it after all
         return admit_tx(
-            c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tags
+            c,
+            workflow,
+            params_json,
+            context_json,
+            execution_id,
+            if_exists,
+            parent,
+            at,
+            tags,
+            due_at,
         )
     same = row[0] == workflow and row[1] == params_json and row[2] == context_json
     same = same and tags_text(tags or {}) == row[4]

@@ -31,11 +31,20 @@ def admission_inserts(
     at: float,
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
+    due_at: float | None = None,
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """A new execution's rows, computed outside any transaction: what `admit_tx` writes when
     `execution_id` is unused. The group writer inserts many of these per commit."""
     event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, script_sha256, tags
+        execution_id,
+        workflow,
+        params_json,
+        context_json,
+        parent,
+        at,
+        script_sha256,
+        tags,
+        due_at=due_at,
     )
     record, rows, nbytes = project(None, [event])
     out = [(INSERT_EXECUTION, new_record_row(record, nbytes)), (INSERT_EVENT, rows[0])]

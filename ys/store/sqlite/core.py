@@ -80,12 +80,13 @@ class Core:
         parent: dict[str, Any] | None,
         at: float,
         tags: dict[str, str] | None,
+        due_at: float | None = None,
     ) -> Inserts:
         """A new execution's rows, prepared for the group writer (ys/store/sqlite/admissions.py),
         naming the workflow's script version as last recorded (`scripts`)."""
         sha = self.scripts.get(workflow)
         return admission_inserts(
-            execution_id, workflow, params_json, context_json, parent, at, sha, tags
+            execution_id, workflow, params_json, context_json, parent, at, sha, tags, due_at
         )
 
     def database(self, c: sqlite3.Connection) -> dict[str, Any]:
