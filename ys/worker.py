@@ -64,7 +64,7 @@ def check(path: str) -> int:
         fn = load_script(path)
         opts = getattr(fn, "__ys_workflow__", {}) or {}
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
-        if opts.get("schedule"):
+        if opts.get("schedule") or opts.get("every"):
             schedule = simple
         if "params" in opts:  # a JSON object, checked by the registry as a header's are
             try:

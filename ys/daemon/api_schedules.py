@@ -8,7 +8,7 @@ from aiohttp import web
 
 from ys.daemon import operations, views
 from ys.daemon.api_base import ApiBase, Query, _json
-from ys.daemon.api_requests import Gc, ScheduleAdd
+from ys.daemon.api_requests import Gc, ScheduleAdd, ScheduleSet
 from ys.errors import YsError
 
 
@@ -40,6 +40,15 @@ class ScheduleRoutes(ApiBase):
         )
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)
+
+    async def schedule_set(self, request: web.Request) -> web.Response:
+        req = await ScheduleSet.read(request)
+        s = await operations.set_schedule(self.d, request.match_info["name"], req.changes)
+        return _json(views.schedule(s))
+
+    async def schedule_run(self, request: web.Request) -> web.Response:
+        eid = await operations.run_schedule(self.d, request.match_info["name"])
+        return _json({"execution_id": eid, "started": True}, 201)
 
     async def schedule_remove(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

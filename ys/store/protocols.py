@@ -495,8 +495,11 @@ class ScheduleClient(Protocol):
         source: str = "cli",
         replace: bool = False,
         now: float | None = None,
+        restart: bool = False,
     ) -> dict[str, Any]:
-        """Add a schedule (or, with replace, update one keeping its cursor)."""
+        """Add a schedule (or, with replace, update one keeping its cursor; with restart too,
+        its cursor moves up to now, so the new rule's slots start then). An interval rule
+        (ys.cron.every_rule) is anchored at the schedule's creation."""
         ...
 
     def schedules(self) -> builtins.list[dict[str, Any]]:

@@ -52,10 +52,11 @@ def upsert_tx(
     source: str,
     now: float,
     replace: bool,
+    restart: bool = False,
 ) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute(
-        "SELECT source, cursor FROM schedules WHERE name=%s FOR UPDATE", (name,)
+        "SELECT source, cursor, created_at FROM schedules WHERE name=%s FOR UPDATE", (name,)
     ).fetchone()
     if existing is not None and not replace:
         raise YsError(
@@ -63,6 +64,9 @@ def upsert_tx(
             f"schedule {name!r} already exists; remove it first (ys schedule rm)",
         )
     cursor = existing[1] if existing is not None else now
+    if restart and existing is not None:  # `schedule set`: the new rule's slots start now
+        cursor = max(cursor, now)
+    expr = cron.anchored(expr, existing[2] if existing is not None else now)  # `--every`
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     if nxt is not None:
         check_time(nxt, "the next fire time (the next slot plus jitter)")
@@ -245,6 +249,7 @@ class PgSchedules:
         source: str = "cli",
         replace: bool = False,
         now: float | None = None,
+        restart: bool = False,
     ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         t = self._now(now)
@@ -263,6 +268,7 @@ class PgSchedules:
                 source=source,
                 now=t,
                 replace=replace,
+                restart=restart,
             )
         )
 

@@ -47,15 +47,19 @@ def upsert_tx(
     source: str,
     now: float,
     replace: bool,
+    restart: bool = False,
 ) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
-    existing = c.execute("SELECT source, cursor FROM schedules WHERE name=?", (name,)).fetchone()
+    existing = c.execute("SELECT source, cursor, created_at FROM schedules WHERE name=?", (name,)).fetchone()
     if existing is not None and not replace:
         raise YsError(
             "FAILED_PRECONDITION",
             f"schedule {name!r} already exists; remove it first (ys schedule rm)",
         )
     cursor = existing[1] if existing is not None else now
+    if restart and existing is not None:  # `schedule set`: the new rule's slots start now
+        cursor = max(cursor, now)
+    expr = cron.anchored(expr, existing[2] if existing is not None else now)  # `--every`
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     if nxt is not None:
         check_time(nxt, "the next fire time (the next slot plus jitter)")
@@ -275,6 +279,7 @@ class SqliteSchedules:
         source: str = "cli",
         replace: bool = False,
         now: float | None = None,
+        restart: bool = False,
     ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
@@ -294,6 +299,7 @@ class SqliteSchedules:
                 source=source,
                 now=t,
                 replace=replace,
+                restart=restart,
             )
         )
 
