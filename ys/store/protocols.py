@@ -480,6 +480,15 @@ class ValueClient(Protocol):
 class ScheduleClient(Protocol):
     """Cron schedules: a fire admits `<name>@<slot>` and moves the cursor in one transaction."""
 
+    def workflow_pause(self, workflow: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause (or resume) a workflow: no claim takes its executions while paused (they are
+        still admitted and wait). Returns whether it was paused before."""
+        ...
+
+    def workflow_pauses(self) -> dict[str, float]:
+        """The paused workflows, each with when it was paused."""
+        ...
+
     def schedule_add(
         self,
         name: str,

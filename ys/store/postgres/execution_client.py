@@ -16,6 +16,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument
+from ys.store import sql_sched
 from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
 from ys.store.lean import LeanWrites
 from ys.store.postgres import executions as ex
@@ -26,6 +27,7 @@ from ys.store.postgres.shared import encode_event_value, outcome_event, step_err
 from ys.store.postgres.starts import cancel_tx
 from ys.store.postgres.writer import Writer
 from ys.store.records import Record
+from ys.store.sql_sched import pg
 
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
@@ -84,6 +86,8 @@ class PgExecutions(LeanWrites):
         def tx(c: Any) -> Admission:
             admission = fn(c)
             if not admission.started:
+                return admission
+            if c.execute(pg(sql_sched.IS_PAUSED), (workflow,)).fetchone():  # waits for resume
                 return admission
             delivery = ex.claim_new(c, admission.execution_id, t, lease, holder, pid)
             return replace(admission, delivery=delivery)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
+from ys.store import sql_sched
 from ys.store.base import SLOT_ALL, Admission, ConcurrencyLimit, Delivery, slot_of
 from ys.store.postgres import concurrency
 from ys.store.postgres.shared import RECORD_COLUMNS as RECORD_COLUMNS
@@ -344,7 +345,8 @@ def claim_due_tx(
         rows = c.execute(
             f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= %s "
             "AND lease_token IS NULL AND slot_wait IS NULL "
-            "AND (deadline_at IS NULL OR deadline_at > %s) "
+            + sql_sched.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
+            + "AND (deadline_at IS NULL OR deadline_at > %s) "
             "ORDER BY due_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
             (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
         ).fetchall()

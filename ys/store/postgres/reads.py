@@ -9,6 +9,7 @@ import dataclasses
 import json
 from typing import Any
 
+from ys.store import sql_sched
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import FULL, load, not_found, row_to_record
@@ -206,7 +207,9 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
 def next_due_at(c: Any) -> float | None:
     row = c.execute(
         "SELECT LEAST((SELECT MIN(due_at) FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL AND slot_wait IS NULL), (SELECT MIN(lease_expires_at) "
+        "AND lease_token IS NULL AND slot_wait IS NULL "
+        + sql_sched.SKIP_PAUSED  # a paused workflow's executions are not due for claims
+        + "), (SELECT MIN(lease_expires_at) "
         "FROM executions WHERE lease_token IS NOT NULL), (SELECT MIN(deadline_at) "
         "FROM executions WHERE deadline_at IS NOT NULL))"
     ).fetchone()

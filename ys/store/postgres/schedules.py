@@ -11,10 +11,12 @@ from typing import Any
 from ys import codec, cron
 from ys.contract import check_time, check_workflow_name
 from ys.errors import InvalidArgument, NotFoundError, YsError
+from ys.store import sql_sched
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import admit_new
 from ys.store.postgres.shared import check_schedule, schedule_row, slot_id
 from ys.store.records import TERMINAL
+from ys.store.sql_sched import pg
 
 _COLUMNS = (
     "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
@@ -75,7 +77,7 @@ def upsert_tx(
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
-        "source=excluded.source, next_fire_at=excluded.next_fire_at",
+        "source=excluded.source, next_fire_at=excluded.next_fire_at, cursor=excluded.cursor",
         (
             name,
             workflow,
@@ -274,6 +276,24 @@ class PgSchedules:
 
     def schedules(self) -> list[dict[str, Any]]:
         return self._core.read(list_all)
+
+    def workflow_pause(self, workflow: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause (or resume) a workflow's deliveries; whether it was paused before."""
+        t = self._now(now)
+
+        def tx(c: Any) -> bool:
+            was = c.execute(pg(sql_sched.IS_PAUSED), (workflow,)).fetchone() is not None
+            if paused:
+                c.execute(pg(sql_sched.PAUSE), (workflow, t))
+            else:
+                c.execute(pg(sql_sched.RESUME), (workflow,))
+            return was
+
+        return self._core.write(tx)
+
+    def workflow_pauses(self) -> dict[str, float]:
+        """The paused workflows and when each was paused."""
+        return self._core.read(lambda c: dict(c.execute(sql_sched.PAUSED).fetchall()))
 
     def schedule(self, name: str) -> dict[str, Any]:
         return self._core.read(lambda c: get(c, name))

@@ -389,6 +389,11 @@ MIGRATIONS: list[str] = [
         ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
     ) WHERE o.execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
     """,
+    # 14: workflow pauses, as SQLite's migration 18 (ys/store/sql_sched.py).
+    """
+    CREATE TABLE workflow_pauses (workflow text COLLATE "C" PRIMARY KEY,
+        paused_at double precision NOT NULL);
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:
@@ -415,6 +420,7 @@ TABLES = (
     "scripts",
     "execution_tags",
     "delivery_logs",
+    "workflow_pauses",
 )
 
 

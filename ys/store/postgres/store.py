@@ -105,6 +105,8 @@ class PostgresStore:
         self.schedule_remove = sc.schedule_remove
         self.schedule_pause = sc.schedule_pause
         self.schedule_tick = sc.schedule_tick
+        self.workflow_pause = sc.workflow_pause
+        self.workflow_pauses = sc.workflow_pauses
         self.schedule_slots = sc.schedule_slots
 
         rd = self.read_client = PgReads(core)

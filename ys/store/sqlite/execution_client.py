@@ -26,6 +26,7 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument, LeaseLost, NotFoundError
+from ys.store import sql_sched
 from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
@@ -113,6 +114,8 @@ class SqliteExecutions(LeanWrites):
         def tx(c: sqlite3.Connection) -> Admission:
             admission = fn(c)
             if not admission.started:
+                return admission
+            if c.execute(sql_sched.IS_PAUSED, (workflow,)).fetchone():  # it waits for resume
                 return admission
             return replace(admission, delivery=claim_new(c, admission.execution_id, t, lease))
 

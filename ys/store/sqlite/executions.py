@@ -18,6 +18,7 @@ from typing import Any
 
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument, LeaseLost, NotFoundError
+from ys.store import sql_sched
 from ys.store.base import (
     SLOT_ALL,
     Admission,
@@ -432,7 +433,8 @@ def claim_due_tx(
         rows = c.execute(
             "SELECT execution_id, deadline_at FROM executions WHERE due_at <= ? "
             "AND lease_token IS NULL AND slot_wait IS NULL "
-            "AND (deadline_at IS NULL OR deadline_at > ?) ORDER BY due_at, execution_id LIMIT ?",
+            + sql_sched.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
+            + "AND (deadline_at IS NULL OR deadline_at > ?) ORDER BY due_at, execution_id LIMIT ?",
             (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
         ).fetchall()
         waited = 0

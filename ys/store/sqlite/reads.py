@@ -11,6 +11,7 @@ from typing import Any
 
 from ys.contract import check_execution_id, check_tags, check_time, check_workflow_name
 from ys.errors import InvalidArgument, NotFoundError
+from ys.store import sql_sched
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import (
     check_limit,
@@ -370,7 +371,9 @@ def waits(c: sqlite3.Connection, execution_id: str) -> list[dict[str, Any]]:
 def next_due_at(c: sqlite3.Connection) -> float | None:
     row = c.execute(
         "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL AND slot_wait IS NULL UNION ALL SELECT MIN(lease_expires_at) "
+        "AND lease_token IS NULL AND slot_wait IS NULL "
+        + sql_sched.SKIP_PAUSED  # a paused workflow's executions are not due for claims
+        + "UNION ALL SELECT MIN(lease_expires_at) "
         "FROM executions WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) "
         "FROM executions WHERE deadline_at IS NOT NULL)"
     ).fetchone()

@@ -13,6 +13,7 @@ from ys import codec, cron
 from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
 from ys.crashpoints import crash_point
 from ys.errors import InvalidArgument, NotFoundError, YsError
+from ys.store import sql_sched
 from ys.store.records import TERMINAL
 from ys.store.sqlite.core import Core
 from ys.store.sqlite.executions import admit_tx
@@ -50,7 +51,9 @@ def upsert_tx(
     restart: bool = False,
 ) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
-    existing = c.execute("SELECT source, cursor, created_at FROM schedules WHERE name=?", (name,)).fetchone()
+    existing = c.execute(
+        "SELECT source, cursor, created_at FROM schedules WHERE name=?", (name,)
+    ).fetchone()
     if existing is not None and not replace:
         raise YsError(
             "FAILED_PRECONDITION",
@@ -68,7 +71,7 @@ def upsert_tx(
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
-        "source=excluded.source, next_fire_at=excluded.next_fire_at",
+        "source=excluded.source, next_fire_at=excluded.next_fire_at, cursor=excluded.cursor",
         (
             name,
             workflow,
@@ -305,6 +308,24 @@ class SqliteSchedules:
 
     def schedules(self) -> list[dict[str, Any]]:
         return list_all(self._core.reader())
+
+    def workflow_pause(self, workflow: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause (or resume) a workflow's deliveries; whether it was paused before."""
+        t = self._now(now)
+
+        def tx(c: sqlite3.Connection) -> bool:
+            was = c.execute(sql_sched.IS_PAUSED, (workflow,)).fetchone() is not None
+            if paused:
+                c.execute(sql_sched.PAUSE, (workflow, t))
+            else:
+                c.execute(sql_sched.RESUME, (workflow,))
+            return was
+
+        return self._core.write(tx)
+
+    def workflow_pauses(self) -> dict[str, float]:
+        """The paused workflows and when each was paused."""
+        return dict(self._core.reader().execute(sql_sched.PAUSED).fetchall())
 
     def schedule(self, name: str) -> dict[str, Any]:
         return get(self._core.reader(), name)

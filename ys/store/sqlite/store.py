@@ -106,6 +106,8 @@ class SqliteStore:
         self.schedule_remove = sc.schedule_remove
         self.schedule_pause = sc.schedule_pause
         self.schedule_tick = sc.schedule_tick
+        self.workflow_pause = sc.workflow_pause
+        self.workflow_pauses = sc.workflow_pauses
 
         rd = self.read_client = SqliteReads(core)
         self.get = rd.get
