@@ -678,6 +678,14 @@ class Client:
         result: dict[str, Any] = self._call("GET", "/v1/workflows")
         return result
 
+    def workflow_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a workflow (or resume it, `paused=False`): no new delivery of it starts on any
+        daemon while paused; {"workflow", "paused", "changed"}."""
+        verb = "pause" if paused else "resume"
+        path = f"/v1/workflows/{_seg(name, 'workflow name')}/{verb}"
+        result: dict[str, Any] = self._call("POST", path, {})
+        return result
+
     def version(self) -> dict[str, Any]:
         """The daemon's version, its API version and its store (`ys version`)."""
         result: dict[str, Any] = self._call("GET", "/v1/version")

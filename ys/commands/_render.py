@@ -221,8 +221,12 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 
 def _waiting(r: dict[str, Any]) -> str:
     """`, waiting for a concurrency slot` after the status of an execution a claim passed
-    over (its workflow's `concurrency` limit is reached)."""
-    return f", waiting for {r['waiting_for']}" if r.get("waiting_for") else ""
+    over (its workflow's `concurrency` limit is reached); `, waiting: workflow paused` for
+    one of a paused workflow (`ys workflows pause`)."""
+    why = r.get("waiting_for")
+    if why == "workflow paused":
+        return f", waiting: {why}"
+    return f", waiting for {why}" if why else ""
 
 
 def record_rows(g: Table, r: dict[str, Any]) -> None:

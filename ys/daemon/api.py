@@ -48,6 +48,8 @@ log = logging.getLogger("ys.api")
 # `waiting_for` of a due execution a claim passed over: its workflow's concurrency limit is
 # reached (for its value of the limit's key); it runs when a slot frees
 WAITING_FOR_SLOT = "a concurrency slot"
+# ... or its workflow is paused (`ys workflows pause`): no claim takes it until resumed
+WAITING_PAUSED = "workflow paused"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -113,6 +115,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get("/v1/version", self.version),
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
+            web.post("/v1/workflows/{name}/pause", self.workflow_pause),
+            web.post("/v1/workflows/{name}/resume", self.workflow_resume),
             web.get("/v1/metrics", self.metrics),
             web.get("/v1/events", self.events),
             web.post("/v1/executions", self.trigger),
@@ -188,10 +192,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def workflows(self, request: web.Request) -> web.Response:
         stale = await self.call(self.d.store.stale_scripts)
+        pauses = await self.call(self.d.store.workflow_pauses)
         return _json(
             {
                 "workflows": [
-                    w.to_json() | {"older_live": stale.get(w.name, 0)}
+                    w.to_json() | {"older_live": stale.get(w.name, 0), "paused": w.name in pauses}
                     for w in self.d.registry.listing()
                 ]
             }
@@ -286,7 +291,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         if holder is not None:
             out["lease_holder"] = holder
         if slots and r.execution_id in slots:
-            out["waiting_for"] = WAITING_FOR_SLOT
+            out["waiting_for"] = slots[r.execution_id]
         return out
 
     async def _slot_waits(self, records: Sequence[Any]) -> dict[str, str]:
@@ -299,7 +304,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if not ids:
             return {}
-        return dict(await self.call(self.d.store.slot_waits, ids))
+        waits = {i: WAITING_FOR_SLOT for i in await self.call(self.d.store.slot_waits, ids)}
+        pauses = await self.call(self.d.store.workflow_pauses)
+        held = {r.execution_id: WAITING_PAUSED for r in records if r.workflow in pauses}
+        return {i: held.get(i) or waits[i] for i in ids if i in held or i in waits}
 
     def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
         """Who runs a running execution: this daemon's worker ("pid N"; on a shared database
@@ -386,6 +394,9 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
             out["waiting_for"] = WAITING_FOR_SLOT
+        paused = await self._slot_waits([d.record])
+        if paused.get(d.record.execution_id) == WAITING_PAUSED:
+            out["waiting_for"] = WAITING_PAUSED
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:

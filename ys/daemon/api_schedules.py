@@ -1,4 +1,5 @@
-"""The schedule routes (/v1/schedules) and housekeeping (/v1/gc)."""
+"""The schedule routes (/v1/schedules), workflow pauses (/v1/workflows/W/pause) and
+housekeeping (/v1/gc)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,12 @@ class ScheduleRoutes(ApiBase):
                 "it again",
             ) from None
         return _json({"fire_times": [views.iso(t) for t in times], "paused": False})
+
+    async def workflow_pause(self, request: web.Request) -> web.Response:
+        return _json(await operations.pause_workflow(self.d, request.match_info["name"], True))
+
+    async def workflow_resume(self, request: web.Request) -> web.Response:
+        return _json(await operations.pause_workflow(self.d, request.match_info["name"], False))
 
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)

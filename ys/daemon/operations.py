@@ -154,3 +154,15 @@ async def run_schedule(d: DaemonParts, name: str) -> str:
     d.metrics.admissions.labels("schedule").inc()
     d.dispatcher.poke()
     return str(result.execution_id)
+
+
+async def pause_workflow(d: DaemonParts, name: str, paused: bool) -> dict[str, Any]:
+    """Pause or resume a workflow's deliveries, in the store, so every daemon on it honours it
+    (its executions are still admitted and wait; running deliveries finish). Resuming makes
+    the waiting ones due again: the dispatcher is told. {"workflow", "paused", "changed"}."""
+    if paused or name not in await d.hub.call(d.store.workflow_pauses):
+        await known_workflow(d, name)
+    was: bool = await d.hub.call(d.store.workflow_pause, name, paused)
+    if not paused:
+        d.dispatcher.poke()
+    return {"workflow": name, "paused": paused, "changed": was != paused}

@@ -1,0 +1,48 @@
+"""`ys workflows pause W` held in the shared PostgreSQL database (docs/design.md §8): paused
+from one box, no box delivers W; resumed from the other, it runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support import DaemonHandle, make_home, wait_until
+
+HELLO = """
+import ys
+
+@ys.workflow
+def main(step, params):
+    return "hi"
+"""
+
+
+def home_on(root: Path, url: str, name: str) -> DaemonHandle:
+    (root / name).mkdir()
+    h = make_home(root / name, YS_DATABASE=url)
+    h.write("hello.py", HELLO)
+    return h
+
+
+def test_a_pause_from_one_box_holds_every_box(tmp_path, pg_url):
+    a = home_on(tmp_path, pg_url, "a")
+    b = home_on(tmp_path, pg_url, "b")
+    with a, b:
+        a.start()
+        b.start()
+        assert a.ys("workflows", "pause", "hello").returncode == 0
+        listed = json.loads(b.ys("workflows", "--json").stdout)["workflows"]
+        assert next(w for w in listed if w["name"] == "hello")["paused"] is True
+        ids = [b.ys("trigger", "hello", "--id", f"p{i}").stdout.strip() for i in range(4)]
+        ps = json.loads(a.ys("ps", "--json").stdout)["executions"]
+        assert {r["execution_id"] for r in ps} == set(ids)
+        assert all(r["waiting_for"] == "workflow paused" for r in ps)
+        assert b.ys("workflows", "resume", "hello").returncode == 0
+
+        def finished() -> bool:
+            with a.client() as c:
+                return all(c.get(i)["status"] == "completed" for i in ids)
+
+        wait_until(finished, timeout=30, message="the held executions to run once resumed")
+        with a.client() as c:
+            assert all(c.get(i)["attempts"] == 1 for i in ids)
