@@ -106,7 +106,10 @@ def view(
         due.add_row(
             cut(r["execution_id"], 48),
             r["workflow"],
-            Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
+            Text(
+                r["status"] + (", waiting: workflow paused" if r.get("waiting_for") else ""),
+                style=STATUS_STYLE.get(r["status"], ""),
+            ),
             _until(r["due_at"], t),
         )
     waiting = table(f"Waiting ({len(o['waiting'])})", "EXECUTION", "WORKFLOW", "WAITS ON")

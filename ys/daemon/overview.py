@@ -74,7 +74,7 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
         },
         "counts": {s: store.count_status(s) for s in ("running", "admitted", "suspended")},
         "running": _running(d, store.running(100)),
-        "due": [views.record(r) for r in store.due(LIST)],
+        "due": _due(store.due(LIST), store.workflow_pauses()),
         "waiting": _waiting(d, store.list(statuses=["suspended"], limit=LIST).items),
         "failures": [views.record(r) for r in store.failed_since(t - FAILURE_WINDOW, LIST)],
         "slots": [
@@ -84,3 +84,14 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
             )
         ],
     }
+
+
+def _due(records: list[Any], pauses: dict[str, float]) -> list[dict[str, Any]]:
+    """Due executions; one of a paused workflow (`ys workflows pause`) says it waits for that."""
+    out = []
+    for r in records:
+        v = views.record(r)
+        if r.workflow in pauses:
+            v["waiting_for"] = "workflow paused"
+        out.append(v)
+    return out
