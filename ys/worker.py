@@ -78,7 +78,17 @@ def check(path: str) -> int:
         options = {
             k: simple.get(k, repr(v))
             for k, v in opts.items()
-            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
+            if k
+            not in (
+                "schedule",
+                "every",
+                "tz",
+                "catch_up",
+                "overlap",
+                "max_late",
+                "jitter",
+                "params",
+            )
         }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"

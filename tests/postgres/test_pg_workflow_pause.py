@@ -46,3 +46,34 @@ def test_a_pause_from_one_box_holds_every_box(tmp_path, pg_url):
         wait_until(finished, timeout=30, message="the held executions to run once resumed")
         with a.client() as c:
             assert all(c.get(i)["attempts"] == 1 for i in ids)
+
+
+EVERY = """
+import ys
+
+@ys.workflow(every="1s", tz="UTC")
+def main(step, params):
+    return "tick"
+"""
+
+
+def test_an_interval_slot_is_one_execution_across_daemons(tmp_path, pg_url):
+    a = home_on(tmp_path, pg_url, "a")
+    b = home_on(tmp_path, pg_url, "b")
+    with a, b:
+        for h in (a, b):
+            h.write("pulse.py", EVERY)
+        a.start()
+        b.start()
+
+        def fired() -> list[dict] | None:
+            with a.client() as c:
+                items = c.list(limit=1000)["executions"]
+            done = [r for r in items if r["execution_id"].startswith("pulse@")]
+            return done if sum(r["status"] == "completed" for r in done) >= 4 else None
+
+        done = wait_until(fired, timeout=30, message="four interval fires")
+        assert all(r["attempts"] <= 1 for r in done)
+        assert all(r["context"]["schedule"] == "pulse" for r in done)
+        listed = json.loads(b.ys("schedule", "list", "--json").stdout)["schedules"]
+        assert [(s["name"], s["every"], s["cron"]) for s in listed] == [("pulse", 1, None)]
