@@ -30,11 +30,41 @@ from urllib.parse import quote
 EXIT_RETRY = 75  # EX_TEMPFAIL
 
 
-def load_script(path: str) -> Any:
-    """Import a workflow script by path and return its workflow function (or raise)."""
+def load_script(path: str, sha256: str | None = None, copy: str | None = None) -> Any:
+    """Import a workflow script by path and return its workflow function (or raise). With
+    `sha256`, the version its delivery recorded: the file is read once and its bytes run only
+    if they are that version (an edit since the claim is not run under the claim's hash),
+    else the version's kept copy at `copy` runs, still under the name `path`."""
     from ys.codecache import compiled
 
-    return _run_module(path, lambda: compiled(path))
+    try:
+        source: bytes | None = _read(path)
+    except OSError:
+        if sha256 is None:
+            raise
+        source = None  # removed since the claim: the version it recorded is kept
+    if sha256 is not None and (source is None or _sha256(source) != sha256):
+        if copy is None:
+            raise ImportError(f"{path} is no longer version {sha256[:12]} and none is kept")
+        try:
+            source = _read(copy)
+        except OSError as exc:
+            raise ImportError(f"version {sha256[:12]} of {path} is not kept: {exc}") from None
+        if _sha256(source) != sha256:
+            raise ImportError(f"the kept copy of version {sha256[:12]} of {path} is damaged")
+    assert source is not None
+    return _run_module(path, lambda: compiled(path, source))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _run_module(path: str, code: Any) -> Any:
@@ -497,7 +527,7 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
     )
     params = codec.decode(launch["params"])
     try:
-        fn = load_script(launch["script"])
+        fn = load_script(launch["script"], launch.get("sha256"), launch.get("copy"))
         outcome = run_workflow(fn, step, params)
     except InfrastructureFailure as exc:
         sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")

@@ -3,7 +3,7 @@ them, and pausing one's deliveries."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,7 +33,8 @@ def workflows(ctx: typer.Context, json_: Json = False) -> None:
     load error.
 
     A script that fails to load is listed with its error; its executions wait until it is
-    fixed. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
+    fixed; a warning there (a failure handler that names no workflow) does not stop it
+    running. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
     finished that were admitted under an older version (pinned ones keep running it).
     """
     if ctx.invoked_subcommand is not None:
@@ -53,7 +54,11 @@ def workflows(ctx: typer.Context, json_: Json = False) -> None:
         return
     t = _render.table("NAME", "KIND", "VERSION", "OLDER", "SCHEDULE", "STATE", "PATH", "ERROR")
     for w in items:
-        error = _render.Text(_render.cut(w.get("error") or "", 100), style="red")
+        if w.get("error"):
+            error = _render.Text(_render.cut(w["error"], 100), style="red")
+        else:
+            warned = f"warning: {w['warning']}" if w.get("warning") else ""
+            error = _render.Text(_render.cut(warned, 100), style="yellow")
         version = (w.get("sha256") or "-")[:12] + (" pin" if w.get("pin") else "")
         _render.add_row(
             t,
@@ -61,7 +66,7 @@ def workflows(ctx: typer.Context, json_: Json = False) -> None:
             w.get("kind") or "",
             version,
             str(w.get("older_live") or 0),
-            _render.compact(w.get("schedule") or "-", 40),
+            _schedule(w.get("schedule")),
             _render.Text("paused", style="yellow") if w.get("paused") else "-",
             w.get("path") or "",
             error,
@@ -96,6 +101,15 @@ def _set(name: str, paused: bool, json_: bool) -> None:
     _render.note(
         f"{verb} workflow {name}" if result["changed"] else f"workflow {name} was already {verb}"
     )
+
+
+def _schedule(declared: dict[str, Any] | None) -> str:
+    """The declared schedule as people write it: its expression, and its zone when not local."""
+    if not declared or not (declared.get("schedule") or declared.get("every")):
+        return "-"
+    tz = declared.get("tz")
+    rule = declared.get("schedule") or f"every {declared['every']}"  # `every="15m"`
+    return str(rule) + (f" {tz}" if tz and tz != "local" else "")
 
 
 def register(app: typer.Typer) -> None:

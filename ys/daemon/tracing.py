@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ys import tracing
-from ys.store.protocols import Store
-from ys.store.records import TERMINAL, Event, Record
+from ys.store.protocols import TERMINAL, Event, Record, Store
 
 log = logging.getLogger("ys.daemon")
 

@@ -603,6 +603,11 @@ class ReadClient(Protocol):
         slot group (`base.slot_of`)."""
         ...
 
+    def script_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        """Which of these executions wait for their workflow's script (a delivery found it
+        broken or missing, and nothing happened since), each with why, as that release said."""
+        ...
+
 
 class OverviewClient(Protocol):
     """The dashboard's reads (`ys ui`, `ys top`): each one bounded, whatever the database's
