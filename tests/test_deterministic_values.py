@@ -43,11 +43,16 @@ def test_a_replay_asking_for_new_keys_while_recorded_ones_were_not_reached_warns
         return "done"
 
     with WorkflowTest({"w": main}, start=T0) as t:
-        t.run_until_terminal(t.trigger("w"))
+        eid = t.trigger("w")
+        t.run_until_terminal(eid)
+        ended = [e for e in t.history(eid) if e["kind"] in ("suspended", "completed")]
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if "non-deterministic" in line]
     assert len(warnings) == 1, err  # once per delivery: the second delivery only
     assert "fetch-" in warnings[0] and "step.uuid()" in warnings[0]
+    # recorded with the delivery's outcome, as the daemon records it (`describe` shows it)
+    assert ["warnings" in e["data"] for e in ended] == [False, True]
+    assert "ys: warning: " + ended[1]["data"]["warnings"][0] == warnings[0]
 
 
 def test_a_deterministic_replay_does_not_warn(capsys):

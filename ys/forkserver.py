@@ -37,6 +37,7 @@ import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
 import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
 import ys.worker
+from ys import runenv
 from ys.paths import WORKFLOW_UMASK
 
 WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker)
@@ -99,6 +100,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         os.chdir(start.pop("cwd"))
         os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
         os.environ.update(start.pop("env"))
+        runenv.apply_limits(start.pop("nice", None), start.pop("memory_max", None))
         sys.argv = ["ys.worker"]
         code = ys.worker.deliver(channel, start, heartbeat)
     except SystemExit as exc:

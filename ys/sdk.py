@@ -12,9 +12,9 @@ import datetime as dt
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, cast
 
-from ys import codec, tracing
+from ys import codec, runenv, tracing
 from ys._steps.children import ChildSteps
 from ys._steps.effects import EffectSteps
 from ys._steps.times import checked_wake, wake_after, wake_time
@@ -268,6 +268,8 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._recorded = tuple(steps)  # the keys recorded before this delivery, in order
         self._drift_warned = not whole_run
         self._auto: dict[str, int] = {}  # step.now/uuid/random calls without a key, by kind
+        # What this delivery warned of, recorded with its outcome (`describe` shows them).
+        self.warnings: list[str] = []
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -300,12 +302,14 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             return
         self._drift_warned = True
         shown = ", ".join(repr(k) for k in unreached[:3]) + (", ..." if len(unreached) > 3 else "")
-        sys.stderr.write(
-            f"ys: warning: step {key!r} is new in this replay, but recorded steps ({shown}) "
+        said = (
+            f"step {key!r} is new in this replay, but recorded steps ({shown}) "
             "were not reached: a non-deterministic step key (a uuid, a time, a random "
             "number) runs its step again on every delivery; make keys from params or from "
-            "step.uuid(), step.now(), step.random(), which are recorded once\n"
+            "step.uuid(), step.now(), step.random(), which are recorded once"
         )
+        self.warnings.append(said)
+        sys.stderr.write(f"ys: warning: {said}\n")
 
     # -- recorded values: the same on every replay --------------------------------------------
 
@@ -371,7 +375,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         if suspend is None:  # save the step, then report the suspension (ys.testing, ys step)
             self._save(key, kind, "waiting", value, attempts, wake_at)
         else:  # both at once (a worker's channel: one transaction, no wait between)
-            self._infra(suspend, key, kind, value, attempts, wake_at)
+            self._infra(suspend, key, kind, value, attempts, wake_at, self.warnings)
             self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
         self._stop(key)
 
@@ -530,9 +534,9 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     """The function marked @ys.workflow, or failing that, one named `main`."""
     for value in namespace.values():
         if callable(value) and hasattr(value, "__ys_workflow__"):
-            return value
+            return cast("Callable[..., Any]", value)
     main = namespace.get("main")
-    return main if callable(main) else None
+    return cast("Callable[..., Any]", main) if callable(main) else None
 
 
 def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
@@ -549,7 +553,9 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
             "the suspension (a bare `except:` or `except BaseException`) and went on; the "
             "delivery ends suspended all the same\n"
         )
-        return {"status": "suspended"}
+        outcome = {"status": "suspended"}
+    if step.warnings:
+        outcome["warnings"] = list(step.warnings)
     return outcome
 
 
@@ -610,6 +616,11 @@ def error_json(exc: BaseException) -> dict[str, Any]:
     """A failed outcome's error: name, message (cut so that it can always be saved), code."""
     message = codec.clip(exc.message if isinstance(exc, YsError) else str(exc))
     out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
+    if isinstance(exc, MemoryError) and runenv.memory_limited():
+        # past the workflow's memory_max: a deterministic failure, as systemd's oom-kill
+        # result (docs/workflows.md "Run environment")
+        out["name"] = runenv.MEMORY_LIMIT_ERROR
+        out["message"] = codec.clip(f"past its memory_max ({message or 'MemoryError'})")
     code = getattr(exc, "code", None)
     if isinstance(code, str):
         out["code"] = code

@@ -270,7 +270,13 @@ class ChannelBackend:
         )
 
     def suspend(
-        self, key: str, kind: str, value: str | None, attempts: int, wake_at: float
+        self,
+        key: str,
+        kind: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float,
+        warnings: list[str] | None = None,
     ) -> None:
         """Record a waiting step and end the delivery `suspended`, both at once, pipelined:
         the workflow unwinds while the daemon commits them in one transaction, and `deliver`
@@ -286,6 +292,7 @@ class ChannelBackend:
                 "value": value,
                 "attempts": attempts,
                 "wake_at": wake_at,
+                **({"warnings": warnings} if warnings else {}),
             }
         )
         self.suspended = True

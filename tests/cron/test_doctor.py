@@ -22,6 +22,7 @@ NAMES = {
     "schema",
     "histories",
     "time zone",
+    "memory limit",
     "environment",
     "tracing",
     "ys for scripts",

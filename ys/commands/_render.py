@@ -18,9 +18,10 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as Text  # re-exported: commands build cells with it
 
-from ys.durations import format_duration, relative
+from ys.durations import format_duration
+from ys.durations import relative as relative  # re-exported for the commands
 
 STATUS_STYLE = {
     "admitted": "blue",

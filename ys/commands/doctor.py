@@ -392,6 +392,16 @@ def check_timezone() -> Check:
     return passed("time zone", f"{name} (schedules without --tz use it)")
 
 
+def check_memory_limit() -> Check:
+    from ys.runenv import memory_mechanism
+
+    offered = memory_mechanism()
+    note = (
+        "; cgroup v2 with its memory controller is writable here" if offered != "RLIMIT_AS" else ""
+    )
+    return passed("memory limit", f"memory_max is RLIMIT_AS per process{note}")
+
+
 def check_environment() -> Check:
     names = sorted(k for k in os.environ if k.startswith("YS_"))
     unknown = [k for k in names if k not in KNOWN_ENV]
@@ -474,6 +484,7 @@ def checks() -> list[Check]:
         check_daemon(paths, database),
         *stored,
         check_timezone(),
+        check_memory_limit(),
         check_environment(),
         check_tracing(settings.otel if settings is not None else None),
         check_path(),

@@ -33,6 +33,9 @@ script's last line on stdout is its result), its working directory is the workfl
 its umask is 022, as under cron (new files are -rw-r--r--; the option `# ys: umask=077` makes
 them private), whatever the daemon's own (0077: its database, socket and logs stay private).
 It runs in a process group of its own, killed whole at a timeout or `ys cancel --now`.
+The options cwd, env_file, nice and memory_max change its folder, add variables, lower its
+priority and limit its memory (`# ys: cwd=/srv env_file=/etc/default/backup nice=10
+memory_max=256M`; README "What environment a workflow gets").
 """
 
 step_app = typer.Typer(

@@ -37,6 +37,7 @@ from ys.daemon.versions import copy_path
 from ys.errors import DaemonUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
+from ys.runenv import MEMORY_LIMIT_ERROR
 from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
 
 if TYPE_CHECKING:
@@ -267,6 +268,7 @@ class Dispatcher(Limits):
                 wf = kept
             wf = self._version(d, wf)
             r.max_attempts = wf.max_attempts
+            r.memory_max = wf.options.memory_max
             code = await self._run(r, wf)
             if code == -signal.SIGKILL and time.time() + margin(self.lease_seconds) >= (
                 r.lease_expires_at
@@ -605,6 +607,8 @@ class Dispatcher(Limits):
         elif self._stopping and not r.start_error:
             detail, reason = "the daemon stopped; the worker was killed", "daemon_stopped"
         tail = _tail(r.log_path)
+        if reason == "worker_failed" and r.memory_max and _out_of_memory(code, tail):
+            detail = f"{MEMORY_LIMIT_ERROR}: past its memory_max ({r.memory_max} bytes); {detail}"
         if tail:
             detail += f"; last output: {tail}"
         log.warning("%s attempt %d: %s", d.execution_id, d.attempt, detail)
@@ -810,6 +814,13 @@ def _close_lifeline(r: Running) -> None:
         with contextlib.suppress(OSError):
             os.close(r.lifeline)
         r.lifeline = None
+
+
+def _out_of_memory(code: int | None, tail: str) -> bool:
+    """Whether a worker under a memory_max died of it: a failed allocation's words in its
+    output, or the signals an allocation failure ends a process with."""
+    words = ("MemoryError", "Cannot allocate memory", "out of memory", "std::bad_alloc")
+    return code in (-signal.SIGABRT, -signal.SIGSEGV) or any(w in tail for w in words)
 
 
 def _tail(path: Any, limit: int = 400) -> str:

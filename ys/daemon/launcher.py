@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import logging
 import math
@@ -23,10 +24,12 @@ import signal
 import socket
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ys import runenv
 from ys.daemon.registry import Workflow
 from ys.paths import WORKFLOW_UMASK
 
@@ -79,7 +82,20 @@ def _launch_line(start: dict[str, Any]) -> bytes:
 
 
 def _cwd(workflow: Workflow) -> str:
-    return workflow.folder or str(Path(workflow.path).parent)
+    """The `cwd` option, else the workflows folder."""
+    return workflow.options.cwd or workflow.folder or str(Path(workflow.path).parent)
+
+
+def _run_env(workflow: Workflow, env: dict[str, str]) -> dict[str, str]:
+    """The delivery's variables over its `env_file`'s, read now (an unreadable one fails the
+    start: OSError)."""
+    if workflow.options.env_file is None:
+        return env
+    return {**runenv.read_env_file(workflow.options.env_file), **env}
+
+
+def _limits(workflow: Workflow) -> dict[str, Any]:
+    return {"nice": workflow.options.nice, "memory_max": workflow.options.memory_max}
 
 
 # A shell script starts with its guard (ys.guard) beside it, in its session: /bin/sh starts
@@ -95,6 +111,14 @@ def _umask(workflow: Workflow) -> int:
     return WORKFLOW_UMASK if workflow.options.umask is None else workflow.options.umask
 
 
+def _preexec(workflow: Workflow) -> Callable[[], None] | None:
+    """Its nice value and memory limit, set in the child before its exec."""
+    limits = _limits(workflow)
+    if not any(v is not None for v in limits.values()):
+        return None
+    return functools.partial(runenv.apply_limits, **limits)
+
+
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
@@ -107,7 +131,7 @@ class SpawnLauncher:
         lease_until: float = math.inf,
     ) -> Worker:
         shell = workflow.kind != "python"
-        env = {**os.environ, **env}
+        env = {**os.environ, **_run_env(workflow, env)}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
         stdin: int = asyncio.subprocess.DEVNULL
@@ -140,6 +164,7 @@ class SpawnLauncher:
                 start_new_session=True,
                 pass_fds=pass_fds,
                 umask=_umask(workflow),
+                preexec_fn=_preexec(workflow),
             )
         except BaseException:
             for fd in {*output, *stdout, *(lifeline or ())}:
@@ -393,7 +418,15 @@ class WarmLauncher:
             return await self.spawn.launch(workflow, env, log_path, start, lease_until)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
-        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow), "umask": _umask(workflow)})
+        line = _launch_line(
+            {
+                **start,
+                "env": _run_env(workflow, env),
+                "cwd": _cwd(workflow),
+                "umask": _umask(workflow),
+                **_limits(workflow),
+            }
+        )
         while True:
             spare = await self._take()
             if spare is None:

@@ -86,6 +86,10 @@ class Workflow:
             "max_attempts": self.options.max_attempts,
             "concurrency": self.options.concurrency,
             "key": self.options.key,
+            "cwd": self.options.cwd,
+            "env_file": self.options.env_file,
+            "nice": self.options.nice,
+            "memory_max": self.options.memory_max,
         }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ys import runenv
 from ys.paths import WORKFLOW_UMASK
 
 HEADER = "# ys:"
@@ -27,7 +28,19 @@ FLAGS = ("pin",)  # header options written without a value
 
 
 # What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
-OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin", "umask")
+OPTIONS = (
+    "timeout",
+    "max_attempts",
+    "concurrency",
+    "key",
+    "on_failure",
+    "pin",
+    "umask",
+    "cwd",
+    "env_file",
+    "nice",
+    "memory_max",
+)
 SCHEDULE_KEYS = ("schedule", "every", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
@@ -43,6 +56,10 @@ class WorkflowOptions:
     on_failure: str | None = None
     pin: bool = False
     umask: int | None = None  # the worker's; None: WORKFLOW_UMASK (022)
+    cwd: str | None = None  # the worker's working directory; None: the workflows folder
+    env_file: str | None = None  # NAME=value lines read at each delivery (ys.runenv)
+    nice: int | None = None  # 0-19
+    memory_max: int | None = None  # bytes: the worker's RLIMIT_AS (ys.runenv)
 
 
 def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -90,7 +107,15 @@ def parse_options(options: dict[str, Any]) -> WorkflowOptions:
         on_failure=handler,
         pin=is_pinned(options),
         umask=_umask(options.get("umask")),
+        cwd=_given(options.get("cwd"), runenv.check_cwd),
+        env_file=_given(options.get("env_file"), runenv.check_env_file),
+        nice=_given(options.get("nice"), runenv.parse_nice),
+        memory_max=_given(options.get("memory_max"), runenv.parse_size),
     )
+
+
+def _given(v: Any, check: Any) -> Any:
+    return None if v is None else check(v)
 
 
 def _umask(v: Any) -> int | None:

@@ -327,6 +327,7 @@ class ExecutionClient(Protocol):
         value: str | None,
         attempts: int = 1,
         wake_at: float | None = None,
+        warnings: Any = None,
     ) -> None:
         """A waiting step's save and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once

@@ -64,8 +64,27 @@ def admission_event(
     return Event(ADMITTED, at, data)
 
 
+MAX_WARNINGS = 10
+MAX_WARNING_CHARS = 2000
+
+
 def outcome_event(outcome: dict[str, Any], at: float) -> Event:
-    """Validate a WorkflowRunOutcome and turn it into the event that records it."""
+    """Validate a WorkflowRunOutcome and turn it into the event that records it. What the
+    delivery warned of (`warnings`: text, at most MAX_WARNINGS kept) rides on that event for
+    `describe`; replay ignores it (docs/design.md, "Warnings of a delivery")."""
+    event = _outcome_event(outcome, at)
+    warnings = outcome.get("warnings")
+    if warnings is not None:
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise InvalidArgument("INVALID_ARGUMENT", "outcome.warnings must be a list of text")
+        if warnings:
+            event.data["warnings"] = [
+                codec.clip(w, MAX_WARNING_CHARS) for w in warnings[:MAX_WARNINGS]
+            ]
+    return event
+
+
+def _outcome_event(outcome: dict[str, Any], at: float) -> Event:
     status = outcome.get("status")
     if status == "suspended":
         return Event(SUSPENDED, at, {})

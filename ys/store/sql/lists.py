@@ -153,6 +153,8 @@ def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
             )
             if e.kind == "released" and e.data.get("detail"):
                 current["detail"] = e.data["detail"]
+            if e.data.get("warnings"):
+                current["warnings"] = e.data["warnings"]
             current = None
     return out
 

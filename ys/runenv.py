@@ -1,0 +1,118 @@
+"""A workflow's run environment options (docs/workflows.md "Run environment"): `cwd`,
+`env_file`, `nice`, `memory_max`. Parsed here for the registry's load check, applied here in
+the worker's process before it runs anything (a spawned child's preexec, a forked spare).
+
+The memory limit is RLIMIT_AS per process (a failed allocation: MemoryError in Python, an
+error or a death elsewhere). Where cgroup v2 is delegated to this user, `memory_mechanism`
+says so (`ys doctor`); `oom_kills` reads a scope's `memory.events`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+from pathlib import Path
+
+MEMORY_LIMIT_ERROR = "MemoryLimitExceeded"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_size(v: object) -> int:
+    """`512M`, `1G`, `65536` (bytes; K, M, G, T are powers of 1024, as systemd's MemoryMax=);
+    ValueError otherwise."""
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v
+    m = _SIZE.match(v) if isinstance(v, str) else None
+    if m is None or int(m.group(1)) == 0:
+        raise ValueError(f"bad memory_max: {v!r} must be a size such as 512M or 2G")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def parse_nice(v: object) -> int:
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 19:
+        raise ValueError(f"bad nice: {v!r} must be a whole number from 0 to 19")
+    return v
+
+
+def check_cwd(v: object) -> str:
+    if not isinstance(v, str) or not os.path.isabs(v) or not os.path.isdir(v):
+        raise ValueError(f"bad cwd: {v!r} must be the absolute path of an existing folder")
+    return v
+
+
+def check_env_file(v: object) -> str:
+    if not isinstance(v, str) or not os.path.isabs(v):
+        raise ValueError(f"bad env_file: {v!r} must be an absolute path")
+    try:
+        read_env_file(v)
+    except OSError as exc:
+        raise ValueError(f"bad env_file: {v}: {exc.strerror or exc}") from None
+    return v
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """systemd's EnvironmentFile= syntax, its common part: `NAME=value` lines, blank lines and
+    lines starting with # or ; skipped, an optional `export ` before the name, a value in
+    single or double quotes taken without them (no escapes, no $ expansion, no line
+    continuations). A line without `=` or with a bad name is skipped, as systemd does."""
+    env: dict[str, str] = {}
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line[0] in "#;" or "=" not in line:
+                continue
+            name, value = line.split("=", 1)
+            name = name.strip().removeprefix("export ").strip()
+            if not _NAME.match(name):
+                continue
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            env[name] = value
+    return env
+
+
+def apply_limits(nice: int | None, memory_max: int | None) -> None:
+    """In the worker's process, before it runs anything: its nice value and its RLIMIT_AS
+    (inherited by everything it starts)."""
+    if nice:
+        os.nice(nice)
+    if memory_max is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_max, memory_max))
+
+
+def memory_limited() -> bool:
+    """Whether this process runs under a memory_max (its RLIMIT_AS is set)."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
+def memory_mechanism(root: Path = CGROUP_ROOT) -> str:
+    """What limits a worker's memory on this box: "cgroup v2" when the unified hierarchy is
+    mounted at `root` with the memory controller and writable by this user, else
+    "RLIMIT_AS"."""
+    controllers = root / "cgroup.controllers"
+    try:
+        offered = controllers.read_text().split()
+    except OSError:
+        return "RLIMIT_AS"
+    if "memory" in offered and os.access(root, os.W_OK):
+        return "cgroup v2"
+    return "RLIMIT_AS"
+
+
+def oom_kills(scope: Path) -> int:
+    """The `oom_kill` count of a cgroup v2 scope's memory.events (0 when unreadable)."""
+    try:
+        for line in (scope / "memory.events").read_text().splitlines():
+            key, _, n = line.partition(" ")
+            if key == "oom_kill":
+                return int(n)
+    except (OSError, ValueError):
+        pass
+    return 0
