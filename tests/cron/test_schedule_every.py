@@ -83,7 +83,11 @@ def test_set_refuses_unknown_declared_and_bad_input(daemon):
     assert daemon.ys("schedule", "set", "nosuch", "--every", "1m").returncode == 4
     wait_until(lambda: listed(daemon).get("tick"), timeout=10, message="tick declared")
     declared = daemon.ys("schedule", "set", "tick", "--every", "1m")
-    assert declared.returncode == 3 and "script" in declared.stderr
+    assert declared.returncode == 3
+    assert declared.stderr.strip() == (
+        "FAILED_PRECONDITION: schedule tick is declared by its script; change the declaration there"
+    )
+    assert listed(daemon)["tick"]["every"] == 2  # unchanged
     assert daemon.ys("schedule", "add", "keep", "hello", "--cron", "0 3 * * *").returncode == 0
     both = daemon.ys("schedule", "set", "keep", "--every", "1m", "--cron", "0 1 * * *")
     assert both.returncode == 2

@@ -29,7 +29,7 @@ def test_a_paused_workflow_admits_and_waits_until_resumed(home):
     assert "waiting: workflow paused" in h.ys("describe", "held").stdout
     due = out_json(h.ys("top", "--json"))["due"]
     assert next(r for r in due if r["execution_id"] == "held")["waiting_for"] == "workflow paused"
-    assert "paused" in h.ys("top").stdout
+    assert "admitted, waiting: workflow paused" in h.ys("top").stdout
     assert json.loads(h.ys("get", "held", "--json").stdout)["status"] == "admitted"
     again = out_json(h.ys("workflows", "pause", "hello", "--json"))
     assert again["changed"] is False

@@ -74,3 +74,17 @@ def test_a_due_row_notifies_listeners_at_commit_and_a_rollback_never(pg_url):
         # and a second would follow; a bounded wait for a second proves there is none
         got = list(listener.notifies(timeout=1, stop_after=2))
         assert [n.channel for n in got] == ["ys_due"]
+
+
+def test_a_resumed_workflow_notifies_listeners(pg_url):
+    with connect(pg_url) as conn:
+        schema.migrate(conn)
+    with connect(pg_url) as listener, connect(pg_url) as writer:
+        listener.execute("LISTEN ys_due")
+        with writer.transaction():  # a pause makes nothing due: no notification
+            writer.execute("INSERT INTO workflow_pauses VALUES ('w', 1)")
+        assert list(listener.notifies(timeout=0.5, stop_after=1)) == []
+        with writer.transaction():
+            writer.execute("DELETE FROM workflow_pauses WHERE workflow = 'w'")
+        got = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in got] == ["ys_due"]

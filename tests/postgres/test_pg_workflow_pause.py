@@ -77,3 +77,38 @@ def test_an_interval_slot_is_one_execution_across_daemons(tmp_path, pg_url):
         assert all(r["context"]["schedule"] == "pulse" for r in done)
         listed = json.loads(b.ys("schedule", "list", "--json").stdout)["schedules"]
         assert [(s["name"], s["every"], s["cron"]) for s in listed] == [("pulse", 1, None)]
+
+
+def test_every_set_and_run_from_either_box(tmp_path, pg_url):
+    a = home_on(tmp_path, pg_url, "a")
+    b = home_on(tmp_path, pg_url, "b")
+    with a, b:
+        a.start()
+        b.start()
+        for bad in (["--every", "0"], ["--every", "1m", "--cron", "0 3 * * *"]):
+            refused = a.ys("schedule", "add", "pulse", "hello", *bad)
+            assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+        assert json.loads(b.ys("schedule", "list", "--json").stdout)["schedules"] == []
+        added = a.ys("schedule", "add", "pulse", "hello", "--every", "1s", "--tz", "UTC")
+        assert added.returncode == 0, added.stderr
+
+        def fired() -> list[dict] | None:
+            with b.client() as c:
+                items = c.list(limit=1000)["executions"]
+            done = [r for r in items if r["execution_id"].startswith("pulse@")]
+            return done if sum(r["status"] == "completed" for r in done) >= 3 else None
+
+        done = wait_until(fired, timeout=30, message="three interval fires")
+        assert all(r["attempts"] <= 1 for r in done)
+        changed = json.loads(b.ys("schedule", "set", "pulse", "--every", "1h", "--json").stdout)
+        assert changed["every"] == 3600 and changed["cron"] is None
+        (seen,) = json.loads(a.ys("schedule", "list", "--json").stdout)["schedules"]
+        assert seen["every"] == 3600 and seen["next_fire_at"] == changed["next_fire_at"]
+        run = json.loads(a.ys("schedule", "run", "pulse", "--json").stdout)["execution_id"]
+        assert run.startswith("pulse@manual-")
+
+        def ran() -> bool:
+            with b.client() as c:
+                return c.get(run)["status"] == "completed"
+
+        wait_until(ran, timeout=30, message="the manual fire to run")
