@@ -99,9 +99,10 @@ FIVE_FIELDS = (
 
 
 # An interval schedule (`--every`) keeps its rule in the same column as a cron expression:
-# `@every SECONDS from EPOCH`, EPOCH being the schedule's creation (docs/design.md: slots at
-# creation + k x interval). `every_rule` writes it, `interval` reads it; the slot functions
-# below serve both kinds, so catch-up, overlap, max-late and jitter apply alike.
+# `@every SECONDS from EPOCH`, EPOCH being the schedule's creation (docs/design.md, "Schedules
+# and paused workflows": slots at creation + k x interval). `every_rule` writes it,
+# `interval` reads it; the slot functions below serve both kinds, so catch-up, overlap,
+# max-late and jitter apply alike.
 EVERY = "@every"
 
 

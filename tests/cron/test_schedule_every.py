@@ -1,5 +1,5 @@
 """Interval schedules (`--every`), `schedule set` and `schedule run` against a real daemon
-(docs/design.md: cron, at and systemd, replaced on one box)."""
+(docs/design.md, "Schedules and paused workflows")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`ys workflows pause W` / `resume W` against a real daemon (docs/design.md §8): admissions
-are taken and wait, shown as "waiting: workflow paused"; resuming runs them."""
+"""`ys workflows pause W` / `resume W` against a real daemon (docs/design.md, "Schedules and
+paused workflows"): admissions are taken and wait, shown as "waiting: workflow paused";
+resuming runs them."""
 
 from __future__ import annotations
 

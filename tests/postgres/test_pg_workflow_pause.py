@@ -1,5 +1,6 @@
-"""`ys workflows pause W` held in the shared PostgreSQL database (docs/design.md §8): paused
-from one box, no box delivers W; resumed from the other, it runs."""
+"""`ys workflows pause W` held in the shared PostgreSQL database (docs/design.md, "Schedules and
+paused workflows"): paused from one box, no box delivers W; resumed from the other, it runs.
+Interval schedules from either box: a slot is one execution."""
 
 from __future__ import annotations
 

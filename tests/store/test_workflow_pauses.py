@@ -1,4 +1,4 @@
-"""Workflow pauses (docs/design.md §8, `ys workflows pause W`), per adapter: a paused
+"""Workflow pauses (docs/design.md, "Schedules and paused workflows"), per adapter: a paused
 workflow's executions are still admitted, no claim takes them (the claim skips them in its own
 transaction) and they are not due for the dispatcher; resuming makes them due again. Interval
 schedules (`--every`) fire at creation + k x interval. Time is injected; nothing sleeps."""

@@ -1,7 +1,8 @@
 """Workflow pauses (`ys workflows pause W`), a row per paused workflow in `workflow_pauses`.
 A paused workflow's executions are still admitted; no claim takes them (the claims and the
 claim at admission test `SKIP_PAUSED` / `is_paused` in their own transaction) until it is
-resumed, on any daemon sharing the database (docs/design.md §8)."""
+resumed, on any daemon sharing the database (docs/design.md, "Schedules and paused
+workflows")."""
 
 from __future__ import annotations
 
