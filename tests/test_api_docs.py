@@ -16,7 +16,7 @@ from ys.daemon.api import Api
 
 def documented_routes() -> set[tuple[str, str]]:
     text = (REPO / "docs" / "API.md").read_text()
-    return set(re.findall(r"^### `(GET|POST|PUT|DELETE) (/\S+)`$", text, flags=re.M))
+    return set(re.findall(r"^### `(GET|POST|PUT|PATCH|DELETE) (/\S+)`$", text, flags=re.M))
 
 
 def served_routes() -> set[tuple[str, str]]:

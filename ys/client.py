@@ -689,8 +689,9 @@ class Client:
         self,
         name: str,
         workflow: str,
-        cron: str,
+        cron: str | None = None,
         *,
+        every: float | None = None,
         tz: str = "local",
         params: Any = None,
         catch_up: str = "once",
@@ -698,12 +699,14 @@ class Client:
         max_late: float | None = None,
         jitter: float = 0.0,
     ) -> dict[str, Any]:
-        """Add a cron schedule firing `workflow` (`ys schedule add`); InvalidArgument for a
-        bad cron, zone or policy, NotFoundError for an unknown workflow."""
+        """Add a schedule firing `workflow` at the times `cron` names or `every` seconds from
+        now (`ys schedule add`; exactly one of them); InvalidArgument for a bad cron,
+        interval, zone or policy, NotFoundError for an unknown workflow."""
         body = {
             "name": name,
             "workflow": workflow,
             "cron": cron,
+            "every": every,
             "tz": tz,
             "params": params,
             "catch_up": catch_up,
@@ -722,6 +725,17 @@ class Client:
     def schedule_remove(self, name: str) -> dict[str, Any]:
         """Remove a schedule (its past executions stay); NotFoundError for an unknown name."""
         result: dict[str, Any] = self._call("DELETE", _schedule(name))
+        return result
+
+    def schedule_set(self, name: str, **changes: Any) -> dict[str, Any]:
+        """Change a schedule in place (`ys schedule set`): cron or every, tz, params,
+        catch_up, overlap, max_late, jitter; FailedPrecondition for one a script declares."""
+        result: dict[str, Any] = self._call("PATCH", _schedule(name, ""), changes)
+        return result
+
+    def schedule_run(self, name: str) -> dict[str, Any]:
+        """Fire the schedule now, once, outside its slots: {"execution_id", "started"}."""
+        result: dict[str, Any] = self._call("POST", _schedule(name, "/run"), {})
         return result
 
     def schedule_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
@@ -752,6 +766,14 @@ class Client:
         """The workflow scripts the daemon knows, with their versions and options (`ys
         workflows`); a script that cannot load says why."""
         result: dict[str, Any] = self._call("GET", "/v1/workflows")
+        return result
+
+    def workflow_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a workflow (or resume it, `paused=False`): no new delivery of it starts on any
+        daemon while paused; {"workflow", "paused", "changed"}."""
+        verb = "pause" if paused else "resume"
+        path = f"/v1/workflows/{_seg(name, 'workflow name')}/{verb}"
+        result: dict[str, Any] = self._call("POST", path, {})
         return result
 
     def version(self) -> dict[str, Any]:

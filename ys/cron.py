@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,45 @@ FIVE_FIELDS = (
 )
 
 
+# An interval schedule (`--every`) keeps its rule in the same column as a cron expression:
+# `@every SECONDS from EPOCH`, EPOCH being the schedule's creation (docs/design.md, "Schedules
+# and paused workflows": slots at creation + k x interval). `every_rule` writes it,
+# `interval` reads it; the slot functions below serve both kinds, so catch-up, overlap,
+# max-late and jitter apply alike.
+EVERY = "@every"
+
+
+def every_rule(seconds: float, anchor: float | None = None) -> str:
+    """The stored rule for an interval; without an anchor the store adds the creation time."""
+    if not isinstance(seconds, int | float) or seconds != int(seconds) or seconds < 1:
+        raise ValueError(f"bad interval {seconds!r}: use whole seconds, at least 1 (1s, 15m, 2h)")
+    rule = f"{EVERY} {int(seconds)}"
+    return rule if anchor is None else f"{rule} from {int(anchor)}"
+
+
+def interval(expr: object) -> tuple[int, int | None] | None:
+    """(seconds, anchor) for an interval rule, None for a cron expression."""
+    if not isinstance(expr, str) or not expr.startswith(EVERY + " "):
+        return None
+    parts = expr.split()
+    try:
+        seconds = int(parts[1])
+        anchor = int(parts[3]) if len(parts) == 4 and parts[2] == "from" else None
+    except (IndexError, ValueError):
+        raise ValueError(f"bad interval rule {expr!r}; use --every DURATION") from None
+    if seconds < 1 or len(parts) not in (2, 4) or (len(parts) == 4 and anchor is None):
+        raise ValueError(f"bad interval rule {expr!r}; use --every DURATION (at least 1s)")
+    return seconds, anchor
+
+
+def anchored(expr: str, created_at: float) -> str:
+    """`expr` with its anchor: an interval rule without one starts at `created_at`."""
+    iv = interval(expr)
+    if iv is None or iv[1] is not None:
+        return expr
+    return every_rule(iv[0], created_at)
+
+
 def fields(expr: str) -> str:
     """The five cron fields `expr` stands for (a shortcut expanded); ValueError says what is
     wrong and what to write instead. Only the count is checked here; cronsim checks each field."""
@@ -127,6 +167,9 @@ def validate(expr: str, tz: str | None = None) -> None:
     """Raise ValueError with a readable message for a bad expression or zone."""
     from cronsim import CronSim, CronSimError
 
+    if interval(expr) is not None:
+        zone(tz)
+        return
     five = fields(expr)
     z = zone(tz)
     try:
@@ -138,6 +181,12 @@ def validate(expr: str, tz: str | None = None) -> None:
 def slots_after(expr: str, tz: str | None, after: float, limit: int) -> list[float]:
     """The next `limit` slots strictly after `after` (epoch seconds)."""
     from cronsim import CronSim
+
+    iv = interval(expr)
+    if iv is not None:
+        step, anchor = iv[0], iv[1] or 0
+        k = max(0, math.floor((after - anchor) / step) + 1)
+        return [float(anchor + (k + i) * step) for i in range(limit)]
 
     z = zone(tz)
     start = dt.datetime.fromtimestamp(after, tz=z)
@@ -160,6 +209,12 @@ def slots_between(expr: str, tz: str | None, after: float, until: float) -> list
 
     if until <= after:
         return []
+    iv = interval(expr)
+    if iv is not None:
+        step, anchor = iv[0], iv[1] or 0
+        last = math.floor((until - anchor) / step)
+        first = max(0, math.floor((after - anchor) / step) + 1, last - MAX_SLOTS + 1)
+        return [float(anchor + k * step) for k in range(first, last + 1)]
     # Start one second past `until`: the first step back lands on `until` itself.
     start = dt.datetime.fromtimestamp(until + 1, tz=zone(tz))
     out: list[float] = []

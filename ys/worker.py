@@ -94,7 +94,7 @@ def check(path: str) -> int:
         fn = load_script(path)
         opts = getattr(fn, "__ys_workflow__", {}) or {}
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
-        if opts.get("schedule"):
+        if opts.get("schedule") or opts.get("every"):
             schedule = simple
         if "params" in opts:  # a JSON object, checked by the registry as a header's are
             try:
@@ -108,7 +108,17 @@ def check(path: str) -> int:
         options = {
             k: simple.get(k, repr(v))
             for k, v in opts.items()
-            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
+            if k
+            not in (
+                "schedule",
+                "every",
+                "tz",
+                "catch_up",
+                "overlap",
+                "max_late",
+                "jitter",
+                "params",
+            )
         }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"

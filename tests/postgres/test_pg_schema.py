@@ -87,3 +87,17 @@ def test_a_database_of_a_newer_ys_is_refused_unchanged(pg_url):
             schema.migrate(conn)
         assert caught.value.exit_code == 2
         assert schema.version(conn) == newer
+
+
+def test_a_resumed_workflow_notifies_listeners(pg_url):
+    with connect(pg_url) as conn:
+        schema.migrate(conn)
+    with connect(pg_url) as listener, connect(pg_url) as writer:
+        listener.execute("LISTEN ys_due")
+        with writer.transaction():  # a pause makes nothing due: no notification
+            writer.execute("INSERT INTO workflow_pauses VALUES ('w', 1)")
+        assert list(listener.notifies(timeout=0.5, stop_after=1)) == []
+        with writer.transaction():
+            writer.execute("DELETE FROM workflow_pauses WHERE workflow = 'w'")
+        got = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in got] == ["ys_due"]

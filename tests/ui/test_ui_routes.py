@@ -398,6 +398,32 @@ def test_pause_and_resume_a_schedule(daemon: DaemonHandle, ui: UiSession):
     assert missing.status == 404
 
 
+def test_pause_and_resume_a_workflow(daemon: DaemonHandle, ui: UiSession):
+    daemon.write("held.py", NAPPING)
+    c = daemon.client()
+    wait_until(
+        lambda: "/ui/workflows/held/pause" in ui.get("/ui/workflows").text,
+        timeout=10,
+        message="held listed with a Pause button",
+    )
+    csrf = ui.csrf("/ui/workflows")
+    assert "/ui/workflows/held/pause" in ui.get("/ui/workflows").text
+    paused = ui.post("/ui/workflows/held/pause", {"csrf": csrf, "confirm": "1"})
+    assert paused.status == 303
+    assert next(w for w in c.workflows()["workflows"] if w["name"] == "held")["paused"] is True
+    page = ui.get("/ui/workflows").text
+    assert "/ui/workflows/held/resume" in page and "st-paused" in page
+    c.trigger("held", execution_id="held/1")  # admitted; it waits, and the Now page says why
+    assert "waiting: workflow paused" in ui.get("/ui/").text
+    assert c.get("held/1")["status"] == "admitted"
+    resumed = ui.post("/ui/workflows/held/resume", {"csrf": csrf, "confirm": "1"})
+    assert resumed.status == 303
+    assert next(w for w in c.workflows()["workflows"] if w["name"] == "held")["paused"] is False
+    wait_until(lambda: c.get("held/1")["status"] == "suspended", message="held/1 ran once resumed")
+    missing = ui.post("/ui/workflows/nope/pause", {"csrf": csrf, "confirm": "1"})
+    assert missing.status == 404
+
+
 def test_no_page_can_be_framed_or_load_anything_from_outside(
     daemon: DaemonHandle, ui: UiSession, gated: Any
 ):

@@ -223,11 +223,14 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 def _waiting(r: dict[str, Any]) -> str:
     """`, waiting for a concurrency slot` after the status of an execution a claim passed
     over (its workflow's `concurrency` limit is reached), `, waiting: script broken (...)` or
-    `, waiting: script missing` after one whose script cannot run."""
+    `, waiting: script missing` after one whose script cannot run, `, waiting: workflow
+    paused` for one of a paused workflow (`ys workflows pause`)."""
     why = r.get("waiting_for")
     if not why:
         return ""
-    return f", waiting: {why}" if why.startswith("script") else f", waiting for {why}"
+    if why.startswith("script") or why == "workflow paused":
+        return f", waiting: {why}"
+    return f", waiting for {why}"
 
 
 def record_rows(g: Table, r: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""`ys schedule add|list|next|rm|pause|resume`: cron schedules that trigger workflows.
+"""`ys schedule add|set|run|list|next|rm|pause|resume`: cron and interval schedules that trigger workflows.
 
 A fire admits `<name>@<slot in UTC>`, so a slot runs once however often the daemon restarts.
 Schedules declared by scripts (`@ys.workflow(schedule=...)`, `# ys: schedule=...`) are listed
@@ -18,7 +18,7 @@ from ys.commands._output import client, emit_json
 from ys.errors import YsError
 
 schedule_app = typer.Typer(
-    help="Cron schedules: trigger a workflow at the times a cron expression names.",
+    help="Schedules: trigger a workflow at the times a cron expression names, or every interval.",
     no_args_is_help=True,
     suggest_commands=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -89,17 +89,27 @@ def add_(
         ),
     ],
     cron: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--cron",
             metavar="EXPR",
             help="When: a cron expression of five fields, minute hour "
             'day month weekday, such as "0 3 * * *" (03:00 every '
             'day) or "*/15 * * * *"; or @hourly, @daily, @weekly, '
-            "@monthly, @yearly.",
+            "@monthly, @yearly. Give this or --every.",
             show_default=False,
         ),
-    ],
+    ] = None,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            "--every",
+            metavar="DURATION",
+            help="Or when: every DURATION from now (15m, 2h, 1d; at least 1s): slots at the "
+            "schedule's creation time + k x DURATION.",
+            show_default=False,
+        ),
+    ] = None,
     tz: Annotated[
         str | None,
         typer.Option(
@@ -166,21 +176,17 @@ def add_(
     ] = None,
     json_: Json = False,
 ) -> None:
-    """Add a schedule: trigger WORKFLOW at the times --cron names.
+    """Add a schedule: trigger WORKFLOW at the times --cron names, or --every DURATION.
 
     Each fire is an execution NAME@<slot in UTC> with the schedule's params and the context
     {schedule, slot, catch_up}. The daemon need not run at every slot: when it was down or the
     machine slept, --catch-up decides what fires. A name in use exits 3.
     """
-    from ys.commands._params import build_params
     from ys.cron import zone_name
     from ys.durations import parse_duration
 
-    body = build_params(param, params)
-    if body is not None and not isinstance(body, dict):
-        from ys.commands._output import fail
-
-        fail("INVALID_ARGUMENT", "--params must be a JSON object", hint="give {...}, or use -p")
+    body = _params(param, params)
+    interval = _rule(cron, every, required=True)
     late = None if max_late is None else parse_duration(max_late, "--max-late")
     spread = 0.0 if jitter is None else parse_duration(jitter, "--jitter")
     with client() as c:
@@ -189,6 +195,7 @@ def add_(
                 name,
                 workflow,
                 cron,
+                every=interval,
                 tz=zone_name(tz),  # the caller's zone by its name, as a script's reads the daemon's
                 params=body,
                 catch_up=catch_up.value,
@@ -210,9 +217,59 @@ def add_(
     from ys.commands import _render
 
     _render.note(
-        f"schedule {s['name']} triggers {s['workflow']} at {s['cron']} ({s['tz']}); "
+        f"schedule {s['name']} triggers {s['workflow']} {when(s)} ({s['tz']}); "
         f"next at {_render.local_and_relative(s.get('next_fire_at'))}"
     )
+
+
+def when(s: dict[str, Any]) -> str:
+    """`every 15m` for an interval schedule, else its cron expression."""
+    if s.get("every") is None:
+        return str(s["cron"])
+    left, parts = int(s["every"]), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "every " + "".join(parts)
+
+
+def _params(param: list[str] | None, params: str | None) -> dict[str, Any] | None:
+    from ys.commands._params import build_params
+
+    body = build_params(param, params)
+    if body is not None and not isinstance(body, dict):
+        from ys.commands._output import fail
+
+        fail("INVALID_ARGUMENT", "--params must be a JSON object", hint="give {...}, or use -p")
+    return body
+
+
+def _rule(cron: str | None, every: str | None, *, required: bool) -> float | None:
+    """The interval of --every in seconds (None with --cron); exit 2 for both, for neither
+    when one is required, and for an interval under 1 s or not whole seconds."""
+    from ys.commands._output import fail
+
+    if cron is not None and every is not None:
+        fail("INVALID_ARGUMENT", "give --cron or --every, not both", hint="pick one")
+    if required and cron is None and every is None:
+        fail(
+            "INVALID_ARGUMENT",
+            "a schedule needs --cron EXPR or --every DURATION",
+            hint='e.g. --cron "0 3 * * *" or --every 15m',
+        )
+    if every is None:
+        return None
+    from ys.durations import parse_duration
+
+    seconds = parse_duration(every, "--every")
+    if seconds < 1 or seconds != int(seconds):
+        fail(
+            "INVALID_ARGUMENT",
+            f"--every {every!r} is not whole seconds of at least 1",
+            hint="use 1s or more: 90, 15m, 2h, 1d",
+        )
+    return seconds
 
 
 def list_(json_: Json = False) -> None:
@@ -231,7 +288,7 @@ def list_(json_: Json = False) -> None:
             "EXPR`, or declare one in a script"
         )
         return
-    t = _render.table("NAME", "WORKFLOW", "CRON", "TZ", "NEXT", "LAST", "STATE", "SOURCE")
+    t = _render.table("NAME", "WORKFLOW", "WHEN", "TZ", "NEXT", "LAST", "STATE", "SOURCE")
     for s in items:
         state = (
             _render.Text("paused", style="yellow")
@@ -246,14 +303,14 @@ def list_(json_: Json = False) -> None:
             t,
             s["name"],
             s["workflow"],
-            s["cron"],
+            when(s),
             s.get("tz") or "local",
             _render.local(s.get("next_fire_at")),
             _render.relative(s.get("last_fire_at")),
             state,
             s.get("source") or "-",
         )
-    _render.show(_render.fit(t, "NAME", "CRON"))
+    _render.show(_render.fit(t, "NAME", "WHEN"))
 
 
 def next_(
@@ -331,8 +388,103 @@ def _set_paused(c: Any, name: str, paused: bool) -> tuple[bool, dict[str, Any]]:
     return was, c.schedule_pause(name, paused)
 
 
+def _opt(flag: str, metavar: str, help: str) -> Any:
+    return typer.Option(flag, metavar=metavar, help=help, show_default=False)
+
+
+def set_(
+    name: Name,
+    cron: Annotated[str | None, _opt("--cron", "EXPR", "A new cron expression.")] = None,
+    every: Annotated[
+        str | None, _opt("--every", "DURATION", "A new interval (at least 1s), instead.")
+    ] = None,
+    tz: Annotated[str | None, _opt("--tz", "ZONE", "A new time zone (IANA name).")] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            metavar="KEY=VALUE",
+            help="The new params, one each (repeatable); they replace the old ones.",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        str | None, _opt("--params", "JSON|@FILE|-", "The new params as a JSON object.")
+    ] = None,
+    catch_up: Annotated[
+        CatchUp | None,
+        typer.Option("--catch-up", help="A new catch-up policy.", show_default=False),
+    ] = None,
+    max_late: Annotated[
+        str | None, _opt("--max-late", "DURATION", "A new max lateness for missed slots.")
+    ] = None,
+    overlap: Annotated[
+        Overlap | None,
+        typer.Option("--overlap", help="A new overlap policy.", show_default=False),
+    ] = None,
+    jitter: Annotated[str | None, _opt("--jitter", "DURATION", "A new jitter bound.")] = None,
+    json_: Json = False,
+) -> None:
+    """Change a schedule in place; only what is given changes.
+
+    Executions it already fired stay; its next slot follows the new rule (slots already past
+    under it do not fire). A schedule a script declares is changed in its script (exit 3); an
+    unknown name exits 4.
+    """
+    from ys.commands._output import fail
+    from ys.cron import zone_name
+    from ys.durations import parse_duration
+
+    changes: dict[str, Any] = {}
+    interval = _rule(cron, every, required=False)
+    if cron is not None:
+        changes["cron"] = cron
+    if interval is not None:
+        changes["every"] = interval
+    if tz is not None:
+        changes["tz"] = zone_name(tz)
+    if param or params is not None:
+        changes["params"] = _params(param, params)
+    if catch_up is not None:
+        changes["catch_up"] = catch_up.value
+    if overlap is not None:
+        changes["overlap"] = overlap.value
+    if max_late is not None:
+        changes["max_late"] = parse_duration(max_late, "--max-late")
+    if jitter is not None:
+        changes["jitter"] = parse_duration(jitter, "--jitter")
+    if not changes:
+        fail("INVALID_ARGUMENT", "nothing to change", hint="see `ys schedule set --help`")
+    s = _known(name, lambda c: c.schedule_set(name, **changes))
+    if json_:
+        emit_json(s)
+        return
+    from ys.commands import _render
+
+    _render.note(
+        f"schedule {name} now triggers {s['workflow']} {when(s)} ({s['tz']}); "
+        f"next at {_render.local_and_relative(s.get('next_fire_at'))}"
+    )
+
+
+def run(name: Name, json_: Json = False) -> None:
+    """Fire a schedule now, once, outside its slots; prints the execution's ID.
+
+    The execution is NAME@manual-<UTC time>, with the schedule's params and the context
+    {"schedule": NAME, "manual": true}. A paused schedule fires too.
+    """
+    result = _known(name, lambda c: c.schedule_run(name))
+    if json_:
+        emit_json(result)
+        return
+    sys.stdout.write(f"{result['execution_id']}\n")
+
+
 for _name, _fn in (
     ("add", add_),
+    ("set", set_),
+    ("run", run),
     ("list", list_),
     ("next", next_),
     ("rm", rm),

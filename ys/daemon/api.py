@@ -48,6 +48,8 @@ log = logging.getLogger("ys.api")
 # `waiting_for` of a due execution a claim passed over: its workflow's concurrency limit is
 # reached (for its value of the limit's key); it runs when a slot frees
 WAITING_FOR_SLOT = "a concurrency slot"
+# ... or its workflow is paused (`ys workflows pause`): no claim takes it until resumed
+WAITING_PAUSED = "workflow paused"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -113,6 +115,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get("/v1/version", self.version),
             web.post("/v1/shutdown", self.shutdown),
             web.get("/v1/workflows", self.workflows),
+            web.post("/v1/workflows/{name}/pause", self.workflow_pause),
+            web.post("/v1/workflows/{name}/resume", self.workflow_resume),
             web.get("/v1/metrics", self.metrics),
             web.get("/v1/events", self.events),
             web.post("/v1/executions", self.trigger),
@@ -140,6 +144,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.post("/v1/schedules", self.schedule_add),
             web.get("/v1/schedules/{name}", self.schedule),
             web.delete("/v1/schedules/{name}", self.schedule_remove),
+            web.patch("/v1/schedules/{name}", self.schedule_set),
+            web.post("/v1/schedules/{name}/run", self.schedule_run),
             web.post("/v1/schedules/{name}/pause", self.schedule_pause),
             web.post("/v1/schedules/{name}/resume", self.schedule_resume),
             web.get("/v1/schedules/{name}/next", self.schedule_next),
@@ -189,11 +195,16 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def workflows(self, request: web.Request) -> web.Response:
         stale = await self.call(self.d.store.stale_scripts)
+        pauses = await self.call(self.d.store.workflow_pauses)
         return _json(
             {
                 "workflows": [
                     w.to_json()
-                    | {"older_live": stale.get(w.name, 0), "warning": self.d.handler_warning(w)}
+                    | {
+                        "older_live": stale.get(w.name, 0),
+                        "warning": self.d.handler_warning(w),
+                        "paused": w.name in pauses,
+                    }
                     for w in self.d.registry.listing()
                 ]
             }
@@ -311,6 +322,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         workflows = {r.execution_id: r.workflow for r in records}
         for i, detail in (await self.call(store.script_waits, ids)).items():
             out[i] = registry.waiting_for(workflows[i], detail)
+        pauses = await self.call(store.workflow_pauses)  # paused: nothing claims it, whatever else
+        out.update({i: WAITING_PAUSED for i in ids if workflows[i] in pauses})
         return out
 
     def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
@@ -398,10 +411,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
             out["waiting_for"] = WAITING_FOR_SLOT
-        else:
-            waits = await self._waits([d.record])
-            if d.record.execution_id in waits:
-                out["waiting_for"] = waits[d.record.execution_id]
+        waits = await self._waits([d.record])
+        why = waits.get(d.record.execution_id)
+        if why == WAITING_PAUSED or (why and "waiting_for" not in out):
+            out["waiting_for"] = why
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:

@@ -287,6 +287,22 @@ class ValueWait:
 # -- schedules and housekeeping ---------------------------------------------------------------
 
 
+def schedule_rule(b: Body) -> str:
+    """The rule of `cron` or `every` (seconds), exactly one of them (an interval is stored as
+    ys.cron.every_rule says)."""
+    from ys.cron import every_rule
+
+    every = b.opt_seconds("every")
+    if (b.any("cron") is None) == (every is None):
+        raise invalid("give exactly one of cron (an expression) and every (seconds)")
+    if every is None:
+        return b.required_text("cron")
+    try:
+        return every_rule(every)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class ScheduleAdd:
     name: str
@@ -305,7 +321,7 @@ class ScheduleAdd:
         return cls(
             name=b.required_text("name"),
             workflow=check_workflow_name(b.required_text("workflow")),
-            cron=b.required_text("cron"),
+            cron=schedule_rule(b),
             tz=zone_name(b.text("tz", "local")),
             params=b.opt_object("params"),
             catch_up=b.choice("catch_up", CATCH_UP, "once"),
@@ -313,6 +329,38 @@ class ScheduleAdd:
             max_late=b.opt_seconds("max_late"),
             jitter=b.seconds("jitter", 0.0),
         )
+
+
+@dataclass(frozen=True)
+class ScheduleSet:
+    """`schedule set`: only the fields given change (cron or every replaces the rule)."""
+
+    changes: dict[str, Any]
+
+    @classmethod
+    async def read(cls, request: web.Request) -> ScheduleSet:
+        b = await Body.read(request)
+        changes: dict[str, Any] = {}
+        if b.any("cron") is not None or b.any("every") is not None:
+            changes["rule"] = schedule_rule(b)
+        if b.any("tz") is not None:
+            changes["tz"] = zone_name(b.text("tz", "local"))
+        if b.any("params") is not None:
+            changes["params"] = b.opt_object("params")
+        if b.any("catch_up") is not None:
+            changes["catch_up"] = b.choice("catch_up", CATCH_UP, "once")
+        if b.any("overlap") is not None:
+            changes["overlap"] = b.choice("overlap", OVERLAP, "skip")
+        if b.any("max_late") is not None:
+            changes["max_late"] = b.opt_seconds("max_late")
+        if b.any("jitter") is not None:
+            changes["jitter"] = b.seconds("jitter", 0.0)
+        if not changes:
+            raise invalid(
+                "nothing to change; give --cron or --every, --tz, params, --catch-up, "
+                "--max-late, --overlap or --jitter"
+            )
+        return cls(changes)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The schedule routes (/v1/schedules) and housekeeping (/v1/gc, /v1/backup)."""
+"""The schedule routes (/v1/schedules), workflow pauses (/v1/workflows/W/pause) and
+housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from aiohttp import web
 
 from ys.daemon import operations, views
 from ys.daemon.api_base import ApiBase, Body, Query, _json
-from ys.daemon.api_requests import Gc, ScheduleAdd
+from ys.daemon.api_requests import Gc, ScheduleAdd, ScheduleSet
 from ys.errors import InvalidArgument, YsError
 
 
@@ -41,6 +42,15 @@ class ScheduleRoutes(ApiBase):
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)
 
+    async def schedule_set(self, request: web.Request) -> web.Response:
+        req = await ScheduleSet.read(request)
+        s = await operations.set_schedule(self.d, request.match_info["name"], req.changes)
+        return _json(views.schedule(s))
+
+    async def schedule_run(self, request: web.Request) -> web.Response:
+        eid = await operations.run_schedule(self.d, request.match_info["name"])
+        return _json({"execution_id": eid, "started": True}, 201)
+
     async def schedule_remove(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         await self.call(self.d.store.schedule_remove, name)
@@ -72,6 +82,12 @@ class ScheduleRoutes(ApiBase):
                 "it again",
             ) from None
         return _json({"fire_times": [views.iso(t) for t in times], "paused": False})
+
+    async def workflow_pause(self, request: web.Request) -> web.Response:
+        return _json(await operations.pause_workflow(self.d, request.match_info["name"], True))
+
+    async def workflow_resume(self, request: web.Request) -> web.Response:
+        return _json(await operations.pause_workflow(self.d, request.match_info["name"], False))
 
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)

@@ -112,3 +112,58 @@ async def pause_schedule(d: DaemonParts, name: str, paused: bool) -> dict[str, A
     if not paused:
         d.scheduler.poke()
     return s
+
+
+async def set_schedule(d: DaemonParts, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Change a schedule in place: its fired executions stay, its next slot follows the new
+    rule (slots before now under the new rule never fire). One a script declares is changed in
+    its script (FAILED_PRECONDITION)."""
+    s: dict[str, Any] = await d.hub.call(d.store.schedule, name)
+    if s["source"] == "script":
+        raise YsError(
+            "FAILED_PRECONDITION",
+            f"schedule {name} is declared by its script; change the declaration there",
+        )
+    merged = {k: s[k] for k in ("tz", "params", "catch_up", "overlap", "max_late", "jitter")}
+    merged.update(changes)
+    rule = merged.pop("rule", None) or s["cron"]
+    out: dict[str, Any] = await d.hub.call(
+        d.store.schedule_add, name, s["workflow"], rule, replace=True, restart=True, **merged
+    )
+    d.scheduler.poke()
+    return out
+
+
+async def run_schedule(d: DaemonParts, name: str) -> str:
+    """Fire the schedule now, once, outside its slots: `NAME@manual-<UTC time>` with its
+    params and the context {"schedule", "manual": true}; its execution ID."""
+    import time
+
+    from ys.contract import slot_id
+
+    s: dict[str, Any] = await d.hub.call(d.store.schedule, name)
+    await known_workflow(d, s["workflow"])
+    now = time.time()
+    stamp = slot_id("", now)[1:].replace("Z", f".{int(now * 1000) % 1000:03d}Z")
+    result = await d.hub.call(
+        d.store.admit,
+        s["workflow"],
+        s["params"],
+        context={"schedule": name, "manual": True},
+        execution_id=f"{name}@manual-{stamp}",
+    )
+    d.metrics.admissions.labels("schedule").inc()
+    d.dispatcher.poke()
+    return str(result.execution_id)
+
+
+async def pause_workflow(d: DaemonParts, name: str, paused: bool) -> dict[str, Any]:
+    """Pause or resume a workflow's deliveries, in the store, so every daemon on it honours it
+    (its executions are still admitted and wait; running deliveries finish). Resuming makes
+    the waiting ones due again: the dispatcher is told. {"workflow", "paused", "changed"}."""
+    if paused or name not in await d.hub.call(d.store.workflow_pauses):
+        await known_workflow(d, name)
+    was: bool = await d.hub.call(d.store.workflow_pause, name, paused)
+    if not paused:
+        d.dispatcher.poke()
+    return {"workflow": name, "paused": paused, "changed": was != paused}

@@ -57,6 +57,14 @@ def _script_waits(d: DaemonParts, *groups: list[dict[str, Any]]) -> None:
         r["waiting_for"] = d.registry.waiting_for(r["workflow"], detail)
 
 
+def _paused(pauses: dict[str, float], due: list[dict[str, Any]]) -> None:
+    """Mark the due executions of a paused workflow (`ys workflows pause`): nothing claims
+    them until it is resumed, whatever else they wait for."""
+    for r in due:
+        if r["workflow"] in pauses:
+            r["waiting_for"] = "workflow paused"
+
+
 def _slot(s: dict[str, Any]) -> dict[str, Any]:
     return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
 
@@ -70,6 +78,7 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     due = [views.record(r) for r in store.due(LIST)]
     waiting = _waiting(d, store.list(statuses=["suspended"], limit=LIST).items)
     _script_waits(d, due, waiting)
+    _paused(store.workflow_pauses(), due)
     return {
         "now": views.iso(t),
         "daemon": {

@@ -184,7 +184,9 @@ class Scheduler:
         declared = {
             name: wf
             for name, wf in workflows.items()
-            if wf.error is None and wf.schedule and wf.schedule.get("schedule")
+            if wf.error is None
+            and wf.schedule
+            and (wf.schedule.get("schedule") or wf.schedule.get("every"))
         }
         by_hand = {
             s["name"] for s in await self.d.hub.call(store.schedules) if s["source"] != "script"

@@ -41,7 +41,7 @@ OPTIONS = (
     "nice",
     "memory_max",
 )
-SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
+SCHEDULE_KEYS = ("schedule", "every", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
 
@@ -259,7 +259,7 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     from ys.cron import zone_name
 
     args: dict[str, Any] = {
-        "cron_expr": str(sch["schedule"]),
+        "cron_expr": _rule(sch),
         "tz": zone_name(sch.get("tz")),
         "catch_up": str(sch.get("catch_up", "once")),
         "overlap": str(sch.get("overlap", "skip")),
@@ -278,6 +278,17 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
         args["jitter"],
     )
     return args
+
+
+def _rule(sch: dict[str, Any]) -> str:
+    """The declared cron expression, or `every="15m"` as an interval rule (not both)."""
+    from ys.cron import every_rule
+
+    if sch.get("every") is None:
+        return str(sch["schedule"])
+    if sch.get("schedule"):
+        raise ValueError("declare schedule= (cron) or every=, not both")
+    return every_rule(_seconds(sch["every"], "every") or 0.0)
 
 
 def schedule_params(v: Any) -> dict[str, Any] | None:
@@ -308,9 +319,9 @@ def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
             schedule_params(sch["params"])
         except ValueError as exc:
             return str(exc)
-        if not sch.get("schedule"):
+        if not sch.get("schedule") and not sch.get("every"):
             return "bad params: params are what the script's schedule fires with; add a schedule"
-    if not sch or not sch.get("schedule"):
+    if not sch or not (sch.get("schedule") or sch.get("every")):
         if sch and sch.get("tz"):  # a zone without a schedule is still checked: a typo shows
             from ys.cron import zone
 

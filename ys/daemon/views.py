@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from ys import codec
-from ys.cron import zone_name
+from ys.cron import interval, zone_name
 from ys.durations import MAX_TIME, MIN_TIME
 from ys.store.protocols import Description, Record, StepRecord
 
@@ -116,7 +116,8 @@ def schedule(s: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": s["name"],
         "workflow": s["workflow"],
-        "cron": s["cron"],
+        "cron": None if interval(s["cron"]) else s["cron"],
+        "every": iv[0] if (iv := interval(s["cron"])) else None,
         "tz": zone_name(s["tz"]),  # a row stored as `local` by an older ys: the zone it fires in
         "params": plain(s["params"]),
         "catch_up": s["catch_up"],

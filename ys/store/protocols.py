@@ -485,6 +485,15 @@ class ValueClient(Protocol):
 class ScheduleClient(Protocol):
     """Cron schedules: a fire admits `<name>@<slot>` and moves the cursor in one transaction."""
 
+    def workflow_pause(self, workflow: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause (or resume) a workflow: no claim takes its executions while paused (they are
+        still admitted and wait). Returns whether it was paused before."""
+        ...
+
+    def workflow_pauses(self) -> dict[str, float]:
+        """The paused workflows, each with when it was paused."""
+        ...
+
     def schedule_add(
         self,
         name: str,
@@ -500,8 +509,11 @@ class ScheduleClient(Protocol):
         source: str = "cli",
         replace: bool = False,
         now: float | None = None,
+        restart: bool = False,
     ) -> dict[str, Any]:
-        """Add a schedule (or, with replace, update one keeping its cursor)."""
+        """Add a schedule (or, with replace, update one keeping its cursor; with restart too,
+        its cursor moves up to now, so the new rule's slots start then). An interval rule
+        (ys.cron.every_rule) is anchored at the schedule's creation."""
         ...
 
     def schedules(self) -> builtins.list[dict[str, Any]]:

@@ -317,7 +317,11 @@ def sha256_of(path: str) -> str | None:
 
 def workflows(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     items = sorted(d.registry.workflows.values(), key=lambda w: w.name)
+    pauses = d.store.workflow_pauses()
     return {
-        "workflows": [{**w.to_json(), "sha256": sha256_of(w.path)} for w in items],
+        "workflows": [
+            {**w.to_json(), "sha256": sha256_of(w.path), "paused": w.name in pauses} for w in items
+        ],
         "folder": str(d.registry.folder),
+        "done": q.get("done"),
     }

@@ -95,6 +95,7 @@ class Dashboard:
             web.post(x + "/{action}", g(self._execution_action)),
             web.get("/ui/schedules", g(page(pages.schedules, "schedules.html", "schedules"))),
             web.post("/ui/schedules/{name}/{action}", g(self._schedule_action)),
+            web.post("/ui/workflows/{name}/{action}", g(self._workflow_action)),
             web.get("/ui/effects", g(page(pages.effects, "effects.html", "effects"))),
             web.get("/ui/effects/{effect_id}", g(page(pages.effect, "effect.html", "effects"))),
             web.get("/ui/values", g(page(pages.values, "values.html", "values"))),
@@ -300,6 +301,19 @@ class Dashboard:
             name,
             "/ui/schedules",
             lambda: actions.on_schedule(self.d, action, name),
+        )
+
+    async def _workflow_action(self, request: web.Request, cookie: str) -> web.StreamResponse:
+        name = request.match_info["name"]
+        action = request.match_info["action"]
+        return await self._act(
+            request,
+            cookie,
+            action,
+            "workflow",
+            name,
+            "/ui/workflows",
+            lambda: actions.on_workflow(self.d, action, name),
         )
 
     async def _act(

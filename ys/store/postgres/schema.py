@@ -391,6 +391,15 @@ MIGRATIONS: list[str] = [
         ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
     ) WHERE o.execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
     """,
+    # 14: workflow pauses, as SQLite's migration 18 (ys/store/sql/pauses.py). A resume makes
+    # the workflow's waiting executions due again: it tells the other daemons' dispatchers
+    # (ys_due, as a row that becomes due does) rather than leaving them to their next look.
+    """
+    CREATE TABLE workflow_pauses (workflow text COLLATE "C" PRIMARY KEY,
+        paused_at double precision NOT NULL);
+    CREATE TRIGGER workflow_pauses_resume_notify AFTER DELETE ON workflow_pauses
+        FOR EACH ROW EXECUTE FUNCTION ys_notify_due();
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:
@@ -417,6 +426,7 @@ TABLES = (
     "scripts",
     "execution_tags",
     "delivery_logs",
+    "workflow_pauses",
 )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, slot_of
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event, Record
-from ys.store.sql import concurrency
+from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.executions import append, lease_lost, load, load_leased, not_found
 from ys.store.sql.rows import LIGHT, row_to_record
@@ -81,7 +81,8 @@ def claim_due_tx(
         rows = c.execute(
             f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= ? "
             "AND lease_token IS NULL AND slot_wait IS NULL "
-            "AND (deadline_at IS NULL OR deadline_at > ?) "
+            + pauses.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
+            + "AND (deadline_at IS NULL OR deadline_at > ?) "
             "ORDER BY due_at, execution_id LIMIT ?" + c.dialect.skip_locked,
             (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
         ).fetchall()

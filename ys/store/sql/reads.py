@@ -12,6 +12,7 @@ from typing import Any
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import check_limit, history_token, parse_history_token
 from ys.store.records import Event, Record, fold, newest_retries
+from ys.store.sql import pauses
 from ys.store.sql.core import Core
 from ys.store.sql.executions import load, not_found
 from ys.store.sql.lists import deliveries, failed_attempts, list_page, list_query
@@ -200,7 +201,9 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
 def next_due_at(c: Any) -> float | None:
     row = c.execute(
         "SELECT MIN(t) FROM (SELECT MIN(due_at) AS t FROM executions WHERE due_at IS NOT NULL "
-        "AND lease_token IS NULL AND slot_wait IS NULL UNION ALL SELECT MIN(lease_expires_at) "
+        "AND lease_token IS NULL AND slot_wait IS NULL "
+        + pauses.SKIP_PAUSED  # a paused workflow's executions are not due for claims
+        + "UNION ALL SELECT MIN(lease_expires_at) "
         "FROM executions WHERE lease_token IS NOT NULL UNION ALL SELECT MIN(deadline_at) "
         "FROM executions WHERE deadline_at IS NOT NULL) AS u"
     ).fetchone()

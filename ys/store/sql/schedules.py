@@ -15,6 +15,7 @@ from ys import codec, cron
 from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.records import TERMINAL
+from ys.store.sql import pauses
 from ys.store.sql.core import Core
 from ys.store.sql.executions import admit_new
 from ys.store.sql.schedule_rows import SCHEDULE_COLUMNS, SCHEDULE_NAMES, schedule_row
@@ -53,10 +54,12 @@ def upsert_tx(
     source: str,
     now: float,
     replace: bool,
+    restart: bool = False,
 ) -> dict[str, Any]:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute(
-        "SELECT source, cursor FROM schedules WHERE name=?" + c.dialect.for_update, (name,)
+        "SELECT source, cursor, created_at FROM schedules WHERE name=?" + c.dialect.for_update,
+        (name,),
     ).fetchone()
     if existing is not None and not replace:
         raise YsError(
@@ -64,6 +67,9 @@ def upsert_tx(
             f"schedule {name!r} already exists; remove it first (ys schedule rm)",
         )
     cursor = existing[1] if existing is not None else now
+    if restart and existing is not None:  # `schedule set`: the new rule's slots start now
+        cursor = max(cursor, now)
+    expr = cron.anchored(expr, existing[2] if existing is not None else now)  # `--every`
     nxt = cron.next_fire(expr, tz, cursor, jitter, name)
     if nxt is not None:
         check_time(nxt, "the next fire time (the next slot plus jitter)")
@@ -72,7 +78,7 @@ def upsert_tx(
         "ON CONFLICT (name) DO UPDATE SET workflow=excluded.workflow, cron=excluded.cron, "
         "tz=excluded.tz, params=excluded.params, catch_up=excluded.catch_up, "
         "max_late=excluded.max_late, overlap=excluded.overlap, jitter=excluded.jitter, "
-        "source=excluded.source, next_fire_at=excluded.next_fire_at",
+        "source=excluded.source, next_fire_at=excluded.next_fire_at, cursor=excluded.cursor",
         (
             name,
             workflow,
@@ -246,6 +252,7 @@ class Schedules:
         source: str = "cli",
         replace: bool = False,
         now: float | None = None,
+        restart: bool = False,
     ) -> dict[str, Any]:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
@@ -265,8 +272,18 @@ class Schedules:
                 source=source,
                 now=t,
                 replace=replace,
+                restart=restart,
             )
         )
+
+    def workflow_pause(self, workflow: str, paused: bool, *, now: float | None = None) -> bool:
+        """Pause (or resume) a workflow's deliveries; whether it was paused before."""
+        t = self._core.now(now)
+        return self._core.write(lambda c: pauses.pause_tx(c, workflow, paused, t))
+
+    def workflow_pauses(self) -> dict[str, float]:
+        """The paused workflows and when each was paused."""
+        return self._core.read(pauses.paused)
 
     def schedules(self) -> list[dict[str, Any]]:
         return self._core.read(list_all)

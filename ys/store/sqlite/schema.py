@@ -340,6 +340,11 @@ MIGRATIONS: list[str] = [
         ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
     ) WHERE execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
     """,
+    # 18: workflow pauses (`ys workflows pause W`, ys/store/sql/pauses.py): a row per paused
+    # workflow; claims skip its executions in their own transaction.
+    """
+    CREATE TABLE workflow_pauses (workflow TEXT PRIMARY KEY, paused_at REAL NOT NULL);
+    """,
 ]
 
 
