@@ -114,6 +114,35 @@ def test_a_bad_run_environment_option_is_the_load_error_and_executions_wait(shar
     assert shared.ys("daemon", "status").returncode == 0  # the daemon serves on
 
 
+def test_workflows_check_exits_2_naming_each_bad_run_environment_option(tmp_path):
+    h = make_home(tmp_path)
+    try:
+        h.start()
+        fine = h.ys("workflows", "--check")
+        assert fine.returncode == 0 and fine.stderr == "", fine.stderr
+        h.write(
+            "lots.py",
+            'import ys\n\n@ys.workflow(memory_max="lots")\ndef main(step, params):\n    pass\n',
+        )
+        shell(h, "noenv", "# ys: env_file=/no/such/backup.env\necho ran")
+        wait_until(
+            lambda: all(listed(h, "lots", "noenv")[n]["error"] for n in ("lots", "noenv")),
+            message="both load errors",
+        )
+        for argv in (("workflows", "--check"), ("workflows", "--check", "--json")):
+            r = h.ys(*argv)
+            assert r.returncode == 2, (argv, r.stderr)
+            assert r.stderr.count("\n") == 1 and r.stderr.startswith("INVALID_ARGUMENT: 2 script")
+            assert "lots: bad memory_max: 'lots' must be a size such as 512M or 2G" in r.stderr
+            assert "noenv: bad env_file: /no/such/backup.env: No such file or directory" in r.stderr
+            assert "noenv" in r.stdout  # the listing is printed all the same
+        assert json.loads(r.stdout)["workflows"]
+        assert h.ys("workflows").returncode == 0  # listing alone: not a check
+        assert out_json(h.ys("list", "--json"))["executions"] == []  # nothing made
+    finally:
+        h.stop()
+
+
 @pytest.mark.parametrize("launcher", ["warm", "spawn"])
 def test_a_delivery_past_its_memory_max_fails_memory_limit_exceeded(tmp_path, launcher):
     h = make_home(tmp_path, YS_LAUNCHER=launcher)
