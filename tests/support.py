@@ -136,7 +136,10 @@ class DaemonHandle:
             YS_WORKFLOWS=str(workflows),
             YS_AUTOSTART="0",
             YS_LOG_LEVEL="DEBUG",
-            **extra_env,
+            # a test's daemon never divides this box's cgroups (where they are delegated, it
+            # would move itself and the test's processes): memory_max is RLIMIT_AS, unless a
+            # test gives it a folder laid out as cgroupfs (tests/cron/test_run_environment.py)
+            **{"YS_CGROUP_ROOT": str(home / "no-cgroup-v2"), **extra_env},
         )
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []

@@ -1,5 +1,6 @@
 """The run environment options (docs/workflows.md "Run environment"): parsed and checked as
-the registry reads them; the env_file syntax; which memory limit mechanism a box offers."""
+the registry reads them; the env_file syntax (the memory limit's mechanism:
+tests/test_memory_cgroups.py)."""
 
 from __future__ import annotations
 
@@ -60,17 +61,3 @@ def test_an_env_file_is_read_as_systemds_environment_file(tmp_path):
         "D": "single",
         "E": "a=b",
     }
-
-
-def test_the_memory_mechanism_is_cgroup_v2_only_where_its_memory_controller_is(tmp_path):
-    assert runenv.memory_mechanism(tmp_path / "none") == "RLIMIT_AS"
-    (tmp_path / "cgroup.controllers").write_text("cpu io pids\n")
-    assert runenv.memory_mechanism(tmp_path) == "RLIMIT_AS"
-    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
-    assert runenv.memory_mechanism(tmp_path) == "cgroup v2"
-
-
-def test_a_scopes_oom_kills_are_read_from_memory_events(tmp_path):
-    assert runenv.oom_kills(tmp_path) == 0
-    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
-    assert runenv.oom_kills(tmp_path) == 1

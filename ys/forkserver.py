@@ -100,7 +100,9 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         os.chdir(start.pop("cwd"))
         os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
         os.environ.update(start.pop("env"))
-        runenv.apply_limits(start.pop("nice", None), start.pop("memory_max", None))
+        runenv.apply_limits(
+            start.pop("nice", None), start.pop("memory_max", None), start.pop("cgroup", None)
+        )
         sys.argv = ["ys.worker"]
         code = ys.worker.deliver(channel, start, heartbeat)
     except SystemExit as exc:

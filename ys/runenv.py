@@ -2,9 +2,10 @@
 `env_file`, `nice`, `memory_max`. Parsed here for the registry's load check, applied here in
 the worker's process before it runs anything (a spawned child's preexec, a forked spare).
 
-The memory limit is RLIMIT_AS per process (a failed allocation: MemoryError in Python, an
-error or a death elsewhere). Where cgroup v2 is delegated to this user, `memory_mechanism`
-says so (`ys doctor`); `oom_kills` reads a scope's `memory.events`.
+The memory limit is the `memory.max` of a cgroup v2 scope of the worker's own where the
+daemon's cgroup is delegated to it (ys.daemon.cgroups decides, `ys doctor` says which), else
+RLIMIT_AS per process (a failed allocation: MemoryError in Python, an error or a death
+elsewhere).
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from __future__ import annotations
 import os
 import re
 import resource
-from pathlib import Path
 
 MEMORY_LIMIT_ERROR = "MemoryLimitExceeded"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -78,41 +77,23 @@ def read_env_file(path: str) -> dict[str, str]:
     return env
 
 
-def apply_limits(nice: int | None, memory_max: int | None) -> None:
-    """In the worker's process, before it runs anything: its nice value and its RLIMIT_AS
-    (inherited by everything it starts)."""
+def apply_limits(nice: int | None, memory_max: int | None, cgroup: str | None = None) -> None:
+    """In the worker's process, before it runs anything: its nice value, then its memory
+    limit: the worker moves itself into `cgroup` (its cgroup v2 scope, ys.daemon.cgroups),
+    else, or when that move is refused, its RLIMIT_AS (inherited by everything it starts)."""
     if nice:
         os.nice(nice)
+    if cgroup is not None:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            return
+        except OSError:
+            pass  # the scope's memory.max cannot hold it: RLIMIT_AS does
     if memory_max is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_max, memory_max))
 
 
 def memory_limited() -> bool:
-    """Whether this process runs under a memory_max (its RLIMIT_AS is set)."""
+    """Whether this process runs under a memory_max's RLIMIT_AS."""
     return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-
-
-def memory_mechanism(root: Path = CGROUP_ROOT) -> str:
-    """What limits a worker's memory on this box: "cgroup v2" when the unified hierarchy is
-    mounted at `root` with the memory controller and writable by this user, else
-    "RLIMIT_AS"."""
-    controllers = root / "cgroup.controllers"
-    try:
-        offered = controllers.read_text().split()
-    except OSError:
-        return "RLIMIT_AS"
-    if "memory" in offered and os.access(root, os.W_OK):
-        return "cgroup v2"
-    return "RLIMIT_AS"
-
-
-def oom_kills(scope: Path) -> int:
-    """The `oom_kill` count of a cgroup v2 scope's memory.events (0 when unreadable)."""
-    try:
-        for line in (scope / "memory.events").read_text().splitlines():
-            key, _, n = line.partition(" ")
-            if key == "oom_kill":
-                return int(n)
-    except (OSError, ValueError):
-        pass
-    return 0

@@ -36,6 +36,7 @@ def test_install_writes_a_user_unit_that_runs_this_daemon_and_uninstall_removes_
     lines = unit.read_text().splitlines()
     assert f"ExecStart={sys.executable} -m ys.daemon run" in lines
     assert "Restart=on-failure" in lines and "WantedBy=default.target" in lines
+    assert "Delegate=memory" in lines  # memory_max through cgroup v2 (ys.daemon.cgroups)
     assert f"Environment=YS_HOME={ys_home.home}" in lines
     assert f"Environment=YS_WORKFLOWS={ys_home.workflows}" in lines
     assert f"Environment=YS_DB={ys_home.home / 'other.db'}" in lines

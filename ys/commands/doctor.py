@@ -54,6 +54,7 @@ KNOWN_ENV = {
     "YS_ON_FAILURE",
     "YS_OTEL",
     "YS_TRACEPARENT",
+    "YS_CGROUP_ROOT",
 }
 PER_DELIVERY = (
     "YS_EXECUTION_ID",
@@ -392,14 +393,22 @@ def check_timezone() -> Check:
     return passed("time zone", f"{name} (schedules without --tz use it)")
 
 
-def check_memory_limit() -> Check:
-    from ys.runenv import memory_mechanism
+def check_memory_limit(paths: Paths) -> Check:
+    """What holds a workflow's memory_max (ys.daemon.cgroups): the running daemon's choice, else
+    what a daemon started from here would choose."""
+    from ys.client import Client
+    from ys.daemon.cgroups import cgroup_root, own_cgroup, probe
+    from ys.errors import YsError
 
-    offered = memory_mechanism()
-    note = (
-        "; cgroup v2 with its memory controller is writable here" if offered != "RLIMIT_AS" else ""
-    )
-    return passed("memory limit", f"memory_max is RLIMIT_AS per process{note}")
+    try:
+        with Client(str(paths.socket), timeout=5.0, autostart=False) as c:
+            chosen = c.version().get("memory_limit")
+    except (YsError, OSError):
+        chosen = None
+    if isinstance(chosen, dict) and chosen.get("detail"):
+        return passed("memory limit", f"memory_max: {chosen['detail']} (the daemon's)")
+    here = probe(cgroup_root(), own_cgroup(), os.getpid())
+    return passed("memory limit", f"memory_max: {here.detail} (a daemon started from here)")
 
 
 def check_environment() -> Check:
@@ -484,7 +493,7 @@ def checks() -> list[Check]:
         check_daemon(paths, database),
         *stored,
         check_timezone(),
-        check_memory_limit(),
+        check_memory_limit(paths),
         check_environment(),
         check_tracing(settings.otel if settings is not None else None),
         check_path(),

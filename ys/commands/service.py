@@ -85,6 +85,9 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
         # stops its workers itself; whatever is left after the timeout is killed.
         "KillMode=mixed",
         "TimeoutStopSec=60",
+        # its cgroup is the daemon's to divide: a memory_max is a cgroup v2 memory.max of each
+        # delivery's own (ys.daemon.cgroups), not RLIMIT_AS
+        "Delegate=memory",
         *(f"Environment={_word(f'{k}={v}', False)}" for k, v in sorted(env.items())),
         "",
         "[Install]",

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 import typer
 
 from ys.commands._opts import Json, add, complete_workflows, non_empty, reflow
-from ys.commands._output import client, emit_json
+from ys.commands._output import client, emit_json, fail
+
+Check = Annotated[
+    bool,
+    typer.Option(
+        "--check",
+        help="Exit 2 (INVALID_ARGUMENT) when a script cannot load, naming each and why.",
+    ),
+]
 
 workflows_app = typer.Typer(
     no_args_is_help=False,
@@ -28,7 +36,7 @@ Name = Annotated[
 ]
 
 
-def workflows(ctx: typer.Context, json_: Json = False) -> None:
+def workflows(ctx: typer.Context, json_: Json = False, check: Check = False) -> None:
     """List the workflows: name, kind (python or shell), script version, schedule, path and
     load error.
 
@@ -36,6 +44,9 @@ def workflows(ctx: typer.Context, json_: Json = False) -> None:
     fixed; a warning there (a failure handler that names no workflow) does not stop it
     running. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
     finished that were admitted under an older version (pinned ones keep running it).
+    With --check, a script that cannot load (an unknown option, a bad value such as
+    `# ys: memory_max=lots` or an env_file that does not exist) also makes it exit 2, after
+    the listing, with one line on stderr naming each such script and its error.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -43,7 +54,19 @@ def workflows(ctx: typer.Context, json_: Json = False) -> None:
         result = c.workflows()
     if json_:
         emit_json(result)
-        return
+    else:
+        _show(result)
+    broken = [w for w in result["workflows"] if w.get("error")]
+    if check and broken:
+        what = "; ".join(f"{w['name']}: {w['error']}" for w in broken)
+        fail(
+            "INVALID_ARGUMENT",
+            f"{len(broken)} script(s) cannot load: {what}; fix them in the workflows folder "
+            "and run `ys workflows --check` again",
+        )
+
+
+def _show(result: dict[str, Any]) -> None:
     from ys.commands import _render
 
     items = result["workflows"]

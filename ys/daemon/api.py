@@ -178,6 +178,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     "location": self.d.settings.database_shown(p.db),
                 },
                 "tracing": self.d.tracing_status(),
+                "memory_limit": self.d.dispatcher.memory.choice.to_json(),
                 "paths": {
                     # the database in use: on PostgreSQL its URL without a password, not
                     # the SQLite file it does not use

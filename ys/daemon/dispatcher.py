@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ys import tracing
 from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
+from ys.daemon.cgroups import RLIMIT_AS, Choice, MemoryCgroups
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.limits import SWEEP_LIMIT, Limits
@@ -85,6 +86,8 @@ class Dispatcher(Limits):
         # The workflow a failure of a workflow admits (the daemon's handler_for)
         self.handler_for: Callable[[str], str | None] = lambda _workflow: None
         self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
+        # what limits a worker's memory_max: the daemon's cgroups, else RLIMIT_AS
+        self.memory = MemoryCgroups(Choice(RLIMIT_AS, "RLIMIT_AS per process"))
         self.daemon_id = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
         # A Python worker's channel, served from its socket (the daemon's: ys.daemon.channel)
         self.open_channel: Callable[[Running, socket.socket], Any] | None = None
@@ -282,7 +285,12 @@ class Dispatcher(Limits):
                 else:
                     r.step_timer.cancel()
             if wf.kind == "shell" and not (
-                r.lost or r.acknowledged or r.cancel_killed or r.start_error or r.step_timed_out
+                r.lost
+                or r.acknowledged
+                or r.cancel_killed
+                or r.start_error
+                or r.step_timed_out
+                or r.oom_killed  # a delivery past its memory_max, released as a Python one is
             ):
                 await self._shell_outcome(r, code, r.log_path)
             if r.acknowledged:
@@ -371,8 +379,17 @@ class Dispatcher(Limits):
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
-        start (r.start_error says why)."""
-        last = await self._launch(r, wf)
+        start (r.start_error says why). A worker with a memory_max runs in a cgroup of its own
+        where the daemon has them (ys.daemon.cgroups), removed once it ended."""
+        scope = self.memory.open(wf.options.memory_max)
+        try:
+            return await self._run_in(r, wf, scope)
+        finally:
+            if scope is not None:
+                r.oom_killed = self.memory.close(scope)
+
+    async def _run_in(self, r: Running, wf: Workflow, scope: Path | None) -> int | None:
+        last = await self._launch(r, wf, scope)
         if last is None:
             return None
         assert r.proc is not None
@@ -394,7 +411,7 @@ class Dispatcher(Limits):
                 deadline.cancel()
             await self._finish(r, last, watch, renew)
 
-    async def _launch(self, r: Running, wf: Workflow) -> LastLine | None:
+    async def _launch(self, r: Running, wf: Workflow, scope: Path | None) -> LastLine | None:
         """Start the delivery's worker with its output piped into its log; returns what keeps
         a shell script's last line, or None if it could not start. (The log is opened once
         the launch is on its way: a worker's output waits in its pipe until it is read.)"""
@@ -409,7 +426,7 @@ class Dispatcher(Limits):
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
             until = lease_end(r.lease_since, self.lease_seconds)
-            worker = await self.launcher.launch(wf, env, log_path, start, until)
+            worker = await self.launcher.launch(wf, env, log_path, start, until, scope)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
@@ -607,7 +624,9 @@ class Dispatcher(Limits):
         elif self._stopping and not r.start_error:
             detail, reason = "the daemon stopped; the worker was killed", "daemon_stopped"
         tail = _tail(r.log_path)
-        if reason == "worker_failed" and r.memory_max and _out_of_memory(code, tail):
+        if reason == "worker_failed" and (
+            r.oom_killed or (r.memory_max and _out_of_memory(code, tail))
+        ):
             detail = f"{MEMORY_LIMIT_ERROR}: past its memory_max ({r.memory_max} bytes); {detail}"
         if tail:
             detail += f"; last output: {tail}"

@@ -69,11 +69,13 @@ class Launcher(Protocol):
         log_path: Path,
         start: dict[str, Any] | None = None,
         lease_until: float = math.inf,
+        cgroup: Path | None = None,
     ) -> Worker:
         """Start the delivery's process with the daemon's environment and `env` (the
         delivery's own variables) over it; `start` is a Python worker's launch (its channel's
         first line), None for a shell script, whose guard stops it at `lease_until`
-        (time.monotonic()) unless told of a renewal on its lifeline."""
+        (time.monotonic()) unless told of a renewal on its lifeline. `cgroup`: the delivery's
+        cgroup v2 (ys.daemon.cgroups), which the worker enters before it runs anything."""
         ...
 
 
@@ -94,8 +96,13 @@ def _run_env(workflow: Workflow, env: dict[str, str]) -> dict[str, str]:
     return {**runenv.read_env_file(workflow.options.env_file), **env}
 
 
-def _limits(workflow: Workflow) -> dict[str, Any]:
-    return {"nice": workflow.options.nice, "memory_max": workflow.options.memory_max}
+def _limits(workflow: Workflow, cgroup: Path | None) -> dict[str, Any]:
+    """Its nice value and memory limit: its cgroup, else (or should that fail) RLIMIT_AS."""
+    return {
+        "nice": workflow.options.nice,
+        "memory_max": workflow.options.memory_max,
+        "cgroup": None if cgroup is None else str(cgroup),
+    }
 
 
 # A shell script starts with its guard (ys.guard) beside it, in its session: /bin/sh starts
@@ -111,9 +118,9 @@ def _umask(workflow: Workflow) -> int:
     return WORKFLOW_UMASK if workflow.options.umask is None else workflow.options.umask
 
 
-def _preexec(workflow: Workflow) -> Callable[[], None] | None:
+def _preexec(workflow: Workflow, cgroup: Path | None) -> Callable[[], None] | None:
     """Its nice value and memory limit, set in the child before its exec."""
-    limits = _limits(workflow)
+    limits = _limits(workflow, cgroup)
     if not any(v is not None for v in limits.values()):
         return None
     return functools.partial(runenv.apply_limits, **limits)
@@ -129,6 +136,7 @@ class SpawnLauncher:
         log_path: Path,
         start: dict[str, Any] | None = None,
         lease_until: float = math.inf,
+        cgroup: Path | None = None,
     ) -> Worker:
         shell = workflow.kind != "python"
         env = {**os.environ, **_run_env(workflow, env)}
@@ -164,7 +172,7 @@ class SpawnLauncher:
                 start_new_session=True,
                 pass_fds=pass_fds,
                 umask=_umask(workflow),
-                preexec_fn=_preexec(workflow),
+                preexec_fn=_preexec(workflow, cgroup),
             )
         except BaseException:
             for fd in {*output, *stdout, *(lifeline or ())}:
@@ -413,9 +421,10 @@ class WarmLauncher:
         log_path: Path,
         start: dict[str, Any] | None = None,
         lease_until: float = math.inf,
+        cgroup: Path | None = None,
     ) -> Worker:
         if workflow.kind != "python" or start is None or not await self._ensure():
-            return await self.spawn.launch(workflow, env, log_path, start, lease_until)
+            return await self.spawn.launch(workflow, env, log_path, start, lease_until, cgroup)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
         line = _launch_line(
@@ -424,14 +433,14 @@ class WarmLauncher:
                 "env": _run_env(workflow, env),
                 "cwd": _cwd(workflow),
                 "umask": _umask(workflow),
-                **_limits(workflow),
+                **_limits(workflow, cgroup),
             }
         )
         while True:
             spare = await self._take()
             if spare is None:
                 log.warning("no spare from the fork server; spawning this worker")
-                return await self.spawn.launch(workflow, env, log_path, start, lease_until)
+                return await self.spawn.launch(workflow, env, log_path, start, lease_until, cgroup)
             out_r, out_w = os.pipe()
             proc = WarmProcess(spare.pid)
             self._procs[spare.pid] = proc

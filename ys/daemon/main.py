@@ -147,6 +147,7 @@ class Daemon:
         from aiohttp import web
 
         from ys.daemon.api import Api, make_app
+        from ys.daemon.cgroups import MemoryCgroups
         from ys.daemon.channel import WorkerChannel
         from ys.daemon.dispatcher import Dispatcher
         from ys.daemon.http import HttpSettings, UnixSite
@@ -166,6 +167,10 @@ class Daemon:
             daemon_id=self.daemon_id,
         )
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
+        # before the fork server starts: a child left in the daemon's cgroup would keep it
+        # from giving its children the memory controller (ys.daemon.cgroups)
+        memory = MemoryCgroups.set_up()
+        log.info("memory_max: %s", memory.choice.detail)
         launcher = self._launcher = make_launcher(self.concurrency)
         self._tracer = self._make_tracer(store)
         dispatcher = self._dispatcher = Dispatcher(
@@ -187,6 +192,7 @@ class Daemon:
         dispatcher.handler_for = self.handler_for
         dispatcher.daemon_id = self.daemon_id
         dispatcher.metrics = self.metrics
+        dispatcher.memory = memory
         store.observe_commits(self.metrics.observe_commit)
         scheduler = self._scheduler = Scheduler(self)
         await self.hub.call(recover, store, self.paths)

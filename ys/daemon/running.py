@@ -34,6 +34,7 @@ class Running:
     result: str = ""  # the outcome it recorded, for the metrics ("" until then)
     max_attempts: int | None = None  # its workflow's cap on deliveries without an outcome
     memory_max: int | None = None  # its workflow's memory limit, if any (ys.runenv)
+    oom_killed: bool = False  # ... past which the kernel killed it (its cgroup's memory.events)
     ended: str = ""  # why the execution ended without its worker (timed out, cancelled now)
     step_timer: asyncio.Task[None] | None = None  # kills the worker at a step's timeout
     step_key: str = ""  # the step whose attempt has a timeout running
