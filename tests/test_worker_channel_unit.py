@@ -1,5 +1,5 @@
 """The daemon's end of a worker channel (ys/daemon/channel.py) against a real socket pair and
-a stand-in daemon: answers come in the order of the requests, a save is answered from the
+a stand-in daemon (behind the real delivery service, ys/daemon/delivering.py): answers come in the order of the requests, a save is answered from the
 writer's thread once its callback runs, a slower request holds back the ones behind it, and a
 malformed or unknown request gets an error without ending the channel."""
 
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ys.daemon.channel import WorkerChannel
+from ys.daemon.delivering import Deliveries
 from ys.daemon.running import Running
 from ys.errors import LeaseLost
 from ys.store.protocols import Delivery
@@ -57,19 +58,23 @@ class FakeDispatcher:
         self.acked.append(status)
 
 
-class FakeApi:
+class FakeApi(Deliveries):
+    """The daemon's delivery service over a stand-in daemon, with a deadline that waits."""
+
     def __init__(self) -> None:
-        self.d = SimpleNamespace(
-            store=FakeStore(),
-            dispatcher=FakeDispatcher(),
-            hub=SimpleNamespace(watched=lambda eid: False, notify=lambda *a, **k: None),
-            handler_for=lambda wf: None,
-            metrics=None,
+        super().__init__(
+            SimpleNamespace(  # type: ignore[arg-type]
+                store=FakeStore(),
+                dispatcher=FakeDispatcher(),
+                hub=SimpleNamespace(watched=lambda eid: False, notify=lambda *a, **k: None),
+                handler_for=lambda wf: None,
+                metrics=None,
+            )
         )
         self.release = asyncio.Event()
         self.deadlines: list[str] = []
 
-    async def deadline_op(self, eid: str, token: str, key: str, req: Any) -> dict[str, Any]:
+    async def deadline(self, eid: str, token: str, key: str, req: Any) -> dict[str, Any]:
         await self.release.wait()
         self.deadlines.append(key)
         return {"ok": True}
@@ -116,7 +121,7 @@ def run(test: Any) -> None:
         theirs.setblocking(False)
         api = FakeApi()
         delivery = Delivery("ex-1", "tok", 1, 0.0, "wf")
-        channel = WorkerChannel(api, Running(delivery), ours)  # type: ignore[arg-type]
+        channel = WorkerChannel(api, Running(delivery), ours)
         try:
             await test(api, Worker(theirs), channel)
         finally:

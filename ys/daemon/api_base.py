@@ -16,6 +16,7 @@ from aiohttp import web
 from ys.codec import MAX_DEPTH
 from ys.contract import check_object, check_seconds, check_time, json_kind
 from ys.daemon import operations
+from ys.daemon.delivering import Deliveries
 from ys.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ class ApiBase:
 
     def __init__(self, daemon: DaemonParts) -> None:
         self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
+        self.deliveries = Deliveries(daemon)  # what a delivery's worker asks (also its channel)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.d.hub.call(fn, *args, **kwargs)

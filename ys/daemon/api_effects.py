@@ -3,14 +3,12 @@ and wait. Not fenced."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from ys.daemon import views
 from ys.daemon.api_base import ApiBase, _json
 from ys.daemon.api_requests import EffectBegin, EffectSettle, EffectsQuery, EffectWait
-from ys.errors import InvalidArgument, NotFoundError
+from ys.errors import NotFoundError
 
 
 class EffectRoutes(ApiBase):
@@ -30,40 +28,12 @@ class EffectRoutes(ApiBase):
 
     async def effect_begin(self, request: web.Request) -> web.Response:
         req = await EffectBegin.read(request)
-        return _json(await self.effect_begin_op(request.match_info["effect_id"], req))
-
-    async def effect_begin_op(self, effect_id: str, req: EffectBegin) -> dict[str, Any]:
-        state: dict[str, Any] = await self.call(
-            self.d.store.effect_begin,
-            req.operation,
-            effect_id,
-            req.input,
-            req.execution_id,
-            req.step_key,
-        )
-        return state
+        return _json(await self.deliveries.effect_begin(request.match_info["effect_id"], req))
 
     async def effect_settle(self, request: web.Request) -> web.Response:
         req = await EffectSettle.read(request)
-        return _json(await self.effect_settle_op(request.match_info["effect_id"], req))
-
-    async def effect_settle_op(self, effect_id: str, req: EffectSettle) -> dict[str, Any]:
-        try:
-            state: dict[str, Any] = await self.call(
-                self.d.store.effect_settle, req.operation, effect_id, req.result
-            )
-        except ValueError as exc:
-            raise InvalidArgument("INVALID_ARGUMENT", f"result is not canonical: {exc}") from None
-        self.d.dispatcher.poke()  # settlement wakes every waiter
-        return state
+        return _json(await self.deliveries.effect_settle(request.match_info["effect_id"], req))
 
     async def effect_wait(self, request: web.Request) -> web.Response:
         req = await EffectWait.read(request)
-        return _json(await self.effect_wait_op(request.match_info["effect_id"], req))
-
-    async def effect_wait_op(self, effect_id: str, req: EffectWait) -> dict[str, Any]:
-        first = await self.call(
-            self.d.store.effect_wait, effect_id, req.execution_id, req.step_key, req.wake_at
-        )
-        self.d.dispatcher.poke()
-        return {"wake_at": first}
+        return _json(await self.deliveries.effect_wait(request.match_info["effect_id"], req))

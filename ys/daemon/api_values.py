@@ -3,8 +3,6 @@ code): list, get, put (compare-and-set), delete, and a step's wait for a key."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from ys import codec
@@ -71,10 +69,4 @@ class ValueRoutes(ApiBase):
 
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
-        return _json(await self.value_wait_op(request.match_info["key"], req))
-
-    async def value_wait_op(self, key: str, req: ValueWait) -> dict[str, Any]:
-        found = await self.call(
-            self.d.store.value_wait, key, req.execution_id, req.step_key, req.seen, req.timeout_at
-        )
-        return {"found": found}
+        return _json(await self.deliveries.value_wait(request.match_info["key"], req))

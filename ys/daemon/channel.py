@@ -6,8 +6,9 @@ fenced request is fenced by that token as over HTTP. The step path is lean: a st
 read on the event loop, handed to the store's writer with a callback, and answered by the
 writer's own thread right after the commit that made it durable (`save_step_then`), with no
 hand-off back to the loop; an outcome goes the same way. The other requests (children,
-effects, values, a step's deadline, the lease) are rarer: each runs as the HTTP route's logic
-does (the routes' `*_op` methods) and is answered from the loop.
+effects, values, a step's deadline, the lease) are rarer: each is awaited on the loop and
+answered from it. Every request is done by the daemon's delivery service
+(ys.daemon.delivering), the same functions the worker's HTTP routes call.
 
 Answers keep the order of the requests: a save goes to the writer's queue, which commits in
 order, and while a slower request runs, the requests behind it wait for it (so a pipelined
@@ -43,7 +44,7 @@ from ys.daemon.running import Running
 from ys.errors import YsError
 
 if TYPE_CHECKING:
-    from ys.daemon.api import Api
+    from ys.daemon.delivering import Deliveries
 
 log = logging.getLogger("ys.channel")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -53,10 +54,10 @@ class WorkerChannel:
     """The daemon's end of one delivery's channel; fed on the event loop, answered from the
     loop or the writer's thread (`_send` is safe from both)."""
 
-    def __init__(self, api: Api, r: Running, sock: socket.socket) -> None:
-        self.api = api
-        self.d = api.d
+    def __init__(self, deliveries: Deliveries, r: Running, sock: socket.socket) -> None:
+        self.deliveries = deliveries
         self.r = r
+        self.workflow = r.delivery.workflow
         self.execution_id = r.delivery.execution_id
         self.token = r.delivery.token
         self.sock = sock
@@ -157,37 +158,15 @@ class WorkerChannel:
         if not key:
             raise invalid("key must be non-empty text")
         req = SaveStep.of(b)
-        eid, token, disp = self.execution_id, self.token, self.d.dispatcher
-        # A step whose attempt the dispatcher killed for its timeout is recorded by the
-        # dispatcher: a save that comes after the kill is refused (LEASE_LOST).
-        disp.step_ending(eid, token, key)
         crash_point("channel.before_save")
-        self.d.store.save_step_then(
-            self._saved(rid),
-            eid,
-            token,
+        self.deliveries.save_step(
+            self.execution_id,
+            self.token,
             key,
-            kind=req.kind,
-            status=req.status,
-            value=req.value,
-            attempts=req.attempts,
-            wake_at=req.wake_at,
+            req,
+            self._answer(rid, _cancel),
+            "channel.after_save",
         )
-        disp.step_recorded(eid, token, req.kind, req.status)
-
-    def _saved(self, rid: Any) -> Callable[[Any, BaseException | None], None]:
-        hub, loop, eid = self.d.hub, self._loop, self.execution_id
-
-        def then(cancel: Any, error: BaseException | None) -> None:  # the writer's thread
-            if error is not None:
-                self._send_error(rid, error)
-                return
-            crash_point("channel.after_save")  # committed, not answered
-            if hub.watched(eid):  # a long poll waits on it (`ys history --follow`, the UI)
-                loop.call_soon_threadsafe(hub.notify, eid)
-            self._send({"id": rid, "ok": {"cancel_requested": bool(cancel)}})
-
-        return then
 
     def _suspend(self, rid: Any, b: Body) -> None:
         """A waiting step (a sleep, a retry's delay, ...) and the `suspended` outcome that
@@ -196,106 +175,63 @@ class WorkerChannel:
         if not key:
             raise invalid("key must be non-empty text")
         req = SaveStep.of(b)
-        eid, token, disp = self.execution_id, self.token, self.d.dispatcher
-        disp.step_ending(eid, token, key)
-        disp.flush_output(eid, token)  # the worker flushed its output before it sent this
-        first = disp.delivering(eid, token)
         crash_point("channel.before_suspend")
-        self.d.store.suspend_then(
-            self._ended(rid, first, None, "channel.after_suspend"),
-            eid,
-            token,
-            key,
-            kind=req.kind,
-            value=req.value,
-            attempts=req.attempts,
-            wake_at=req.wake_at,
-            warnings=b.any("warnings"),  # checked with the outcome, in the store
-        )
-        disp.step_saved(eid, token, req.kind)
-
-    def _outcome(self, rid: Any, b: Body) -> None:
-        req = self._outcome_of(b)
-        on_failure = self._handler(req)
-        first = self.d.dispatcher.delivering(self.execution_id, self.token)
-        assert req.outcome is not None
-        self.d.store.acknowledge_then(
-            self._ended(rid, first, on_failure, "outcome.after_commit"),
+        self.deliveries.suspend(
             self.execution_id,
             self.token,
-            req.outcome,
-            on_failure=on_failure,
+            key,
+            req,
+            b.any("warnings"),
+            self._answer(rid),
+            "channel.after_suspend",
         )
 
-    def _ended(
-        self, rid: Any, first: bool, on_failure: str | None, point: str
+    def _outcome(self, rid: Any, b: Body) -> None:
+        self.deliveries.acknowledge(
+            self.execution_id, self.token, self._outcome_of(b), self.workflow, self._answer(rid)
+        )
+
+    def _answer(
+        self, rid: Any, shape: Callable[[Any], Any] | None = None
     ) -> Callable[[Any, BaseException | None], None]:
-        """The answer to a request that records the delivery's outcome."""
+        """The answer to a request the writer's thread answers once it committed."""
 
         def then(result: Any, error: BaseException | None) -> None:  # the writer's thread
             if error is not None:
                 self._send_error(rid, error)
-                return
-            crash_point(point)  # committed (a failure with its handler), not answered
-            # Before the answer: the dispatcher knows of the outcome before the worker exits.
-            self._loop.call_soon_threadsafe(self._acknowledged, result, first, on_failure)
-            self._send({"id": rid, "ok": result})
+            else:
+                self._send({"id": rid, "ok": shape(result) if shape else result})
 
         return then
 
-    def _outcome_of(self, b: Body) -> Outcome:
+    def _outcome_of(self, b: Body) -> dict[str, Any]:
         req = Outcome.of(b)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
-        # its log is whole before the outcome: whoever sees the outcome sees all it printed
-        self.d.dispatcher.flush_output(self.execution_id, self.token)
-        return req
-
-    def _handler(self, req: Outcome) -> str | None:
-        assert req.outcome is not None
-        if req.outcome.get("status") != "failed":
-            return None
-        return self.d.handler_for(self.r.delivery.workflow)
-
-    def _acknowledged(self, result: dict[str, Any], first: bool, on_failure: str | None) -> None:
-        status = str(result.get("status", ""))
-        if on_failure is not None and first and status == "failed":
-            self.d.metrics.admissions.labels("on_failure").inc()
-        self.d.dispatcher.acknowledged(self.execution_id, self.token, status)
-        self.d.hub.notify(self.execution_id, may_end=True)
-        self.d.dispatcher.poke()
+        return req.outcome
 
     async def _big_outcome(self, b: Body) -> Any:
         """An outcome too big to encode on the loop: encoded and written in the pool."""
-        req = self._outcome_of(b)
-        on_failure = self._handler(req)
-        first = self.d.dispatcher.delivering(self.execution_id, self.token)
-        assert req.outcome is not None
-        result = await self.api.call(
-            self.d.store.acknowledge,
-            self.execution_id,
-            self.token,
-            req.outcome,
-            on_failure=on_failure,
+        return await self.deliveries.acknowledge_in_pool(
+            self.execution_id, self.token, self._outcome_of(b), self.workflow
         )
-        crash_point("outcome.after_commit")
-        self._acknowledged(result, first, on_failure)
-        return result
 
-    # -- the other requests, as their HTTP routes do them -------------------------------------
+    # -- the other requests ---------------------------------------------------------------
 
     async def _deadline(self, b: Body) -> Any:
         key = b.required_text("key")
-        return await self.api.deadline_op(self.execution_id, self.token, key, StepDeadline.of(b))
+        return await self.deliveries.deadline(
+            self.execution_id, self.token, key, StepDeadline.of(b)
+        )
 
     async def _lease(self, b: Body) -> Any:
-        return await self.api.renew_op(self.execution_id, self.token)
+        return await self.deliveries.renew(self.execution_id, self.token)
 
     async def _start(self, b: Body) -> Any:
-        return await self.api.start_op(self.execution_id, b.required_text("key"), Start.of(b))
+        return await self.deliveries.start(self.execution_id, b.required_text("key"), Start.of(b))
 
     async def _get(self, b: Body) -> Any:
-        return views.record(await self.api.load(b.required_text("execution_id")))
+        return views.record(await self.deliveries.get(b.required_text("execution_id")))
 
     def _ours(self, b: Body) -> Body:
         """The request as its route takes it, on behalf of this channel's execution."""
@@ -303,19 +239,19 @@ class WorkerChannel:
 
     async def _effect_begin(self, b: Body) -> Any:
         req = EffectBegin.of(self._ours(b))
-        return await self.api.effect_begin_op(b.required_text("effect_id"), req)
+        return await self.deliveries.effect_begin(b.required_text("effect_id"), req)
 
     async def _effect_settle(self, b: Body) -> Any:
         req = EffectSettle.of(b)
-        return await self.api.effect_settle_op(b.required_text("effect_id"), req)
+        return await self.deliveries.effect_settle(b.required_text("effect_id"), req)
 
     async def _effect_wait(self, b: Body) -> Any:
         req = EffectWait.of(self._ours(b))
-        return await self.api.effect_wait_op(b.required_text("effect_id"), req)
+        return await self.deliveries.effect_wait(b.required_text("effect_id"), req)
 
     async def _value_wait(self, b: Body) -> Any:
         req = ValueWait.of(self._ours(b))
-        return await self.api.value_wait_op(b.required_text("key"), req)
+        return await self.deliveries.value_wait(b.required_text("key"), req)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -392,3 +328,7 @@ _SLOW: dict[str, Callable[[WorkerChannel, Body], Awaitable[Any]]] = {
     "effect_wait": WorkerChannel._effect_wait,
     "value_wait": WorkerChannel._value_wait,
 }
+
+
+def _cancel(cancel: Any) -> dict[str, bool]:
+    return {"cancel_requested": bool(cancel)}

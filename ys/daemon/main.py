@@ -207,7 +207,7 @@ class Daemon:
         runner = self._runner = web.AppRunner(make_app(api, http), handle_signals=False)
 
         def open_channel(r: Running, sock: socket.socket) -> WorkerChannel:
-            return WorkerChannel(api, r, sock)
+            return WorkerChannel(api.deliveries, r, sock)
 
         dispatcher.open_channel = open_channel
         loop = asyncio.get_running_loop()
