@@ -13,7 +13,8 @@ that tree's code; the driver (ys.Client) is this repository's for all of them. P
   CPU/step      CPU of the daemon (every thread) and of the worker, per step, from /proc and
                 time.process_time(): what the step path costs, whatever the load
   first line    trigger -> first statement of the workflow, N samples, p50 and p99
-  zero/s        20 zero-step workflows triggered then awaited, per round
+  zero/s        20 zero-step workflows triggered then awaited, per round; and the daemon's CPU
+                per execution over all rounds (admission, claim, launch, outcome)
 
 On SQLite by default (each daemon its own file in its own home); `--postgres` gives each
 daemon a fresh database of its own on one throw-away PostgreSQL server (fsync on, under
@@ -92,6 +93,15 @@ def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
     }
 
 
+def zero_round(d: D.Daemon, y: D.YsSide, daemon_us: list[float]) -> float:
+    """Zero-step workflows/s over 20; the daemon's CPU per execution goes to `daemon_us`."""
+    assert d.proc is not None
+    c0 = cpu_of(d.proc.pid)
+    per_second: float = y.zero(20)["per_second"]
+    daemon_us.append((cpu_of(d.proc.pid) - c0) / 20 * 1e6)  # in clock ticks: 500 us apart
+    return per_second
+
+
 def measure(
     trees: list[Path],
     root: Path,
@@ -112,14 +122,14 @@ def measure(
         for _, _, y in sides:
             y.warm_up()
         res: dict[str, dict[str, Any]] = {
-            t: {"steps": [], "first": [], "zero": []} for t, _, _ in sides
+            t: {"steps": [], "first": [], "zero": [], "zero_daemon_us": []} for t, _, _ in sides
         }
         for r in range(rounds):
             progress(f"round {r + 1} of {rounds}")
             for t, d, y in D.rotate(sides, r):
                 res[t]["steps"].append(steps_round(d, y, k))
                 res[t]["first"] += y.first(max(1, n // rounds))["samples"]
-                res[t]["zero"].append(y.zero(20)["per_second"])
+                res[t]["zero"].append(zero_round(d, y, res[t]["zero_daemon_us"]))
     finally:
         for _, d, y in sides:
             y.close()
@@ -145,7 +155,7 @@ def report(adapter: str, m: dict[str, Any]) -> str:
             f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
             f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
             f"zero-step/s {D.median(r['zero']):,.0f} "
-            f"(rounds {zeros})"
+            f"(rounds {zeros}), daemon CPU {sum(r['zero_daemon_us']) / len(r['zero']):.0f} us each"
         )
     return "\n".join(lines)
 
