@@ -2,6 +2,7 @@
 round, on the same disk at the same moment.
 
     .venv/bin/python bench/ab.py BEFORE_TREE [AFTER_TREE] [--rounds 3] [--k 500] [--n 30]
+                                 [--postgres | --both] [--json]
 
 A tree is a folder holding a `ys` package (a checkout, or `cp -r` of one); AFTER_TREE defaults
 to this repository. Each daemon runs `python -m ys.daemon` with that tree as its working
@@ -12,23 +13,30 @@ that tree's code; the driver (ys.Client) is this repository's for all of them. P
   CPU/step      CPU of the daemon (every thread) and of the worker, per step, from /proc and
                 time.process_time(): what the step path costs, whatever the load
   first line    trigger -> first statement of the workflow, N samples, p50 and p99
-  zero/s        20 zero-step workflows triggered then awaited, per round
+  zero/s        20 zero-step workflows triggered then awaited, per round; and the daemon's CPU
+                per execution over all rounds (admission, claim, launch, outcome)
 
-The machine is shared and noisy: read the figures of one run against each other, never
+On SQLite by default (each daemon its own file in its own home); `--postgres` gives each
+daemon a fresh database of its own on one throw-away PostgreSQL server (fsync on, under
+bench/results/; or YS_BENCH_POSTGRES_URL's server), `--both` measures SQLite and then
+PostgreSQL in one command. The machine is shared and noisy: read the figures of one run against each other, never
 across runs, and look at the load printed beside them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import textwrap
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import delivery as D
-from common import REPO_ROOT, progress, scratch_dir
+from common import REPO_ROOT, postgres_databases, progress, scratch_dir
 
 CPU_STEPS = """
     import time
@@ -53,9 +61,14 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start(tree: Path, home: Path) -> tuple[D.Daemon, D.YsSide]:
+def start(tree: Path, home: Path, database: str | None) -> tuple[D.Daemon, D.YsSide]:
+    """A daemon running `tree`'s code in `home`: on `database` (a PostgreSQL URL, through
+    YS_DATABASE), or on its own SQLite file when None."""
     d = D.Daemon(home, 4)
     d.env["PYTHONPATH"] = str(tree)
+    d.env.pop("YS_DATABASE", None)
+    if database is not None:
+        d.env["YS_DATABASE"] = database
     sources = D.workflow_sources(home / "marks")
     sources["cpu-steps.py"] = textwrap.dedent(CPU_STEPS)
     d.write_workflows(sources)
@@ -80,48 +93,61 @@ def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("trees", nargs="+", help="BEFORE [AFTER]: folders holding a ys package")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--k", type=int, default=500, help="steps per execution")
-    ap.add_argument("--n", type=int, default=30, help="first-line samples per tree")
-    args = ap.parse_args()
-    trees = [Path(t).resolve() for t in args.trees]
-    if len(trees) == 1:
-        trees.append(REPO_ROOT)
-    D.compile_project()
+def zero_round(d: D.Daemon, y: D.YsSide, daemon_us: list[float]) -> float:
+    """Zero-step workflows/s over 20; the daemon's CPU per execution goes to `daemon_us`."""
+    assert d.proc is not None
+    c0 = cpu_of(d.proc.pid)
+    per_second: float = y.zero(20)["per_second"]
+    daemon_us.append((cpu_of(d.proc.pid) - c0) / 20 * 1e6)  # in clock ticks: 500 us apart
+    return per_second
+
+
+def measure(
+    trees: list[Path],
+    root: Path,
+    database: Callable[[], str | None],
+    rounds: int,
+    k: int,
+    n: int,
+) -> dict[str, Any]:
+    """One daemon per tree (homes under `root`, each on `database()`), warmed up, then
+    `rounds` rounds of every measurement on every daemon, the order rotating each round."""
     load_before = os.getloadavg()
-    res: dict[str, dict[str, Any]] = {}
-    with scratch_dir("ab") as scratch:
-        sides = []
-        try:
-            for i, tree in enumerate(trees):
-                progress(f"starting a daemon from {tree}")
-                sides.append((str(tree), *start(tree, scratch / f"h{i}")))
-            for _, _, y in sides:
-                y.warm_up()
-            res = {t: {"steps": [], "first": [], "zero": []} for t, _, _ in sides}
-            for r in range(args.rounds):
-                progress(f"round {r + 1} of {args.rounds}")
-                for t, d, y in D.rotate(sides, r):
-                    res[t]["steps"].append(steps_round(d, y, args.k))
-                    res[t]["first"] += y.first(max(1, args.n // args.rounds))["samples"]
-                    res[t]["zero"].append(y.zero(20)["per_second"])
-        finally:
-            for _, d, y in sides:
-                y.close()
-                d.stop()
-    load_after = os.getloadavg()
-    print(
-        f"ys A/B, interleaved; load average before {', '.join(f'{x:.2f}' for x in load_before)}"
-        f", after {', '.join(f'{x:.2f}' for x in load_after)} (2 cores: above 2 is noisy)"
-    )
-    for t, r in res.items():
+    sides = []
+    try:
+        for i, tree in enumerate(trees):
+            progress(f"starting a daemon from {tree}")
+            label = f"{tree} ({i + 1})" if tree in trees[:i] else str(tree)  # the same tree twice
+            sides.append((label, *start(tree, root / f"h{i}", database())))
+        for _, _, y in sides:
+            y.warm_up()
+        res: dict[str, dict[str, Any]] = {
+            t: {"steps": [], "first": [], "zero": [], "zero_daemon_us": []} for t, _, _ in sides
+        }
+        for r in range(rounds):
+            progress(f"round {r + 1} of {rounds}")
+            for t, d, y in D.rotate(sides, r):
+                res[t]["steps"].append(steps_round(d, y, k))
+                res[t]["first"] += y.first(max(1, n // rounds))["samples"]
+                res[t]["zero"].append(zero_round(d, y, res[t]["zero_daemon_us"]))
+    finally:
+        for _, d, y in sides:
+            y.close()
+            d.stop()
+    return {"load_before": load_before, "load_after": os.getloadavg(), "trees": res}
+
+
+def report(adapter: str, m: dict[str, Any]) -> str:
+    load = [", ".join(f"{x:.2f}" for x in m[k]) for k in ("load_before", "load_after")]
+    lines = [
+        f"ys A/B on {adapter}, interleaved; load average before {load[0]}, after {load[1]}"
+        " (2 cores: above 2 is noisy)"
+    ]
+    for t, r in m["trees"].items():
         st = r["steps"]
         rounds = " ".join(f"{s['per_second']:,.0f}" for s in st)
         zeros = " ".join(f"{z:,.0f}" for z in r["zero"])
-        print(
+        lines.append(
             f"{t}\n  steps/s {D.median([s['per_second'] for s in st]):,.0f} "
             f"(rounds {rounds}); CPU/step: daemon "
             f"{D.median([s['daemon_us'] for s in st]):.0f} us, worker "
@@ -129,8 +155,46 @@ def main() -> int:
             f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
             f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
             f"zero-step/s {D.median(r['zero']):,.0f} "
-            f"(rounds {zeros})"
+            f"(rounds {zeros}), daemon CPU {sum(r['zero_daemon_us']) / len(r['zero']):.0f} us each"
         )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("trees", nargs="+", help="BEFORE [AFTER]: folders holding a ys package")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--k", type=int, default=500, help="steps per execution")
+    ap.add_argument("--n", type=int, default=30, help="first-line samples per tree")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument(
+        "--postgres", action="store_true", help="on PostgreSQL (a fresh database per daemon)"
+    )
+    where.add_argument("--both", action="store_true", help="on SQLite, then on PostgreSQL")
+    ap.add_argument("--json", action="store_true", help="one JSON document: every round's figures")
+    args = ap.parse_args()
+    trees = [Path(t).resolve() for t in args.trees]
+    if len(trees) == 1:
+        trees.append(REPO_ROOT)
+    adapters = (
+        ["sqlite", "postgresql"] if args.both else ["postgresql" if args.postgres else "sqlite"]
+    )
+    D.compile_project()
+    for tree in trees:  # every tree's code starts from byte code, as this checkout's does
+        D._run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(tree / "ys")])
+    out: dict[str, Any] = {}
+    with scratch_dir("ab") as scratch, ExitStack() as stack:
+        for adapter in adapters:
+            database: Callable[[], str | None] = lambda: None  # noqa: E731
+            if adapter == "postgresql":
+                database = stack.enter_context(postgres_databases(scratch)).create
+            (scratch / adapter).mkdir()
+            progress(f"on {adapter}")
+            out[adapter] = measure(trees, scratch / adapter, database, args.rounds, args.k, args.n)
+            if not args.json:
+                print(report(adapter, out[adapter]), flush=True)
+    if args.json:
+        print(json.dumps(out))
     return 0
 
 

@@ -43,6 +43,36 @@ def scratch_dir(prefix: str, keep: bool = False) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
+@contextmanager
+def postgres_databases(root: Path) -> Iterator[Any]:
+    """A maker of fresh, empty PostgreSQL databases (tests.pg_support.Databases: `.create()`
+    returns a URL): on a throw-away server with fsync on, as a real one, in a folder under
+    `root`, or on YS_BENCH_POSTGRES_URL's server (its user must be allowed to CREATE
+    DATABASE). Every database made is dropped, and the server stopped, afterwards."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))  # run as a script, only bench/ is on sys.path
+    from tests.pg_support import Databases, PgServer, bin_dir
+
+    server = None
+    url = os.environ.get("YS_BENCH_POSTGRES_URL")
+    if not url:
+        binaries = bin_dir()
+        if binaries is None:
+            sys.exit("no PostgreSQL server binaries: apt-get install postgresql")
+        os.chmod(root, 0o755)  # the server's user must reach its folder inside
+        server = PgServer(binaries, base=root, durable=True).start()
+        url = server.url
+    dbs = Databases(url)
+    try:
+        yield dbs
+    finally:
+        try:
+            dbs.drop_all()
+        finally:
+            if server is not None:
+                server.stop()
+
+
 def remove_db(path: Path) -> None:
     """Delete an SQLite file with its -wal and -shm companions."""
     for suffix in ("", "-wal", "-shm", "-journal"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -30,8 +29,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import load_average, progress, scratch_dir, table  # noqa: E402
-from tests.pg_support import Databases, PgServer, bin_dir  # noqa: E402
+from bench.common import (  # noqa: E402
+    load_average,
+    postgres_databases,
+    progress,
+    scratch_dir,
+    table,
+)
 from tests.support import DaemonHandle, make_home  # noqa: E402
 
 THREE_STEPS = """
@@ -167,46 +171,31 @@ def main() -> int:
     args = ap.parse_args()
     counts = [int(x) for x in args.daemons.split(",")]
     load_start = load_average()
-    with scratch_dir("scaleout", keep=args.keep) as root:
-        server = None
-        url = os.environ.get("YS_BENCH_POSTGRES_URL")
-        if not url:
-            binaries = bin_dir()
-            if binaries is None:
-                sys.exit("no PostgreSQL server binaries: apt-get install postgresql")
-            os.chmod(root, 0o755)  # the server's user must reach its folder inside
-            server = PgServer(binaries, base=root, durable=True).start()
-            url = server.url
-        dbs = Databases(url)
-        try:
-            rows = []
-            for n in counts:
-                progress(f"scale-out: {n} daemon(s), {args.executions} executions")
-                (root / f"scale{n}").mkdir()
-                rows.append(
-                    scale_out(
-                        root / f"scale{n}",
-                        dbs.create(),
-                        n,
-                        args.executions,
-                        args.step_ms,
-                        args.concurrency,
-                    )
+    with scratch_dir("scaleout", keep=args.keep) as root, postgres_databases(root) as dbs:
+        rows = []
+        for n in counts:
+            progress(f"scale-out: {n} daemon(s), {args.executions} executions")
+            (root / f"scale{n}").mkdir()
+            rows.append(
+                scale_out(
+                    root / f"scale{n}",
+                    dbs.create(),
+                    n,
+                    args.executions,
+                    args.step_ms,
+                    args.concurrency,
                 )
-            base = rows[0]["executions_per_s"]
-            for r in rows:
-                r["vs_one"] = round(r["executions_per_s"] / base, 2)
-            side = []
-            for name, target in (("postgresql", dbs.create()), ("sqlite", None)):
-                progress(f"steps and admissions: {name}")
-                (root / f"side-{name}").mkdir()
-                side.append(
-                    steps_and_admissions(root / f"side-{name}", target, args.steps, args.admissions)
-                )
-        finally:
-            dbs.drop_all()
-            if server is not None:
-                server.stop()
+            )
+        base = rows[0]["executions_per_s"]
+        for r in rows:
+            r["vs_one"] = round(r["executions_per_s"] / base, 2)
+        side = []
+        for name, target in (("postgresql", dbs.create()), ("sqlite", None)):
+            progress(f"steps and admissions: {name}")
+            (root / f"side-{name}").mkdir()
+            side.append(
+                steps_and_admissions(root / f"side-{name}", target, args.steps, args.admissions)
+            )
     report = {"scale_out": rows, "stores": side, "load_average": [load_start, load_average()]}
     if args.json:
         print(json.dumps(report))

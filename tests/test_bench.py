@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg_support import bin_dir, unavailable
 from tests.support import REPO
 
 BENCH = REPO / "bench"
@@ -102,14 +103,15 @@ def results() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("name", sorted(RUNS))
-def test_a_bench_runs_at_its_smallest_sizes(name: str, results: Path):
+def _run_bench(name: str, argv: list[str], results: Path) -> str:
+    """Runs bench/<name> with `argv` in `results`; its stdout, once it ended as it should."""
     env = {**os.environ, "YS_BENCH_RESULTS": str(results)}
-    for k in ("YS_HOME", "YS_SOCKET", "YS_DB", "YS_DATABASE", "COLUMNS", "LINES"):
+    for k in ("YS_HOME", "YS_SOCKET", "YS_DB", "YS_DATABASE", "YS_BENCH_POSTGRES_URL"):
+        env.pop(k, None)
+    for k in ("COLUMNS", "LINES"):
         env.pop(k, None)
     r = subprocess.run(
-        [sys.executable, str(BENCH / name), *RUNS[name]],
+        [sys.executable, str(BENCH / name), *argv],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -119,3 +121,22 @@ def test_a_bench_runs_at_its_smallest_sizes(name: str, results: Path):
     assert r.returncode in VERDICT_EXITS.get(name, {0}), (r.stdout[-2000:], r.stderr[-3000:])
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.stdout.strip(), "the bench printed no results"
+    return r.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_bench_runs_at_its_smallest_sizes(name: str, results: Path):
+    _run_bench(name, RUNS[name], results)
+
+
+@pytest.mark.e2e
+def test_ab_runs_on_postgresql(results: Path):
+    """bench/ab.py --postgres: a throw-away server, a database per daemon, the same figures;
+    both daemons (the same tree twice) are reported, each under its own label."""
+    if bin_dir() is None:
+        unavailable("no PostgreSQL server binaries (initdb); apt-get install postgresql")
+    out = _run_bench("ab.py", [".", "--postgres", "--rounds", "1", "--k", "5", "--n", "2"], results)
+    assert out.startswith("ys A/B on postgresql"), out
+    assert out.count("steps/s") == 2 and out.count("zero-step/s") == 2, out
+    assert not [p for p in results.iterdir() if p.name.startswith("ab-")], "scratch left behind"
