@@ -281,7 +281,10 @@ def _not_negative(value: Any, where: str) -> float:
 
 def _days(value: Any, where: str) -> float:
     return _duration(
-        value, where, "a number of days over 0, or a duration (30, 0.5, 12h)", positive=True,
+        value,
+        where,
+        "a number of days over 0, or a duration (30, 0.5, 12h)",
+        positive=True,
         unit=DAY,
     )
 
