@@ -110,8 +110,7 @@ class Settings:
 
     def changed(self) -> dict[str, Any]:
         """The tuning values that differ from the defaults."""
-        default = Settings()
-        return {k: v for k, v in self.tuning().items() if v != getattr(default, k)}
+        return changed(self.tuning())
 
     @property
     def postgres(self) -> bool:
@@ -121,6 +120,21 @@ class Settings:
         """What `ys daemon status` and `ys doctor` show: the URL without its password, or the
         SQLite file."""
         return redact(self.database) if self.database else str(sqlite_path)
+
+
+def changed(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The tuning values among `values` (a daemon's `settings`) that differ from the defaults."""
+    default = Settings().tuning()
+    return {k: v for k, v in values.items() if k in default and v != default[k]}
+
+
+def shown(values: Mapping[str, Any]) -> str:
+    """What `ys doctor` and `ys daemon status` print of the tuning values: those that differ
+    from the defaults, `key value` each, or that none does."""
+    pairs = [
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in changed(values).items()
+    ]
+    return ", ".join(pairs) if pairs else "the defaults"
 
 
 def redact(url: str) -> str:

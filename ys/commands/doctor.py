@@ -21,24 +21,20 @@ import typer
 from ys.commands._opts import Json, add
 from ys.commands._output import emit_json
 from ys.paths import Paths
+from ys.settings import ENV as SETTINGS_ENV
 
 if TYPE_CHECKING:
+    from ys.settings import Settings
     from ys.store.protocols import Health
 
-# The YS_ variables ys reads; any other is likely a typo.
+# The YS_ variables ys reads (the settings' among them); any other is likely a typo.
 KNOWN_ENV = {
+    *SETTINGS_ENV.values(),
     "YS_HOME",
     "YS_DB",
     "YS_WORKFLOWS",
     "YS_SOCKET",
     "YS_AUTOSTART",
-    "YS_LOG_LEVEL",
-    "YS_LEASE_SECONDS",
-    "YS_GRACE_SECONDS",
-    "YS_RETRY_BASE_SECONDS",
-    "YS_RETENTION_DAYS",
-    "YS_READ_TIMEOUT_SECONDS",
-    "YS_KEEPALIVE_SECONDS",
     "YS_NO_FAST_PATH",
     "YS_DEBUG",
     "YS_CRASH_POINTS",
@@ -46,13 +42,6 @@ KNOWN_ENV = {
     "YS_DELIVERY_TOKEN",
     "YS_WORKFLOW_FILE",
     "YS_ATTEMPT",
-    "YS_CANCEL_GRACE_SECONDS",
-    "YS_LOG_MAX_BYTES",
-    "YS_DAEMON_LOG_MAX_BYTES",
-    "YS_DATABASE",
-    "YS_CONCURRENCY",
-    "YS_ON_FAILURE",
-    "YS_OTEL",
     "YS_TRACEPARENT",
 }
 PER_DELIVERY = (
@@ -402,6 +391,13 @@ def check_memory_limit() -> Check:
     return passed("memory limit", f"memory_max is RLIMIT_AS per process{note}")
 
 
+def check_tuning(settings: Settings) -> Check:
+    """The daemon's tuning values (ys.settings) that differ from the defaults."""
+    from ys.settings import shown
+
+    return passed("tuning", shown(settings.tuning()))
+
+
 def check_environment() -> Check:
     names = sorted(k for k in os.environ if k.startswith("YS_"))
     unknown = [k for k in names if k not in KNOWN_ENV]
@@ -478,6 +474,7 @@ def checks() -> list[Check]:
         database, stored = None, check_database(paths)
     return [
         settings_check,
+        *([check_tuning(settings)] if settings is not None else []),
         *check_folders(paths),
         check_socket(paths),
         check_workflows(paths),

@@ -172,6 +172,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                     "location": self.d.settings.database_shown(p.db),
                 },
                 "tracing": self.d.tracing_status(),
+                # the tuning values in force (ys.settings), read once at start
+                "settings": self.d.settings.tuning(),
                 "paths": {
                     # the database in use: on PostgreSQL its URL without a password, not
                     # the SQLite file it does not use
