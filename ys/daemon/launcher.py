@@ -132,7 +132,7 @@ class SpawnLauncher:
     ) -> Worker:
         shell = workflow.kind != "python"
         # The daemon's environment copied for the child, not read as a setting (ys.settings
-        # reads those, once): the one use of os.environ under ys/daemon (tests/test_boundary.py)
+        # reads those, once): the one use of os.environ under ys/daemon (tests/store/test_boundary.py)
         env = {**os.environ, **_run_env(workflow, env)}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
