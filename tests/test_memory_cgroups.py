@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ys import runenv
-from ys.daemon.cgroups import LEAF, MemoryCgroups, cgroup_root, oom_kills, own_cgroup, probe
+from ys.daemon.cgroups import LEAF, ROOT, MemoryCgroups, oom_kills, own_cgroup, probe
 from ys.daemon.launcher import SpawnLauncher
 from ys.daemon.registry import Workflow
 from ys.daemon.scripts import WorkflowOptions
@@ -90,7 +90,7 @@ def test_rlimit_as_elsewhere_saying_why(tmp_path, layout, why):
 
 @pytest.mark.skipif(os.path.exists("/sys/fs/cgroup/cgroup.controllers"), reason="cgroup v2 box")
 def test_this_cgroup_v1_box_gets_rlimit_as():
-    choice = probe(cgroup_root(), own_cgroup(), ME)
+    choice = probe(ROOT, own_cgroup(), ME)
     assert (
         choice.detail == "RLIMIT_AS per process: no cgroup v2 hierarchy at /sys/fs/cgroup "
         "(cgroup v1, or none)"

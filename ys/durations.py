@@ -21,10 +21,11 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
 
 
-def parse_duration(text: str, what: str = "duration") -> float:
-    """Seconds in `text`; a bare number is seconds."""
+def parse_duration(text: str, what: str = "duration", bare: float = 1.0) -> float:
+    """Seconds in `text`; a bare number is seconds (or `bare` seconds each: a number of days
+    where a setting counts days)."""
     m = _DURATION.fullmatch(text.strip())
-    seconds = float(m.group(1)) * _UNITS[m.group(2)] if m else math.nan
+    seconds = float(m.group(1)) * (_UNITS[m.group(2)] if m.group(2) else bare) if m else math.nan
     if not math.isfinite(seconds):
         raise InvalidArgument(
             "INVALID_ARGUMENT",

@@ -1,12 +1,30 @@
-"""Settings (DESIGN.md §7): `<config>/config.toml`, read with tomllib; the environment wins over
-it, and a command-line option over both.
+"""Settings: `<config>/config.toml`, read with tomllib; the environment wins over it, and a
+command-line option over both. The daemon reads them once, at start, and passes each value to
+the part that uses it: no module under ys/daemon/ or ys/store/ reads the environment.
 
-    database       YS_DATABASE        a PostgreSQL URL; absent: the SQLite file (YS_DB)
-    concurrency    YS_CONCURRENCY     deliveries at once, per daemon (default 4)
-    on_failure     YS_ON_FAILURE      the folder-wide failure handler (a workflow name)
-    log_max_bytes  YS_LOG_MAX_BYTES   the most one delivery log keeps (default 10 MiB)
-    otel           YS_OTEL            export traces (true/false; unset: the OTEL_* variables
-                                      decide, docs/design.md "Traces")
+    database              YS_DATABASE              a PostgreSQL URL; absent: the SQLite file
+    concurrency           YS_CONCURRENCY           deliveries at once, per daemon (4)
+    on_failure            YS_ON_FAILURE            the folder-wide failure handler (a workflow)
+    log_max_bytes         YS_LOG_MAX_BYTES         the most one delivery log keeps (10 MiB)
+    otel                  YS_OTEL                  export traces (true/false; unset: the OTEL_*
+                                                   variables decide, docs/design.md "Traces")
+    lease_seconds         YS_LEASE_SECONDS         a delivery's lease, renewed at a third (30)
+    grace_seconds         YS_GRACE_SECONDS         what running deliveries get at stop (10)
+    cancel_grace_seconds  YS_CANCEL_GRACE_SECONDS  what a cancelled worker gets to reach a
+                                                   step before it is killed (10)
+    retry_base_seconds    YS_RETRY_BASE_SECONDS    the first retry's delay, doubled after (1)
+    retention_days        YS_RETENTION_DAYS        finished executions kept this long (30)
+    daemon_log_max_bytes  YS_DAEMON_LOG_MAX_BYTES  daemon.log's size before it rotates (5 MiB)
+    log_level             YS_LOG_LEVEL             the daemon's log level (INFO)
+    launcher              YS_LAUNCHER              warm (a fork server) or spawn (warm)
+    keepalive_seconds     YS_KEEPALIVE_SECONDS     an idle API connection is closed after (75)
+    read_timeout_seconds  YS_READ_TIMEOUT_SECONDS  a request must arrive within (30)
+    cgroup_root           YS_CGROUP_ROOT           where cgroup v2 is mounted (/sys/fs/cgroup;
+                                                   the tests point it at a fake folder)
+
+A duration is seconds (`90`, `1.5`) or has a unit (`90s`, `10m`, `2h`, `1d`; ys.durations);
+`retention_days` counts a bare number in days. A size is bytes or has a unit (`512K`, `10M`,
+`10MiB`; ys.runenv.parse_size). The standard OTEL_* variables are captured too (`otel_env`).
 
 An unknown key or a bad value is an INVALID_ARGUMENT naming where it came from: `ys doctor`
 reports it and the daemon refuses to start with it. A database URL may carry a password, so
@@ -15,10 +33,11 @@ every message and every display goes through `redact`. Standard library only.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -27,6 +46,10 @@ from ys.errors import InvalidArgument
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_DAEMON_LOG_MAX_BYTES = 5 * 1024 * 1024
+DAY = 86400.0
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LAUNCHERS = ("warm", "spawn")
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 ENV = {
     "database": "YS_DATABASE",
@@ -34,10 +57,29 @@ ENV = {
     "on_failure": "YS_ON_FAILURE",
     "log_max_bytes": "YS_LOG_MAX_BYTES",
     "otel": "YS_OTEL",
+    "lease_seconds": "YS_LEASE_SECONDS",
+    "grace_seconds": "YS_GRACE_SECONDS",
+    "cancel_grace_seconds": "YS_CANCEL_GRACE_SECONDS",
+    "retry_base_seconds": "YS_RETRY_BASE_SECONDS",
+    "retention_days": "YS_RETENTION_DAYS",
+    "daemon_log_max_bytes": "YS_DAEMON_LOG_MAX_BYTES",
+    "log_level": "YS_LOG_LEVEL",
+    "launcher": "YS_LAUNCHER",
+    "keepalive_seconds": "YS_KEEPALIVE_SECONDS",
+    "read_timeout_seconds": "YS_READ_TIMEOUT_SECONDS",
+    "cgroup_root": "YS_CGROUP_ROOT",
 }
+# The daemon's tuning values: what `ys daemon status --json` shows as `settings`, and `ys
+# doctor` when they differ from the defaults (the database is shown apart, without password).
+TUNING = tuple(k for k in ENV if k not in ("database", "cgroup_root"))
 _MASK = "***"
 # libpq connection parameters that carry a secret (a password, or a file's passphrase)
 _SECRET_PARAMS = {"password", "sslpassword"}
+
+
+def otel_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The standard OpenTelemetry variables in `env` (OTEL_*), as the daemon captures them."""
+    return {k: v for k, v in env.items() if k.startswith("OTEL_")}
 
 
 @dataclass(frozen=True)
@@ -47,6 +89,32 @@ class Settings:
     on_failure: str | None = None
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
     otel: bool | None = None  # None: the standard OTEL_* variables decide
+    lease_seconds: float = 30.0
+    grace_seconds: float = 10.0
+    cancel_grace_seconds: float = 10.0
+    retry_base_seconds: float = 1.0
+    retention_days: float = 30.0
+    daemon_log_max_bytes: int = DEFAULT_DAEMON_LOG_MAX_BYTES
+    log_level: str = "INFO"
+    launcher: str = "warm"
+    keepalive_seconds: float = 75.0
+    read_timeout_seconds: float = 30.0
+    cgroup_root: str = "/sys/fs/cgroup"
+    # the OTEL_* variables, captured with the rest (the exporter's endpoint and kind)
+    otel_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def retention(self) -> float:
+        """`retention_days` in seconds."""
+        return self.retention_days * DAY
+
+    def tuning(self) -> dict[str, Any]:
+        """The tuning values in force, by their config.toml key."""
+        return {key: getattr(self, key) for key in TUNING}
+
+    def changed(self) -> dict[str, Any]:
+        """The tuning values that differ from the defaults."""
+        return changed(self.tuning())
 
     @property
     def postgres(self) -> bool:
@@ -56,6 +124,21 @@ class Settings:
         """What `ys daemon status` and `ys doctor` show: the URL without its password, or the
         SQLite file."""
         return redact(self.database) if self.database else str(sqlite_path)
+
+
+def changed(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The tuning values among `values` (a daemon's `settings`) that differ from the defaults."""
+    default = Settings().tuning()
+    return {k: v for k, v in values.items() if k in default and v != default[k]}
+
+
+def shown(values: Mapping[str, Any]) -> str:
+    """What `ys doctor` and `ys daemon status` print of the tuning values: those that differ
+    from the defaults, `key value` each, or that none does."""
+    pairs = [
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in changed(values).items()
+    ]
+    return ", ".join(pairs) if pairs else "the defaults"
 
 
 def redact(url: str) -> str:
@@ -115,7 +198,7 @@ def load(config_dir: Path, env: dict[str, str] | None = None, **options: Any) ->
         if value is not None:
             values[key] = (value, f"--{key.replace('_', '-')}")
     parsed: dict[str, Any] = {key: _PARSE[key](raw, where) for key, (raw, where) in values.items()}
-    return Settings(**parsed)
+    return Settings(**parsed, otel_env=otel_variables(environ))
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -178,8 +261,67 @@ def _concurrency(value: Any, where: str) -> int:
     return _whole(value, where, "a whole number of deliveries, at least 1")
 
 
-def _log_max_bytes(value: Any, where: str) -> int:
-    return _whole(value, where, "a whole number of bytes, at least 1")
+def _size(value: Any, where: str) -> int:
+    """Bytes: a whole number from TOML, or a size (`65536`, `512K`, `10M`, `10MiB`)."""
+    from ys.runenv import parse_size
+
+    try:
+        return parse_size(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        raise _bad(where, "a size in bytes, at least 1 (65536, 512K, 10M, 10MiB)", value) from None
+
+
+def _duration(value: Any, where: str, what: str, *, positive: bool, unit: float = 1.0) -> float:
+    """A duration in `unit`s (seconds unless said): a number from TOML, or text that
+    ys.durations reads (a bare number counts `unit`s; `90s`, `10m`, `2h`, `1d` say their own)."""
+    from ys.durations import MAX_TIME, parse_duration
+
+    seconds = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value) * unit
+    elif isinstance(value, str):
+        try:
+            seconds = parse_duration(value, bare=unit)
+        except InvalidArgument:
+            pass
+    if not ((0 < seconds) if positive else (0 <= seconds)) or not seconds <= MAX_TIME:
+        raise _bad(where, what, value)
+    return seconds / unit
+
+
+def _positive(value: Any, where: str) -> float:
+    return _duration(value, where, "a duration over 0 (90, 1.5, 90s, 2m)", positive=True)
+
+
+def _not_negative(value: Any, where: str) -> float:
+    return _duration(value, where, "a duration (0, 90, 1.5, 90s, 2m)", positive=False)
+
+
+def _days(value: Any, where: str) -> float:
+    return _duration(
+        value,
+        where,
+        "a number of days over 0, or a duration (30, 0.5, 12h)",
+        positive=True,
+        unit=DAY,
+    )
+
+
+def _folder(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise _bad(where, "an absolute path", value)
+    return value
+
+
+def _choice(choices: tuple[str, ...], fold: Callable[[str], str]) -> Callable[[Any, str], str]:
+    def parse(value: Any, where: str) -> str:
+        text = fold(value.strip()) if isinstance(value, str) else None
+        if text not in choices:
+            what = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+            raise _bad(where, what, value)
+        return text
+
+    return parse
 
 
 def _on_failure(value: Any, where: str) -> str:
@@ -208,6 +350,17 @@ _PARSE: dict[str, Callable[[Any, str], Any]] = {
     "database": _database,
     "concurrency": _concurrency,
     "on_failure": _on_failure,
-    "log_max_bytes": _log_max_bytes,
+    "log_max_bytes": _size,
     "otel": _otel,
+    "lease_seconds": _positive,
+    "grace_seconds": _not_negative,
+    "cancel_grace_seconds": _not_negative,
+    "retry_base_seconds": _positive,
+    "retention_days": _days,
+    "daemon_log_max_bytes": _size,
+    "log_level": _choice(LOG_LEVELS, str.upper),
+    "launcher": _choice(LAUNCHERS, str.lower),
+    "keepalive_seconds": _positive,
+    "read_timeout_seconds": _positive,
+    "cgroup_root": _folder,
 }

@@ -114,3 +114,57 @@ def test_ys_imports_without_psycopg_and_a_postgresql_daemon_says_what_to_install
     assert run.returncode == 3, run.stderr
     assert "pip install 'ys[postgres]'" in one_error_line(run, "FAILED_PRECONDITION")
     assert daemons_for(ys_home.home) == []
+
+
+def test_a_tuning_key_in_config_toml_takes_effect_and_the_environment_wins(ys_home):
+    """`log_level` and `lease_seconds` from config.toml reach the daemon (its log, its status);
+    YS_LOG_LEVEL and YS_LEASE_SECONDS win over them."""
+    config(ys_home, 'log_level = "warning"\nlease_seconds = "2m"\nlauncher = "spawn"\n')
+    log = ys_home.home / "daemon.log"
+    unset = {"YS_LOG_LEVEL": "", "YS_LEASE_SECONDS": ""}  # empty counts as unset
+    try:
+        out_json(ys_home.ys("daemon", "start", "--json", env=unset))
+        settings = out_json(ys_home.ys("daemon", "status", "--json"))["settings"]
+        assert settings["log_level"] == "WARNING" and settings["lease_seconds"] == 120.0
+        assert settings["launcher"] == "spawn" and settings["cancel_grace_seconds"] == 10.0
+        assert "listening on" not in log.read_text()  # an INFO line, under WARNING
+        people = ys_home.ys("daemon", "status").stdout
+        assert "lease_seconds 120" in people and "log_level WARNING" in people
+        assert out_json(ys_home.ys("daemon", "stop", "--json"))["stopped"] is True
+        log.write_text("")
+        env = {"YS_LOG_LEVEL": "INFO", "YS_LEASE_SECONDS": "45", "YS_RETENTION_DAYS": "12h"}
+        out_json(ys_home.ys("daemon", "start", "--json", env=env))
+        settings = out_json(ys_home.ys("daemon", "status", "--json"))["settings"]
+        assert (settings["log_level"], settings["lease_seconds"]) == ("INFO", 45.0)
+        assert settings["retention_days"] == 0.5 and settings["launcher"] == "spawn"
+        assert "listening on" in log.read_text()
+        tuning = doctor_check(ys_home, "tuning", **env)
+        assert tuning["ok"] and "lease_seconds 45" in tuning["detail"]
+        assert "launcher spawn" in tuning["detail"]
+    finally:
+        stop_pids(daemons_for(ys_home.home))
+
+
+def test_a_bad_tuning_value_stops_the_daemon_with_one_line_naming_it(ys_home):
+    env = {"YS_LEASE_SECONDS": "soon"}
+    run = ys_home.ys("daemon", "run", env=env)
+    assert run.returncode == 2 and run.stdout == ""
+    assert "YS_LEASE_SECONDS must be a duration" in one_error_line(run, "INVALID_ARGUMENT")
+    start = ys_home.ys("daemon", "start", env={"YS_LAUNCHER": "cold"})
+    assert start.returncode == 2
+    assert "YS_LAUNCHER must be warm or spawn" in one_error_line(start, "INVALID_ARGUMENT")
+    config(ys_home, "cancel_grace_seconds = -1\n")
+    start = ys_home.ys("daemon", "start")
+    assert start.returncode == 2
+    line = one_error_line(start, "INVALID_ARGUMENT")
+    assert "config.toml: cancel_grace_seconds must be a duration" in line
+    assert not ys_home.socket.exists() and daemons_for(ys_home.home) == []
+    check = doctor_check(ys_home, "settings")
+    assert check["level"] == "error" and "cancel_grace_seconds" in check["detail"]
+
+
+def test_doctor_says_the_tuning_values_are_the_defaults(ys_home):
+    from ys.settings import ENV
+
+    tuning = doctor_check(ys_home, "tuning", **dict.fromkeys(ENV.values(), ""))
+    assert tuning["ok"] and tuning["detail"] == "the defaults"

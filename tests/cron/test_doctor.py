@@ -24,6 +24,7 @@ NAMES = {
     "time zone",
     "memory limit",
     "environment",
+    "tuning",
     "tracing",
     "ys for scripts",
 }

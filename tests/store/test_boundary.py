@@ -1,7 +1,10 @@
 """The store's boundary: outside ys/store/, nothing knows SQL or SQLite. A module of ys outside
 the store may import only the factory (`ys.store`) and the protocols (`ys.store.protocols`),
 never `sqlite3`, `sqlite_utils` or the store's private modules, and holds no SQL of its own;
-so a second adapter needs nothing outside ys/store/ to change."""
+so a second adapter needs nothing outside ys/store/ to change.
+
+And neither the daemon nor the store reads the environment: every setting is read once, in
+ys.settings, and passed to the part that uses it."""
 
 from __future__ import annotations
 
@@ -130,3 +133,54 @@ def test_the_guard_tells_allowed_imports_from_refused_ones(source: str, refused:
 )
 def test_the_sql_guard_tells_statements_from_prose(text: str, sql: bool):
     assert bool(SQL.search(text)) is sql
+
+
+# -- no environment read under ys/daemon/ or ys/store/ ---------------------------------------
+
+ENVIRON_NAMES = {"environ", "environb", "getenv", "getenvb"}
+# The one use allowed: the spawn launcher copies the daemon's environment for its child (a copy
+# handed on, not a setting read).
+ENVIRON_ALLOWED = {("ys/daemon/launcher.py", "env = {**os.environ, **_run_env(workflow, env)}")}
+
+
+def _environ_uses(tree: ast.AST) -> list[int]:
+    """The lines that touch the environment: `os.environ`, `os.getenv(...)`, and those names
+    imported from os (comments and docstrings do not count)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ENVIRON_NAMES:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            lines += [node.lineno for a in node.names if a.name in ENVIRON_NAMES]
+    return sorted(set(lines))
+
+
+def test_no_module_of_the_daemon_or_the_store_reads_the_environment():
+    found = []
+    for folder in ("daemon", "store"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            text = path.read_text()
+            name = str(path.relative_to(PACKAGE.parent))
+            lines = text.splitlines()
+            found += [
+                f"{name}:{n}: {lines[n - 1].strip()}"
+                for n in _environ_uses(ast.parse(text, str(path)))
+                if (name, lines[n - 1].strip()) not in ENVIRON_ALLOWED
+            ]
+    assert found == [], "read it in ys/settings.py and pass it in:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source, uses",
+    [
+        ("import os\nx = os.environ.get('YS_X')", True),
+        ("import os\nx = os.getenv('YS_X')", True),
+        ("from os import environ", True),
+        ("from os import getenv as g", True),
+        ("import os\nenv = dict(os.environ)", True),
+        ('"""reads nothing from os.environ"""', False),
+        ("env = {'YS_EXECUTION_ID': '1'}  # set for the worker", False),
+    ],
+)
+def test_the_environment_guard_tells_reads_from_mentions(source: str, uses: bool):
+    assert bool(_environ_uses(ast.parse(source))) is uses

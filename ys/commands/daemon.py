@@ -223,13 +223,18 @@ def _status_rows(info: dict[str, Any]) -> Any:
         _render.add_row(g, "tracing", f"on: {where} ({tracing.get('exported', 0)} traces sent)")
     else:
         _render.add_row(g, "tracing", tracing.get("problem") or "off")
+    if "settings" in info:
+        from ys.settings import shown
+
+        _render.add_row(g, "settings", shown(info["settings"]))
     for key, value in (info.get("paths") or {}).items():
         _render.add_row(g, key, str(value))
     return g
 
 
 def status(json_: Json = False) -> None:
-    """Show whether the daemon runs: pid, version, uptime, paths. Exits 5 if none answers."""
+    """Show whether the daemon runs: pid, version, uptime, the settings that differ from the
+    defaults, paths (--json: every setting). Exits 5 if none answers."""
     with client(autostart=False, timeout=5) as c:
         info = c.version()
     if json_:

@@ -21,24 +21,20 @@ import typer
 from ys.commands._opts import Json, add
 from ys.commands._output import emit_json
 from ys.paths import Paths
+from ys.settings import ENV as SETTINGS_ENV
 
 if TYPE_CHECKING:
+    from ys.settings import Settings
     from ys.store.protocols import Health
 
-# The YS_ variables ys reads; any other is likely a typo.
+# The YS_ variables ys reads (the settings' among them); any other is likely a typo.
 KNOWN_ENV = {
+    *SETTINGS_ENV.values(),
     "YS_HOME",
     "YS_DB",
     "YS_WORKFLOWS",
     "YS_SOCKET",
     "YS_AUTOSTART",
-    "YS_LOG_LEVEL",
-    "YS_LEASE_SECONDS",
-    "YS_GRACE_SECONDS",
-    "YS_RETRY_BASE_SECONDS",
-    "YS_RETENTION_DAYS",
-    "YS_READ_TIMEOUT_SECONDS",
-    "YS_KEEPALIVE_SECONDS",
     "YS_NO_FAST_PATH",
     "YS_DEBUG",
     "YS_CRASH_POINTS",
@@ -46,15 +42,7 @@ KNOWN_ENV = {
     "YS_DELIVERY_TOKEN",
     "YS_WORKFLOW_FILE",
     "YS_ATTEMPT",
-    "YS_CANCEL_GRACE_SECONDS",
-    "YS_LOG_MAX_BYTES",
-    "YS_DAEMON_LOG_MAX_BYTES",
-    "YS_DATABASE",
-    "YS_CONCURRENCY",
-    "YS_ON_FAILURE",
-    "YS_OTEL",
     "YS_TRACEPARENT",
-    "YS_CGROUP_ROOT",
 }
 PER_DELIVERY = (
     "YS_EXECUTION_ID",
@@ -393,11 +381,11 @@ def check_timezone() -> Check:
     return passed("time zone", f"{name} (schedules without --tz use it)")
 
 
-def check_memory_limit(paths: Paths) -> Check:
+def check_memory_limit(paths: Paths, settings: Settings | None) -> Check:
     """What holds a workflow's memory_max (ys.daemon.cgroups): the running daemon's choice, else
     what a daemon started from here would choose."""
     from ys.client import Client
-    from ys.daemon.cgroups import cgroup_root, own_cgroup, probe
+    from ys.daemon.cgroups import ROOT, own_cgroup, probe
     from ys.errors import YsError
 
     try:
@@ -407,8 +395,16 @@ def check_memory_limit(paths: Paths) -> Check:
         chosen = None
     if isinstance(chosen, dict) and chosen.get("detail"):
         return passed("memory limit", f"memory_max: {chosen['detail']} (the daemon's)")
-    here = probe(cgroup_root(), own_cgroup(), os.getpid())
+    root = Path(settings.cgroup_root) if settings is not None else ROOT
+    here = probe(root, own_cgroup(), os.getpid())
     return passed("memory limit", f"memory_max: {here.detail} (a daemon started from here)")
+
+
+def check_tuning(settings: Settings) -> Check:
+    """The daemon's tuning values (ys.settings) that differ from the defaults."""
+    from ys.settings import shown
+
+    return passed("tuning", shown(settings.tuning()))
 
 
 def check_environment() -> Check:
@@ -487,13 +483,14 @@ def checks() -> list[Check]:
         database, stored = None, check_database(paths)
     return [
         settings_check,
+        *([check_tuning(settings)] if settings is not None else []),
         *check_folders(paths),
         check_socket(paths),
         check_workflows(paths),
         check_daemon(paths, database),
         *stored,
         check_timezone(),
-        check_memory_limit(paths),
+        check_memory_limit(paths, settings),
         check_environment(),
         check_tracing(settings.otel if settings is not None else None),
         check_path(),

@@ -179,6 +179,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 },
                 "tracing": self.d.tracing_status(),
                 "memory_limit": self.d.dispatcher.memory.choice.to_json(),
+                # the tuning values in force (ys.settings), read once at start
+                "settings": self.d.settings.tuning(),
                 "paths": {
                     # the database in use: on PostgreSQL its URL without a password, not
                     # the SQLite file it does not use

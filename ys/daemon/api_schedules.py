@@ -91,9 +91,7 @@ class ScheduleRoutes(ApiBase):
 
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)
-        from ys.daemon.scheduler import retention_seconds
-
-        older = retention_seconds() if req.older_than is None else req.older_than
+        older = self.d.scheduler.retention if req.older_than is None else req.older_than
         ids = await self.d.scheduler.gc(older, req.dry_run)
         return _json({"pruned": ids, "count": len(ids), "dry_run": req.dry_run})
 

@@ -1,7 +1,7 @@
 """Cancelling running deliveries: the dispatcher's half of `ys cancel`.
 
 The workflow sees a cancellation at its next step (WorkflowCancelledError) and may clean up.
-A worker that does not reach a step within the grace period (YS_CANCEL_GRACE_SECONDS, 10 s)
+A worker that does not reach a step within the grace period (`cancel_grace_seconds`, 10 s)
 is killed with its process group, and the execution ends `cancelled`, recorded like any
 outcome (an event applied in the store, fenced by the delivery's lease token). The daemon sees
 a step when it is saved, so each step saved after the request starts the period again: clean-up
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -27,14 +26,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 log = logging.getLogger("ys.dispatcher")
-
-
-def cancel_grace_seconds() -> float:
-    """How long a cancelled worker has to reach a step: YS_CANCEL_GRACE_SECONDS, or 10 s."""
-    try:
-        return max(0.0, float(os.environ.get("YS_CANCEL_GRACE_SECONDS", 10.0)))
-    except ValueError:
-        return 10.0
 
 
 class Cancelling:

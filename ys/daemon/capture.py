@@ -3,7 +3,7 @@ delivery's log, capped.
 
 The daemon, not the worker, writes the log, so the cap holds whatever the script prints (and
 whatever it starts prints), and a worker killed mid-line loses nothing that reached the pipe.
-Past the cap (YS_LOG_MAX_BYTES, default 10 MiB) the log keeps its head, as it was written, and
+Past the cap (`log_max_bytes`, default 10 MiB; ys.settings) the log keeps its head, as it was written, and
 its tail, kept in memory and written when the worker reports its outcome or the delivery ends,
 after a marker line that says how many bytes were dropped between them. When each line came
 is kept beside the log (ys.logtimes), so the log stays exactly what was printed.
@@ -28,23 +28,6 @@ MIN_LOG_MAX_BYTES = 1024
 TAIL_MAX = 1024 * 1024  # the tail is held in memory until the delivery ends: at most this
 MARKER_ROOM = 200  # bytes kept free for the marker line
 LATE_ROOM = 100  # and for the line that counts what came after the outcome and did not fit
-
-
-def log_max_bytes() -> int:
-    """The cap of each delivery log: YS_LOG_MAX_BYTES (bytes), or 10 MiB."""
-    raw = os.environ.get("YS_LOG_MAX_BYTES")
-    if not raw:
-        return DEFAULT_LOG_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        log.warning(
-            "YS_LOG_MAX_BYTES=%r is not a whole number of bytes; using %d",
-            raw,
-            DEFAULT_LOG_MAX_BYTES,
-        )
-        return DEFAULT_LOG_MAX_BYTES
-    return max(MIN_LOG_MAX_BYTES, value)
 
 
 class CappedLog:

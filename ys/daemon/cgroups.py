@@ -28,7 +28,6 @@ from typing import Any
 log = logging.getLogger("ys.cgroups")
 
 ROOT = Path("/sys/fs/cgroup")
-ROOT_ENV = "YS_CGROUP_ROOT"  # where cgroup v2 is mounted, if not at ROOT (the tests' fake)
 LEAF = "ys-daemon"  # where the daemon (and its fork server) move to free their cgroup
 PREFIX = "ys-worker-"  # then <daemon pid>-<n>: one per delivery with a memory_max
 CGROUP_V2 = "cgroup v2"
@@ -45,10 +44,6 @@ class Choice:
 
     def to_json(self) -> dict[str, Any]:
         return {"mechanism": self.mechanism, "detail": self.detail}
-
-
-def cgroup_root() -> Path:
-    return Path(os.environ.get(ROOT_ENV) or ROOT)
 
 
 def own_cgroup(pid: int | str = "self") -> str | None:
@@ -122,7 +117,7 @@ class MemoryCgroups:
         `memory` on for the children. Call it before any child process starts (a child left
         in the cgroup would keep its controllers from its children)."""
         pid = os.getpid() if pid is None else pid
-        choice = probe(cgroup_root() if root is None else root, own or own_cgroup(), pid)
+        choice = probe(ROOT if root is None else root, own or own_cgroup(), pid)
         home = choice.home
         if home is None:
             return cls(choice, rmdir)

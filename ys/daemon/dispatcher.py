@@ -25,8 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ys import tracing
-from ys.daemon.cancelling import cancel_grace_seconds
-from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
+from ys.daemon.capture import (
+    DEFAULT_LOG_MAX_BYTES,
+    MIN_LOG_MAX_BYTES,
+    CappedLog,
+    LastLine,
+    Pipe,
+    drain,
+)
 from ys.daemon.cgroups import RLIMIT_AS, Choice, MemoryCgroups
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, kill_group
@@ -68,6 +74,8 @@ class Dispatcher(Limits):
         lease_seconds: float = 30.0,
         retry_base: float = 1.0,
         retry_max: float = 300.0,
+        cancel_grace: float = 10.0,
+        log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         tracer: Tracer | None = None,
     ) -> None:
         self.store = store
@@ -80,8 +88,9 @@ class Dispatcher(Limits):
         self.lease_seconds = lease_seconds
         self.retry_base = retry_base
         self.retry_max = retry_max
-        self.cancel_grace = cancel_grace_seconds()
-        self.log_max_bytes = log_max_bytes()
+        self.cancel_grace = cancel_grace  # a cancelled worker's time to reach a step
+        # the cap of each delivery log, at least the least the log capture keeps
+        self.log_max_bytes = max(MIN_LOG_MAX_BYTES, log_max_bytes)
         self.running: dict[str, Running] = {}
         # The workflow a failure of a workflow admits (the daemon's handler_for)
         self.handler_for: Callable[[str], str | None] = lambda _workflow: None

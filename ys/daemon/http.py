@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,15 +37,14 @@ from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 log = logging.getLogger("ys.api")
 
 MAX_BODY = 3 * 1024 * 1024  # params are at most 2 MiB encoded, plus the envelope
-READ_TIMEOUT_ENV = "YS_READ_TIMEOUT_SECONDS"
-KEEPALIVE_ENV = "YS_KEEPALIVE_SECONDS"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)
 class HttpSettings:
     """The server's limits. Lines and headers: aiohttp's defaults, which no ys request nears
-    (an ID is at most 256 bytes, 768 percent-encoded)."""
+    (an ID is at most 256 bytes, 768 percent-encoded). The read timeout and the idle keep-alive
+    are the `read_timeout_seconds` and `keepalive_seconds` settings (ys.settings)."""
 
     max_body: int = MAX_BODY
     max_line_size: int = 8190
@@ -57,23 +55,6 @@ class HttpSettings:
     # hour, which lets a flood of idle connections hold the daemon's descriptors). Clients
     # notice a closed connection before they reuse it (ys.client.Transport).
     keepalive_timeout: float = 75.0
-
-    @classmethod
-    def from_env(cls) -> HttpSettings:
-        """The defaults, with the read timeout from YS_READ_TIMEOUT_SECONDS and the idle
-        keep-alive from YS_KEEPALIVE_SECONDS (tests set 1 s)."""
-        return cls(
-            read_timeout=_seconds(READ_TIMEOUT_ENV, cls.read_timeout),
-            keepalive_timeout=_seconds(KEEPALIVE_ENV, cls.keepalive_timeout),
-        )
-
-
-def _seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return value if 0 < value < 1e9 else default
 
 
 SETTINGS = web.AppKey("ys_http_settings", HttpSettings)

@@ -139,6 +139,8 @@ class SpawnLauncher:
         cgroup: Path | None = None,
     ) -> Worker:
         shell = workflow.kind != "python"
+        # The daemon's environment copied for the child, not read as a setting (ys.settings
+        # reads those, once): the one use of os.environ under ys/daemon (tests/store/test_boundary.py)
         env = {**os.environ, **_run_env(workflow, env)}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
@@ -494,8 +496,9 @@ async def _poll_exit(proc: WarmProcess) -> None:
         await asyncio.sleep(0.2)
 
 
-def make_launcher(concurrency: int = 4) -> Launcher:
-    """The warm launcher (with up to `concurrency` spares) unless YS_LAUNCHER=spawn."""
-    if os.environ.get("YS_LAUNCHER", "warm") == "spawn":
+def make_launcher(concurrency: int = 4, kind: str = "warm") -> Launcher:
+    """The warm launcher (with up to `concurrency` spares) unless `kind` is spawn (the
+    `launcher` setting)."""
+    if kind == "spawn":
         return SpawnLauncher()
     return WarmLauncher(concurrency)

@@ -2,7 +2,7 @@
 
 A daemon started in the background (`ys daemon start`, autostart, launchd) has its stdout and
 stderr on `<data>/daemon.log`; it then writes that file itself through a rotating handler
-(YS_DAEMON_LOG_MAX_BYTES, 5 MiB, and three older files), and after each rollover points its
+(`daemon_log_max_bytes`, 5 MiB, and three older files), and after each rollover points its
 stdout and stderr at the new file, so that nothing (a C library, a child's traceback) keeps
 writing into a rotated one. In the foreground (`ys daemon run` under systemd, a terminal) it
 logs to stderr, which the service manager bounds.
@@ -28,12 +28,14 @@ from pathlib import Path
 from ys.paths import Paths
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
+MIN_MAX_BYTES = 1024
 BACKUPS = 3
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def setup_logging(paths: Paths) -> None:
-    """Configure the root logger for the daemon (before anything logs)."""
+def setup_logging(paths: Paths, level: str = "INFO", max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """Configure the root logger for the daemon (before anything logs): `level` and the
+    rotated file's `max_bytes` are the `log_level` and `daemon_log_max_bytes` settings."""
     log_file = paths.daemon_log
     for f in [
         log_file,
@@ -45,21 +47,16 @@ def setup_logging(paths: Paths) -> None:
             pass
     handler: logging.Handler
     if _is_stderr(log_file):
-        handler = DaemonLogHandler(log_file, maxBytes=max_bytes(), backupCount=BACKUPS)
+        handler = DaemonLogHandler(
+            log_file, maxBytes=max(MIN_MAX_BYTES, max_bytes), backupCount=BACKUPS
+        )
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.addFilter(RateLimit())
     root = logging.getLogger()
-    root.setLevel(os.environ.get("YS_LOG_LEVEL", "INFO"))
+    root.setLevel(level)
     root.addHandler(handler)
-
-
-def max_bytes() -> int:
-    try:
-        return max(1024, int(os.environ.get("YS_DAEMON_LOG_MAX_BYTES", DEFAULT_MAX_BYTES)))
-    except ValueError:
-        return DEFAULT_MAX_BYTES
 
 
 def _is_stderr(path: Path) -> bool:

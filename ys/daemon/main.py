@@ -41,13 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ys.daemon")
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def private_dir(path: Path) -> None:
     """A folder only its owner may enter (0700); refuse one that belongs to someone else."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -64,8 +57,9 @@ class Daemon:
         self.settings = settings or Settings()
         self.concurrency = self.settings.concurrency
         self.daemon_id = daemon_id
-        self.lease_seconds = _env_float("YS_LEASE_SECONDS", 30.0)
-        self.grace = _env_float("YS_GRACE_SECONDS", 10.0)
+        # read once, with every other setting, before start-up (ys.settings)
+        self.lease_seconds = self.settings.lease_seconds
+        self.grace = self.settings.grace_seconds
         self.started_at = time.time()
         self._stop: asyncio.Event | None = None
         self._main: asyncio.Task[Any] | None = None
@@ -169,9 +163,9 @@ class Daemon:
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         # before the fork server starts: a child left in the daemon's cgroup would keep it
         # from giving its children the memory controller (ys.daemon.cgroups)
-        memory = MemoryCgroups.set_up()
+        memory = MemoryCgroups.set_up(Path(self.settings.cgroup_root))
         log.info("memory_max: %s", memory.choice.detail)
-        launcher = self._launcher = make_launcher(self.concurrency)
+        launcher = self._launcher = make_launcher(self.concurrency, self.settings.launcher)
         self._tracer = self._make_tracer(store)
         dispatcher = self._dispatcher = Dispatcher(
             store,
@@ -181,20 +175,17 @@ class Daemon:
             self.hub,
             concurrency=self.concurrency,
             lease_seconds=self.lease_seconds,
-            retry_base=_env_float("YS_RETRY_BASE_SECONDS", 1.0),
+            retry_base=self.settings.retry_base_seconds,
+            cancel_grace=self.settings.cancel_grace_seconds,
+            log_max_bytes=self.settings.log_max_bytes,
             tracer=self._tracer,
         )
-        from ys.daemon.capture import MIN_LOG_MAX_BYTES
-
-        # the cap config.toml or YS_LOG_MAX_BYTES sets (checked at start), at least the least
-        # the log capture keeps
-        dispatcher.log_max_bytes = max(MIN_LOG_MAX_BYTES, self.settings.log_max_bytes)
         dispatcher.handler_for = self.handler_for
         dispatcher.daemon_id = self.daemon_id
         dispatcher.metrics = self.metrics
         dispatcher.memory = memory
         store.observe_commits(self.metrics.observe_commit)
-        scheduler = self._scheduler = Scheduler(self)
+        scheduler = self._scheduler = Scheduler(self, self.settings.retention)
         await self.hub.call(recover, store, self.paths)
         registry.on_version = lambda wf: self._keep_versions([wf])
         await registry.load()
@@ -202,7 +193,10 @@ class Daemon:
         await scheduler.sync_declared(registry.workflows)
         self._warn_handlers()
 
-        http = HttpSettings.from_env()
+        http = HttpSettings(
+            read_timeout=self.settings.read_timeout_seconds,
+            keepalive_timeout=self.settings.keepalive_seconds,
+        )
         api = Api(self)
         runner = self._runner = web.AppRunner(make_app(api, http), handle_signals=False)
 
@@ -246,7 +240,7 @@ class Daemon:
         """Whether traces are exported, where to, and how many trees so far."""
         from ys import tracing as ys_tracing
 
-        doc = ys_tracing.describe(self.settings.otel, os.environ)
+        doc = ys_tracing.describe(self.settings.otel, self.settings.otel_env)
         doc["on"] = self._tracer is not None
         if self._tracer is not None:
             doc["exported"] = self._tracer.exported
@@ -259,7 +253,7 @@ class Daemon:
         from ys import tracing as ys_tracing
         from ys.daemon import tracing
 
-        if not ys_tracing.wanted(self.settings.otel, os.environ):
+        if not ys_tracing.wanted(self.settings.otel, self.settings.otel_env):
             return None
         if not ys_tracing.installed():
             log.warning(
@@ -267,10 +261,11 @@ class Daemon:
                 "pip install 'ys[otel]'; running without tracing"
             )
             return None
-        tracer = tracing.Tracer(store, self.paths.data, self.hub.call)
+        tracer = tracing.Tracer(store, self.paths.data, self.hub.call, self.settings.otel_env)
         log.info(
             "tracing: exporting execution traces (%s)",
-            ys_tracing.describe(self.settings.otel, os.environ).get("endpoint") or "console",
+            ys_tracing.describe(self.settings.otel, self.settings.otel_env).get("endpoint")
+            or "console",
         )
         return tracer
 
@@ -492,7 +487,8 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
         check_tracing(settings.otel)
     except YsError as exc:
         return refuse(exc)
-    setup_logging(paths)  # daemon.log rotated and private, repeated errors rate-limited
+    # daemon.log rotated and private, repeated errors rate-limited
+    setup_logging(paths, settings.log_level, settings.daemon_log_max_bytes)
     os.umask(0o077)  # the database, logs and everything else the daemon writes are private
     for d in (paths.data, paths.logs):
         private_dir(d)

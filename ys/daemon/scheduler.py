@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import os
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,16 +26,10 @@ MAX_IDLE = 30.0
 DAY = 86400.0
 
 
-def retention_seconds() -> float:
-    try:
-        return float(os.environ.get("YS_RETENTION_DAYS", "30")) * DAY
-    except ValueError:
-        return 30 * DAY
-
-
 class Scheduler:
-    def __init__(self, daemon: DaemonParts) -> None:
+    def __init__(self, daemon: DaemonParts, retention: float = 30 * DAY) -> None:
         self.d = daemon
+        self.retention = retention  # seconds a finished execution is kept (`retention_days`)
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -141,7 +134,7 @@ class Scheduler:
         now = time.time()
         if last is not None and now - float(last) < DAY:
             return
-        await self.gc(retention_seconds())
+        await self.gc(self.retention)
         await self.d.hub.call(store.set_setting, "last_gc_at", repr(now))
 
     async def gc(self, older_than: float, dry_run: bool = False) -> list[str]:

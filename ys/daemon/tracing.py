@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,8 +298,9 @@ def _context(record: Record) -> dict[str, Any]:
 # -- export -----------------------------------------------------------------------------------
 
 
-def _exporter() -> Any:
-    kind = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() or "otlp"
+def _exporter(otel_env: Mapping[str, str]) -> Any:
+    """The exporter OTEL_TRACES_EXPORTER names (as the settings captured it): otlp or console."""
+    kind = otel_env.get("OTEL_TRACES_EXPORTER", "").strip().lower() or "otlp"
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -351,7 +352,13 @@ def to_otel(specs: list[SpanSpec], resource: Any) -> list[Any]:
 class Tracer:
     """Follows the event log and exports each execution's tree when it ends."""
 
-    def __init__(self, store: Store, data_dir: Path, call: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        data_dir: Path,
+        call: Callable[..., Any],
+        otel_env: Mapping[str, str] | None = None,
+    ) -> None:
         from opentelemetry.sdk.resources import Resource
 
         self.store = store
@@ -362,7 +369,7 @@ class Tracer:
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": "ys"}))
         self.resource = resource
-        self.exporter = _exporter()
+        self.exporter = _exporter(otel_env or {})
         self.exported = 0
         self.failed_exports = 0
         self._wake = asyncio.Event()
