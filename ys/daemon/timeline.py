@@ -246,3 +246,23 @@ def layout(
         "rows": rows[:MAX_ROWS],
         "rows_left": max(0, len(rows) - MAX_ROWS),
     }
+
+
+def read(store: Any, execution_id: str, now: float) -> dict[str, Any]:
+    """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`):
+    times in ISO 8601. EXECUTION_NOT_FOUND for an unknown ID."""
+    from ys.daemon.views import iso
+
+    desc = store.describe(execution_id)
+    t = layout(desc.record, store.events(execution_id), list(desc.children), now)
+    for key in ("start", "end", "now"):
+        t[key] = iso(t[key])
+    for b in t["breaks"]:
+        b["seconds"] = round(b["end"] - b["start"], 3)
+        b["start"], b["end"] = iso(b["start"]), iso(b["end"])
+    for r in t["rows"]:
+        for b in r["bars"]:
+            b["seconds"] = round(b["end"] - b["start"], 3)
+            b["start"], b["end"] = iso(b["start"]), iso(b["end"])
+            b["wake_at"] = iso(b["wake_at"])
+    return t
