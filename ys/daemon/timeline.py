@@ -249,20 +249,21 @@ def layout(
 
 
 def read(store: Any, execution_id: str, now: float) -> dict[str, Any]:
-    """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`):
-    times in ISO 8601. EXECUTION_NOT_FOUND for an unknown ID."""
+    """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`).
+    EXECUTION_NOT_FOUND for an unknown ID."""
+    desc = store.describe(execution_id)
+    return as_json(layout(desc.record, store.events(execution_id), list(desc.children), now))
+
+
+def as_json(t: dict[str, Any]) -> dict[str, Any]:
+    """`layout`'s answer with its times in ISO 8601 and each stretch's length in seconds."""
     from ys.daemon.views import iso
 
-    desc = store.describe(execution_id)
-    t = layout(desc.record, store.events(execution_id), list(desc.children), now)
     for key in ("start", "end", "now"):
         t[key] = iso(t[key])
-    for b in t["breaks"]:
+    for b in [*t["breaks"], *(b for r in t["rows"] for b in r["bars"])]:
         b["seconds"] = round(b["end"] - b["start"], 3)
         b["start"], b["end"] = iso(b["start"]), iso(b["end"])
-    for r in t["rows"]:
-        for b in r["bars"]:
-            b["seconds"] = round(b["end"] - b["start"], 3)
-            b["start"], b["end"] = iso(b["start"]), iso(b["end"])
+        if "wake_at" in b:
             b["wake_at"] = iso(b["wake_at"])
     return t

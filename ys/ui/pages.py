@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ys import codec, cron
-from ys.daemon import overview, views
+from ys.daemon import overview, timeline, views
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 Query = Mapping[str, Any]  # a MultiDict: getall() for repeated fields
 LOG_TAIL = 64 * 1024  # a delivery's log shows its last 64 KiB; the raw file has all of it
 PAGE = 50
+TIMELINE_TICK = 15.0
 
 
 def now(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
@@ -179,15 +180,18 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         }
         for w in d.store.waits(execution_id)
     ]
-    events = [
-        {"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data}
-        for i, e in enumerate(d.store.events(execution_id))
-    ]
+    raw = d.store.events(execution_id)
+    events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(raw)]
+    # "now" in steps of 15 s: a live region re-renders when its HTML changes, and an open
+    # bar ending at the very now would change it at every check
+    tick = time.time() // TIMELINE_TICK * TIMELINE_TICK
+    picture = timeline.as_json(timeline.layout(desc.record, raw, list(desc.children), tick))
     history = [views.event(e) for e in events[-200:]]
     running = d.dispatcher.running.get(execution_id)
     return {
         "x": x,
         "timeline": _timeline(x["steps"], events),
+        "tl": picture,
         "history": history,
         "history_skipped": max(0, len(events) - len(history)),
         "ancestors": _ancestors(d, x["parent"]),
