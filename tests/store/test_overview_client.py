@@ -121,3 +121,66 @@ def _utc(t: float) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the pictures' reads (ys/store/sql_charts.py) ----------------------------------------------
+
+
+def _fail(store: Store, execution_id: str, now: float) -> None:
+    (d,) = store.claim_due(now=now, limit=1)
+    assert d.execution_id == execution_id
+    store.acknowledge(
+        d.execution_id, d.token, {"status": "failed", "error": {"name": "E"}}, now=now
+    )
+
+
+def _complete(store: Store, execution_id: str, now: float) -> None:
+    (d,) = store.claim_due(now=now, limit=1)
+    assert d.execution_id == execution_id
+    store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=now)
+
+
+def test_activity_counts_started_completed_and_failed_per_bucket(store: Store):
+    store.admit("a", execution_id="a1", now=T0 + 10)
+    _complete(store, "a1", T0 + 20)
+    store.admit("a", execution_id="a2", now=T0 + 610)
+    _fail(store, "a2", T0 + 1250)
+    store.admit("b", execution_id="b1", now=T0 + 620)
+    _complete(store, "b1", T0 + 630)
+    store.admit("b", execution_id="b2", now=T0 + 1300)  # still admitted
+    store.admit("b", execution_id="old", now=T0 - 5)  # before the first bucket
+    buckets = store.activity(T0, T0 + 1800, 600)
+    assert [b["start"] for b in buckets] == [T0, T0 + 600, T0 + 1200]
+    assert [(b["started"], b["completed"], b["failed"]) for b in buckets] == [
+        (1, 1, 0),
+        (2, 1, 0),
+        (1, 0, 1),
+    ]
+    of_b = store.activity(T0, T0 + 1800, 600, workflow="b")
+    assert [(b["started"], b["completed"], b["failed"]) for b in of_b] == [
+        (0, 0, 0),
+        (1, 1, 0),
+        (1, 0, 0),
+    ]
+    assert [b["failed"] for b in store.activity(T0, T0 + 1800, 600, workflow="a")] == [0, 0, 1]
+    with pytest.raises(ValueError):
+        store.activity(T0, T0 + 86400, 10)  # more than 1000 buckets
+
+
+def test_schedule_history_marks_failed_fires_and_lateness(store: Store):
+    store.schedule_add("hourly", "wf", "0 * * * *", tz="UTC", catch_up="once", now=T0)
+    first = store.schedule("hourly")["next_fire_at"]
+    store.schedule_tick("hourly", now=first + 5)  # on time
+    (fired,) = store.schedule_slots("hourly")
+    _fail(store, fired["execution_id"], first + 10)
+    store.schedule_tick("hourly", now=first + 3 * HOUR + 600)  # late, two missed
+    hist = store.schedule_history("hourly")
+    assert [h["mark"] for h in hist] == ["late", "missed", "failed"]
+    late, missed, failed = hist
+    assert late["slot"] == first + 3 * HOUR and late["lateness"] == pytest.approx(600)
+    assert late["status"] == "admitted"
+    assert missed["count"] == 2 and missed["lateness"] is None
+    assert failed["outcome"] == "fired" and failed["status"] == "failed"
+    assert failed["lateness"] == pytest.approx(5)
+    assert len(store.schedule_history("hourly", limit=1)) == 1
+    assert store.schedule_history("nothing") == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ys.store.records import TERMINAL, Event, Record
+from ys.store.protocols import TERMINAL, Event, Record
 
 ENDINGS = ("released", "suspended", *sorted(TERMINAL))
 MAX_ROWS = 200  # rows drawn; the rest are counted

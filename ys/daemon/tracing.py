@@ -32,7 +32,7 @@ from typing import Any
 from ys import tracing
 from ys.daemon import timeline
 from ys.store.protocols import Store
-from ys.store.records import TERMINAL, Event, Record
+from ys.store.protocols import TERMINAL, Event, Record
 
 log = logging.getLogger("ys.daemon")
 

@@ -645,6 +645,21 @@ class OverviewClient(Protocol):
         """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
         ...
 
+    def activity(
+        self, since: float, until: float, bucket: float, workflow: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Executions started (admitted), completed and failed in each bucket of `bucket`
+        seconds from `since` to `until` (at most 1000): {"start", "started", "completed",
+        "failed"}, oldest first; of one workflow, or of all."""
+        ...
+
+    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
+        """A schedule's newest slots with what each came to and its execution's status:
+        {"slot", "outcome", "mark", "why", "execution_id", "status", "at", "count",
+        "lateness"}, where `mark` is the outcome, or "failed" when it fired and its
+        execution failed, and `lateness` the seconds from the slot to the admission."""
+        ...
+
 
 @dataclass(frozen=True)
 class Health:

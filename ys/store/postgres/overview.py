@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.errors import InvalidArgument
+from ys.store import sql_charts
 from ys.store.base import Page, RunningExecution
 from ys.store.postgres.core import Core
 from ys.store.postgres.executions import FULL, row_to_record
@@ -162,3 +163,15 @@ class PgOverview:
 
         location = redact(self._core.url)
         return self._core.read(lambda c: database(c, location))
+
+    def activity(
+        self, since: float, until: float, bucket: float, workflow: str | None = None
+    ) -> list[dict[str, Any]]:
+        sql, args = sql_charts.activity_args(since, until, bucket, workflow, hints=False)
+        rows = self._core.read(lambda c: c.execute(sql_charts.pg(sql), args).fetchall())
+        return sql_charts.activity_rows(rows)
+
+    def schedule_history(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
+        sql = sql_charts.pg(sql_charts.SCHEDULE_HISTORY)
+        rows = self._core.read(lambda c: c.execute(sql, (name, limit)).fetchall())
+        return sql_charts.history_rows(rows)

@@ -148,6 +148,8 @@ class PostgresStore:
         self.find = ov.find
         self.value_waiters = ov.value_waiters
         self.database = ov.database
+        self.activity = ov.activity
+        self.schedule_history = ov.schedule_history
 
     def close(self) -> None:
         self.core.close()

@@ -14,6 +14,7 @@ import sqlite3
 from typing import Any
 
 from ys.errors import InvalidArgument
+from ys.store import sql_charts
 from ys.store.base import Page, RunningExecution
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
@@ -217,3 +218,13 @@ class SqliteOverview:
         from ys.store.sqlite.slots import recent
 
         return recent(self._reader(), name, since=since, outcomes=outcomes, limit=limit)
+
+    def activity(
+        self, since: float, until: float, bucket: float, workflow: str | None = None
+    ) -> list[dict[str, Any]]:
+        sql, args = sql_charts.activity_args(since, until, bucket, workflow, hints=True)
+        return sql_charts.activity_rows(self._reader().execute(sql, args).fetchall())
+
+    def schedule_history(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self._reader().execute(sql_charts.SCHEDULE_HISTORY, (name, limit)).fetchall()
+        return sql_charts.history_rows(rows)

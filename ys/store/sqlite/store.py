@@ -128,6 +128,8 @@ class SqliteStore:
         self.value_waiters = ov.value_waiters
         self.database = ov.database
         self.schedule_slots = ov.schedule_slots
+        self.activity = ov.activity
+        self.schedule_history = ov.schedule_history
 
         hk = self.housekeeping = SqliteHousekeeping(core)
         self.gc = hk.gc
