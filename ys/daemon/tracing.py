@@ -31,8 +31,7 @@ from typing import Any
 
 from ys import tracing
 from ys.daemon import timeline
-from ys.store.protocols import Store
-from ys.store.protocols import TERMINAL, Event, Record
+from ys.store.protocols import TERMINAL, Event, Record, Store
 
 log = logging.getLogger("ys.daemon")
 
