@@ -27,6 +27,8 @@ Query = Mapping[str, Any]  # a MultiDict: getall() for repeated fields
 LOG_TAIL = 64 * 1024  # a delivery's log shows its last 64 KiB; the raw file has all of it
 PAGE = 50
 TIMELINE_TICK = 15.0
+HISTORY_SLOTS = 50  # a schedule's slots drawn
+WORKFLOW_CHARTS = 50  # workflows whose day is drawn
 
 
 def now(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
@@ -234,6 +236,10 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
             {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
             for r in d.store.schedule_slots(s["name"], limit=10)
         ]
+        v["history"] = [
+            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
+            for r in reversed(d.store.schedule_history(s["name"], limit=HISTORY_SLOTS))
+        ]
         out.append(v)
     return {"schedules": out, "done": q.get("done")}
 
@@ -321,7 +327,14 @@ def sha256_of(path: str) -> str | None:
 
 def workflows(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     items = sorted(d.registry.workflows.values(), key=lambda w: w.name)
+    until = (time.time() // 3600 + 1) * 3600
+    days = {
+        w.name: d.store.activity(until - 86400, until, 3600.0, workflow=w.name)
+        for w in items[:WORKFLOW_CHARTS]
+    }
     return {
-        "workflows": [{**w.to_json(), "sha256": sha256_of(w.path)} for w in items],
+        "workflows": [
+            {**w.to_json(), "sha256": sha256_of(w.path), "day": days.get(w.name)} for w in items
+        ],
         "folder": str(d.registry.folder),
     }
