@@ -299,3 +299,80 @@ def test_every_page_renders_a_row_of_every_kind(home: DaemonHandle, browser: Any
     browser.get(base + "/ui/schedules")
     wait_until(lambda: "k-declared" in browser.page_source, message="the schedules")
     shoot(browser, "schedules-every-kind")
+
+
+PICTURED = """
+import os
+import ys
+
+@ys.workflow
+def main(step, params):
+    def flaky():
+        n = int(open(params["f"]).read()) if os.path.exists(params["f"]) else 0
+        with open(params["f"], "w") as f:
+            f.write(str(n + 1))
+        if n < 1:
+            raise RuntimeError("flaky attempt %d" % n)
+        return n
+
+    step.run("load", flaky, retry=ys.Retry(max_attempts=3, interval=0.2))
+    step.call("kid", "charge", {"order": 99})
+"""
+
+
+def test_pictures_timeline_day_and_slots(home: DaemonHandle, browser: Any, tmp_path: Path):
+    home.write("pictured.py", PICTURED)
+    c = home.client()
+    wait_until(lambda: "pictured" in {w["name"] for w in c.workflows()["workflows"]})
+    c.trigger("pictured", {"f": str(tmp_path / "n")}, execution_id="pic/1")
+    assert c.wait("pic/1", timeout=30)["status"] == "failed"  # its child failed
+    kid = next(ch["execution_id"] for ch in c.describe("pic/1")["children"])
+    base = browser.current_url.split("/ui/")[0]
+    browser.get(base + "/ui/executions/pic%2F1")
+    wait_until(lambda: browser.find_elements("css selector", "svg.tl"), message="the timeline")
+    svg = browser.find_element("css selector", "svg.tl")
+    labels = [t.text for t in svg.find_elements("css selector", "text.label")]
+    assert {"delivery 1", "load #1", "load #2", "kid", kid} <= set(labels), labels
+    assert int(svg.get_attribute("data-rows")) == len(labels)
+    assert svg.find_elements("css selector", "g.bar.k-run.o-failed")  # the failed attempt
+    assert svg.find_elements("css selector", "g.bar.k-backoff")  # its backoff, hatched
+    assert svg.find_elements("css selector", "g.bar.k-wait")  # the child's call
+    link = svg.find_element("css selector", "a")
+    assert link.get_dom_attribute("href") == "/ui/executions/" + kid
+    # a bar's fill comes from the theme: red for a failure
+    failed = svg.find_element("css selector", "g.bar.k-run.o-failed rect")
+    assert (
+        browser.execute_script("return getComputedStyle(arguments[0]).fill", failed)
+        == "rgb(207, 34, 46)"
+    )
+    browser.execute_script("arguments[0].parentNode.focus()", failed)  # the tip says why
+    tip = text_of(browser, "#timeline .tip")
+    assert "load #1" in tip and "RuntimeError: flaky attempt 0" in tip
+    assert "The timeline as a table" in section(browser, "Timeline")
+    shoot(browser, "picture-timeline")
+    shoot(browser, "picture-timeline-dark", dark=True)
+    shoot(browser, "picture-timeline-phone", width=390)
+
+    browser.get(base + "/ui/")
+    wait_until(lambda: browser.find_elements("css selector", "svg.day"), message="the day")
+    day = browser.find_element("css selector", "svg.day")
+    assert day.get_attribute("data-buckets") == "144"
+    assert day.find_elements("css selector", "g.bucket.has-failed")  # a day with failures
+    assert "A day of activity" in section(browser, "A day of activity")
+    shoot(browser, "picture-day")
+    shoot(browser, "picture-day-dark", dark=True)
+    shoot(browser, "picture-day-phone", width=390)
+
+    browser.get(base + "/ui/workflows")
+    wait_until(lambda: browser.find_elements("css selector", "svg.spark"), message="sparklines")
+    assert "1 failed" in browser.find_element("xpath", "//tr[td/a[text()='pictured']]").text
+
+    c.schedule_add("pic-often", "nap", "* * * * *", tz="UTC")
+    browser.get(base + "/ui/schedules")
+    wait_until(lambda: browser.find_elements("css selector", "svg.slots"), message="the slots")
+    assert len(browser.find_elements("css selector", "svg.slots")) == len(
+        c.schedules()["schedules"]
+    )
+    shoot(browser, "picture-slots")
+    shoot(browser, "picture-slots-dark", dark=True)
+    shoot(browser, "picture-slots-phone", width=390)

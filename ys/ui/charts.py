@@ -88,7 +88,8 @@ def timeline(t: dict[str, Any], link: Any) -> Markup:
         label = escape(_short(r["label"], 26))
         cls = f"label r-{r['kind']}"
         text = (
-            f'<text class="{cls}" x="0" y="{y}">{label}<title>{escape(r["label"])}</title></text>'
+            f"<g><title>{escape(r['label'])}</title>"
+            f'<text class="{cls}" x="0" y="{y}">{label}</text></g>'
         )
         if r.get("link"):
             text = f'<a href="{escape(link(r["link"]))}">{text}</a>'
