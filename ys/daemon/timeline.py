@@ -215,7 +215,7 @@ def layout(
         rows.append(row)
     for c in children:
         stop = c.updated_at if c.terminal else max(now, c.updated_at)
-        bar = {
+        bar: dict[str, Any] = {
             "kind": "run",
             "outcome": c.status if c.terminal else "running",
             "start": c.admitted_at,
@@ -227,7 +227,7 @@ def layout(
         rows.append(
             {"kind": "child", "label": c.execution_id, "link": c.execution_id, "bars": [bar]}
         )
-        end = max(end, bar["end"])
+        end = max(end, float(bar["end"]))
     rows.sort(key=lambda r: (r["bars"][0]["start"], r["kind"] != "delivery"))
     active = [(b["start"], b["end"]) for r in rows if r["kind"] == "delivery" for b in r["bars"]]
     active += [(b["start"], b["end"]) for r in rows if r["kind"] == "child" for b in r["bars"]]
