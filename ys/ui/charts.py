@@ -142,37 +142,6 @@ def activity(buckets: list[dict[str, Any]], label: str, width_hint: int = 144) -
     return Markup("".join(out))
 
 
-def durations(hours: list[dict[str, Any]], label: str) -> Markup:
-    """p50 and p95 delivery duration per hour: p95 as a light column, p50 a dark one on it."""
-    n = max(len(hours), 1)
-    top = max([h["p95"] or 0 for h in hours] + [0.001])
-    h, plot = 70, 58
-    w = 100 / n
-    out = [
-        f'<svg class="chart durations" role="img" aria-label="{escape(label)}" width="100%" '
-        f'height="{h}" data-hours="{len(hours)}">',
-        f'<text class="axis" x="0" y="10">{escape(format_duration(top))}</text>',
-        f'<line class="grid" x1="0" x2="100%" y1="{h - 1}" y2="{h - 1}"/>',
-    ]
-    for i, r in enumerate(hours):
-        if not r["n"]:
-            continue
-        tip = (
-            f"{r['start']}: {r['n']} deliveries, p50 {format_duration(r['p50'])}, "
-            f"p95 {format_duration(r['p95'])}"
-        )
-        h95 = plot * r["p95"] / top
-        h50 = plot * r["p50"] / top
-        out.append(
-            f'<g class="hour" data-tip="{escape(tip)}"><title>{escape(tip)}</title>'
-            f'<rect class="p95" x="{i * w:.3f}%" y="{h - h95:.1f}" width="{w * 0.8:.3f}%" '
-            f'height="{h95:.1f}"/><rect class="p50" x="{i * w:.3f}%" y="{h - h50:.1f}" '
-            f'width="{w * 0.8:.3f}%" height="{h50:.1f}"/></g>'
-        )
-    out.append("</svg>")
-    return Markup("".join(out))
-
-
 def sparkline(values: list[int], label: str) -> Markup:
     """A small line of counts (a workflow's day, on the Workflows page)."""
     n = max(len(values), 1)
