@@ -37,15 +37,9 @@ from common import REPO_ROOT, RESULTS_DIR, filesystem_of, load_average, machine_
 sys.path.insert(0, str(REPO_ROOT))
 
 from ys.store.records import COMPLETED, FAILED, Event  # noqa: E402
-from ys.store.sqlite.executions import (  # noqa: E402
-    INSERT_EVENT,
-    INSERT_EXECUTION,
-    INSERT_TAG,
-    admission_event,
-    new_record_row,
-    project,
-    tag_rows,
-)
+from ys.store.sql.events import admission_event  # noqa: E402
+from ys.store.sql.rows import new_record_row, project, tag_rows  # noqa: E402
+from ys.store.sqlite.admissions import INSERT_EVENT, INSERT_EXECUTION, INSERT_TAG  # noqa: E402
 from ys.store.sqlite.schema import MIGRATIONS  # noqa: E402
 
 DAY = 86400.0

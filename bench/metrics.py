@@ -31,7 +31,7 @@ TARGET_MS = 10.0
 
 def fill(db: Path, n: int) -> None:
     from ys.store.sqlite import SqliteStore
-    from ys.store.sqlite.executions import admission_inserts
+    from ys.store.sqlite.admissions import admission_inserts
 
     store = SqliteStore(db)
     now = time.time() - 3600
@@ -60,9 +60,10 @@ def fill(db: Path, n: int) -> None:
 
 
 def time_reads(db: Path, runs: int) -> dict[str, float]:
-    from ys.store.sqlite.metrics import shared_counts
+    from ys.store.sql.observing import shared_counts
+    from ys.store.sqlite.dialect import Connection
 
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = sqlite3.connect(db, isolation_level=None, factory=Connection)
     counts, scan = [], []
     for _ in range(runs):
         t = time.perf_counter()

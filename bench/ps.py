@@ -35,14 +35,10 @@ BATCH = 50_000
 
 def build(db: Path, live: int, done: int) -> None:
     from ys.store.records import COMPLETED, Event
+    from ys.store.sql.events import admission_event
+    from ys.store.sql.rows import new_record_row, project
     from ys.store.sqlite import SqliteStore
-    from ys.store.sqlite.executions import (
-        INSERT_EVENT,
-        INSERT_EXECUTION,
-        admission_event,
-        new_record_row,
-        project,
-    )
+    from ys.store.sqlite.admissions import INSERT_EVENT, INSERT_EXECUTION
 
     SqliteStore(db).close()  # the schema, migrated as the daemon would
     c = sqlite3.connect(db, isolation_level=None)
@@ -78,9 +74,9 @@ def main() -> None:
     a = ap.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
     from ys.daemon import views
+    from ys.store.sql.reads import E_FULL
+    from ys.store.sql.rows import row_to_record
     from ys.store.sqlite import SqliteStore
-    from ys.store.sqlite.executions import row_to_record
-    from ys.store.sqlite.reads import E_FULL
 
     home = RESULTS_DIR / f"ps-{a.live}-{a.done}"
     db = home / "ys.db"

@@ -58,8 +58,9 @@ from common import (
     table,
 )
 
+from ys.store.sql.events import encode_event_value
+from ys.store.sql.executions import admit_tx
 from ys.store.sqlite import SqliteStore
-from ys.store.sqlite.executions import admit_tx, encode_event_value
 
 TARGET = 0.7
 RAW_SHARE = 0.5  # the paired raw run gets this fraction of --seconds

@@ -39,13 +39,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from tests.ui.ui_support import UiSession  # noqa: E402
 from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
-from ys.store.sqlite.executions import (  # noqa: E402
-    INSERT_EVENT,
-    INSERT_EXECUTION,
-    admission_event,
-    new_record_row,
-    project,
-)
+from ys.store.sql.events import admission_event  # noqa: E402
+from ys.store.sql.rows import new_record_row, project  # noqa: E402
+from ys.store.sqlite.admissions import INSERT_EVENT, INSERT_EXECUTION  # noqa: E402
 from ys.store.sqlite.schema import MIGRATIONS  # noqa: E402
 
 DAY = 86400.0

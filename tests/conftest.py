@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 # A throw-away PostgreSQL server (session) and a fresh database per test: tests/pg_support.py.
-from tests.pg_support import pg_databases, pg_server, pg_url  # noqa: E402, F401
+from tests.pg_support import (  # noqa: E402, F401
+    pg_databases,
+    pg_own_server,
+    pg_server,
+    pg_url,
+)
 
 # The repository root is on sys.path (pyproject's pytest `pythonpath`), so `tests` imports as
 # a package from every folder.

@@ -18,7 +18,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -124,7 +123,7 @@ class PgServer:
         # A private Unix socket and no TCP. fsync=off makes this throw-away server quick on
         # a shared test box; it changes nothing the adapter does (ys never turns off
         # synchronous_commit: a reply still waits for the commit).
-        options = " ".join(
+        self.options = " ".join(
             [
                 "-c listen_addresses=''",
                 f"-c unix_socket_directories='{self.dir}'",
@@ -133,26 +132,36 @@ class PgServer:
                 "-c shared_buffers=32MB",
             ]
         )
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        self._start()
         return self
+
+    def _start(self) -> None:
+        """`pg_ctl start` with this server's options; returns once it accepts connections."""
+        self._ctl("-l", str(self.log), "-o", self.options, "-w", "-t", "60", "start")
+
+    def _ctl(self, *args: str) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), *args)
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m MODE` (fast: sessions are told and the server shuts down
+        cleanly; immediate: it quits at once and recovers from its WAL), with the options it
+        was started with; returns once it accepts connections again."""
+        self._ctl("-l", str(self.log), "-m", mode, "-w", "-t", "60", "restart")
+
+    def stop_now(self) -> None:
+        """Shut the server down at once (`-m immediate`), its data kept for `resume`."""
+        self._ctl("-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start again, with the same options, a server `stop_now` shut down."""
+        self._start()
 
     def stop(self) -> None:
         try:
-            self._run(
-                str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
-            )
+            if (self.data / "postmaster.pid").exists():  # not already stopped (`stop_now`)
+                self._run(
+                    str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+                )
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -183,6 +192,25 @@ def pg_server() -> Iterator[str]:
     server = PgServer(binaries).start()
     try:
         yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_own_server() -> Iterator[PgServer]:
+    """A server of this test's own, which it may restart or stop (`restart`, `stop_now`,
+    `resume`): never the session's, whose other tests would see it go away."""
+    _psycopg()
+    binaries = bin_dir()
+    if binaries is None:
+        unavailable(
+            "no PostgreSQL server binaries (initdb) on PATH or in "
+            "/usr/lib/postgresql/*/bin; apt-get install postgresql"
+        )
+    assert binaries is not None
+    server = PgServer(binaries).start()
+    try:
+        yield server
     finally:
         server.stop()
 
@@ -387,11 +415,10 @@ class PostgresAdapter:
             writer.conn = real
 
     def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
-        from ys.store.postgres import shared
+        from ys.store.sql import events
 
         offered = iter(bits)
-        module = sys.modules[shared.new_execution_id.__module__]
-        monkeypatch.setattr(module, "id_bits", lambda: next(offered))
+        monkeypatch.setattr(events, "id_bits", lambda: next(offered))
 
     def tamper(self, location: str, execution_id: str, **columns: object) -> None:
         self.update_rows(location, "executions", {"execution_id": execution_id}, **columns)

@@ -39,3 +39,30 @@ def test_no_module_of_ys_imports_the_404_by_its_old_name():
             ):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert found == [], found
+
+
+def test_every_error_a_client_can_see_is_exported_from_ys():
+    """`except ys.NotFoundError:` around `Client.get`, and so for every class of ys.errors."""
+    classes = {
+        name
+        for name, value in vars(ys.errors).items()
+        if isinstance(value, type)
+        and issubclass(value, ys.errors.YsError)
+        and name != "NotFound"  # the 404's old name: `ys.NotFound` is the lookup answer
+    }
+    missing = sorted(
+        name for name in classes if getattr(ys, name, None) is not vars(ys.errors)[name]
+    )
+    assert missing == []
+    assert classes <= set(ys.__all__)
+    assert ys.NotFoundError is ys.errors.NotFoundError
+
+
+def test_a_missing_execution_can_be_caught_as_ys_not_found_error(daemon):
+    with ys.Client(socket_path=str(daemon.socket)) as c:
+        try:
+            c.get("no-such-execution")
+        except ys.NotFoundError as exc:
+            assert exc.code == "EXECUTION_NOT_FOUND"
+        else:
+            raise AssertionError("get of a missing execution returned")

@@ -1,7 +1,9 @@
 """ys: durable workflows for scripts.
 
 What a workflow script imports (`ys.workflow`, `ys.Step`, `ys.Retry`, the errors, the effect
-lookup results) and what an application uses (`ys.Client`). Names load lazily, so
+lookup results) and what an application uses (`ys.Client`). Every error class of ys.errors is
+here: `except ys.NotFoundError` around `Client.get` (not `ys.NotFound`: that is the answer an
+effect's `lookup` gives when the operation did not happen, not an exception). Names load lazily, so
 `import ys` stays cheap for the CLI and for workers.
 """
 
@@ -21,15 +23,22 @@ _LAZY = {
     "Client": "ys.client",
     "YsError": "ys.errors",
     "ExecutionAdmissionError": "ys.errors",
+    "ExecutionNotTerminal": "ys.errors",
+    "ExecutionTimeout": "ys.errors",
     "WorkflowStartError": "ys.errors",
     "WorkflowEffectError": "ys.errors",
     "ChildWorkflowFailed": "ys.errors",
     "WorkflowCancelledError": "ys.errors",
     "WaitTimeout": "ys.errors",
     "StepTimeout": "ys.errors",
-    "ValueTooLarge": "ys.errors",
+    "EffectInvariantError": "ys.errors",
+    "VersionConflict": "ys.errors",
     "LeaseLost": "ys.errors",
     "DaemonUnavailable": "ys.errors",
+    "NotFoundError": "ys.errors",
+    "InvalidArgument": "ys.errors",
+    "ValueTooLarge": "ys.errors",
+    "ResourceExhausted": "ys.errors",
 }
 
 if TYPE_CHECKING:
@@ -37,10 +46,17 @@ if TYPE_CHECKING:
     from ys.errors import (
         ChildWorkflowFailed,
         DaemonUnavailable,
+        EffectInvariantError,
         ExecutionAdmissionError,
+        ExecutionNotTerminal,
+        ExecutionTimeout,
+        InvalidArgument,
         LeaseLost,
+        NotFoundError,
+        ResourceExhausted,
         StepTimeout,
         ValueTooLarge,
+        VersionConflict,
         WaitTimeout,
         WorkflowCancelledError,
         WorkflowEffectError,
@@ -69,15 +85,22 @@ __all__ = [
     "ChildWorkflowFailed",
     "Client",
     "DaemonUnavailable",
+    "EffectInvariantError",
     "ExecutionAdmissionError",
+    "ExecutionNotTerminal",
+    "ExecutionTimeout",
+    "InvalidArgument",
     "LeaseLost",
     "NotFound",
+    "NotFoundError",
+    "ResourceExhausted",
     "Retry",
     "Settled",
     "Step",
     "StepTimeout",
     "Unknown",
     "ValueTooLarge",
+    "VersionConflict",
     "WaitTimeout",
     "WorkflowCancelledError",
     "WorkflowEffectError",

@@ -42,6 +42,10 @@ class Channel:
         self._unread: set[int] = set()  # pipelined requests whose answers are not read yet
         self._deferred: YsError | None = None  # the first error a pipelined request got
 
+    def fileno(self) -> int:
+        """The socket's descriptor (watched for the daemon's end closing: ys.worker)."""
+        return self._sock.fileno()
+
     def read_line(self) -> bytes:
         """The next line the daemon wrote (without its newline)."""
         while True:

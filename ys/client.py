@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ys._http import NoAnswer, UnixHttp
-from ys.errors import DaemonUnavailable, InvalidArgument, YsError, from_code
+from ys.errors import DaemonUnavailable, ExecutionTimeout, InvalidArgument, YsError, from_code
 
 ExecutionRef = str | dict[str, Any]  # an ID, or the dict `trigger()` returns
 
@@ -55,9 +55,39 @@ def _json_body(body: Any) -> bytes:
     2 MiB of non-ASCII params would be past the daemon's body limit). Text that has no UTF-8
     form (a lone surrogate) is sent escaped, for the daemon to refuse with its path."""
     try:
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(body, separators=(",", ":")).encode("ascii")
+        try:
+            return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(body, separators=(",", ":")).encode("ascii")
+    except (TypeError, ValueError) as exc:  # a set, a datetime, ...: nothing was sent
+        raise InvalidArgument("INVALID_ARGUMENT", _not_durable(body) or str(exc)) from None
+
+
+def _not_durable(body: Any) -> str | None:
+    """What the SDK says of the first field of `body` that is not a durable value."""
+    from ys import codec
+
+    for name, value in body.items() if isinstance(body, dict) else [("body", body)]:
+        enc = codec.encode(value, path=name)
+        if enc.status != "encoded":
+            return enc.message
+    return None
+
+
+def _timeout(value: float | str | None) -> float | None:
+    """Client.wait's timeout: seconds (a number >= 0) or a duration as the CLI takes it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from ys.durations import parse_duration
+
+        return parse_duration(value, "timeout")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e10:
+        raise InvalidArgument(
+            "INVALID_ARGUMENT",
+            f"timeout must be seconds >= 0 or a duration like '10m', not {value!r}",
+        )
+    return float(value)
 
 
 # Why a request got no answer (DaemonUnavailable's `reason`): ABSENT, nothing listens on the
@@ -79,6 +109,7 @@ class Transport:
         self._conn: UnixHttp | None = None
 
     def close(self) -> None:
+        """Close the connection (a later request opens another)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -169,7 +200,17 @@ def default_socket() -> str:
 class Client:
     """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
     (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
-    returns."""
+    returns.
+
+    Errors (each a ys.YsError with a stable `.code`; catch them as `ys.<name>`):
+    ys.DaemonUnavailable (nothing answers on the socket), ys.NotFoundError (an unknown
+    execution, workflow, effect, store key or schedule: EXECUTION_NOT_FOUND,
+    WORKFLOW_NOT_FOUND, NOT_FOUND), ys.InvalidArgument (a request the daemon or the client
+    refuses, unsent: a value that is not durable, a bad timeout), ys.ExecutionAdmissionError
+    (trigger: the ID is in use), ys.ExecutionNotTerminal (retry of a live execution),
+    ys.VersionConflict (store_put with a stale expected_version), ys.ExecutionTimeout (wait:
+    the timeout passed first), ys.ResourceExhausted (the daemon's storage is full). Not
+    ys.NotFound: that is an effect lookup's answer, not an exception."""
 
     def __init__(
         self,
@@ -183,6 +224,7 @@ class Client:
         self.autostart = autostart
 
     def close(self) -> None:
+        """Close the connection to the daemon (leaving the `with` block does it)."""
         self.transport.close()
 
     def __enter__(self) -> Client:
@@ -286,6 +328,8 @@ class Client:
         return result
 
     def describe(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        """The record with its steps, deliveries, waits and children (`ys describe`);
+        NotFoundError for an unknown ID."""
         path = f"/v1/executions/{_ex(execution_id)}/describe"
         result: dict[str, Any] = self._call("GET", path)
         return result
@@ -295,11 +339,19 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/v1/executions/{_ex(execution_id)}/timeline")
         return result
 
-    def wait(self, execution_id: ExecutionRef, timeout: float | None = None) -> dict[str, Any]:
-        """Block until the execution is terminal or `timeout` seconds pass; returns the record.
-        `execution_id` is an ID or the dict `trigger()` returned."""
+    def wait(
+        self, execution_id: ExecutionRef, timeout: float | str | None = None
+    ) -> dict[str, Any]:
+        """Block until the execution is terminal and return its record. `execution_id` is an
+        ID or the dict `trigger()` returned; `timeout` is seconds or a duration like "10m"
+        (None: no limit).
+
+        Raises ExecutionTimeout (code TIMEOUT, `.record` the record then) when the timeout
+        passes first, NotFoundError for an unknown ID, InvalidArgument for a bad timeout,
+        DaemonUnavailable when no daemon answers."""
         seg = _ex(execution_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        seconds = _timeout(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
         while True:
             chunk = 30.0 if deadline is None else max(0.0, min(30.0, deadline - time.monotonic()))
             path = f"/v1/executions/{seg}/wait?timeout={chunk:.3f}"
@@ -307,7 +359,12 @@ class Client:
             if record["status"] in ("completed", "failed", "cancelled"):
                 return record
             if deadline is not None and time.monotonic() >= deadline:
-                return record
+                raise ExecutionTimeout(
+                    f"{record['execution_id']} is still {record['status']} after {timeout} s"
+                    if not isinstance(timeout, str)
+                    else f"{record['execution_id']} is still {record['status']} after {timeout}",
+                    record=record,
+                )
 
     def wait_change(
         self, execution_id: ExecutionRef, after: int | None, timeout: float
@@ -447,6 +504,8 @@ class Client:
     def history(
         self, execution_id: ExecutionRef, limit: int | None = None, page_token: str | None = None
     ) -> dict[str, Any]:
+        """One page of the execution's events, oldest first: {"events", "next_page_token"}
+        (pass it back as `page_token` for the next page); NotFoundError for an unknown ID."""
         q = {k: str(v) for k, v in (("limit", limit), ("page_token", page_token)) if v is not None}
         path = f"/v1/executions/{_ex(execution_id)}/history" + (f"?{urlencode(q)}" if q else "")
         result: dict[str, Any] = self._call("GET", path)
@@ -490,6 +549,7 @@ class Client:
         return result
 
     def wake(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        """Make a suspended execution due now (`ys wake`); a terminal one is left as it is."""
         result: dict[str, Any] = self._call("POST", f"/v1/executions/{_ex(execution_id)}/wake", {})
         return result
 
@@ -502,6 +562,8 @@ class Client:
     # -- effects, durable values, schedules, housekeeping -------------------------------------
 
     def effects(self, status: str | None = None, execution_id: str | None = None) -> dict[str, Any]:
+        """The effect ledger (RFC 004), filtered by `status` (pending, settled) and by the
+        execution that began each effect."""
         q = {k: v for k, v in (("status", status), ("execution", execution_id)) if v}
         result: dict[str, Any] = self._call(
             "GET", "/v1/effects" + (f"?{urlencode(q)}" if q else "")
@@ -509,6 +571,7 @@ class Client:
         return result
 
     def effect(self, effect_id: str) -> dict[str, Any]:
+        """One effect's ledger record; NotFoundError for an unknown effect ID."""
         result: dict[str, Any] = self._call("GET", f"/v1/effects/{_seg(effect_id, 'effect ID')}")
         return result
 
@@ -523,19 +586,23 @@ class Client:
         return result
 
     def store_get(self, key: str) -> dict[str, Any]:
+        """A durable value: {"key", "value", "version", ...}; NotFoundError for no such key."""
         result: dict[str, Any] = self._call("GET", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def store_list(self, prefix: str = "") -> dict[str, Any]:
+        """The store's keys (with their versions) that start with `prefix`."""
         path = "/v1/store" + (f"?{urlencode({'prefix': prefix})}" if prefix else "")
         result: dict[str, Any] = self._call("GET", path)
         return result
 
     def store_delete(self, key: str) -> dict[str, Any]:
+        """Delete a key; NotFoundError for no such key."""
         result: dict[str, Any] = self._call("DELETE", f"/v1/store/{_seg(key, 'store key')}")
         return result
 
     def schedules(self) -> dict[str, Any]:
+        """Every cron schedule, with its next fire time (`ys schedule list`)."""
         result: dict[str, Any] = self._call("GET", "/v1/schedules")
         return result
 
@@ -552,6 +619,8 @@ class Client:
         max_late: float | None = None,
         jitter: float = 0.0,
     ) -> dict[str, Any]:
+        """Add a cron schedule firing `workflow` (`ys schedule add`); InvalidArgument for a
+        bad cron, zone or policy, NotFoundError for an unknown workflow."""
         body = {
             "name": name,
             "workflow": workflow,
@@ -567,19 +636,23 @@ class Client:
         return result
 
     def schedule(self, name: str) -> dict[str, Any]:
+        """One schedule; NotFoundError for an unknown name."""
         result: dict[str, Any] = self._call("GET", _schedule(name))
         return result
 
     def schedule_remove(self, name: str) -> dict[str, Any]:
+        """Remove a schedule (its past executions stay); NotFoundError for an unknown name."""
         result: dict[str, Any] = self._call("DELETE", _schedule(name))
         return result
 
     def schedule_pause(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a schedule (or resume it, `paused=False`): a paused one fires nothing."""
         verb = "pause" if paused else "resume"
         result: dict[str, Any] = self._call("POST", _schedule(name, f"/{verb}"), {})
         return result
 
     def schedule_next(self, name: str, n: int = 5) -> dict[str, Any]:
+        """The next `n` times the schedule fires."""
         result: dict[str, Any] = self._call("GET", _schedule(name, f"/next?n={n}"))
         return result
 
@@ -591,10 +664,13 @@ class Client:
         return result
 
     def workflows(self) -> dict[str, Any]:
+        """The workflow scripts the daemon knows, with their versions and options (`ys
+        workflows`); a script that cannot load says why."""
         result: dict[str, Any] = self._call("GET", "/v1/workflows")
         return result
 
     def version(self) -> dict[str, Any]:
+        """The daemon's version, its API version and its store (`ys version`)."""
         result: dict[str, Any] = self._call("GET", "/v1/version")
         return result
 
@@ -604,6 +680,7 @@ class Client:
         return text
 
     def shutdown(self) -> dict[str, Any]:
+        """Ask the daemon to stop (`ys daemon stop`): running deliveries are redelivered later."""
         result: dict[str, Any] = self._call("POST", "/v1/shutdown", {})
         return result
 

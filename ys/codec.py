@@ -93,12 +93,12 @@ def _exception_message(exc: BaseException) -> str:
         return f"<unprintable {type(exc).__name__}>"
 
 
-def clip(message: str) -> str:
-    """An error message cut to MAX_MESSAGE_CHARS, saying how much was left out."""
-    if len(message) <= MAX_MESSAGE_CHARS:
+def clip(message: str, most: int = MAX_MESSAGE_CHARS) -> str:
+    """An error message cut to `most` characters, saying how much was left out."""
+    if len(message) <= most:
         return message
-    cut = len(message) - MAX_MESSAGE_CHARS
-    return f"{message[:MAX_MESSAGE_CHARS]}... ({cut} more characters not kept)"
+    cut = len(message) - most
+    return f"{message[:most]}... ({cut} more characters not kept)"
 
 
 def _exception_code(exc: BaseException) -> str | None:

@@ -78,10 +78,12 @@ def prune(where: Path, older_than: float, now: float | None = None) -> list[str]
     return removed
 
 
-def compiled(path: str) -> CodeType:
-    """The code of the script at `path`, from the cache when it holds this version."""
-    with open(path, "rb") as f:
-        source = f.read()
+def compiled(path: str, source: bytes | None = None) -> CodeType:
+    """The code of the script at `path` (whose bytes are `source` when the caller read
+    them), from the cache when it holds this version."""
+    if source is None:
+        with open(path, "rb") as f:
+            source = f.read()
     key = hashlib.sha256(
         b"\0".join(
             [

@@ -54,6 +54,24 @@ def local_zone_name() -> str:
     return "UTC"
 
 
+def machine_zone() -> str:
+    """The zone a schedule given none is read in, by the name it is stored and shown under:
+    the machine's IANA name (`local` only when that name does not load)."""
+    name = local_zone_name()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return "local"
+    return name
+
+
+def zone_name(tz: object) -> str:
+    """A schedule's zone as stored and shown: the machine's by its IANA name when none (or
+    `local`) is given, so `ys schedule add` without --tz and a script's schedule without tz
+    read, show and fire alike."""
+    return machine_zone() if not tz or tz == "local" else str(tz)
+
+
 def zone(name: str | None) -> ZoneInfo:
     try:
         return ZoneInfo(local_zone_name() if not name or name == "local" else name)

@@ -9,6 +9,7 @@
     ├── WorkflowCancelledError             raised at the next step after `ys cancel`
     ├── WaitTimeout                        step.wait_for timed out
     ├── StepTimeout                        an attempt of step.run(timeout=) ran too long
+    ├── ExecutionTimeout                   TIMEOUT: Client.wait's timeout passed first
     ├── InvalidArgument                    INVALID_ARGUMENT
     │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
     ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
@@ -123,6 +124,17 @@ class StepTimeout(YsError):
     default_code = "STEP_TIMEOUT"
 
 
+class ExecutionTimeout(YsError):
+    """`Client.wait`'s timeout passed before the execution finished (the CLI's exit 6);
+    `.record` is the execution's record then."""
+
+    default_code = "TIMEOUT"
+
+    def __init__(self, message: str = "", *, record: dict[str, Any] | None = None) -> None:
+        super().__init__("TIMEOUT", message, record=record)
+        self.record: dict[str, Any] = record or {}
+
+
 class EffectInvariantError(YsError):
     """The runtime's own effect data or behaviour is wrong: the delivery is retried."""
 
@@ -182,6 +194,12 @@ _BY_CODE: dict[str, type[YsError]] = {
     "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DAEMON_UNAVAILABLE": DaemonUnavailable,
 }
+
+
+# What the runtime refuses for good: the same request is refused again however often a delivery
+# is retried (a bad argument, a workflow that does not exist). A workflow that asks for one
+# fails at once with it (ys.sdk.Refused), where any other runtime error is retried.
+REFUSALS = frozenset({"INVALID_ARGUMENT", "WORKFLOW_NOT_FOUND"})
 
 
 def from_code(code: str, message: str, **context: Any) -> YsError:

@@ -14,7 +14,8 @@ On the link (a Unix stream socket), one JSON line per message. From the daemon: 
 n}`, fork n more. To the daemon: `{"ready": pid}` once, `{"spare": pid}` with its socket,
 and `{"exit": pid, "code": status}` when a child ends (the server is every worker's parent).
 A spare that the daemon closes without a delivery exits quietly. When the link closes (the
-daemon is gone) the server exits; running workers are left to the next daemon's recovery.
+daemon is gone) the server exits; running workers end themselves, each seeing its own
+channel close (ys.guard).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from typing import Any
 import ys.channel  # noqa: F401
 import ys.codec  # noqa: F401
 import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
+import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
 import ys.worker
+from ys.paths import WORKFLOW_UMASK
 
 WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker)
 # The delivery's own names come with each launch; none may linger from the server's start.
@@ -94,6 +97,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         os.chdir(start.pop("cwd"))
+        os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
         os.environ.update(start.pop("env"))
         sys.argv = ["ys.worker"]
         code = ys.worker.deliver(channel, start, heartbeat)

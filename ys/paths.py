@@ -10,6 +10,9 @@ from urllib.parse import quote
 
 NAME_MAX = 255  # bytes in one file name, on every common file system
 LONG_PREFIX = 160  # of a name too long to keep whole: the encoded ID's first bytes kept
+# Workflows run with cron's umask, whatever the daemon's own (0077: its files are private), so
+# what a script writes is readable as it would be from cron (docs/design.md §7).
+WORKFLOW_UMASK = 0o022
 
 
 class Paths(NamedTuple):

@@ -12,7 +12,7 @@ import datetime as dt
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol, cast
 
 from ys import codec, tracing
 from ys._steps.children import ChildSteps
@@ -21,6 +21,7 @@ from ys._steps.times import checked_wake, wake_after, wake_time
 from ys._steps.values import ValueSteps
 from ys.crashpoints import crash_point as crash_point  # the steps call sdk.crash_point
 from ys.errors import (
+    REFUSALS,
     StepTimeout,
     ValueTooLarge,
     WaitTimeout,
@@ -46,6 +47,26 @@ class InfrastructureFailure(BaseException):
         super().__init__(f"{code}: {cause}")
         self.cause = cause
         self.code = code
+
+
+class Refused(InfrastructureFailure):
+    """The runtime refused a request for good (a bad argument the daemon found): no delivery
+    could change it, so the execution fails with it at once. Like its base, workflow code
+    cannot catch it. (An invalid effect callback result is not one: RFC 004 asks for another
+    delivery, as a fixed callback may answer.)"""
+
+    def outcome(self) -> dict[str, Any]:
+        cause = self.cause
+        message = cause.message if isinstance(cause, YsError) else str(cause)
+        error = {"name": type(cause).__name__, "message": codec.clip(message), "code": self.code}
+        return {"status": "failed", "error": error}
+
+
+def refusal(exc: BaseException, code: str | None = None) -> InfrastructureFailure:
+    """The runtime's error `exc` as what ends the delivery: Refused for a code in
+    ys.errors.REFUSALS, else an InfrastructureFailure (retried)."""
+    code = code or getattr(exc, "code", None) or "INFRASTRUCTURE"
+    return (Refused if code in REFUSALS else InfrastructureFailure)(exc, code)
 
 
 @dataclass(frozen=True)
@@ -89,18 +110,22 @@ class Retry:
 
 @dataclass(frozen=True)
 class Settled:
+    """An effect's `lookup` answer: the operation happened, with this result (a durable
+    value), which the step records and returns; `perform` does not run."""
+
     result: Any
 
 
 @dataclass(frozen=True)
 class NotFound:
-    """The operation did not happen: `perform` runs. (A missing record is another thing:
-    ys.errors.NotFoundError, a 404.)"""
+    """An effect's `lookup` answer: the operation did not happen, so `perform` runs. Not an
+    exception: a missing record (a 404 from ys.Client) is ys.NotFoundError."""
 
 
 @dataclass(frozen=True)
 class Unknown:
-    pass
+    """An effect's `lookup` answer: nobody can tell yet whether the operation happened; the
+    step waits (`retry_in` seconds, durably) and asks `lookup` again."""
 
 
 def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -226,7 +251,10 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         attempt: int,
         steps: dict[str, SavedStep],
         cancel_requested: bool = False,
+        whole_run: bool = True,
     ) -> None:
+        """`whole_run`: this Step sees the whole run of the workflow (False for `ys step`,
+        one step per process, where reaching every recorded key is not this Step's to see)."""
         self._backend = backend
         self.execution_id = execution_id
         self.workflow = workflow
@@ -236,16 +264,27 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         self._used: set[str] = set()
         self._cancel_requested = cancel_requested
         self._cancel_raised = False
+        self._suspended: str | None = None  # the step whose suspension ends this delivery
+        self._recorded = tuple(steps)  # the keys recorded before this delivery, in order
+        self._drift_warned = not whole_run
+        self._auto: dict[str, int] = {}  # step.now/uuid/random calls without a key, by kind
+        # What this delivery warned of, recorded with its outcome (`describe` shows them).
+        self.warnings: list[str] = []
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _begin(self, key: str) -> SavedStep | None:
+        if self._suspended is not None:
+            # The suspension was caught (a bare `except:`): the delivery has ended already.
+            raise Suspend(self._suspended)
         if not isinstance(key, str) or not key:
             raise ValueError("a step key must be non-empty text")
         if key in self._used:
             raise YsError("DUPLICATE_STEP_KEY", f"step key {key!r} is used twice in one run")
         self._used.add(key)
         saved = self._saved.get(key)
+        if saved is None and not self._drift_warned and len(self._used) <= len(self._recorded) + 1:
+            self._warn_drift(key)
         finished = saved is not None and saved.status in ("completed", "failed")
         if self._cancel_requested and not self._cancel_raised and not finished:
             # Raised once, at the first step that is not history; steps the workflow then
@@ -253,6 +292,54 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
             self._cancel_raised = True
             raise WorkflowCancelledError("CANCELLED", f"{self.execution_id} was cancelled")
         return saved
+
+    def _warn_drift(self, key: str) -> None:
+        """A new key while recorded ones were never reached in this delivery: most often a
+        key made of something that changes each run (a uuid, a time), whose step then runs
+        again on every delivery. Said once per delivery, in its log."""
+        unreached = [k for k in self._recorded if k not in self._used]
+        if not unreached:
+            return
+        self._drift_warned = True
+        shown = ", ".join(repr(k) for k in unreached[:3]) + (", ..." if len(unreached) > 3 else "")
+        said = (
+            f"step {key!r} is new in this replay, but recorded steps ({shown}) "
+            "were not reached: a non-deterministic step key (a uuid, a time, a random "
+            "number) runs its step again on every delivery; make keys from params or from "
+            "step.uuid(), step.now(), step.random(), which are recorded once"
+        )
+        self.warnings.append(said)
+        sys.stderr.write(f"ys: warning: {said}\n")
+
+    # -- recorded values: the same on every replay --------------------------------------------
+
+    def now(self, key: str | None = None) -> float:
+        """The current time (epoch seconds), recorded once like a step: every replay gets the
+        same value (Temporal's workflow.now()). Without a key, the n-th call of the run."""
+        return float(self._recorded_value(key, "now", self._backend.now))
+
+    def uuid(self, key: str | None = None) -> str:
+        """A random UUID (text), recorded once like a step: the same on every replay."""
+        import uuid
+
+        return str(self._recorded_value(key, "uuid", lambda: str(uuid.uuid4())))
+
+    def random(self, key: str | None = None) -> float:
+        """A random float in [0, 1), recorded once like a step: the same on every replay."""
+        import random
+
+        return float(self._recorded_value(key, "random", random.random))
+
+    def _recorded_value(self, key: str | None, what: str, make: Callable[[], Any]) -> Any:
+        if key is None:
+            n = self._auto[what] = self._auto.get(what, 0) + 1
+            key = f"ys.{what}.{n}"
+        saved = self._begin(key)
+        if saved is not None and saved.status == "completed" and saved.value is not None:
+            return codec.decode(saved.value)
+        value = make()
+        self._save(key, "run", "completed", codec.dumps(value))
+        return value
 
     @property
     def cancel_requested(self) -> bool:
@@ -265,7 +352,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         except (WorkflowStartError, WorkflowEffectError):
             raise
         except (YsError, OSError) as exc:
-            raise InfrastructureFailure(exc, getattr(exc, "code", "INFRASTRUCTURE")) from exc
+            raise refusal(exc) from exc
 
     def _save(
         self,
@@ -288,8 +375,13 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         if suspend is None:  # save the step, then report the suspension (ys.testing, ys step)
             self._save(key, kind, "waiting", value, attempts, wake_at)
         else:  # both at once (a worker's channel: one transaction, no wait between)
-            self._infra(suspend, key, kind, value, attempts, wake_at)
+            self._infra(suspend, key, kind, value, attempts, wake_at, self.warnings)
             self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
+        self._stop(key)
+
+    def _stop(self, key: str) -> NoReturn:
+        """End the delivery suspended: step `key` is recorded waiting, with its wake."""
+        self._suspended = key
         raise Suspend(key)
 
     # -- steps ------------------------------------------------------------------------------
@@ -305,6 +397,11 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         """Run fn(*args) once and save its result; an exception is saved and raised on replay.
         `timeout` (seconds, or text like "10m"): the daemon kills an attempt that runs longer
         (its whole worker) and records it failed with ys.StepTimeout, which `retry` retries."""
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(
+                f"step.run({key!r}): retry must be a ys.Retry (e.g. retry=ys.Retry("
+                f"max_attempts=5)), not {type(retry).__name__} {retry!r}"
+            )
         limit = step_timeout(timeout, f"step.run({key!r}): timeout")
         saved = self._begin(key)
         attempts = 0
@@ -367,12 +464,10 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         """A durable timer: the step and its wake are recorded, the delivery ends, and the
         execution is delivered again when due. ValueError for seconds that are negative,
         not finite, or past the year 9999."""
-        saved = self._begin(key)
         now = self._backend.now()
-        wake = (
-            None if saved is not None else wake_after(f"step.sleep({key!r}): seconds", now, seconds)
-        )
-        self._sleep(key, saved, now, wake)
+        wake = wake_after(f"step.sleep({key!r}): seconds", now, seconds)  # checked on replay too
+        saved = self._begin(key)
+        self._sleep(key, saved, now, None if saved is not None else wake)
 
     def sleep_until(self, key: str, when: dt.datetime | float) -> None:
         """Sleep until an absolute time (an aware datetime, or epoch seconds in 1970..9999)."""
@@ -417,7 +512,11 @@ def step_timeout(value: float | str | None, what: str) -> float | None:
             value = parse_duration(value, what)
         except YsError as exc:
             raise ValueError(exc.message) from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{what} must be a number of seconds or text like '10m', not {type(value).__name__}"
+        )
+    if not 0 < value < 1e9:
         raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
     return float(value)
 
@@ -435,15 +534,32 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     """The function marked @ys.workflow, or failing that, one named `main`."""
     for value in namespace.values():
         if callable(value) and hasattr(value, "__ys_workflow__"):
-            return value
+            return cast("Callable[..., Any]", value)
     main = namespace.get("main")
-    return main if callable(main) else None
+    return cast("Callable[..., Any]", main) if callable(main) else None
 
 
 def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     """Call the workflow and turn how it ended into a WorkflowRunOutcome (RFC 003).
 
-    InfrastructureFailure propagates: it is not an outcome."""
+    InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
+    execution. A step that suspended ends the delivery suspended even if the workflow caught
+    the suspension (a bare `except:`) and went on: its wake is recorded, and every later step
+    raised the suspension again."""
+    outcome = _outcome(fn, step, params)
+    if step._suspended is not None and outcome["status"] != "suspended":
+        sys.stderr.write(
+            f"ys: step {step._suspended!r} suspended this delivery, but the workflow caught "
+            "the suspension (a bare `except:` or `except BaseException`) and went on; the "
+            "delivery ends suspended all the same\n"
+        )
+        outcome = {"status": "suspended"}
+    if step.warnings:
+        outcome["warnings"] = list(step.warnings)
+    return outcome
+
+
+def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     try:
         result = fn(step, params)
         if isinstance(result, Awaitable):
@@ -454,6 +570,11 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
         if step._cancel_requested:
             return {"status": "cancelled"}
         raise
+    except Refused as exc:
+        sys.stderr.write(
+            f"ys: {exc.code}: {exc.cause}; the execution fails (a retry would be refused again)\n"
+        )
+        return exc.outcome()
     except InfrastructureFailure:
         raise
     except Exception as exc:

@@ -43,14 +43,51 @@ class Clock:
 
 
 class _StoreBackend:
-    def __init__(self, store: Store, clock: Clock, execution_id: str, token: str) -> None:
-        self.store = store
-        self.clock = clock
+    def __init__(self, test: WorkflowTest, execution_id: str, token: str) -> None:
+        self.test = test
+        self.store = test.store
+        self.clock = test.clock
         self.execution_id = execution_id
         self.token = token
+        # The attempt of a step run with timeout=: (key, monotonic deadline, timeout,
+        # attempts, retry delay), as the daemon registers it before the step's body runs.
+        self.deadline: tuple[str, float, float, int, float | None] | None = None
 
     def now(self) -> float:
         return self.clock.now
+
+    def step_deadline(
+        self, key: str, timeout: float, attempts: int, retry_delay: float | None
+    ) -> None:
+        self.deadline = (key, time.monotonic() + timeout, timeout, attempts, retry_delay)
+
+    def _check_step(self, key: str) -> None:
+        """Before a step's save: a crash the test asked for, or an attempt that ran past its
+        timeout (recorded as the daemon records it when it kills the worker)."""
+        if key in self.test._crash_at:
+            self.test._crash_at.discard(key)
+            raise _Killed("lease_expired", f"crashed in step {key!r} (WorkflowTest.crash_at)")
+        deadline, self.deadline = self.deadline, None
+        if deadline is None or deadline[0] != key or time.monotonic() <= deadline[1]:
+            return
+        _, _, timeout, attempts, retry_delay = deadline
+        error = codec.ErrorValue(
+            "StepTimeout",
+            f"step {key!r} ran past its timeout of {timeout:g} s; its worker was killed",
+            "STEP_TIMEOUT",
+        )
+        wake = None if retry_delay is None else self.clock.now + retry_delay
+        self.store.save_step(
+            self.execution_id,
+            self.token,
+            key,
+            kind="run",
+            status="failed" if wake is None else "waiting",
+            value=codec.dumps(error),
+            attempts=attempts,
+            wake_at=wake,
+        )
+        raise _Killed("step_timeout", f"step {key!r} ran past its timeout", retry_at=wake)
 
     def save_step(
         self,
@@ -61,6 +98,7 @@ class _StoreBackend:
         attempts: int,
         wake_at: float | None,
     ) -> bool | None:
+        self._check_step(key)
         return bool(
             self.store.save_step(
                 self.execution_id,
@@ -75,8 +113,10 @@ class _StoreBackend:
         )
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        from ys.contract import request_params
+        from ys.contract import check_start, request_params
 
+        check_start(key, workflow)
+        self.test._known(workflow)
         return self.store.start(
             self.execution_id, key, workflow, request_params(params), detached=detached
         )
@@ -106,8 +146,23 @@ class _StoreBackend:
         return float(self.store.effect_wait(effect_id, self.execution_id, key, wake_at))
 
 
+class _Killed(BaseException):
+    """The delivery's worker dies here (a crash, or the daemon killing a step past its
+    timeout): no outcome, the store releases the delivery."""
+
+    def __init__(self, reason: str, detail: str, retry_at: float | None = None) -> None:
+        super().__init__(detail)
+        self.reason, self.detail, self.retry_at = reason, detail, retry_at
+
+
 class WorkflowTest:
-    """A temporary store and a set of workflows (name -> function, or a folder of scripts)."""
+    """A temporary store and a set of workflows (name -> function, or a folder of scripts).
+
+    Python workflows only: a folder's shell workflows (executable files without `.py`) are
+    refused at `trigger` with NotImplementedError; test them through a daemon.
+    A step's `timeout=` is measured (nothing can kill the test's own process): an attempt
+    that ran past it is recorded as the daemon records it, its result discarded.
+    """
 
     def __init__(
         self,
@@ -123,11 +178,13 @@ class WorkflowTest:
         self.store: Store = open_store(
             Path(self._dir) / "ys.db", clock=self.clock, lease_seconds=lease_seconds
         )
+        self.shell: set[str] = set()  # shell workflows of a folder: refused at trigger
         if isinstance(workflows, dict):
             self.workflows = dict(workflows)
         else:
-            self.workflows = _load_folder(Path(workflows))
+            self.workflows, self.shell = _load_folder(Path(workflows))
         self.deliveries = 0
+        self._crash_at: set[str] = set()
 
     def __enter__(self) -> WorkflowTest:
         return self
@@ -148,9 +205,26 @@ class WorkflowTest:
         execution_id: str | None = None,
         if_exists: str = "fail",
     ) -> str:
+        """`ys trigger`: admit an execution; NotFoundError (WORKFLOW_NOT_FOUND) for a name
+        this test does not know, as the daemon refuses it."""
+        self._known(workflow)
         return self.store.admit(
             workflow, params, execution_id=execution_id, if_exists=if_exists
         ).execution_id
+
+    def _known(self, workflow: str) -> None:
+        if workflow in self.shell:
+            raise NotImplementedError(
+                f"{workflow} is a shell workflow: ys.testing runs Python workflows only; "
+                "test it through a daemon (`ys trigger --wait`)"
+            )
+        if workflow not in self.workflows:
+            from ys.errors import NotFoundError
+
+            known = ", ".join(sorted(self.workflows)) or "none"
+            raise NotFoundError(
+                "WORKFLOW_NOT_FOUND", f"no workflow named {workflow!r} (this test has: {known})"
+            )
 
     def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
         """`ys store put`: commit a value and wake its waiters; returns the new version."""
@@ -158,6 +232,58 @@ class WorkflowTest:
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    def cancel(self, execution_id: str, now: bool = False) -> bool:
+        """`ys cancel` (`now`: `--now`, ended cancelled at once); False if nothing changed.
+        Without `now` the workflow sees WorkflowCancelledError at its next step that is not
+        history, when it is next delivered (`run`)."""
+        return bool(self.store.cancel(execution_id, at_once=now))
+
+    def crash_at(self, step_key: str) -> None:
+        """The next delivery that finishes step `step_key` dies just before saving it (its
+        lease lost mid-step, a crash): nothing of the step is saved, the delivery is
+        released, and the next delivery runs the step again."""
+        self._crash_at.add(step_key)
+
+    def history(self, execution_id: str) -> list[dict[str, Any]]:
+        """The execution's events, oldest first: {"seq", "at" (epoch seconds), "kind",
+        "data"}, the events `ys history` shows."""
+        out: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = self.store.history(execution_id, limit=1000, page_token=token)
+            out += page.items
+            token = page.next_page_token
+            if not token:
+                return out
+
+    def steps(self, execution_id: str) -> list[dict[str, Any]]:
+        """The execution's steps in the order first recorded, as `ys describe` shows them
+        ({"key", "kind", "status", "value" (decoded), "attempts", "wake_at"})."""
+        return [
+            {
+                "key": s.key,
+                "kind": s.kind,
+                "status": s.status,
+                "value": codec.decode(s.value) if s.value is not None else None,
+                "attempts": s.attempts,
+                "wake_at": s.wake_at,
+            }
+            for s in self.store.steps(execution_id)
+        ]
+
+    def effect(self, effect_id: str) -> dict[str, Any]:
+        """One effect of the ledger (RFC 004), as `ys effect ID --json` shows it."""
+        found = self.store.effect(effect_id)
+        if found is None:
+            from ys.errors import NotFoundError
+
+            raise NotFoundError("NOT_FOUND", f"effect {effect_id!r} does not exist")
+        return found
+
+    def effects(self, status: str | None = None) -> list[dict[str, Any]]:
+        """The effect ledger, optionally only `pending` or `settled` effects."""
+        return list(self.store.effects(status=status))
 
     def get(self, execution_id: str) -> dict[str, Any]:
         from ys.daemon.views import record
@@ -213,7 +339,7 @@ class WorkflowTest:
             return
         record, steps = self.store.delivery_state(d.execution_id, d.token)
         step = Step(
-            _StoreBackend(self.store, self.clock, d.execution_id, d.token),
+            _StoreBackend(self, d.execution_id, d.token),
             execution_id=d.execution_id,
             workflow=d.workflow,
             context=codec.decode(record.context_json),
@@ -225,23 +351,57 @@ class WorkflowTest:
         )
         try:
             outcome = run_workflow(fn, step, codec.decode(record.params_json))
+        except _Killed as killed:
+            retry_at = killed.retry_at if killed.retry_at is not None else self.clock.now
+            self.store.release(
+                d.execution_id,
+                d.token,
+                retry_at=retry_at,
+                reason=killed.reason,
+                detail=killed.detail,
+            )
+            return
         except InfrastructureFailure as exc:
+            # as the daemon: a delivery that ends without an outcome counts toward the
+            # workflow's max_attempts, and the last one fails the execution
             self.store.release(
                 d.execution_id,
                 d.token,
                 retry_at=self.clock.now,
                 reason="worker_failed",
-                detail=str(exc),
+                detail=f"{exc.code}: {exc}" if getattr(exc, "code", None) else str(exc),
+                max_attempts=_max_attempts(fn),
             )
             return
         self.store.acknowledge(d.execution_id, d.token, outcome)
 
 
-def _load_folder(folder: Path) -> dict[str, Callable[..., Any]]:
+def _max_attempts(fn: Callable[..., Any]) -> int:
+    """The workflow's `max_attempts` option (the daemon's default when it has none)."""
+    from ys.daemon.scripts import DEFAULT_MAX_ATTEMPTS
+
+    options = getattr(fn, "__ys_workflow__", None) or {}
+    value = options.get("max_attempts")
+    return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_ATTEMPTS
+
+
+def _load_folder(folder: Path) -> tuple[dict[str, Callable[..., Any]], set[str]]:
+    """The folder's Python workflows, and the names of its shell workflows."""
+    import os
+
     from ys.worker import load_script
 
-    return {
+    python = {
         p.stem: load_script(str(p))
         for p in sorted(folder.glob("*.py"))
         if not p.name.startswith((".", "_"))
     }
+    shell = {
+        p.name
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix != ".py"
+        and not p.name.startswith((".", "_"))
+        and os.access(p, os.X_OK)
+    }
+    return python, shell

@@ -18,6 +18,7 @@ import _thread
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -29,11 +30,41 @@ from urllib.parse import quote
 EXIT_RETRY = 75  # EX_TEMPFAIL
 
 
-def load_script(path: str) -> Any:
-    """Import a workflow script by path and return its workflow function (or raise)."""
+def load_script(path: str, sha256: str | None = None, copy: str | None = None) -> Any:
+    """Import a workflow script by path and return its workflow function (or raise). With
+    `sha256`, the version its delivery recorded: the file is read once and its bytes run only
+    if they are that version (an edit since the claim is not run under the claim's hash),
+    else the version's kept copy at `copy` runs, still under the name `path`."""
     from ys.codecache import compiled
 
-    return _run_module(path, lambda: compiled(path))
+    try:
+        source: bytes | None = _read(path)
+    except OSError:
+        if sha256 is None:
+            raise
+        source = None  # removed since the claim: the version it recorded is kept
+    if sha256 is not None and (source is None or _sha256(source) != sha256):
+        if copy is None:
+            raise ImportError(f"{path} is no longer version {sha256[:12]} and none is kept")
+        try:
+            source = _read(copy)
+        except OSError as exc:
+            raise ImportError(f"version {sha256[:12]} of {path} is not kept: {exc}") from None
+        if _sha256(source) != sha256:
+            raise ImportError(f"the kept copy of version {sha256[:12]} of {path} is damaged")
+    assert source is not None
+    return _run_module(path, lambda: compiled(path, source))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _run_module(path: str, code: Any) -> Any:
@@ -65,12 +96,19 @@ def check(path: str) -> int:
         simple = {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)}
         if opts.get("schedule"):
             schedule = simple
+        if "params" in opts:  # a JSON object, checked by the registry as a header's are
+            try:
+                json.dumps(opts["params"])
+                given = opts["params"]
+            except (TypeError, ValueError):
+                given = repr(opts["params"])
+            schedule = {**(schedule or {}), "params": given}
         # Every option goes to the registry, which checks them (ys.daemon.scripts): one it
         # cannot read back from JSON is sent as its repr, and refused there as a bad value.
         options = {
             k: simple.get(k, repr(v))
             for k, v in opts.items()
-            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+            if k not in ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
         }
     except BaseException as exc:  # noqa: BLE001 - anything the script does is its error
         error = f"{type(exc).__name__}: {exc}"
@@ -222,7 +260,13 @@ class ChannelBackend:
         )
 
     def suspend(
-        self, key: str, kind: str, value: str | None, attempts: int, wake_at: float
+        self,
+        key: str,
+        kind: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float,
+        warnings: list[str] | None = None,
     ) -> None:
         """Record a waiting step and end the delivery `suspended`, both at once, pipelined:
         the workflow unwinds while the daemon commits them in one transaction, and `deliver`
@@ -238,6 +282,7 @@ class ChannelBackend:
                 "value": value,
                 "attempts": attempts,
                 "wake_at": wake_at,
+                **({"warnings": warnings} if warnings else {}),
             }
         )
         self.suspended = True
@@ -301,38 +346,71 @@ def make_step(backend: Any, state: dict[str, Any]) -> Any:
         attempt=record["attempts"],
         steps=steps,
         cancel_requested=bool(record.get("cancel_requested", False)),
+        whole_run=False,  # one step per `ys step` process
     )
 
 
 class Heartbeat:
     """Renews the delivery's lease every third of it, on a thread of its own, until the
-    workflow ends; a lost lease ends the worker. A spare starts the thread before its
-    delivery comes (`warm_up`), so a delivery does not wait for a thread to start."""
+    workflow ends; a lost lease ends the worker. A second thread ends the worker's process
+    group once its daemon is gone (the channel's other end closed) or once the lease was not
+    renewed before its end, measured on this process's monotonic clock (ys.guard). A spare
+    starts both threads before its delivery comes (`warm_up`), so a delivery does not wait
+    for a thread to start."""
 
     def __init__(self) -> None:
         self.channel: Any = None
         self.every = 10.0
+        self.lease = 30.0
+        self.until = 0.0  # when the worker stops itself unless renewed (time.monotonic())
         self.go = threading.Event()
         self.stop = threading.Event()
         # Not threading.Thread: its start() waits until the new thread has run, and a low-level
         # thread, like a daemon thread, does not hold up the exit.
         _thread.start_new_thread(self._run, ())
+        _thread.start_new_thread(self._watch, ())
 
-    def begin(self, channel: Any, lease_seconds: float) -> None:
-        self.channel, self.every = channel, max(0.2, lease_seconds / 3)
+    def begin(self, channel: Any, lease_seconds: float, since: float | None = None) -> None:
+        """Start renewing the lease of `lease_seconds` that was granted no earlier than
+        `since` (time.monotonic(); None: now)."""
+        from ys.guard import lease_end
+
+        self.channel, self.lease = channel, lease_seconds
+        self.every = max(0.2, lease_seconds / 3)
+        self.until = lease_end(time.monotonic() if since is None else since, lease_seconds)
         self.go.set()
 
     def _run(self) -> None:
+        # A renewal to a daemon that is gone fails (EPIPE), not ends the worker by SIGPIPE
+        # before its watch ends the worker's group.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         self.go.wait()
-        _heartbeat(self.channel, self.every, self.stop)
+        _heartbeat(self, self.channel, self.every, self.stop)
+
+    def renewed(self, sent: float) -> None:
+        """A renewal sent at `sent` (time.monotonic()) was confirmed."""
+        from ys.guard import lease_end
+
+        self.until = max(self.until, lease_end(sent, self.lease))
+
+    def _watch(self) -> None:
+        from ys.guard import GONE, LAPSED, end_group, watch
+
+        self.go.wait()
+        # The lease is watched while the workflow runs; then the worker only reports its
+        # outcome (the daemon renews for it from then on), and only the daemon's end matters.
+        if watch(self.channel.fileno(), lambda: None if self.stop.is_set() else self.until):
+            end_group(GONE)
+        end_group(LAPSED)
 
 
-def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
+def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Event) -> None:
     """Renew the lease every `every` seconds until `stop`; a lost lease ends the worker."""
     from ys.channel import ChannelClosed
     from ys.errors import LeaseLost, YsError
 
     while not stop.wait(every):
+        sent = time.monotonic()
         try:
             channel.call({"op": "lease"})
         except LeaseLost:
@@ -340,9 +418,10 @@ def _heartbeat(channel: Any, every: float, stop: threading.Event) -> None:
             sys.stderr.flush()
             os._exit(EXIT_RETRY)
         except (ChannelClosed, OSError):
-            return  # the daemon is gone: the next step fails, or its recovery kills us
+            return  # the daemon is gone: the watch ends the worker's group
         except YsError:
             continue  # the daemon may be busy; the lease covers a few missed beats
+        beat.renewed(sent)
 
 
 def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
@@ -426,13 +505,13 @@ def warm_up() -> Heartbeat:
 def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = None) -> int:
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
-    from ys.errors import YsError
-    from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+    from ys.errors import REFUSALS, YsError
+    from ys.sdk import InfrastructureFailure, Refused, SavedStep, Step, run_workflow
 
     execution_id = launch["execution_id"]
     backend = ChannelBackend(channel, execution_id)
     heartbeat = heartbeat or Heartbeat()
-    heartbeat.begin(channel, launch["lease_seconds"])
+    heartbeat.begin(channel, launch["lease_seconds"], launch.get("lease_since"))
     steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
     step = Step(
         backend,
@@ -445,7 +524,7 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
     )
     params = codec.decode(launch["params"])
     try:
-        fn = load_script(launch["script"])
+        fn = load_script(launch["script"], launch.get("sha256"), launch.get("copy"))
         outcome = run_workflow(fn, step, params)
     except InfrastructureFailure as exc:
         sys.stderr.write(f"ys: {exc.code}: {exc.cause}; the delivery will be retried\n")
@@ -459,7 +538,16 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
         heartbeat.stop.set()
     try:
         if backend.suspended and outcome["status"] == "suspended":
-            channel.finish()  # its outcome went with the waiting step: read the answer
+            try:
+                channel.finish()  # its outcome went with the waiting step: read the answer
+            except YsError as exc:
+                if exc.code not in REFUSALS:
+                    raise
+                # The waiting step was refused for good (nothing of it committed): the
+                # execution fails with that refusal, as any refused step request does.
+                sys.stderr.write(f"ys: {exc.code}: {exc.message}; the execution fails\n")
+                failed = Refused(exc, exc.code).outcome()
+                channel.call({"op": "outcome", "outcome": failed})
         else:
             channel.call({"op": "outcome", "outcome": outcome})
     except (YsError, OSError) as exc:

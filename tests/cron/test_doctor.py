@@ -23,6 +23,7 @@ NAMES = {
     "histories",
     "time zone",
     "environment",
+    "tracing",
     "ys for scripts",
 }
 
@@ -99,6 +100,15 @@ def test_a_script_that_does_not_load_fails_without_a_daemon_too(home):
     assert [name for name, c in checks.items() if not c["ok"]] == ["workflows folder"]
     assert "nightly: bad schedule" in checks["workflows folder"]["detail"]
     assert not home.socket.exists()  # it looked at the folder itself: no daemon was started
+
+
+def test_a_failure_handler_that_names_no_workflow_fails_without_a_daemon_too(home):
+    (home.home / "config.toml").write_text('on_failure = "nobody"\n')
+    code, checks = doctor(home)
+    assert code == 1
+    assert [name for name, c in checks.items() if not c["ok"]] == ["workflows folder"]
+    assert "on_failure names nobody" in checks["workflows folder"]["detail"]
+    assert not home.socket.exists()
 
 
 def test_a_process_that_holds_the_lock_but_does_not_answer_fails(home):

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from e2e_support import fixture_dir, wait_until, write_workflow
+from e2e_support import fixture_dir, kinds, wait_until, write_workflow
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +126,99 @@ def test_triggering_a_script_that_cannot_run_admits_it_and_warns_why(daemon, tmp
         assert why in json.loads(as_json.stdout)["warning"]
     healthy = daemon.ys("trigger", "hello", env=env)
     assert (healthy.returncode, healthy.stderr) == (0, "")  # a script that runs: no warning
+
+
+def test_workflows_shows_a_declared_schedule_as_its_expression_and_zone(daemon):
+    daemon.write(
+        "local.py",
+        "import ys\n\n@ys.workflow(schedule='5 3 * * *')\ndef main(s, p):\n    return 1\n",
+    )
+    daemon.write(
+        "paris", '#!/bin/sh\n# ys: schedule="0 4 * * 1" tz=Europe/Paris\necho hi\n', mode=0o700
+    )
+    c = daemon.client()
+    wait_until(lambda: _listed(c, "local") and _listed(c, "paris"), message="both listed")
+    out = daemon.ys("workflows")
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
+    assert "5 3 * * *" in rows["local"] and "{" not in rows["local"], out.stdout
+    assert "0 4 * * 1 Europe/Paris" in rows["paris"] and "{" not in rows["paris"], out.stdout
+
+
+def test_a_shell_script_without_its_execute_bit_is_listed_and_admitted_with_why(daemon):
+    path = daemon.write("backup.sh", "#!/bin/sh\necho saved\n", mode=0o600)
+    daemon.write("README.md", "# my workflows\n\nnotes\n", mode=0o600)
+    daemon.write("notes", "just text, no shebang\n", mode=0o600)
+    c = daemon.client()
+    why = f"not executable: chmod +x {path}"
+    wait_until(lambda: _error(c, "backup") == why, message="its error")
+    assert _listed(c, "README") is None and _listed(c, "notes") is None
+    result = daemon.ys("trigger", "backup", "--id", "b-1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "b-1\n" and why in result.stderr
+    # claimed, found broken and put back to wait (never run): admitted again, its wake an hour off
+    wait_until(
+        lambda: "released" in kinds(c, "b-1") and c.get("b-1")["status"] == "admitted",
+        message="put back to wait for its script",
+    )
+    assert "completed" not in kinds(c, "b-1")
+    os.chmod(path, 0o700)  # fixed: the waiting execution runs
+    assert c.wait("b-1", timeout=30)["outcome"]["result"]["last_line"] == "saved"
+    assert _error(c, "backup") == ""
+
+
+def test_an_on_failure_naming_no_workflow_is_a_warning_in_workflows_doctor_and_log(ys_home):
+    (ys_home.home / "config.toml").write_text('on_failure = "nobody"\n')
+    ys_home.write(
+        "boom.py",
+        'import ys\n\n@ys.workflow(on_failure="ghost")\ndef main(s, p):\n    raise ValueError("x")\n',
+    )
+    ys_home.write("sh", "#!/bin/sh\n# ys: on_failure=phantom\nexit 3\n", mode=0o700)
+    ys_home.write("plain.py", "import ys\n\n@ys.workflow\ndef main(s, p):\n    return 1\n")
+    daemon = ys_home.start()
+    c = daemon.client()
+    listed = {w["name"]: w for w in c.workflows()["workflows"]}
+    assert "ghost" in listed["boom"]["warning"] and listed["boom"]["error"] is None
+    assert "phantom" in listed["sh"]["warning"]
+    assert "nobody" in listed["plain"]["warning"]  # config.toml's handler
+    people = daemon.ys("workflows")
+    assert "ghost" in people.stdout and "phantom" in people.stdout, people.stdout
+    doctor = daemon.ys("doctor", "--json")
+    assert doctor.returncode == 1, doctor.stdout
+    checks = {ch["name"]: ch for ch in json.loads(doctor.stdout)["checks"]}
+    detail = checks["workflows folder"]["detail"]
+    assert not checks["workflows folder"]["ok"]
+    assert all(n in detail for n in ("ghost", "phantom", "nobody")), detail
+    for i in range(2):
+        c.wait(c.trigger("boom", execution_id=f"boom-{i}")["execution_id"], timeout=30)
+    log = daemon.log()
+    assert log.count("on_failure names ghost") == 1, log[-3000:]
+    assert log.count("on_failure names nobody") == 1, log[-3000:]
+
+
+def test_executions_waiting_for_a_broken_or_missing_script_say_so(daemon):
+    daemon.write("fragile.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    gone = daemon.write("gone.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    c = daemon.client()
+    wait_until(lambda: _error(c, "fragile") and _error(c, "gone"), message="both broken")
+    c.trigger("fragile", execution_id="f-1")
+    c.trigger("gone", execution_id="g-1")
+    gone.unlink()
+    wait_until(lambda: _listed(c, "gone") is None, message="gone.py removed")
+
+    def released(x: str) -> bool:
+        return c.history(x)["events"][-1]["kind"] == "released"
+
+    wait_until(lambda: released("f-1") and released("g-1"), message="both wait")
+    ps = {r["execution_id"]: r for r in c.ps()["executions"]}
+    assert ps["f-1"]["waiting_for"].startswith("script broken (SyntaxError")
+    assert ps["g-1"]["waiting_for"] == "script missing"
+    people = daemon.ys("ps")
+    assert "waiting: script broken (SyntaxError" in people.stdout, people.stdout
+    assert "waiting: script missing" in people.stdout, people.stdout
+    shown = daemon.ys("describe", "g-1")
+    assert "waiting: script missing" in shown.stdout, shown.stdout
+    described = json.loads(daemon.ys("describe", "f-1", "--json").stdout)
+    assert described["waiting_for"].startswith("script broken (SyntaxError")
+    metrics = c.metrics()
+    assert "ys_script_waiting_executions 2.0" in metrics, metrics

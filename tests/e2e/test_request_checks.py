@@ -6,6 +6,7 @@ alive after each. Page tokens: anything but a token the daemon made is INVALID_A
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from raw_http import send
 
+import ys
 from tests.support import DaemonHandle, make_home, wait_until
 from ys.client import Client
 from ys.errors import InvalidArgument
@@ -384,3 +386,36 @@ def test_the_client_refuses_params_or_context_that_are_not_objects_without_sendi
             c.trigger("sleeper", bad)
         with pytest.raises(InvalidArgument, match="context must be an object"):
             c.trigger("sleeper", {}, context=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ({1, 2}, "a set is not a durable value"),
+        (dt.datetime(2026, 1, 1), "a datetime object is not a durable value"),
+    ],
+    ids=["set", "datetime"],
+)
+def test_the_client_refuses_a_value_that_is_not_durable_with_the_sdks_message(
+    tmp_path: Any, value: Any, said: str
+):
+    c = Client(str(tmp_path / "no-daemon.sock"))  # sending would be DAEMON_UNAVAILABLE
+    with pytest.raises(InvalidArgument, match=f"params.when: {said}"):
+        c.trigger("sleeper", {"when": value})
+    with pytest.raises(InvalidArgument, match=f"value.when: {said}"):
+        c.store_put("k", {"when": value})
+
+
+def test_client_wait_past_its_timeout_raises_with_the_record(daemon: DaemonHandle):
+    daemon.write("sleeper.py", SLEEPER)
+    c = daemon.client()
+    c.trigger("sleeper", execution_id="wait-timeout")
+    with pytest.raises(ys.ExecutionTimeout) as info:
+        c.wait("wait-timeout", timeout=0.5)
+    assert info.value.code == "TIMEOUT" and info.value.exit_code == 6
+    assert info.value.record["status"] in ("admitted", "running", "suspended")
+    with pytest.raises(ys.ExecutionTimeout):
+        c.wait("wait-timeout", timeout="1s")  # a duration, as `ys wait --timeout 1s`
+    for bad in ("soon", [1], -1):
+        with pytest.raises(InvalidArgument, match="timeout"):
+            c.wait("wait-timeout", timeout=bad)  # type: ignore[arg-type]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 
 import pytest
 
-from tests.support import make_home, wait_until
+from tests.support import events, kinds, make_home, wait_until
 
 SCRIPT = """
     import ys
@@ -99,3 +100,131 @@ def test_gc_keeps_the_versions_live_executions_need_and_prunes_the_rest(tmp_path
         h.ys("gc", "--older-than", "0", "--json")
         assert {p.name for p in scripts.iterdir()} == {f"{cc}.py"}
         assert json.loads(h.ys("workflows", "--json").stdout)["workflows"][0]["older_live"] == 0
+
+
+SLEEPER = """
+    import ys
+
+    VERSION = "{version}"
+
+    @ys.workflow
+    def main(step, params):
+        step.run("first", lambda: VERSION)
+        step.sleep("nap", 3600)
+        return VERSION
+"""
+PROBE = "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n"
+
+
+def test_an_edit_wakes_no_sleeping_execution(tmp_path):
+    with make_home(tmp_path) as h:
+        h.write("napper.py", SLEEPER.format(version="A"))
+        h.start()
+        with h.client() as c:
+            c.trigger("napper", execution_id="nap")
+            wait_until(lambda: c.get("nap")["status"] == "suspended", message="nap sleeps")
+            h.write("napper.py", SLEEPER.format(version="B"))
+            b = sha(h, "napper.py")
+            wait_until(lambda: workflow(c, "napper")["sha256"] == b, message="the edit seen")
+            # the registry handles one change at a time: once a later script is known, what
+            # the edit did (a wake, if any) is committed
+            h.write("probe.py", PROBE)
+            assert c.wait(c.trigger("probe")["execution_id"], timeout=60)["status"] == "completed"
+            assert "wake_requested" not in kinds(c, "nap")
+            assert c.get("nap")["attempts"] == 1 and c.get("nap")["status"] == "suspended"
+
+
+def test_a_pinned_execution_runs_its_version_after_its_script_is_deleted(tmp_path):
+    with make_home(tmp_path) as h:
+        path = h.write("job.py", source("A", True))
+        a = sha(h, "job.py")
+        h.start()
+        with h.client() as c:
+            c.trigger("job", {"key": "go/1"}, execution_id="one")
+            wait_until(lambda: c.get("one")["status"] == "suspended", message="one waits")
+            path.unlink()
+            wait_until(lambda: "job" not in {w["name"] for w in c.workflows()["workflows"]})
+            c.store_put("go/1", True)
+            done = c.wait("one", timeout=60)
+            assert done["outcome"] == {
+                "status": "completed",
+                "result": {"first": "A", "second": "A"},
+            }
+            assert [d["script_sha256"] for d in c.describe("one")["deliveries"]] == [a, a]
+
+
+QUICK = """
+    import ys
+
+    @ys.workflow({options})
+    def main(step, params):
+        return step.run("which", lambda: "{version}")
+"""
+
+
+def quick(version: str, pin: bool) -> str:
+    return QUICK.format(version=version, options="pin=True" if pin else "")
+
+
+def recorded(c, execution_id: str) -> set[str | None]:
+    """Every hash the execution's record, history and deliveries carry."""
+    d = c.describe(execution_id)
+    hashes = {d["script_sha256"]} | {x["script_sha256"] for x in d["deliveries"]}
+    hashes |= {
+        e["data"].get("script_sha256")
+        for e in events(c, execution_id)
+        if e["kind"] in ("admitted", "claimed")
+    }
+    return hashes
+
+
+@pytest.mark.parametrize("pin", [False, True], ids=["unpinned", "pinned"])
+def test_a_trigger_right_after_an_edit_records_the_version_it_runs(tmp_path, pin):
+    with make_home(tmp_path) as h:
+        h.write("quick.py", quick("A", pin))
+        h.start()
+        with h.client() as c:
+            assert c.wait(c.trigger("quick")["execution_id"], timeout=60)["status"] == "completed"
+            h.write("quick.py", quick("B", pin))
+            b = sha(h, "quick.py")
+            c.trigger("quick", execution_id="v2")  # at once: before the watcher says a word
+            assert c.wait("v2", timeout=60)["outcome"]["result"] == "B"
+            assert recorded(c, "v2") == {b}
+
+
+def test_a_retry_right_after_a_fix_records_the_fixed_version(tmp_path):
+    with make_home(tmp_path) as h:
+        h.write(
+            "fixme.py",
+            quick("A", False).replace("return step.run", 'raise ValueError("bug"); step.run'),
+        )
+        h.start()
+        with h.client() as c:
+            c.trigger("fixme", execution_id="x")
+            assert c.wait("x", timeout=60)["status"] == "failed"
+            h.write("fixme.py", quick("fixed", False))
+            fixed = sha(h, "fixme.py")
+            again = c.retry("x")["execution_id"]  # at once, as a person does
+            assert c.wait(again, timeout=60)["outcome"]["result"] == "fixed"
+            assert recorded(c, again) == {fixed}
+
+
+def test_a_worker_runs_the_bytes_of_the_version_its_delivery_records(tmp_path, monkeypatch):
+    """Edited between the claim and the load: the worker runs the kept copy of the claimed
+    version, not the file's new bytes (it hashes what it reads)."""
+    from ys.worker import load_script
+
+    monkeypatch.setenv("YS_HOME", str(tmp_path / "home"))
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(quick("A", False)))
+    a = hashlib.sha256(script.read_bytes()).hexdigest()
+    copy = tmp_path / f"{a}.py"
+    copy.write_bytes(script.read_bytes())
+    script.write_text(textwrap.dedent(quick("B", False)))
+
+    class Runs:
+        def run(self, key, fn):
+            return fn()
+
+    assert load_script(str(script), a, str(copy))(Runs(), {}) == "A"
+    assert load_script(str(script))(Runs(), {}) == "B"  # no version asked: the file as it is

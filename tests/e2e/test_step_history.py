@@ -102,3 +102,34 @@ def test_history_shows_iso_times_and_describe_keeps_each_failed_attempts_error(
     assert shown.returncode == 0, shown.stderr
     assert "Failed attempts" in shown.stdout
     assert "ValueError: boom 1" in shown.stdout and "ValueError: boom 2" in shown.stdout
+
+
+DRIFTING = """
+import uuid
+
+@ys.workflow
+def main(step, params):
+    step.run("fetch-" + str(uuid.uuid4()), lambda: 1)  # a new key on every delivery
+    step.sleep("nap", 0.2)
+    step.sleep("nap-2", 0.2)
+    return "done"
+"""
+
+
+def test_describe_shows_the_warnings_each_delivery_gave(daemon: DaemonHandle):
+    """A step key that changes on every run warns in the delivery's log and in `describe`:
+    on the delivery that ends suspended (sent with its waiting step) and on the last one."""
+    write_workflow(daemon, "drifting", DRIFTING)
+    c = daemon.client()
+    c.trigger("drifting", {}, execution_id="drift-1")
+    wait_until(lambda: c.get("drift-1")["status"] == "completed", timeout=30, message="completed")
+    deliveries = _json(daemon, "describe", "drift-1")["deliveries"]
+    assert [d["outcome"] for d in deliveries] == ["suspended", "suspended", "completed"]
+    assert "warnings" not in deliveries[0]  # the first run has nothing recorded to miss
+    for d in deliveries[1:]:
+        (warning,) = d["warnings"]
+        assert "non-deterministic step key" in warning and "'fetch-" in warning
+    shown = daemon.ys("describe", "drift-1")
+    assert shown.returncode == 0, shown.stderr
+    assert "Warnings" in shown.stdout
+    assert shown.stdout.count("non-deterministic step key") == 2

@@ -114,3 +114,42 @@ def test_big_step_results_and_outcomes_are_saved_like_small_ones(daemon):
     assert record["outcome"] == {"status": "completed", "result": {"small": "s", "big": "é" * n}}
     steps = {s["key"]: s for s in c.describe("big-1")["steps"]}
     assert steps["small"]["value"] == "s" and steps["big"]["value"] == "é" * n
+
+
+THREE_SLEEPS = {
+    "python": (
+        "three_sleeps.py",
+        """
+        import ys
+
+        @ys.workflow
+        def main(step, params):
+            step.sleep("a", 0.2)
+            step.sleep("b", 0.2)
+            step.sleep("c", 0.2)
+            return "slept"
+        """,
+        0o600,
+    ),
+    "shell": (
+        "three_sleeps",
+        "#!/bin/sh\nset -e\nys step sleep a 0.2\nys step sleep b 0.2\nys step sleep c 0.2\n"
+        "echo slept\n",
+        0o700,
+    ),
+}
+
+
+@pytest.mark.parametrize("language", sorted(THREE_SLEEPS))
+def test_three_sleeps_in_a_row_cost_four_deliveries(daemon, language):
+    """Each delivery a wake starts completes one sleep and suspends on the next: no delivery
+    in between reruns the script for nothing."""
+    name, source, mode = THREE_SLEEPS[language]
+    daemon.write(name, source, mode=mode)
+    c = daemon.client()
+    c.trigger(name.removesuffix(".py"), execution_id="sleeper")
+    record = c.wait("sleeper", timeout=30)
+    assert record["status"] == "completed", record
+    outcomes = [d["outcome"] for d in c.describe("sleeper")["deliveries"]]
+    assert outcomes == ["suspended", "suspended", "suspended", "completed"]
+    assert [e["kind"] for e in events(c, "sleeper")].count("claimed") == 4

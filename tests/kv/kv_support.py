@@ -81,7 +81,7 @@ import signal
 
 _spec = os.environ.get("YS_TEST_KV_CRASH", "")
 if _spec and not os.environ.get("YS_EXECUTION_ID"):  # the daemon, not its workers
-    import ys.store.sqlite.values as _kv
+    import ys.store.sql.values as _kv
 
     _what, _, _n = _spec.partition(":")
 
@@ -101,14 +101,14 @@ if _spec and not os.environ.get("YS_EXECUTION_ID"):  # the daemon, not its worke
 
         _kv.request_wake_tx = _request_wake_tx
     elif _what == "after":
-        _put = _kv.SqliteValues.value_put  # bound to each store when it opens: patch first
+        _put = _kv.Values.value_put  # bound to each store when it opens: patch first
 
         def _value_put(self, *args, **kwargs):
             out = _put(self, *args, **kwargs)
             _kill()
             return out
 
-        _kv.SqliteValues.value_put = _value_put
+        _kv.Values.value_put = _value_put
 """
 
 

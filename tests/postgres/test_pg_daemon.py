@@ -55,6 +55,11 @@ def test_start_passes_the_url_through_the_environment_and_status_hides_the_passw
             people = h.ys("daemon", "status")
             assert "hunter2" not in people.stdout + people.stderr
             assert "postgresql://ys:***@" in people.stdout
+            # no SQLite file that is not used: the `db` line names the database in use
+            assert info["paths"]["db"] == url.replace("hunter2", "***")
+            (db_line,) = [ln for ln in people.stdout.splitlines() if ln.split()[:1] == ["db"]]
+            assert db_line.split()[1] == url.replace("hunter2", "***"), people.stdout
+            assert "ys.db" not in people.stdout
         finally:
             h.ys("daemon", "stop")
             wait_until(

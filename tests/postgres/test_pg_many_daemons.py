@@ -215,7 +215,7 @@ def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
     """A daemon's transaction that appended an event and has not committed yet, while another
     daemon commits one: a reader between the two commits must still get both, once each, in
     the order they committed (a position drawn before commit must not be skipped)."""
-    from ys.store.postgres.executions import request_wake_tx
+    from ys.store.sql.executions import request_wake_tx
 
     a, b = daemons(2)
     a.admit("wf", {}, execution_id="x", now=T0)

@@ -467,3 +467,39 @@ def test_logs_follow_on_another_box_shows_the_end_of_a_delivery_once_it_ends(tmp
     finally:
         for h in (a, b):
             h.stop()
+
+
+def test_logs_name_an_attempt_whose_daemon_was_killed_and_kept_no_tail(tmp_path, pg_url):
+    """Box a is killed while it runs attempt 1 (no end of its log reaches the database); box
+    b runs attempt 2. `ys logs` on b names attempt 1, the daemon that ran it, and that no end
+    of its log was kept, instead of leaving it out."""
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    a, b = boxes(tmp_path, pg_url, 2)
+    try:
+        for h in (a, b):
+            write_script(h, "chatty", CHATTY_GATED, prelude(start_pid=False))
+        a.start()
+        ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
+        with a.client() as c:
+            c.trigger("chatty", {"dir": str(fx)}, execution_id="c3")
+        wait_until(lambda: "gate:start" in lines(fx), message="c3 to run on a")
+        a.kill9()
+        a.kill_workers()
+        (fx / "gate.go").touch()
+        b.start()
+        with b.client() as c:
+            assert c.wait("c3", timeout=60)["status"] == "completed"
+            assert c.get("c3")["attempts"] == 2
+        shown = b.ys("logs", "c3")
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.endswith("before the gate\nafter the gate\n")
+        assert f"attempt 1 ran on daemon {ida}" in shown.stderr, shown.stderr
+        assert "no end of its log was kept" in shown.stderr, shown.stderr
+        first, second = json.loads(b.ys("logs", "c3", "--json").stdout)["logs"]
+        assert first["attempt"] == 1 and first["lost"] is True and first["text"] == ""
+        assert first["daemon_id"] == ida
+        assert second["attempt"] == 2 and second["text"] == "before the gate\nafter the gate\n"
+    finally:
+        for h in (a, b):
+            h.stop()

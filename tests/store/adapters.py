@@ -100,7 +100,7 @@ class SqliteAdapter:
     def many_ids(self) -> int:
         """IDs under one prefix past which `find` takes its other way (walking the newest-
         first index instead of sorting the matches)."""
-        from ys.store.sqlite.overview import PREFIX_SORT_MAX
+        from ys.store.sqlite.dialect import PREFIX_SORT_MAX
 
         return PREFIX_SORT_MAX + 10
 
@@ -244,10 +244,10 @@ class SqliteAdapter:
             conn.set_trace_callback(None)
 
     def force_id_bits(self, monkeypatch: pytest.MonkeyPatch, bits: Iterable[int]) -> None:
-        from ys.store.sqlite import executions
+        from ys.store.sql import events
 
         offered = iter(bits)
-        monkeypatch.setattr(executions, "id_bits", lambda: next(offered))
+        monkeypatch.setattr(events, "id_bits", lambda: next(offered))
 
 
 ADAPTERS: list[Adapter] = [SqliteAdapter(), PostgresAdapter()]

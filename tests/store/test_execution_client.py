@@ -421,6 +421,30 @@ def test_completed_acknowledgement_records_the_result(store, result):
     assert record.outcome == outcome
 
 
+def test_an_outcome_s_warnings_are_kept_on_its_event_not_in_the_outcome(store):
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    warned = {"status": "completed", "result": "ok", "warnings": ["a key drifts", "x" * 9000]}
+    assert store.acknowledge("order-42", d.token, warned, now=T0 + 1) == {
+        "status": "completed",
+        "result": "ok",
+    }
+    (ended,) = [e for e in store.history("order-42", limit=100).items if e["kind"] == "completed"]
+    first, second = ended["data"]["warnings"]
+    assert first == "a key drifts"
+    assert second.startswith("xxx") and len(second) < 9000  # clipped, saying how much was cut
+
+
+@pytest.mark.parametrize("warnings", ["one", [1], {"a": "b"}])
+def test_warnings_that_are_not_a_list_of_text_are_refused_and_change_nothing(store, warnings):
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    before = snapshot(store, "order-42")
+    with refused("INVALID_ARGUMENT"):
+        store.acknowledge("order-42", d.token, {"status": "suspended", "warnings": warnings})
+    assert snapshot(store, "order-42") == before
+
+
 def test_failed_acknowledgement_keeps_the_error_name_and_message(store_factory):
     store = store_factory()
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
@@ -615,6 +639,52 @@ def test_live_token_writes_steps_and_their_wakes(store):
     ]
     store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 2)
     assert store.get("order-42").due_at == T0 + 600
+
+
+def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(store):
+    """A woken delivery completes its sleep (the step keeps the wake it waited for) and starts
+    the next one: the execution is due at the new sleep's wake, not again at once, so three
+    sleeps in a row cost four deliveries, not six."""
+    store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
+    d = claim_one(store, "order-42", T0)
+    for key, wake in (("a", T0 + 10), ("b", T0 + 20)):
+        store.save_step(
+            "order-42",
+            d.token,
+            key,
+            kind="sleep",
+            status="waiting",
+            value=None,
+            wake_at=wake,
+            now=wake - 10,
+        )
+        store.acknowledge("order-42", d.token, SUSPENDED, now=wake - 10)
+        assert store.get("order-42").due_at == wake
+        assert claim(store, wake - 1) == []
+        d = claim_one(store, "order-42", wake)
+        store.save_step(
+            "order-42",
+            d.token,
+            key,
+            kind="sleep",
+            status="completed",
+            value=None,
+            wake_at=wake,
+            now=wake,
+        )
+    store.save_step(
+        "order-42",
+        d.token,
+        "c",
+        kind="sleep",
+        status="waiting",
+        value=None,
+        wake_at=T0 + 30,
+        now=T0 + 20,
+    )
+    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 20)
+    assert store.get("order-42").due_at == T0 + 30
+    assert claim(store, T0 + 20) == []
 
 
 def test_a_completed_step_is_final_and_a_later_save_of_it_changes_nothing(store):

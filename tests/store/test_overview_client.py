@@ -123,7 +123,7 @@ def _utc(t: float) -> str:
     return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# -- the pictures' reads (ys/store/sql_charts.py) ----------------------------------------------
+# -- the pictures' reads (ys/store/sql/charts.py) ----------------------------------------------
 
 
 def _fail(store: Store, execution_id: str, now: float) -> None:

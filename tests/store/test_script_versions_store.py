@@ -61,3 +61,36 @@ def test_needed_versions_and_live_executions_under_an_older_one(store):
     store.acknowledge("old", d.token, {"status": "completed", "result": 1}, now=T0 + 3)
     assert store.stale_scripts() == {}
     assert store.scripts_needed() == {B}
+
+
+def test_a_script_change_wakes_only_the_executions_that_wait_for_it(store):
+    store.set_script("job", A, now=T0)
+    store.admit("job", {}, execution_id="sleeper", now=T0)
+    store.admit("job", {}, execution_id="blocked", now=T0)
+    by_id = {d.execution_id: d for d in store.claim_due(now=T0, limit=5, lease_seconds=30)}
+    token = by_id["sleeper"].token
+    store.save_step(
+        "sleeper",
+        token,
+        "nap",
+        kind="sleep",
+        status="waiting",
+        value=None,
+        wake_at=T0 + 3600,
+        now=T0,
+    )
+    store.acknowledge("sleeper", token, {"status": "suspended"}, now=T0)
+    store.release(
+        "blocked",
+        by_id["blocked"].token,
+        retry_at=T0 + 3600,
+        reason="workflow_unavailable",
+        detail="workflow job is missing",
+        now=T0,
+    )
+    assert store.script_waits(["sleeper", "blocked"]) == {"blocked": "workflow job is missing"}
+    assert store.shared_counts(now=T0).script_waiting == 1
+    assert store.wake_workflow("job", now=T0 + 1) == 1
+    assert store.get("blocked").due_at == T0 + 1
+    assert store.get("sleeper").due_at == T0 + 3600
+    assert store.script_waits(["sleeper", "blocked"]) == {}

@@ -450,3 +450,26 @@ def test_the_overview_route(daemon: DaemonHandle, gated: Any):
     assert o["counts"]["running"] == 1
     assert o["daemon"]["database"]["schema_version"] >= 7
     assert set(o) >= {"now", "daemon", "counts", "running", "due", "waiting", "failures", "slots"}
+
+
+def test_now_and_top_say_which_executions_wait_for_their_script(
+    daemon: DaemonHandle, ui: UiSession
+):
+    from rich.console import Console
+
+    from ys.commands.top import view
+
+    daemon.write("fragile.py", "import ys\n\n@ys.workflow\ndef main(step, params)\n    pass\n")
+    c = daemon.client()
+    wait_until(
+        lambda: any(w["error"] for w in c.workflows()["workflows"]), message="fragile broken"
+    )
+    c.trigger("fragile", execution_id="w/1")
+    wait_until(lambda: c.history("w/1")["events"][-1]["kind"] == "released", message="w/1 waits")
+    (due,) = c.overview()["due"]
+    assert due["waiting_for"].startswith("script broken (SyntaxError")
+    console = Console(record=True, width=200, color_system=None, force_terminal=False)
+    console.print(view(c.overview()))
+    assert "waiting: script broken (SyntaxError" in console.export_text()
+    now = ui.get("/ui/")
+    assert "waiting: script broken (SyntaxError" in now.text

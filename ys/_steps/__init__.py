@@ -10,7 +10,7 @@ crash tests patch `ys.sdk.crash_point`. Only ys.sdk imports them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
     from ys.sdk import Backend, SavedStep
@@ -24,6 +24,8 @@ class StepCore(Protocol):
     def _begin(self, key: str) -> SavedStep | None: ...
 
     def _infra(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def _stop(self, key: str) -> NoReturn: ...
 
     def _save(
         self,

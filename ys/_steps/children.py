@@ -7,7 +7,7 @@ from typing import Any
 
 from ys import codec, sdk
 from ys._steps import StepMethods
-from ys.errors import ChildWorkflowFailed, WorkflowStartError
+from ys.errors import ChildWorkflowFailed, NotFoundError, WorkflowStartError, YsError
 
 
 class ChildSteps(StepMethods):
@@ -49,13 +49,19 @@ class ChildSteps(StepMethods):
         return str(info["execution_id"])
 
     def _start(self, key: str, kind: str, workflow: str, params: Any, detached: bool) -> str:
-        """Call the start client; a rejection is recorded and raised as WorkflowStartError."""
+        """Call the start client; a rejection is recorded and raised (WorkflowStartError, or
+        NotFoundError for a workflow that does not exist, as `ys trigger` refuses it), where
+        the workflow may catch it; a replay raises it again."""
         try:
-            return str(self._infra(self._backend.start, key, workflow, params, detached))
-        except WorkflowStartError as exc:
-            error = codec.ErrorValue("WorkflowStartError", exc.message, exc.code)
+            return str(self._backend.start(key, workflow, params, detached))
+        except (WorkflowStartError, NotFoundError) as exc:
+            if isinstance(exc, NotFoundError) and exc.code != "WORKFLOW_NOT_FOUND":
+                raise sdk.refusal(exc) from exc
+            error = codec.ErrorValue(type(exc).__name__, exc.message, exc.code)
             self._save(key, "start", "failed", codec.dumps(error))
             raise
+        except (YsError, OSError) as exc:
+            raise sdk.refusal(exc) from exc
         except Exception as exc:
             # Whatever else the client throws is not the workflow's to catch (RFC 003).
             raise sdk.InfrastructureFailure(exc) from exc
@@ -98,7 +104,7 @@ class ChildSteps(StepMethods):
         outcome = record.get("outcome")
         if record.get("status") not in ("completed", "failed", "cancelled") or outcome is None:
             self._save(key, "call", "waiting", codec.dumps({"request": request}))
-            raise sdk.Suspend(key)
+            self._stop(key)
         if outcome["status"] == "completed":
             value = {"request": request, "result": outcome.get("result")}
             self._save(key, "call", "completed", codec.dumps(value))

@@ -9,7 +9,7 @@ from typing import Any
 
 from ys import codec, sdk, tracing
 from ys._steps import StepMethods
-from ys.errors import EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
+from ys.errors import REFUSALS, EffectInvariantError, ValueTooLarge, WorkflowEffectError, YsError
 
 
 class _Failed:
@@ -111,6 +111,8 @@ class EffectSteps(StepMethods):
         except WorkflowEffectError:
             raise
         except YsError as exc:
+            if exc.code in REFUSALS:
+                raise sdk.Refused(exc, exc.code) from exc
             code = (
                 exc.code
                 if exc.code == "EFFECT_RUNTIME_INVARIANT"
@@ -166,4 +168,4 @@ class EffectSteps(StepMethods):
         )
         sdk.crash_point("effect.after_wait")
         self._save(key, "effect", "waiting", None, 1, float(wake_at))
-        raise sdk.Suspend(key)
+        self._stop(key)

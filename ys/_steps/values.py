@@ -19,26 +19,32 @@ class ValueSteps(StepMethods):
         """Wait until `store_key` holds a value (at a version above `newer_than`) and return
         it; with a timeout, raise ys.WaitTimeout once it passes. Durable: the execution
         suspends while it waits, and a put that lands meanwhile is never missed."""
+        # The arguments are checked on every call, a replay's too (a later code change).
+        if isinstance(newer_than, bool) or not isinstance(newer_than, int):
+            raise TypeError(
+                f"step.wait_for({key!r}): newer_than must be a version number, "
+                f"not {type(newer_than).__name__}"
+            )
+        if newer_than < 0:
+            raise ValueError(
+                f"step.wait_for({key!r}): newer_than must be a version number >= 0, "
+                f"not {newer_than!r}"
+            )
+        now = self._backend.now()
+        timeout_at = (
+            None
+            if timeout is None
+            else wake_after(f"step.wait_for({key!r}): timeout", now, timeout)
+        )
         saved = self._begin(key)
         if saved is not None and saved.status == "completed":
             return codec.decode(saved.value or "null")
         if saved is not None and saved.status == "failed":
             raise sdk.revive(codec.decode(saved.value or "null"))
-        now = self._backend.now()
         if saved is not None:
             info = codec.decode(saved.value or "{}")
             seen, timeout_at = int(info.get("seen", 0)), info.get("timeout_at")
         else:
-            if isinstance(newer_than, bool) or not isinstance(newer_than, int) or newer_than < 0:
-                raise ValueError(
-                    f"step.wait_for({key!r}): newer_than must be a version "
-                    f"number >= 0, not {newer_than!r}"
-                )
-            timeout_at = (
-                None
-                if timeout is None
-                else wake_after(f"step.wait_for({key!r}): timeout", now, timeout)
-            )
             seen = newer_than
         found = self._infra(self._backend.value_wait, store_key, key, seen, timeout_at)
         if found is not None:
@@ -56,4 +62,4 @@ class ValueSteps(StepMethods):
             raise WaitTimeout("WAIT_TIMEOUT", error.message)
         info = {"store_key": store_key, "seen": seen, "timeout_at": timeout_at}
         self._save(key, "wait", "waiting", codec.dumps(info), 1, timeout_at)
-        raise sdk.Suspend(key)
+        self._stop(key)

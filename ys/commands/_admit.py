@@ -10,7 +10,7 @@ from typing import Any
 from ys.commands._output import TERMINAL, client, emit_json, error, fail, outcome_exit_code
 from ys.commands._params import build_params
 from ys.durations import format_duration, relative
-from ys.errors import YsError
+from ys.errors import ExecutionTimeout, YsError
 
 IF_EXISTS = ("fail", "use-existing")
 
@@ -113,7 +113,10 @@ def trigger(
             sys.stderr.flush()
         if not wait:
             return 0
-        record = c.wait(new_id, timeout=timeout)
+        try:
+            record = c.wait(new_id, timeout=timeout)
+        except ExecutionTimeout as exc:
+            record = exc.record  # refused below (exit 6)
     if record["status"] not in TERMINAL:
         from shlex import quote
 

@@ -76,6 +76,19 @@ def _deliveries(d: dict[str, Any]) -> Any:
     return r.fit(t, "OUTCOME")
 
 
+def _warnings(d: dict[str, Any]) -> Any:
+    """What deliveries warned of (a step key that changes on every run, ...), by attempt."""
+    rows = [
+        (dl.get("attempt"), w) for dl in d.get("deliveries") or [] for w in dl.get("warnings") or []
+    ]
+    if not rows:
+        return None
+    t = r.table("ATTEMPT", "WARNING")
+    for attempt, warning in rows:
+        r.add_row(t, str(attempt), warning)
+    return t  # wrapped, not cut: the warning says what to do
+
+
 def _short(sha: str | None) -> str:
     return sha[:12] if sha else r.DASH
 
@@ -167,6 +180,9 @@ def show(d: dict[str, Any]) -> None:
     if failed is not None:
         r.section("Failed attempts", failed, "")
     r.section("Deliveries", _deliveries(d), "not delivered yet")
+    warned = _warnings(d)
+    if warned is not None:
+        r.section("Warnings", warned, "")
     if d.get("children"):
         r.section("Children", _children(d), "")
     if d.get("effects"):

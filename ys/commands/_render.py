@@ -18,9 +18,10 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as Text  # re-exported: commands build cells with it
 
-from ys.durations import format_duration, relative
+from ys.durations import format_duration
+from ys.durations import relative as relative  # re-exported for the commands
 
 STATUS_STYLE = {
     "admitted": "blue",
@@ -221,8 +222,12 @@ def section(title: str, body: RenderableType | None, empty: str) -> None:
 
 def _waiting(r: dict[str, Any]) -> str:
     """`, waiting for a concurrency slot` after the status of an execution a claim passed
-    over (its workflow's `concurrency` limit is reached)."""
-    return f", waiting for {r['waiting_for']}" if r.get("waiting_for") else ""
+    over (its workflow's `concurrency` limit is reached), `, waiting: script broken (...)` or
+    `, waiting: script missing` after one whose script cannot run."""
+    why = r.get("waiting_for")
+    if not why:
+        return ""
+    return f", waiting: {why}" if why.startswith("script") else f", waiting for {why}"
 
 
 def record_rows(g: Table, r: dict[str, Any]) -> None:

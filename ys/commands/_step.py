@@ -77,14 +77,18 @@ def _cancelled(transport: Any, base: str) -> NoReturn:
     _end_script(130)
 
 
-def _duplicate(transport: Any, base: str, exc: YsError) -> NoReturn:
-    """The script took one key twice in one run: it fails as a Python workflow does when
-    step.run raises DUPLICATE_STEP_KEY (not replaying the first step's record as this one)."""
-    error = {"name": "YsError", "message": exc.message, "code": exc.code}
+def _fail_execution(
+    transport: Any, base: str, exc: YsError, outcome: dict[str, Any] | None = None
+) -> NoReturn:
+    """A request refused for good: the script took one key twice in one run (it fails as a
+    Python workflow does when step.run raises DUPLICATE_STEP_KEY, not replaying the first
+    step's record as this one), or the daemon refused the step's request in a way no later
+    delivery could change (ys.sdk.Refused): the execution fails with that error."""
+    if outcome is None:
+        error = {"name": "YsError", "message": exc.message, "code": exc.code}
+        outcome = {"status": "failed", "error": error}
     try:
-        transport.request(
-            "POST", f"{base}/outcome", {"outcome": {"status": "failed", "error": error}}
-        )
+        transport.request("POST", f"{base}/outcome", {"outcome": outcome})
     except YsError as lost:
         _infra(lost)
     report(exc)
@@ -101,7 +105,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
             hint="name each step, for example ys step run fetch -- curl ...",
         )
     from ys.client import Transport
-    from ys.sdk import InfrastructureFailure, Suspend
+    from ys.sdk import InfrastructureFailure, Refused, Suspend
     from ys.worker import ApiBackend, make_step
 
     execution_id, token, socket_path = _env()
@@ -111,7 +115,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         state = transport.request("GET", f"{backend.base}/run?step={quote(key, safe='')}")
     except YsError as exc:
         if exc.code == "DUPLICATE_STEP_KEY":
-            _duplicate(transport, backend.base, exc)
+            _fail_execution(transport, backend.base, exc)
         _infra(exc)
     record = state["record"]
     if record["status"] in ("completed", "failed", "cancelled"):
@@ -126,6 +130,9 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         _end_script(0)
     except WorkflowCancelledError:
         _cancelled(transport, backend.base)
+    except Refused as exc:
+        cause = exc.cause if isinstance(exc.cause, YsError) else YsError(exc.code, str(exc.cause))
+        _fail_execution(transport, backend.base, cause, exc.outcome())
     except InfrastructureFailure as exc:
         _infra(exc)
     except ValueError as exc:  # the SDK refused an argument (a wake past 9999, say)
@@ -235,12 +242,18 @@ def wait(key: str, store_key: str, timeout: str | None = None, json_: bool = Fal
     return 0
 
 
-def params(key: str | None = None, json_: bool = False) -> int:
-    """Print the execution's params as JSON, or one param (text as it is, else JSON)."""
+def params(key: str | None = None, json_: bool = False, default: str | None = None) -> int:
+    """Print the execution's params as JSON, or one param (text as it is, else JSON); a
+    missing param prints `default` (read as a `-p` value) when one is given."""
     state = _state()
     values = json.loads(state["params"]) if state.get("params") else {}
     if key is None:
         emit_json(values)
+        return 0
+    if (not isinstance(values, dict) or key not in values) and default is not None:
+        from ys.commands._params import param_value
+
+        _print_value(param_value(default), json_)
         return 0
     if not isinstance(values, dict) or key not in values:
         fail(
@@ -259,7 +272,7 @@ _SHAPES: dict[str, tuple[tuple[str, ...], int, tuple[str, ...], tuple[str, ...]]
     "sleep": (("key", "duration"), 0, (), ("--json",)),
     "start": (("key", "workflow"), 0, ("-p", "--param", "--params"), ("--detached", "--json")),
     "wait": (("key", "store_key"), 0, ("--timeout",), ("--json",)),
-    "params": (("key",), 1, (), ("--json",)),
+    "params": (("key",), 1, ("--default",), ("--json",)),
 }
 
 
@@ -339,4 +352,6 @@ def fast(argv: list[str]) -> Callable[[], int] | None:
         return lambda: wait(
             parsed["key"], parsed["store_key"], (o.get("--timeout") or [None])[0], j
         )
-    return lambda: params(parsed.get("key"), j)
+    if len(o.get("--default", [])) > 1:
+        return None
+    return lambda: params(parsed.get("key"), j, (o.get("--default") or [None])[0])

@@ -164,7 +164,7 @@ def check_workflows(paths: Paths) -> Check:
     return passed(
         "workflows folder",
         f"{folder}: {len(scripts)} file(s), owned by you and "
-        "not writable by others; every script loads",
+        "not writable by others; every script loads, every failure handler exists",
     )
 
 
@@ -180,12 +180,38 @@ def script_errors(paths: Paths) -> list[tuple[str, str]]:
     except (YsError, OSError, KeyError):
         import asyncio
 
-        from ys.daemon.registry import Registry
+        from ys.daemon.registry import Registry, missing_handler
 
         registry = Registry(paths.workflows)
         asyncio.run(registry.load())
-        items = [w.to_json() for w in registry.listing()]
-    return [(str(w["name"]), str(w["error"])) for w in items if w.get("error")]
+        default = _folder_handler(paths)
+        items = [
+            w.to_json()
+            | {
+                "warning": missing_handler(
+                    w.name, w.on_failure, default, lambda n: registry.get(n) is not None
+                )
+            }
+            for w in registry.listing()
+        ]
+    # a failure handler that names no workflow runs, but each failure leaves an execution
+    # waiting for ever: a problem to fix as much as a script that does not load
+    return [
+        (str(w["name"]), str(w.get("error") or w["warning"]))
+        for w in items
+        if w.get("error") or w.get("warning")
+    ]
+
+
+def _folder_handler(paths: Paths) -> str | None:
+    """The folder-wide failure handler the settings name (None if they do not load)."""
+    from ys.errors import YsError
+    from ys.settings import load
+
+    try:
+        return load(paths.config).on_failure
+    except YsError:
+        return None
 
 
 # -- the daemon ------------------------------------------------------------------------------

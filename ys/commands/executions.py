@@ -19,6 +19,7 @@ from ys.commands._opts import (
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
 from ys.durations import format_duration, parse_duration
+from ys.errors import ExecutionTimeout
 
 LIST_LIMIT = 50
 PS_LIMIT = 100  # a page of `ys ps`: each live status's range is read to this many
@@ -240,7 +241,10 @@ def wait(execution_id: ExecutionId, timeout: Timeout = None, json_: Json = False
     """
     seconds = timeout_seconds(timeout)
     with client(timeout=None) as c:
-        record = c.wait(execution_id, timeout=seconds)
+        try:
+            record = c.wait(execution_id, timeout=seconds)
+        except ExecutionTimeout as exc:
+            record = exc.record  # shown, then refused below (exit 6)
     if json_:
         emit_json(record)
     else:

@@ -169,7 +169,8 @@ def logs(
     Each attempt's log keeps at most YS_LOG_MAX_BYTES (10 MiB): past that, its first and its
     last part, with a line between them saying how many bytes were dropped. On a database
     many boxes share, an attempt that ran on another box shows the last 64 KiB the database
-    keeps, and a note on stderr says where its whole log is.
+    keeps, and a note on stderr says where its whole log is; one whose daemon stopped before
+    it kept that (killed) is named with that daemon ("lost": true in JSON).
     """
     from ys.paths import resolve
 
@@ -188,7 +189,8 @@ def logs(
         files += [(t["attempt"], t) for t in answer["logs"] if t["attempt"] not in here]
         files.sort(key=lambda f: f[0])
         last = record["attempts"]
-        if answer.get("shared") and record["status"] == "running" and last not in dict(files):
+        running = record["status"] == "running"
+        if answer.get("shared") and running and last not in dict(files):
             from ys.commands import _render
 
             holder = record.get("lease_holder") or "another box"
@@ -196,6 +198,16 @@ def logs(
                 f"attempt {last} runs on {holder}: its log is there; the database keeps its "
                 "end when it ends (ys logs --follow shows it then)"
             )
+        if answer.get("shared"):
+            ended = last - 1 if running else last
+            lost = [n for n in range(1, ended + 1) if n not in dict(files)]
+            if attempt is not None:
+                lost = [n for n in lost if n == attempt]
+            if lost:
+                with client() as c:
+                    ran_on = _daemons_of(c, execution_id)
+                files += [(n, {"lost": True, "daemon_id": ran_on.get(n)}) for n in lost]
+                files.sort(key=lambda f: f[0])
     if attempt is not None:
         files = [(n, p) for n, p in files if n == attempt]
         if not files:
@@ -205,7 +217,12 @@ def logs(
                 hint=f"it has had {record['attempts']} attempt(s)",
             )
     if json_:
-        emit_json({"execution_id": execution_id, "logs": [_json_log(n, p) for n, p in files]})
+        emit_json(
+            {
+                "execution_id": execution_id,
+                "logs": [_json_log(n, p) for n, p in files],
+            }
+        )
         return
     if not files:
         from ys.commands import _render
@@ -215,6 +232,9 @@ def logs(
         else:
             _render.note(f"{execution_id} has not been delivered yet; nothing printed")
     for n, p in files:
+        if isinstance(p, dict) and _lost(p):
+            _say_lost(n, p)
+            continue
         _header(n)
         if isinstance(p, dict):
             _elsewhere(p)
@@ -222,6 +242,37 @@ def logs(
         else:
             sys.stdout.buffer.write(p.read_bytes())
         sys.stdout.buffer.flush()
+
+
+def _lost(log: Path | dict[str, Any]) -> bool:
+    return isinstance(log, dict) and bool(log.get("lost"))
+
+
+def _say_lost(attempt: int, log: dict[str, Any]) -> None:
+    """An attempt that ran on another box whose daemon ended before it kept its log's end
+    (killed, say): named, with that daemon, instead of left out."""
+    from ys.commands import _render
+
+    where = f"daemon {log['daemon_id']}" if log.get("daemon_id") else "another box"
+    _render.note(
+        f"attempt {attempt} ran on {where}, which stopped before the attempt ended: no end "
+        "of its log was kept; what it printed is only in its log on that box"
+    )
+
+
+def _daemons_of(c: Any, execution_id: str) -> dict[int, str]:
+    """Which daemon claimed each attempt, as the history's `claimed` events say."""
+    out: dict[int, str] = {}
+    token = None
+    while True:
+        page = c.history(execution_id, limit=1000, page_token=token)
+        for e in page["events"]:
+            data = e.get("data") or {}
+            if e["kind"] == "claimed" and data.get("daemon_id"):
+                out[int(data["attempt"])] = str(data["daemon_id"])
+        token = page.get("next_page_token")
+        if not token:
+            return out
 
 
 def _elsewhere(kept: dict[str, Any]) -> None:
@@ -236,6 +287,15 @@ def _elsewhere(kept: dict[str, Any]) -> None:
 
 
 def _json_log(attempt: int, log: Path | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(log, dict) and _lost(log):  # nothing of it was kept: which daemon ran it
+        return {
+            "attempt": attempt,
+            "text": "",
+            "daemon_id": log.get("daemon_id"),
+            "path": None,
+            "truncated": False,
+            "lost": True,
+        }
     if isinstance(log, dict):
         return {
             "attempt": attempt,

@@ -57,20 +57,6 @@ Name = Annotated[
 ]
 
 
-def local_tz() -> str:
-    """This machine's zone by its IANA name (what `--tz` defaults to), else `local`."""
-    from zoneinfo import ZoneInfo
-
-    from ys.cron import local_zone_name
-
-    name = local_zone_name()
-    try:
-        ZoneInfo(name)
-    except (ValueError, OSError, LookupError):
-        return "local"
-    return name
-
-
 def _known(name: str, fn: Any) -> Any:
     """Call the daemon about one schedule; a missing one says how to see the others."""
     with client() as c:
@@ -187,6 +173,7 @@ def add_(
     machine slept, --catch-up decides what fires. A name in use exits 3.
     """
     from ys.commands._params import build_params
+    from ys.cron import zone_name
     from ys.durations import parse_duration
 
     body = build_params(param, params)
@@ -202,7 +189,7 @@ def add_(
                 name,
                 workflow,
                 cron,
-                tz=tz or local_tz(),
+                tz=zone_name(tz),  # the caller's zone by its name, as a script's reads the daemon's
                 params=body,
                 catch_up=catch_up.value,
                 overlap=overlap.value,

@@ -13,9 +13,30 @@ import typer
 from ys.commands import _step
 from ys.commands._opts import Json, add, complete_workflows, reflow
 
+ENVIRONMENT = """
+Durable steps for shell workflows: run a command once, sleep, start a child, wait for a value.
+They work only inside a script the daemon runs.
+
+A shell workflow is an executable script in the workflows folder. Its options go in `# ys:`
+lines near the top, in shell quoting, for example `# ys: schedule="0 3 * * *" tz=Europe/Paris
+params='{"dir": "/srv"}'` and `# ys: timeout=2h max_attempts=3`: every such line is read; an
+option given on two lines is the script's load error (`ys workflows`). `params` (a JSON object)
+is what its schedule fires with; a schedule without `tz` is in this machine's zone, stored and
+shown by its IANA name.
+
+What every workflow (shell or Python) runs in: the daemon's environment as it was when the
+daemon started (a variable exported in your shell later is seen after `ys daemon stop` and the
+next start), plus YS_EXECUTION_ID, YS_DELIVERY_TOKEN, YS_SOCKET, YS_WORKFLOW_FILE and
+YS_ATTEMPT (1 for the first delivery); a shell script also finds this `ys` first on PATH. Its
+standard input is /dev/null, its output goes to the delivery's log (`ys logs ID`; a shell
+script's last line on stdout is its result), its working directory is the workflows folder and
+its umask is 022, as under cron (new files are -rw-r--r--; the option `# ys: umask=077` makes
+them private), whatever the daemon's own (0077: its database, socket and logs stay private).
+It runs in a process group of its own, killed whole at a timeout or `ys cancel --now`.
+"""
+
 step_app = typer.Typer(
-    help="Durable steps for shell workflows: run a command once, sleep, start a child, wait "
-    "for a value. They work only inside a script the daemon runs.",
+    help=reflow(ENVIRONMENT),
     no_args_is_help=True,
     suggest_commands=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -198,10 +219,20 @@ def params(
             show_default=False,
         ),
     ] = None,
+    default: Annotated[
+        str | None,
+        typer.Option(
+            "--default",
+            metavar="VALUE",
+            help="Print VALUE when the execution has no param NAME (read as -p reads a "
+            "value: JSON when it parses, else text). Without it a missing param exits 4.",
+            show_default=False,
+        ),
+    ] = None,
     json_: Json = False,
 ) -> None:
     """Print the execution's params as JSON, or one of them."""
-    raise typer.Exit(_step.params(key, json_))
+    raise typer.Exit(_step.params(key, json_, default))
 
 
 # `ys step run KEY -- ls -la`: everything after KEY goes to _step.run, which takes the few

@@ -116,12 +116,16 @@ def view(
         due.add_row(
             cut(r["execution_id"], 48),
             r["workflow"],
-            Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
+            Text(r["status"], style=STATUS_STYLE.get(r["status"], "")).append(
+                f", waiting: {r['waiting_for']}" if r.get("waiting_for") else "", style="yellow"
+            ),
             _until(r["due_at"], t),
         )
     waiting = table(f"Waiting ({len(o['waiting'])})", "EXECUTION", "WORKFLOW", "WAITS ON")
     for r in o["waiting"]:
         on = ", ".join(w.get("key") or w.get("effect_id") or w["kind"] for w in r["waiting_on"])
+        if r.get("waiting_for"):
+            on = f"waiting: {r['waiting_for']}"
         waiting.add_row(
             cut(r["execution_id"], 48),
             r["workflow"],

@@ -9,12 +9,15 @@ rebinds its own name to 127.0.0.1 reaches nothing.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ys.commands._opts import Json, add
 from ys.commands._output import client, emit_json, fail
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 UPSTREAM_SECONDS = 90.0  # a page's long poll waits up to 25 s
 # Headers that pass through, each way (hop-by-hop and length headers never do).
@@ -50,7 +53,7 @@ TO_BROWSER = {
 }
 
 
-def _page(status: int, text: str) -> Any:
+def _page(status: int, text: str) -> web.Response:
     from aiohttp import web
 
     html = f"<!doctype html><meta charset=utf-8><title>ys</title><p>{text}</p>"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from ys.commands._opts import Json, add
@@ -13,7 +15,8 @@ def workflows(json_: Json = False) -> None:
     load error.
 
     A script that fails to load is listed with its error; its executions wait until it is
-    fixed. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
+    fixed; a warning there (a failure handler that names no workflow) does not stop it
+    running. VERSION is the short SHA-256 of the script now; OLDER counts the executions not yet
     finished that were admitted under an older version (pinned ones keep running it).
     """
     with client() as c:
@@ -31,7 +34,11 @@ def workflows(json_: Json = False) -> None:
         return
     t = _render.table("NAME", "KIND", "VERSION", "OLDER", "SCHEDULE", "PATH", "ERROR")
     for w in items:
-        error = _render.Text(_render.cut(w.get("error") or "", 100), style="red")
+        if w.get("error"):
+            error = _render.Text(_render.cut(w["error"], 100), style="red")
+        else:
+            warned = f"warning: {w['warning']}" if w.get("warning") else ""
+            error = _render.Text(_render.cut(warned, 100), style="yellow")
         version = (w.get("sha256") or "-")[:12] + (" pin" if w.get("pin") else "")
         _render.add_row(
             t,
@@ -39,11 +46,19 @@ def workflows(json_: Json = False) -> None:
             w.get("kind") or "",
             version,
             str(w.get("older_live") or 0),
-            _render.compact(w.get("schedule") or "-", 40),
+            _schedule(w.get("schedule")),
             w.get("path") or "",
             error,
         )
     _render.show(_render.fit(t, "PATH", "ERROR", "SCHEDULE"))
+
+
+def _schedule(declared: dict[str, Any] | None) -> str:
+    """The declared schedule as people write it: its expression, and its zone when not local."""
+    if not declared or not declared.get("schedule"):
+        return "-"
+    tz = declared.get("tz")
+    return str(declared["schedule"]) + (f" {tz}" if tz and tz != "local" else "")
 
 
 def register(app: typer.Typer) -> None:

@@ -173,7 +173,9 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 },
                 "tracing": self.d.tracing_status(),
                 "paths": {
-                    "db": str(p.db),
+                    # the database in use: on PostgreSQL its URL without a password, not
+                    # the SQLite file it does not use
+                    "db": self.d.settings.database_shown(p.db),
                     "workflows": str(p.workflows),
                     "socket": str(p.socket),
                     "logs": str(p.logs),
@@ -190,7 +192,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         return _json(
             {
                 "workflows": [
-                    w.to_json() | {"older_live": stale.get(w.name, 0)}
+                    w.to_json()
+                    | {"older_live": stale.get(w.name, 0), "warning": self.d.handler_warning(w)}
                     for w in self.d.registry.listing()
                 ]
             }
@@ -266,10 +269,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             until=None if q.until is None else max(0.0, now - q.until),
         )
         holders = await self._holders(page.items)
-        slots = await self._slot_waits(page.items)
+        waits = await self._waits(page.items)
         return _json(
             {
-                "executions": [self._record(r, holders, slots) for r in page.items],
+                "executions": [self._record(r, holders, waits) for r in page.items],
                 "next_page_token": page.next_page_token,
             }
         )
@@ -278,19 +281,19 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         self,
         r: Any,
         holders: dict[str, str] | None = None,
-        slots: dict[str, str] | None = None,
+        waits: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         out = views.record(r)
         holder = self._holder(r, holders)
         if holder is not None:
             out["lease_holder"] = holder
-        if slots and r.execution_id in slots:
-            out["waiting_for"] = WAITING_FOR_SLOT
+        if waits and r.execution_id in waits:
+            out["waiting_for"] = waits[r.execution_id]
         return out
 
-    async def _slot_waits(self, records: Sequence[Any]) -> dict[str, str]:
-        """Which of these due, unleased executions wait for a concurrency slot (a claim
-        passed them over), by execution ID."""
+    async def _waits(self, records: Sequence[Any]) -> dict[str, str]:
+        """What each of these unleased executions waits for, by execution ID: a concurrency
+        slot (a claim passed it over), or its script (broken or missing)."""
         ids = [
             r.execution_id
             for r in records
@@ -298,7 +301,12 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if not ids:
             return {}
-        return dict(await self.call(self.d.store.slot_waits, ids))
+        store, registry = self.d.store, self.d.registry
+        out = {i: WAITING_FOR_SLOT for i in await self.call(store.slot_waits, ids)}
+        workflows = {r.execution_id: r.workflow for r in records}
+        for i, detail in (await self.call(store.script_waits, ids)).items():
+            out[i] = registry.waiting_for(workflows[i], detail)
+        return out
 
     def _holder(self, r: Any, holders: dict[str, str] | None) -> str | None:
         """Who runs a running execution: this daemon's worker ("pid N"; on a shared database
@@ -328,8 +336,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def get(self, request: web.Request) -> web.Response:
         record = await self.load(request.match_info["id"])
-        slots = await self._slot_waits([record])
-        return _json(self._record(record, await self._holders([record]), slots))
+        waits = await self._waits([record])
+        return _json(self._record(record, await self._holders([record]), waits))
 
     async def logs(self, request: web.Request) -> web.Response:
         """The ends of the execution's delivery logs kept in the database (a shared one: each
@@ -385,6 +393,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
             out["waiting_for"] = WAITING_FOR_SLOT
+        else:
+            waits = await self._waits([d.record])
+            if d.record.execution_id in waits:
+                out["waiting_for"] = waits[d.record.execution_id]
         return _json(out)
 
     async def timeline(self, request: web.Request) -> web.Response:

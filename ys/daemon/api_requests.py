@@ -24,7 +24,7 @@ from ys.contract import (
     check_workflow_name,
     parse_tag,
 )
-from ys.cron import CATCH_UP, OVERLAP
+from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
 from ys.store.protocols import STATUSES
 
@@ -293,7 +293,7 @@ class ScheduleAdd:
             name=b.required_text("name"),
             workflow=check_workflow_name(b.required_text("workflow")),
             cron=b.required_text("cron"),
-            tz=b.text("tz", "local"),
+            tz=zone_name(b.text("tz", "local")),
             params=b.opt_object("params"),
             catch_up=b.choice("catch_up", CATCH_UP, "once"),
             overlap=b.choice("overlap", OVERLAP, "skip"),

@@ -102,6 +102,7 @@ class WorkerRoutes(ApiBase):
         params_json = req.params_json
         if params_json is None:
             params_json = request_params(req.params)
+        await self.known_workflow(req.workflow)  # refused as `ys trigger` refuses the name
         target = await self.call(
             self.d.store.start, caller, key, req.workflow, params_json, detached=req.detached
         )

@@ -210,6 +210,7 @@ class WorkerChannel:
             value=req.value,
             attempts=req.attempts,
             wake_at=req.wake_at,
+            warnings=b.any("warnings"),  # checked with the outcome, in the store
         )
         disp.step_saved(eid, token, req.kind)
 

@@ -17,21 +17,25 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ys import tracing
 from ys.daemon.cancelling import cancel_grace_seconds
 from ys.daemon.capture import CappedLog, LastLine, Pipe, drain, log_max_bytes
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import Launcher, forget_worker, kill_group, record_worker
+from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.limits import SWEEP_LIMIT, Limits
+from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
-from ys.errors import LeaseLost, YsError
+from ys.daemon.versions import copy_path
+from ys.errors import DaemonUnavailable, LeaseLost, YsError
+from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
 
@@ -39,9 +43,14 @@ if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
     from ys.daemon.tracing import Tracer
 
+T = TypeVar("T")
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
 PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
+# While the database cannot be reached, the loop tries again after a delay that doubles from
+# DOWN_RETRY_MIN up to DOWN_RETRY_MAX (docs/design.md §9: at most 5 s between tries).
+DOWN_RETRY_MIN = 0.2
+DOWN_RETRY_MAX = 5.0
 
 
 class Dispatcher(Limits):
@@ -85,6 +94,8 @@ class Dispatcher(Limits):
         self._reserved = 0  # slots reserved by admissions that claim in their transaction
         self._caught_up = False  # the last claim took everything due (it asked for more)
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
+        self._down_since: float | None = None  # when the loop lost the database (monotonic)
+        self._down_delay = DOWN_RETRY_MIN  # ... and how long it waits before it tries again
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -99,45 +110,81 @@ class Dispatcher(Limits):
     async def _loop(self) -> None:
         while not self._stopping:
             self._poke.clear()
-            # Past their deadline: failed, never delivered again (ys.daemon.limits). Looked
-            # for only once the earliest deadline (read before the loop last waited) is due.
-            if time.time() >= self._deadline_at:
-                try:
-                    if await self.expire_due() < SWEEP_LIMIT:
-                        self._deadline_at = math.inf  # until the next look says otherwise
-                except YsError as exc:
-                    log.error("timing out failed: %s", exc)
-            free = self.concurrency - len(self.running) - self._reserved
-            claimed: list[Delivery] = []
-            if free > 0:
-                try:
-                    claimed = await self.store.claim_due_async(
-                        time.time(), free, self.lease_seconds, self.registry.limits or None
-                    )
-                    self._caught_up = len(claimed) < free
-                except YsError as exc:
-                    log.error("claim failed: %s", exc)
-            for d in claimed:
-                self._start(d)
-            if claimed and len(claimed) == free:
-                continue  # more may be due
-            timeout = MAX_IDLE
-            # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
-            # due (an admitted or suspended execution past it fails without a delivery).
-            full = len(self.running) >= self.concurrency
-            due, deadline = await self.call(self.store.next_times)
-            self._deadline_at = math.inf if deadline is None else deadline
-            nxt = deadline if full else due
-            if nxt is not None:
-                soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
-                timeout = min(MAX_IDLE, max(soonest, nxt - time.time()) + 0.005)
+            try:
+                timeout = await self._round()
+            except Exception as exc:  # the database is gone (or a bug): never stop claiming
+                timeout = self._lost(exc)
             try:
                 await asyncio.wait_for(self._poke.wait(), timeout)
             except TimeoutError:
                 pass
 
-    def _start(self, d: Delivery) -> None:
-        """Run a claimed delivery."""
+    async def _round(self) -> float:
+        """Time out what is past its deadline, claim what is due, and say how long to wait
+        for a poke before the next round (0: at once)."""
+        # Past their deadline: failed, never delivered again (ys.daemon.limits). Looked
+        # for only once the earliest deadline (read before the loop last waited) is due.
+        if self._down_since is None and time.time() >= self._deadline_at:
+            try:
+                if await self.expire_due() < SWEEP_LIMIT:
+                    self._deadline_at = math.inf  # until the next look says otherwise
+            except YsError as exc:
+                log.error("timing out failed: %s", exc)
+        free = self.concurrency - len(self.running) - self._reserved
+        claimed: list[Delivery] = []
+        since = time.monotonic()  # no later than the claims' leases start
+        if free > 0:
+            claimed = await self.store.claim_due_async(
+                time.time(), free, self.lease_seconds, self.registry.limits or None
+            )
+            self._caught_up = len(claimed) < free
+            self._back()
+        for d in claimed:
+            self._start(d, since)
+        if claimed and len(claimed) == free:
+            return 0.0  # more may be due
+        if self._down_since is not None:  # claims could not tell: the database may be back
+            return self._lost(None)
+        timeout = MAX_IDLE
+        # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
+        # due (an admitted or suspended execution past it fails without a delivery).
+        full = len(self.running) >= self.concurrency
+        due, deadline = await self.call(self.store.next_times)
+        self._back()
+        self._deadline_at = math.inf if deadline is None else deadline
+        nxt = deadline if full else due
+        if nxt is not None:
+            soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
+            timeout = min(MAX_IDLE, max(soonest, nxt - time.time()) + 0.005)
+        return timeout
+
+    def _lost(self, exc: BaseException | None) -> float:
+        """A round failed (`exc`; None: no claim could tell whether the database is back):
+        said once, and tried again after a backoff that doubles up to DOWN_RETRY_MAX."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self._down_delay = DOWN_RETRY_MIN
+            if isinstance(exc, DaemonUnavailable):
+                log.error("the database cannot be reached (%s); trying again", exc.message)
+            elif isinstance(exc, YsError):
+                log.error("claiming failed (%s); trying again", exc.message)
+            else:
+                log.error("claiming failed; trying again", exc_info=exc)
+        else:
+            self._down_delay = min(DOWN_RETRY_MAX, self._down_delay * 2)
+        return self._down_delay
+
+    def _back(self) -> None:
+        """A store call of the loop worked: a lost database is back (said once)."""
+        if self._down_since is not None:
+            log.warning(
+                "the database answers again (after %.1f s)", time.monotonic() - self._down_since
+            )
+            self._down_since = None
+
+    def _start(self, d: Delivery, since: float | None = None) -> None:
+        """Run a claimed delivery, whose lease was granted no earlier than `since`
+        (time.monotonic(); None: now, a moment after its claim)."""
         self.hub.notify(d.execution_id)
         if self.metrics is not None:
             self.metrics.deliveries_started.labels(d.workflow).inc()
@@ -146,7 +193,13 @@ class Dispatcher(Limits):
         # A delivery whose lease expired may still be here, being killed: claim_due
         # released and re-claimed its execution. The new one waits until it is gone.
         prev = self.running.get(d.execution_id)
-        r = Running(d, lease_expires_at=d.lease_expires_at, started_at=time.monotonic())
+        now = time.monotonic()
+        r = Running(
+            d,
+            lease_expires_at=d.lease_expires_at,
+            started_at=now,
+            lease_since=now if since is None else since,
+        )
         self.running[d.execution_id] = r
         r.task = asyncio.create_task(self._deliver(r, prev), name=f"deliver {d.execution_id}")
 
@@ -205,11 +258,22 @@ class Dispatcher(Limits):
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
                 wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
-                await self._unavailable(r, "missing" if wf is None else f"broken: {wf.error}")
-                return
+                # a pinned execution runs its own version, whatever became of the script
+                kept = self._pinned(d, wf)
+                if kept is None:
+                    why = "missing" if wf is None else f"broken: {wf.error}"
+                    await self._unavailable(r, why)
+                    return
+                wf = kept
             wf = self._version(d, wf)
             r.max_attempts = wf.max_attempts
             code = await self._run(r, wf)
+            if code == -signal.SIGKILL and time.time() + margin(self.lease_seconds) >= (
+                r.lease_expires_at
+            ):
+                # It ended itself at its lease's end (ys.guard: the daemon was stopped, say):
+                # a lost lease, not the script's own failure.
+                r.lost = True
             if r.step_timer is not None:
                 if r.step_timed_out:
                     await asyncio.wait([r.step_timer])  # the killed attempt is recorded first
@@ -221,7 +285,7 @@ class Dispatcher(Limits):
                 await self._shell_outcome(r, code, r.log_path)
             if r.acknowledged:
                 return
-            if not r.lost and (r.cancel_killed or await self._cancel_pending(d.execution_id)):
+            if not r.lost and (r.cancel_killed or await self._cancel_pending_held(r)):
                 why = (
                     "its worker did not reach a step within the grace period"
                     if r.cancel_killed
@@ -233,6 +297,14 @@ class Dispatcher(Limits):
             await self._release(r, code)
         except asyncio.CancelledError:
             raise
+        except DaemonUnavailable as exc:  # the loop says once that the database is gone
+            log.warning(
+                "%s attempt %d: its end was not written (%s); it is delivered again once "
+                "its lease has expired",
+                d.execution_id,
+                d.attempt,
+                exc.message,
+            )
         except Exception:
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
@@ -250,15 +322,37 @@ class Dispatcher(Limits):
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
-    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
-        """The script this delivery runs: the workflow's file, or, when the claim chose
-        another version (a pinned execution whose script was edited since its admission),
-        that version's copy, run from the workflows folder."""
-        if d.script_sha256 is None or d.script_sha256 == wf.sha256:
-            return wf
+    def _pinned(self, d: Delivery, wf: Workflow | None) -> Workflow | None:
+        """A pinned delivery's version kept under <data>/scripts/, as the workflow it runs
+        when its script is missing or broken now; None when it is not pinned or no copy is
+        kept (docs/design.md §7)."""
+        if not d.pinned or d.script_sha256 is None:
+            return None
         from dataclasses import replace
 
-        from ys.daemon.versions import copy_path
+        kept = self.paths.data / "scripts"
+        for kind in (wf.kind,) if wf is not None else ("python", "shell"):
+            copy = copy_path(kept, d.script_sha256, kind)
+            if copy.is_file():
+                folder = str(self.registry.folder)
+                if wf is None:
+                    return Workflow(
+                        d.workflow, kind, str(copy), sha256=d.script_sha256, folder=folder
+                    )
+                return replace(
+                    wf, kind=kind, path=str(copy), folder=folder, error=None, sha256=d.script_sha256
+                )
+        return None
+
+    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
+        """The script this delivery runs: the version its claim recorded (the bytes run are
+        the bytes hashed). A Python worker reads the workflow's file and checks it is that
+        version (`_start_of` passes the hash and the kept copy); a shell script runs the
+        kept copy itself, from the workflows folder, as does any delivery of another version
+        than the file's (a pinned execution whose script was edited since its admission)."""
+        if d.script_sha256 is None:
+            return wf
+        from dataclasses import replace
 
         copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
         if not copy.exists():
@@ -269,7 +363,9 @@ class Dispatcher(Limits):
                 wf.name,
             )
             return wf
-        return replace(wf, path=str(copy), folder=str(Path(wf.path).parent))
+        if wf.kind == "python" and d.script_sha256 == wf.sha256:
+            return wf
+        return replace(wf, path=str(copy), folder=wf.folder or str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
@@ -304,21 +400,25 @@ class Dispatcher(Limits):
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
         try:
-            start = await self._start_of(d, wf)
-            env = self._env(d, wf.path)
+            start = await self._start_of(r, wf)
+            listed = self.registry.get(d.workflow)  # the file in the folder, not a kept copy
+            env = self._env(d, listed.path if listed is not None else wf.path)
             traceparent = await self._traceparent(d)
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
-            worker = await self.launcher.launch(wf, env, log_path, start)
+            until = lease_end(r.lease_since, self.lease_seconds)
+            worker = await self.launcher.launch(wf, env, log_path, start, until)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
         r.proc = worker.proc
+        r.lifeline = worker.lifeline
         last = LastLine()
         try:
             out = CappedLog(log_path, self.log_max_bytes)
         except OSError as exc:  # out of descriptors, a full disk: delivered again later
             kill_group(r.proc)
+            _close_lifeline(r)
             for fd in (worker.output, worker.stdout):
                 if fd is not None:
                     with contextlib.suppress(OSError):
@@ -348,6 +448,7 @@ class Dispatcher(Limits):
             # Not supervised yet (a full disk for its pid file, say): it must not run on
             # unwatched; it is delivered again.
             kill_group(r.proc)
+            _close_lifeline(r)
             if r.channel is not None:
                 r.channel.close()
             for p in r.pipes:
@@ -375,10 +476,11 @@ class Dispatcher(Limits):
         text = context.get("traceparent") if isinstance(context, dict) else None
         return text if isinstance(text, str) and tracing.parse(text) is not None else None
 
-    async def _start_of(self, d: Delivery, wf: Workflow) -> dict[str, Any] | None:
+    async def _start_of(self, r: Running, wf: Workflow) -> dict[str, Any] | None:
         """A Python worker's launch: the delivery and its run state (the claim read it)."""
         if wf.kind != "python":
             return None
+        d = r.delivery
         state = d.state
         if state is None:  # a delivery from a claim that did not read it
             record, steps = await self.call(self.store.delivery_state, d.execution_id, d.token)
@@ -388,7 +490,9 @@ class Dispatcher(Limits):
             "attempt": d.attempt,
             "workflow": d.workflow,
             "script": wf.path,
+            **self._kept(d),
             "lease_seconds": self.lease_seconds,
+            "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
             "params": state.params_json,
             "context": state.context_json,
             "cancel_requested": d.cancel_requested,
@@ -396,6 +500,15 @@ class Dispatcher(Limits):
                 [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
             ],
         }
+
+    def _kept(self, d: Delivery) -> dict[str, str]:
+        """The version a Python delivery's claim recorded and its kept copy, which the worker
+        runs unless the script's bytes are that version; nothing when no copy is kept (the
+        claim's version is another box's, say): the worker runs the file as it is."""
+        if d.script_sha256 is None:
+            return {}
+        copy = copy_path(self.paths.data / "scripts", d.script_sha256, "python")
+        return {"sha256": d.script_sha256, "copy": str(copy)} if copy.is_file() else {}
 
     async def _finish(
         self,
@@ -410,6 +523,7 @@ class Dispatcher(Limits):
         # The delivery ends with its script: what it left running dies with it (and lets go
         # of the pipes its output comes through).
         kill_group(r.proc)
+        _close_lifeline(r)
         if r.channel is not None:
             r.channel.close()
         watch.cancel()
@@ -498,7 +612,8 @@ class Dispatcher(Limits):
         # (not a daemon stop, a lost lease, a step killed for its timeout, a failed start).
         counted = reason == "worker_failed" and not r.start_error
         try:
-            exhausted = await self.call(
+            exhausted = await self._held_call(
+                r,
                 self.store.release,
                 d.execution_id,
                 d.token,
@@ -516,11 +631,31 @@ class Dispatcher(Limits):
                 "%s: %d deliveries without an outcome; it failed", d.execution_id, d.attempt
             )
 
+    async def _cancel_pending_held(self, r: Running) -> bool:
+        record = await self._held_call(r, self.store.get, r.delivery.execution_id)
+        return record is not None and record.cancel_requested and not record.terminal
+
+    async def _held_call(self, r: Running, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A store call for delivery `r` (a write is fenced by its token), tried again while the database
+        cannot be reached (a restart, a connection cut) until its lease is about to expire;
+        then DaemonUnavailable: any daemon's claim releases the expired lease (this one's
+        too, once the database answers)."""
+        delay = DOWN_RETRY_MIN
+        while True:
+            try:
+                return await self.call(fn, *args, **kwargs)
+            except DaemonUnavailable:
+                if self._stopping or time.time() + delay >= r.lease_expires_at:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(DOWN_RETRY_MAX, delay * 2)
+
     async def _renew(self, r: Running) -> None:
         """Renew the lease of a delivery that has no worker doing it: a shell script, or a
         worker that exited while its output is still read."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
+            sent = time.monotonic()
             try:
                 r.lease_expires_at = await self.call(
                     self.store.renew,
@@ -530,6 +665,11 @@ class Dispatcher(Limits):
                 )
             except LeaseLost:
                 return
+            except DaemonUnavailable:
+                continue  # not renewed: past its lease the lease watch kills the worker
+            if r.lifeline is not None:  # the script's guard stops it later now (ys.guard)
+                with contextlib.suppress(OSError):  # gone, or full: it stops it at the old end
+                    os.write(r.lifeline, b"%r\n" % lease_end(sent, self.lease_seconds))
 
     async def _shell_outcome(self, r: Running, code: int | None, log_path: Any) -> None:
         """A shell workflow's outcome: suspended if a `ys step` suspended it (whatever the exit
@@ -662,6 +802,14 @@ class Dispatcher(Limits):
                 await asyncio.wait(pending, timeout=10)
         if self._log_tails:  # before the store closes
             await asyncio.wait(set(self._log_tails), timeout=5)
+
+
+def _close_lifeline(r: Running) -> None:
+    """Let go of a shell script's guard (its group is killed first: it sees the daemon gone)."""
+    if r.lifeline is not None:
+        with contextlib.suppress(OSError):
+            os.close(r.lifeline)
+        r.lifeline = None
 
 
 def _tail(path: Any, limit: int = 400) -> str:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ys.daemon.registry import Workflow
-from ys.paths import Paths
+from ys.paths import WORKFLOW_UMASK
 
 log = logging.getLogger("ys.launcher")
 LAUNCH_CHUNK = 65536  # the launch's first bytes, sent with the output pipe
@@ -53,6 +55,7 @@ class Worker:
     output: int  # stdout and stderr of a Python worker; a shell script's stderr
     stdout: int | None = None  # a shell script's stdout (its last line is the result)
     channel: socket.socket | None = None  # a Python worker's channel, its launch written
+    lifeline: int | None = None  # a shell script's: the write end of its guard's pipe (ys.guard)
 
 
 class Launcher(Protocol):
@@ -62,10 +65,12 @@ class Launcher(Protocol):
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         """Start the delivery's process with the daemon's environment and `env` (the
         delivery's own variables) over it; `start` is a Python worker's launch (its channel's
-        first line), None for a shell script."""
+        first line), None for a shell script, whose guard stops it at `lease_until`
+        (time.monotonic()) unless told of a renewal on its lifeline."""
         ...
 
 
@@ -77,6 +82,19 @@ def _cwd(workflow: Workflow) -> str:
     return workflow.folder or str(Path(workflow.path).parent)
 
 
+# A shell script starts with its guard (ys.guard) beside it, in its session: /bin/sh starts
+# the guard in the background with the lifeline as its stdin, then becomes the script (exec:
+# the script keeps the pid the daemon was given). Arguments: the script, the interpreter, the
+# guard, the lease's end.
+GUARDED = 'exec 3<&0 </dev/null; "$1" -I -S "$2" "$3" <&3 >/dev/null 3<&- & exec "$0" 3<&-'
+GUARD = str(Path(__file__).resolve().parent.parent / "guard.py")
+
+
+def _umask(workflow: Workflow) -> int:
+    """The workflow's `umask` option, else cron's 022, never the daemon's own 0077."""
+    return WORKFLOW_UMASK if workflow.options.umask is None else workflow.options.umask
+
+
 class SpawnLauncher:
     """A fresh interpreter per delivery, in its own process group (so a kill takes it all)."""
 
@@ -86,14 +104,22 @@ class SpawnLauncher:
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         shell = workflow.kind != "python"
         env = {**os.environ, **env}
         ours = theirs = None
         pass_fds: tuple[int, ...] = ()
+        stdin: int = asyncio.subprocess.DEVNULL
+        lifeline = None
         if shell:
+            path = os.path.abspath(workflow.path)
+            if not os.access(path, os.X_OK):  # what an exec of it would say, said here
+                raise PermissionError(errno.EACCES, "not executable", path)
+            argv = ["/bin/sh", "-c", GUARDED, path, sys.executable, GUARD, repr(lease_until)]
+            lifeline = os.pipe()  # non-inheritable: only the child's stdin copies the read end
+            stdin = lifeline[0]
             # Shell workflows call `ys step ...`: the ys next to this interpreter comes first.
-            argv = [workflow.path]
             bindir = os.path.dirname(sys.executable)
             env = {**env, "PATH": bindir + os.pathsep + env.get("PATH", os.defpath)}
         else:
@@ -106,16 +132,17 @@ class SpawnLauncher:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=stdout[1],
                 stderr=output[1],
                 env=env,
                 cwd=_cwd(workflow),
                 start_new_session=True,
                 pass_fds=pass_fds,
+                umask=_umask(workflow),
             )
         except BaseException:
-            for fd in {*output, *stdout}:
+            for fd in {*output, *stdout, *(lifeline or ())}:
                 os.close(fd)
             if ours is not None:
                 ours.close()
@@ -125,13 +152,18 @@ class SpawnLauncher:
                 theirs.close()
         for fd in {output[1], stdout[1]}:
             os.close(fd)
+        if lifeline is not None:
+            os.close(lifeline[0])
+            os.set_blocking(lifeline[1], False)  # a renewal's line never waits for the guard
         if ours is not None:
             ours.setblocking(False)
             try:
                 await asyncio.get_running_loop().sock_sendall(ours, _launch_line(start or {}))
             except OSError as exc:  # it died at once: its exit says so
                 log.warning("the launch of a spawned worker was not written: %s", exc)
-        return Worker(proc, output[0], stdout[0] if shell else None, ours)
+        return Worker(
+            proc, output[0], stdout[0] if shell else None, ours, lifeline[1] if lifeline else None
+        )
 
 
 def kill_group(proc: Proc, sig: int = signal.SIGKILL) -> None:
@@ -355,17 +387,18 @@ class WarmLauncher:
         env: dict[str, str],
         log_path: Path,
         start: dict[str, Any] | None = None,
+        lease_until: float = math.inf,
     ) -> Worker:
         if workflow.kind != "python" or start is None or not await self._ensure():
-            return await self.spawn.launch(workflow, env, log_path, start)
+            return await self.spawn.launch(workflow, env, log_path, start, lease_until)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
-        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow)})
+        line = _launch_line({**start, "env": env, "cwd": _cwd(workflow), "umask": _umask(workflow)})
         while True:
             spare = await self._take()
             if spare is None:
                 log.warning("no spare from the fork server; spawning this worker")
-                return await self.spawn.launch(workflow, env, log_path, start)
+                return await self.spawn.launch(workflow, env, log_path, start, lease_until)
             out_r, out_w = os.pipe()
             proc = WarmProcess(spare.pid)
             self._procs[spare.pid] = proc
@@ -417,65 +450,6 @@ async def _poll_exit(proc: WarmProcess) -> None:
             proc._exited(-1)
             return
         await asyncio.sleep(0.2)
-
-
-# -- worker pid files: one per running worker, so the next daemon can kill what this one left
-
-
-def _workers_dir(paths: Paths) -> Path:
-    return paths.runtime / "workers"
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time (Linux /proc), to tell a reused PID from our worker."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
-
-
-def record_worker(paths: Paths, pid: int, execution_id: str) -> None:
-    """Note a started worker (with its start time, to tell a reused pid from it)."""
-    d = _workers_dir(paths)
-    d.mkdir(exist_ok=True, mode=0o700)
-    (d / str(pid)).write_text(f"{_start_time(pid) or '-'} {execution_id}\n")
-
-
-def forget_worker(paths: Paths, pid: int) -> None:
-    """The worker has exited."""
-    try:
-        (_workers_dir(paths) / str(pid)).unlink()
-    except FileNotFoundError:
-        pass
-
-
-def kill_orphans(paths: Paths) -> int:
-    """At daemon start: kill the process group of every worker a previous daemon left
-    running (recovery's first step); returns how many."""
-    d = _workers_dir(paths)
-    if not d.is_dir():
-        return 0
-    killed = 0
-    for f in d.iterdir():
-        try:
-            pid = int(f.name)
-            started, _, execution_id = f.read_text().strip().partition(" ")
-        except (ValueError, OSError):
-            f.unlink(missing_ok=True)
-            continue
-        now_started = _start_time(pid)
-        alive = now_started is not None and (started in ("-", now_started))
-        if alive:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                killed += 1
-                log.warning("killed worker %d of %s left by the previous daemon", pid, execution_id)
-            except (ProcessLookupError, PermissionError):
-                pass
-        f.unlink(missing_ok=True)
-    return killed
 
 
 def make_launcher(concurrency: int = 4) -> Launcher:

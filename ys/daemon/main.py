@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import kill_orphans
+from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
 from ys.errors import YsError
 from ys.paths import Paths
@@ -83,6 +83,7 @@ class Daemon:
         self._tracer: Tracer | None = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
+        self._handlers_warned: set[str] = set()  # handlers naming no workflow, logged once
         self._metrics: Metrics | None = None
 
     # The parts the routes and the scheduler use (DaemonParts), once start-up built them.
@@ -193,6 +194,7 @@ class Daemon:
         await registry.load()
         await self._keep_versions(registry.workflows.values())
         await scheduler.sync_declared(registry.workflows)
+        self._warn_handlers()
 
         http = HttpSettings.from_env()
         api = Api(self)
@@ -202,6 +204,18 @@ class Daemon:
             return WorkerChannel(api, r, sock)
 
         dispatcher.open_channel = open_channel
+        loop = asyncio.get_running_loop()
+
+        # A shared database: other daemons' commits concern us too (SQLite: nothing to
+        # watch). Heard from before the socket answers, so a long poll's first read never
+        # misses another daemon's commit made before this daemon listened.
+        def due() -> None:
+            loop.call_soon_threadsafe(dispatcher.poke)
+
+        def changed(execution_id: str) -> None:
+            loop.call_soon_threadsafe(self._changed, execution_id)
+
+        store.watch(due, changed)
         await runner.setup()
         sock = self.paths.socket
         if sock.exists() or sock.is_symlink():
@@ -218,16 +232,6 @@ class Daemon:
         if start is not None:  # the fork server and its first spare, before the first claim
             await start()
         dispatcher.start()
-        loop = asyncio.get_running_loop()
-
-        # a shared database: other daemons' commits concern us too (SQLite: nothing to watch)
-        def due() -> None:
-            loop.call_soon_threadsafe(dispatcher.poke)
-
-        def changed(execution_id: str) -> None:
-            loop.call_soon_threadsafe(self._changed, execution_id)
-
-        store.watch(due, changed)
         scheduler.start()
         if self._tracer is not None:
             self._tracer.start()
@@ -312,6 +316,33 @@ class Daemon:
         handler = (wf.on_failure if wf is not None else None) or self.on_failure
         return None if handler == workflow else handler
 
+    def handler_warning(self, wf: Workflow) -> str | None:
+        """Why `wf`'s failure handler cannot run (it names no workflow), or None."""
+        from ys.daemon.registry import missing_handler
+
+        registry = self.registry
+        return missing_handler(
+            wf.name, wf.on_failure, self.on_failure, lambda n: registry.get(n) is not None
+        )
+
+    def _warn_handlers(self) -> None:
+        """Log each failure handler that names no workflow, once (again only after it came
+        and went)."""
+        missing: dict[str, list[str]] = {}
+        for wf in self.registry.workflows.values():
+            if self.handler_warning(wf) is not None:
+                missing.setdefault(wf.on_failure or self.on_failure or "", []).append(wf.name)
+        for handler, names in sorted(missing.items()):
+            if handler not in self._handlers_warned:
+                log.warning(
+                    "on_failure names %s, which is not a workflow in the folder; the failures "
+                    "of %s admit %s executions that wait for it",
+                    handler,
+                    ", ".join(sorted(names)),
+                    handler,
+                )
+        self._handlers_warned = set(missing)
+
     async def _keep_versions(self, workflows: Any) -> None:
         """Each runnable script's version: copied under <data>/scripts/ and recorded as its
         workflow's current one (what admissions record and unpinned deliveries run)."""
@@ -339,6 +370,7 @@ class Daemon:
         """A script became runnable: executions that waited for it are woken; schedules it
         declares follow it."""
         await self.scheduler.sync_declared(self.registry.workflows)
+        self._warn_handlers()
         now = self.registry.get(wf.name)
         if now is not None and now.error is None:
             n = await self.hub.call(self.store.wake_workflow, wf.name)

@@ -3,7 +3,7 @@
 Two kinds of figure. This daemon's own (counters and histograms it keeps as it works, and its
 process metrics): on PostgreSQL each daemon reports its own. The database's (executions by
 workflow and status, effects by status, due executions): read at each scrape from counts the
-store keeps (ys/store/metrics.py), so every daemon on one database reports the same.
+store keeps (ys/store/sql/observing.py), so every daemon on one database reports the same.
 
 No metric has a per-execution label: labels are workflow and schedule names, statuses, results
 and kinds, all bounded by what the user wrote, never by how much ran.
@@ -59,6 +59,12 @@ class _Shared:
         yield effects
         yield GaugeMetricFamily(
             "ys_due_executions", "Executions due now and not being delivered.", value=s.due
+        )
+        yield GaugeMetricFamily(
+            "ys_script_waiting_executions",
+            "Executions waiting for their workflow's script, broken or missing (not counted "
+            "as due: each is tried again hourly, and at once when its script is fixed).",
+            value=s.script_waiting,
         )
         age = 0.0 if s.oldest_due_at is None else max(0.0, self.now - s.oldest_due_at)
         yield GaugeMetricFamily(

@@ -16,8 +16,7 @@ from ys.errors import NotFoundError, YsError
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
-    from ys.store.base import Retry
-    from ys.store.records import Record
+    from ys.store.protocols import Record, Retry
 
 
 async def load(d: DaemonParts, execution_id: str) -> Record:
@@ -34,6 +33,8 @@ async def known_workflow(d: DaemonParts, name: str) -> None:
     # Exactly the name: `backup.sh` finds a script only for what older ys versions stored.
     if reg.workflows.get(name) is None and isinstance(name, str):
         await reg.current(name)  # any file of that name the watcher has not reported yet
+    else:
+        await reg.fresh(name)  # an edit the watcher has not reported yet: what is admitted
     if reg.workflows.get(name) is None:
         close = difflib.get_close_matches(str(name), list(reg.workflows), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; scripts go in {reg.folder}"

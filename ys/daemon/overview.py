@@ -49,6 +49,14 @@ def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
     return out
 
 
+def _script_waits(d: DaemonParts, *groups: list[dict[str, Any]]) -> None:
+    """Mark those that wait for their script (broken or missing) with why (`waiting_for`)."""
+    records = {r["execution_id"]: r for g in groups for r in g}
+    for execution_id, detail in d.store.script_waits(list(records)).items():
+        r = records[execution_id]
+        r["waiting_for"] = d.registry.waiting_for(r["workflow"], detail)
+
+
 def _slot(s: dict[str, Any]) -> dict[str, Any]:
     return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
 
@@ -68,6 +76,9 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     store = d.store
     last_gc = store.setting("last_gc_at")
     workflows = list(d.registry.workflows.values())
+    due = [views.record(r) for r in store.due(LIST)]
+    waiting = _waiting(d, store.list(statuses=["suspended"], limit=LIST).items)
+    _script_waits(d, due, waiting)
     return {
         "now": views.iso(t),
         "daemon": {
@@ -83,8 +94,8 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
         },
         "counts": {s: store.count_status(s) for s in ("running", "admitted", "suspended")},
         "running": _running(d, store.running(100)),
-        "due": [views.record(r) for r in store.due(LIST)],
-        "waiting": _waiting(d, store.list(statuses=["suspended"], limit=LIST).items),
+        "due": due,
+        "waiting": waiting,
         "failures": [views.record(r) for r in store.failed_since(t - FAILURE_WINDOW, LIST)],
         "activity": {
             "day": activity(d, t, FAILURE_WINDOW, 600.0),

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from ys.daemon.dispatcher import Dispatcher
     from ys.daemon.hub import Hub
     from ys.daemon.metrics import Metrics
-    from ys.daemon.registry import Registry
+    from ys.daemon.registry import Registry, Workflow
     from ys.daemon.scheduler import Scheduler
     from ys.paths import Paths
     from ys.settings import Settings
@@ -54,5 +54,8 @@ class DaemonParts(Protocol):
 
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits, if any."""
+
+    def handler_warning(self, wf: Workflow) -> str | None:
+        """Why `wf`'s failure handler cannot run (it names no workflow), or None."""
 
     def request_stop(self) -> None: ...

@@ -1,8 +1,10 @@
 """Recovery, a named step at daemon start (after a crash, a kill -9, or a reboot).
 
-1. kill_orphans (ys.daemon.launcher, beside what starts the workers): workers of a previous
-   daemon that still run are killed, so no execution ever runs in two workers at once (the
-   new daemon holds the lock, so the old one is gone).
+1. kill_orphans (ys.daemon.orphans, which keeps the workers' pid files): what workers of a
+   previous daemon still run is killed (each worker's whole group and session, its leader
+   alive or not), and the daemon waits until it is gone, so no execution ever runs in two
+   workers at once (the new daemon holds the lock, so the old one is gone). Workers end
+   themselves when their daemon goes (ys.guard); this is for what could not.
 2. recover: every lease this daemon held is released (on a shared PostgreSQL database, only
    this daemon's), each with an event that says why; the due executions are then claimed by
    the dispatcher as usual.

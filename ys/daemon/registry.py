@@ -3,8 +3,10 @@
 A workflow's name is its file name without the extension, for every kind (`backup.sh` is
 `backup`); two files with one name are both listed with an error and neither runs. A `.py`
 file is a Python workflow, checked by importing it in a throw-away subprocess (never in the
-daemon); any other executable regular file is a shell workflow. Scripts must belong to the user
-and not be writable by others; symlinks may not lead out of the folder.
+daemon); any other executable regular file is a shell workflow, and one that starts with a
+shebang but lacks its execute bit is listed with that error (its executions wait). Scripts
+must belong to the user and not be writable by others; symlinks may not lead out of the
+folder.
 
 Whatever is wrong with one script (a syntax error, an unreadable header, a bad schedule) is that
 script's error, listed by `ys workflows`; nothing in one script stops the registry. The watcher
@@ -29,6 +31,7 @@ from ys.daemon.scripts import (
     check_python,
     options_error,
     parse_options,
+    read_head,
     schedule_error,
     shell_header,
     signature,
@@ -91,8 +94,54 @@ def workflow_name(file_name: str) -> str:
     return Path(file_name).stem
 
 
+def missing_handler(
+    name: str, own: str | None, default: str | None, known: Callable[[str], bool]
+) -> str | None:
+    """Why the failure handler of workflow `name` (its own `on_failure`, else the folder-wide
+    one) cannot run: it names no workflow in the folder. Its failures still admit their
+    handler executions, which wait for that script (docs/design.md §7)."""
+    handler = own or default
+    if handler is None or handler == name or known(handler):
+        return None
+    where = "its on_failure" if own else "the folder-wide on_failure (config.toml)"
+    return (
+        f"on_failure names {handler}, which is not a workflow in the folder ({where}); "
+        f"each failure admits a {handler} execution that waits for it"
+    )
+
+
+def _shebang(path: Path) -> bool:
+    """Whether a regular file starts with `#!` (blocking: call it in a thread)."""
+    try:
+        return read_head(path, 1)[0].startswith("#!")
+    except (OSError, IndexError):
+        return False
+
+
 def _skip(name: str) -> bool:
     return name.startswith((".", "_", "#")) or name.endswith(("~", ".swp", ".tmp", ".pyc"))
+
+
+def _build(files: dict[str, Workflow]) -> tuple[dict[str, Workflow], list[Workflow]]:
+    """(workflow name -> what runs, the listing) of these files: two files with one name are
+    both broken."""
+    groups: dict[str, list[Workflow]] = {}
+    for wf in files.values():
+        groups.setdefault(wf.name, []).append(wf)
+    workflows: dict[str, Workflow] = {}
+    listing: list[Workflow] = []
+    for name in sorted(groups):
+        group = sorted(groups[name], key=lambda w: w.path)
+        if len(group) > 1:
+            names = ", ".join(Path(w.path).name for w in group)
+            why = (
+                f"{len(group)} files are named {name} ({names}); a workflow's name is its "
+                "file name without the extension: rename or remove all but one"
+            )
+            group = [replace(w, error=why) for w in group]
+        workflows[name] = group[0]
+        listing += group
+    return workflows, listing
 
 
 class Registry:
@@ -168,6 +217,28 @@ class Registry:
         if name and "/" not in name and name not in (".", ".."):
             await self.rescan(name)
         return self._named(name)
+
+    def waiting_for(self, name: str, detail: str = "") -> str:
+        """What an execution that waits for workflow `name`'s script waits on, as `ys ps`
+        shows it: the script as it is now, else as its last delivery found it (`detail`)."""
+        wf = self._named(name)
+        if wf is None:
+            return "script missing"
+        if wf.error:
+            return f"script broken ({wf.error})"
+        return "script broken" if "broken" in detail else "script missing"  # fixed: woken soon
+
+    async def fresh(self, name: str) -> None:
+        """Re-read the files of workflow `name` changed since they were inspected (an edit
+        the watcher has not reported yet, as it lags by a second or so), so that an admission
+        records the script as it is at that moment. A few stat calls when nothing changed."""
+        wf = self._named(name)
+        if wf is None:
+            return
+        for file_name in [n for n, w in self.files.items() if w.name == wf.name]:
+            path = self.folder / file_name
+            if signature(self.folder, path) != self._seen.get(file_name):
+                await self.refresh(path, only_if_changed=True)
 
     def set_error(self, name: str, error: str) -> None:
         """Mark a workflow broken after the fact (its schedule was refused by the store)."""
@@ -253,9 +324,17 @@ class Registry:
             if only_if_changed and sig == self._seen.get(path.name):
                 return
             wf = await self._inspect(path) if sig is not None else None
-            if wf is not None and wf.error is None and self.on_version is not None:
-                await self.on_version(wf)
             name = workflow_name(path.name)
+            files = dict(self.files)
+            if wf is None:
+                files.pop(path.name, None)
+            else:
+                files[path.name] = wf
+            # What runs under this name once the change applies: this file, or another one
+            # (the file removed was one of two with one name); its version is recorded first.
+            runs = _build(files)[0].get(name)
+            if runs is not None and runs.error is None and self.on_version is not None:
+                await self.on_version(runs)
             old = self.workflows.get(name)
             if sig is None:
                 self._seen.pop(path.name, None)
@@ -283,22 +362,7 @@ class Registry:
 
     def _rebuild(self) -> None:
         """`workflows` and the listing from `files`: two files with one name are both broken."""
-        groups: dict[str, list[Workflow]] = {}
-        for wf in self.files.values():
-            groups.setdefault(wf.name, []).append(wf)
-        workflows: dict[str, Workflow] = {}
-        listing: list[Workflow] = []
-        for name in sorted(groups):
-            group = sorted(groups[name], key=lambda w: w.path)
-            if len(group) > 1:
-                files = ", ".join(Path(w.path).name for w in group)
-                why = (
-                    f"{len(group)} files are named {name} ({files}); a workflow's name is its "
-                    "file name without the extension: rename or remove all but one"
-                )
-                group = [replace(w, error=why) for w in group]
-            workflows[name] = group[0]
-            listing += group
+        workflows, listing = _build(self.files)
         self.workflows, self._listing = workflows, listing
         self.limits = {
             n: wf.limit for n, wf in workflows.items() if wf.limit is not None and wf.error is None
@@ -333,9 +397,13 @@ class Registry:
             return None  # FIFOs, sockets, devices: never scripts, never opened
         mtime = target.st_mtime if target is not None else 0.0
         if kind == "shell" and target is not None and not os.access(real, os.X_OK):
-            # Not executable and not Python: not a workflow (README, notes, data files), even
-            # when it is unsafe (a group-writable backup.md must not shadow backup.py).
-            return None
+            # Not executable and not Python: a script that lacks its execute bit when it starts
+            # with a shebang (listed, its executions wait), else not a workflow (README, notes,
+            # data files), even when it is unsafe (a group-writable backup.md must not shadow
+            # backup.py).
+            if not await asyncio.to_thread(_shebang, real):
+                return None
+            error = error or f"not executable: chmod +x {path}"
         from ys.contract import check_workflow_name
         from ys.errors import YsError
 

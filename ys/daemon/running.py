@@ -39,6 +39,8 @@ class Running:
     step_timed_out: bool = False  # ... and the dispatcher killed the worker for it
     step_retry_at: float | None = None  # when the killed step's retry is due (None: failed)
     step_keys: set[str] = field(default_factory=set)  # keys its shell steps used (`ys step`)
+    lease_since: float = 0.0  # time.monotonic() no later than its claim (the lease's start)
+    lifeline: int | None = None  # a shell script's guard's pipe (ys.guard), the write end
     channel: Any = None  # its worker's channel (ys.daemon.channel.WorkerChannel), if any
     checking_end: bool = False  # a look at whether it ended elsewhere is under way
     check_again: bool = False  # ... and another change came while it looked

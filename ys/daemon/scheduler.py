@@ -78,6 +78,7 @@ class Scheduler:
             due = s["next_fire_at"] is not None and s["next_fire_at"] <= now
             if due or s["queued_slot"] is not None:
                 try:
+                    await self.d.registry.fresh(s["workflow"])  # admitted as the script is now
                     actions = await self.d.hub.call(
                         store.schedule_tick,
                         s["name"],

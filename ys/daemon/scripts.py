@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ys.paths import WORKFLOW_UMASK
+
 HEADER = "# ys:"
 HEADER_LINES = 20  # the header must be near the top
 
@@ -25,8 +27,8 @@ FLAGS = ("pin",)  # header options written without a value
 
 
 # What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
-OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin")
-SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter")
+OPTIONS = ("timeout", "max_attempts", "concurrency", "key", "on_failure", "pin", "umask")
+SCHEDULE_KEYS = ("schedule", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
 
@@ -40,6 +42,7 @@ class WorkflowOptions:
     key: str | None = None  # the params field whose value `concurrency` counts per
     on_failure: str | None = None
     pin: bool = False
+    umask: int | None = None  # the worker's; None: WORKFLOW_UMASK (022)
 
 
 def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -86,7 +89,21 @@ def parse_options(options: dict[str, Any]) -> WorkflowOptions:
         key=key,
         on_failure=handler,
         pin=is_pinned(options),
+        umask=_umask(options.get("umask")),
     )
+
+
+def _umask(v: Any) -> int | None:
+    """Octal text (`077`, a header's or a decorator's "027") or a number (0o027), 0 to 0o777."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        text = v.strip().lower().removeprefix("0o")
+        if text and all(c in "01234567" for c in text):
+            v = int(text, 8)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0o777:
+        raise ValueError(f"bad umask: {v!r} must be octal digits such as 022 or 077")
+    return v
 
 
 def _count(v: Any, what: str) -> int | None:
@@ -128,6 +145,7 @@ async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=str(path.parent),
+        umask=WORKFLOW_UMASK,  # what its import writes, as a delivery would
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
@@ -169,26 +187,32 @@ def read_head(path: Path, lines: int = HEADER_LINES) -> list[str]:
 
 
 def parse_header(head: list[str]) -> dict[str, Any] | None:
-    """The options of a `# ys: schedule="..." tz=...` line (shell quoting), if there is one.
-    Raises ValueError for a line shlex cannot split (an unclosed quote)."""
+    """The options of every `# ys: schedule="..." tz=...` line (shell quoting), merged, if
+    there is one. Raises ValueError for a line shlex cannot split (an unclosed quote) and for
+    an option given on two lines (naming both)."""
     import shlex
 
-    for line in head:
+    fields: dict[str, Any] = {}
+    where: dict[str, int] = {}  # option -> the line that gave it
+    for number, line in enumerate(head, 1):
         s = line.strip()
-        if s.startswith(HEADER):
-            try:
-                parts = shlex.split(s[len(HEADER) :])
-            except ValueError as exc:
-                raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
-            fields: dict[str, Any] = {}
-            for part in parts:
-                if "=" in part:
-                    k, v = part.split("=", 1)
-                    fields[k.strip()] = v
-                else:  # a flag (pin); any other bare word is an unknown option
-                    fields[part] = True
-            return fields or None
-    return None
+        if not s.startswith(HEADER):
+            continue
+        try:
+            parts = shlex.split(s[len(HEADER) :])
+        except ValueError as exc:
+            raise ValueError(f"its `{HEADER}` line does not parse ({exc}): {s}") from None
+        for part in parts:
+            k, eq, v = part.partition("=")
+            k = k.strip() if eq else part  # a bare word is a flag (pin), or an unknown option
+            if k in where:
+                raise ValueError(
+                    f"option {k!r} is given twice, on line {where[k]} and line {number}; "
+                    "give it once"
+                )
+            where[k] = number
+            fields[k] = v if eq else True
+    return fields or None
 
 
 async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
@@ -207,14 +231,16 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     """The `schedule_add` arguments for the schedule a script declares, checked with the rules
     `ys schedule add` follows. Raises YsError or ValueError with a readable message."""
     from ys.contract import check_schedule
+    from ys.cron import zone_name
 
     args: dict[str, Any] = {
         "cron_expr": str(sch["schedule"]),
-        "tz": str(sch.get("tz") or "local"),
+        "tz": zone_name(sch.get("tz")),
         "catch_up": str(sch.get("catch_up", "once")),
         "overlap": str(sch.get("overlap", "skip")),
         "max_late": _seconds(sch.get("max_late"), "max_late"),
         "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
+        "params": schedule_params(sch.get("params")),
     }
     check_schedule(
         name,
@@ -229,10 +255,36 @@ def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+def schedule_params(v: Any) -> dict[str, Any] | None:
+    """The params a declared schedule fires with: a JSON object (JSON text in a header);
+    ValueError saying what is wrong."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise ValueError(f"bad params: {v!r} is not JSON ({exc})") from None
+    if not isinstance(v, dict):
+        raise ValueError(f"bad params: {v!r} is not a JSON object; write params='{{\"k\": 1}}'")
+    return v
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
     """Why the schedule a script declares cannot be used, or None."""
     from ys.errors import YsError
 
+    if sch and "params" in sch:
+        try:
+            schedule_params(sch["params"])
+        except ValueError as exc:
+            return str(exc)
+        if not sch.get("schedule"):
+            return "bad params: params are what the script's schedule fires with; add a schedule"
     if not sch or not sch.get("schedule"):
         if sch and sch.get("tz"):  # a zone without a schedule is still checked: a typo shows
             from ys.cron import zone

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from ys import codec
+from ys.cron import zone_name
 from ys.durations import MAX_TIME, MIN_TIME
 from ys.store.protocols import Description, Record, StepRecord
 
@@ -116,7 +117,7 @@ def schedule(s: dict[str, Any]) -> dict[str, Any]:
         "name": s["name"],
         "workflow": s["workflow"],
         "cron": s["cron"],
-        "tz": s["tz"],
+        "tz": zone_name(s["tz"]),  # a row stored as `local` by an older ys: the zone it fires in
         "params": plain(s["params"]),
         "catch_up": s["catch_up"],
         "overlap": s["overlap"],

@@ -37,6 +37,9 @@ class Delivery:
     # died): it had its chance, so this one runs no workflow code and ends it cancelled.
     cancel_seen: bool = False
     script_sha256: str | None = None  # the script version this delivery runs (pin: admission's)
+    pinned: bool = (
+        False  # it runs its admission's version, whether or not the script is still there
+    )
     deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
     state: RunState | None = None  # what its worker starts from, read by the claim
 
@@ -138,6 +141,7 @@ class SharedCounts:
     effects: dict[str, int] = field(default_factory=dict)  # by status
     due: int = 0  # due now and not leased
     oldest_due_at: float | None = None
+    script_waiting: int = 0  # waiting for their script (broken or missing): not due, not leased
 
 
 # How much of a delivery's log the database keeps (ys logs on another box shows it)

@@ -91,11 +91,15 @@ class LeanWrites:
         value: str | None,
         attempts: int = 1,
         wake_at: float | None = None,
+        warnings: Any = None,
     ) -> None:
         save = self._save_step(
             execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
         )
-        ack = self._acknowledge(execution_id, token, {"status": "suspended"}, None, None)
+        outcome: dict[str, Any] = {"status": "suspended"}
+        if warnings is not None:
+            outcome["warnings"] = warnings
+        ack = self._acknowledge(execution_id, token, outcome, None, None)
         self._writer.submit(lambda c: (save(c), ack(c))[1], then)
 
     def acknowledge_then(

@@ -327,6 +327,7 @@ class ExecutionClient(Protocol):
         value: str | None,
         attempts: int = 1,
         wake_at: float | None = None,
+        warnings: Any = None,
     ) -> None:
         """A waiting step's save and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
@@ -589,6 +590,11 @@ class ReadClient(Protocol):
     def slot_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
         """Which of these executions are due but wait for a concurrency slot, each with its
         slot group (`base.slot_of`)."""
+        ...
+
+    def script_waits(self, execution_ids: builtins.list[str]) -> dict[str, str]:
+        """Which of these executions wait for their workflow's script (a delivery found it
+        broken or missing, and nothing happened since), each with why, as that release said."""
         ...
 
 

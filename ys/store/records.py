@@ -133,7 +133,9 @@ def apply(record: Record | None, event: Event) -> Record:
             attempts=r.attempts + 1,
         )
     if k == STEP:
-        wake = d.get("wake_at")
+        # Only a waiting step's wake is pending: a finished step (a sleep completed by the
+        # delivery its wake woke) keeps the time it waited for as a fact, not a new wake.
+        wake = d.get("wake_at") if d.get("status", "waiting") == "waiting" else None
         return dataclasses.replace(r, due_at=_min(r.due_at, wake)) if wake is not None else r
     if k == RELEASED:
         # The covered wakes stay pending; they become due again after the retry delay.

@@ -24,7 +24,7 @@ def test_migration_17_links_the_retries_made_before_it(tmp_path: Path):
     with conn:
         conn.execute("DROP INDEX executions_retry_of")
         conn.execute("ALTER TABLE executions DROP COLUMN retried_by")
-        conn.execute("DROP INDEX executions_completed")  # migration 18's, run again after
+        conn.execute("DROP INDEX executions_completed")  # the last migration's, run again after
         conn.execute("DELETE FROM schema_migrations WHERE version >= 17")
     conn.close()
     store = SqliteStore(path)

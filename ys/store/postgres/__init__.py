@@ -77,9 +77,11 @@ def inspect(url: str) -> dict[str, Any]:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             for table in ("executions", "events", "steps", "effects", "kv", "schedules"):
                 report["rows"][table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-            from ys.store.postgres.reads import verify
+            from ys.store.postgres.dialect import POSTGRES
+            from ys.store.sql.dialect import FormatConnection
+            from ys.store.sql.reads import verify
 
-            report["mismatches"] = verify(conn)
+            report["mismatches"] = verify(FormatConnection(conn, POSTGRES))
     return report
 
 

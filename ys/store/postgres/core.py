@@ -16,15 +16,44 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ys.store.postgres import connect
+from ys.contract import check_time
+from ys.errors import DaemonUnavailable, YsError
+from ys.store.base import Then
+from ys.store.postgres import connect, schema
+from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.schema import migrate
-from ys.store.postgres.writer import Writer
+from ys.store.postgres.writer import Writer, translate
+from ys.store.sql.core import DEFAULT_HOLDER
+from ys.store.sql.dialect import Dialect, FormatConnection
+from ys.store.sql.reads import verify
 
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
-DEFAULT_HOLDER = "store"  # the lease holder of a store opened without a daemon ID
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
+# How long a read waits for a pooled connection: while the server is known to be lost (the
+# writer or the listener could not connect), a read answers DAEMON_UNAVAILABLE quickly
+# instead of waiting for a server that is not there (docs/design.md §9).
+POOL_WAIT_SECONDS = 30.0
+POOL_WAIT_LOST_SECONDS = 1.0
 log = logging.getLogger("ys.store.postgres")
+
+
+def _run_read(conn: Any, fn: Callable[[Any], T], snapshot: bool) -> T:
+    """`fn` on `conn` through the core's `?` statements (docs/design.md: Adding a SQL adapter)."""
+    wrapped = FormatConnection(conn, POSTGRES)
+    if not snapshot:
+        return fn(wrapped)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return fn(wrapped)
+
+
+def _direct(url: str) -> Any:
+    """A connection of one read's own, or DAEMON_UNAVAILABLE."""
+    try:
+        return connect(url)
+    except YsError as exc:
+        raise DaemonUnavailable("DAEMON_UNAVAILABLE", f"{exc.message}; retry") from None
 
 
 class Core:
@@ -46,6 +75,8 @@ class Core:
         self.lease_seconds = lease_seconds
         self.read_only = read_only
         self.holder = daemon_id or DEFAULT_HOLDER
+        self.dialect: Dialect = POSTGRES
+        self.prepares = False  # admissions run their bodies (no prepared rows)
         self.pid = os.getpid()
         if not read_only:
             with connect(url) as conn:
@@ -57,38 +88,145 @@ class Core:
             max_size=readers,
             kwargs={"autocommit": True},
             open=True,
-            timeout=30.0,
+            timeout=POOL_WAIT_SECONDS,
             check=ConnectionPool.check_connection,
+            # a lost server is tried again with backoff; past this the pool gives the
+            # connection up and makes one anew when a read asks (its backoff starts over)
+            reconnect_timeout=5.0,
             name="ys-readers",
         )
         self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._listening = threading.Event()  # the listener has listened once
+        self._unheard = False  # the listener lost its connection and has not made one since
+        # psycopg_pool logs each failed try to reconnect; the writer and the listener say
+        # once that the server is lost and once that it is back
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
     def now(self, now: float | None) -> float:
-        return self.clock() if now is None else now
+        """The time of a write: the clock's, or the caller's `now` (checked)."""
+        return self.clock() if now is None else check_time(now, "now")
 
-    def write(self, fn: Callable[[Any], T]) -> T:
-        return self.writer.write(fn)
+    def admission_rows(self, *args: Any) -> Any:
+        raise NotImplementedError("PostgreSQL admissions run their bodies (prepares=False)")
+
+    # Each body gets its connection wrapped to take the core's `?` statements
+    # (ys/store/sql/dialect.py); `inserts` and `value` (prepared rows) are SQLite's alone.
+
+    def _wrap(self, fn: Callable[[Any], T]) -> Callable[[Any], T]:
+        dialect = self.dialect
+        return lambda conn: fn(FormatConnection(conn, dialect))
+
+    def write(self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None) -> T:
+        return self.writer.write(self._wrap(fn))
+
+    async def write_async(
+        self, fn: Callable[[Any], T], inserts: Any = None, value: Any = None
+    ) -> T:
+        return await self.writer.write_async(self._wrap(fn))
+
+    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
+        self.writer.submit(self._wrap(fn), then)
+
+    def database(self, c: Any) -> dict[str, Any]:
+        """The database (its URL without a password), its size and its schema version."""
+        from ys.settings import redact
+
+        size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return {"path": redact(self.url), "bytes": int(size), "schema_version": int(version[0])}
+
+    def script_recorded(self, workflow: str, sha256: str) -> None:
+        """Nothing kept: admissions read `scripts` in their transactions (other daemons
+        record versions too)."""
+
+    def observe_commits(self, observer: Callable[[float, int], None] | None) -> None:
+        self.writer.observe = observer
+
+    def health(self) -> Any:
+        """Schema, row counts and re-folded histories, in one snapshot, never written."""
+        from ys.settings import redact
+        from ys.store.protocols import Health
+
+        location = redact(self.url)
+
+        def read(c: Any) -> Any:
+            version = schema.version(c)
+            present = {
+                r[0]
+                for r in c.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
+            rows = {
+                t: int(c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])
+                for t in schema.TABLES
+                if t in present
+            }
+            return Health(
+                location,
+                [],
+                schema_version=version,
+                schema_expected=len(schema.MIGRATIONS),
+                missing_tables=sorted(set(schema.TABLES) - present),
+                rows=rows,
+                mismatches=verify(c) if "executions" in present else [],
+                executions=rows.get("executions", 0),
+            )
+
+        try:
+            return self.snapshot(read)
+        except Exception as exc:
+            return Health(location, [], error=str(exc))
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection, statement by statement (READ COMMITTED)."""
-        with self.pool.connection() as conn:
-            return fn(conn)
+        return self._on_pooled(fn, snapshot=False)
 
     def snapshot(self, fn: Callable[[Any], T]) -> T:
         """`fn` in one REPEATABLE READ, READ ONLY transaction: one committed state."""
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return fn(conn)
+        return self._on_pooled(fn, snapshot=True)
+
+    def _on_pooled(self, fn: Callable[[Any], T], *, snapshot: bool) -> T:
+        """A read, run once more on another connection when its connection broke under it
+        (the server restarted after the pool checked it: a read is safe to repeat); a server
+        that cannot be reached is DAEMON_UNAVAILABLE, as for a write."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        for attempt in range(2):
+            conn: Any = None
+            try:
+                try:
+                    with self.pool.connection(timeout=self._pool_wait()) as conn:
+                        return _run_read(conn, fn, snapshot)
+                except PoolTimeout:
+                    pass
+                # The pool's own tries to reconnect back off to seconds apart (and a busy
+                # pool has none free): one connection of the read's own, which also tells
+                # at once whether the server is back.
+                with _direct(self.url) as conn:
+                    return _run_read(conn, fn, snapshot)
+            except psycopg.OperationalError as exc:
+                if attempt or conn is None or not (conn.broken or conn.closed):
+                    raise translate(exc) from None
+        raise AssertionError("unreachable")
+
+    def _lost(self) -> bool:
+        """Whether the server was lost: the writer or the listener could not connect."""
+        return self.writer.lost or self._unheard
+
+    def _pool_wait(self) -> float:
+        return POOL_WAIT_LOST_SECONDS if self._lost() else POOL_WAIT_SECONDS
 
     # -- hearing other daemons --------------------------------------------------------------
 
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
     ) -> None:
-        """Call `on_due` (on the listener's thread) when any daemon commits a write that makes
-        something due, and at least every POLL_SECONDS in case a notification was lost (the
+        """Call `on_due` (on the listener's thread) when another daemon commits a write that
+        makes something due, and at least every POLL_SECONDS in case a notification was lost (the
         listener's connection broke, say); `on_change(execution_id)` when an execution's
         history grew."""
         self._watchers.append((on_due, on_change))
@@ -97,6 +235,9 @@ class Core:
                 target=self._listen, name="ys-pg-listener", daemon=True
             )
             self._listener.start()
+            # listening before the caller goes on (its API answers next): a commit of another
+            # daemon after this is heard (a server that does not answer: polling meanwhile)
+            self._listening.wait(timeout=5.0)
 
     def _call(self, due: bool, changed: str | None) -> None:
         for on_due, on_change in list(self._watchers):
@@ -114,10 +255,19 @@ class Core:
                 with connect(self.url) as conn:
                     conn.execute("LISTEN ys_due")
                     conn.execute("LISTEN ys_changed")
+                    self.writer.forget_old_pids()
+                    self._listening.set()
+                    if self._unheard:
+                        log.warning("listening for other daemons' writes again")
+                        self._unheard = False
                     while not self._stopping.is_set():
                         # each notification as it comes; then, once the interval is over,
                         # the due watchers run anyway (the polling fallback)
                         for n in conn.notifies(timeout=POLL_SECONDS):
+                            if n.pid in self.writer.pids:
+                                # this daemon's own commit: it knows what it wrote, and must
+                                # not act on it (kill its own worker, say: docs/design.md §9)
+                                continue
                             if n.channel == "ys_changed":
                                 self._call(False, n.payload)
                             else:
@@ -126,7 +276,9 @@ class Core:
             except Exception as exc:
                 if self._stopping.is_set():
                     return
-                log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
+                if not self._unheard:
+                    log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
+                self._unheard = True
                 self._call(True, None)
                 self._stopping.wait(POLL_SECONDS)
 

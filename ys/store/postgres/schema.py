@@ -200,7 +200,7 @@ MIGRATIONS: list[str] = [
     """,
     # 7: what main's SQLite migrations 7 to 11 added, in one step.
     # - The dashboard's reads: recent failures by when they failed (partial index), what each
-    #   schedule slot came to (ys/store/postgres/slots.py), executions of one workflow newest
+    #   schedule slot came to (ys/store/sql/slots.py), executions of one workflow newest
     #   first.
     # - Counts the metrics read without a scan, kept by triggers in the transaction of every
     #   write whichever path writes (admissions, events, gc): executions by workflow and
@@ -358,7 +358,7 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER executions_deadline_set BEFORE INSERT ON executions
         FOR EACH ROW EXECUTE FUNCTION ys_deadline_set();
     """,
-    # 12: concurrency limits (ys/store/postgres/concurrency.py), as SQLite's migration 16:
+    # 12: concurrency limits (ys/store/sql/concurrency.py; the lock: ys/store/postgres/dialect.py), as SQLite's migration 16:
     # `slot`, the slot group a leased row's lease holds; `slot_wait`, the group a due
     # execution waits in for a free slot (claims pass it over; the due index leaves it out).
     # A waiter made claimable again tells the other daemons, as a row that becomes due does.
@@ -389,8 +389,9 @@ MIGRATIONS: list[str] = [
         ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
     ) WHERE o.execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
     """,
-    # 14: as SQLite's migration 18: executions completed per bucket of time off an index
-    # range (ys/store/sql_charts.py), with the workflow for the Workflows page's counts.
+    # 14 (15 after the workflow pauses' migration; keep this one last), as SQLite's last:
+    # executions completed per bucket of time off an index range (ys/store/sql/charts.py),
+    # with the workflow for the Workflows page's counts.
     """
     CREATE INDEX executions_completed ON executions (updated_at, workflow, status)
         WHERE status = 'completed';

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.store.base import Then
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.postgres.shared import UNSET, Request, Then, answer
+from ys.store.sql.requests import UNSET, Request, answer
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
@@ -64,12 +65,18 @@ class Writer:
     ) -> None:
         self._connect = connect
         self.conn: Any = connect()
+        # The server processes ("backend PIDs") of this writer's connections: a notification
+        # sent by one of them is of this daemon's own commit (Core's listener ignores it).
+        self.pids: frozenset[int] = frozenset({self.conn.info.backend_pid})
         self.group = group
         self.batch = batch
         self._lock = threading.Lock()
+        self._pids_lock = threading.Lock()
         self._closed = False
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._committing = False  # COMMIT was sent: a broken connection now leaves it unknown
+        self.lost = False  # the last try to connect failed (the server cannot be reached)
         # told (seconds, requests) after each group commit, for the metrics; off by default
         self.observe: Callable[[float, int], None] | None = None
         if group:
@@ -102,7 +109,7 @@ class Writer:
 
     def submit(self, fn: Callable[[Any], T], then: Then) -> None:
         """`write` answered by `then(result, error)` on the writer's thread once committed
-        (or failed): quick, never blocking (ys/store/sqlite/db.py's `submit`)."""
+        (or failed): quick, never blocking (as the SQLite writer's `submit`)."""
         if not self.group:
             try:
                 result = self.write(fn)
@@ -118,6 +125,16 @@ class Writer:
             if self._closed:
                 raise _closed_error()
             self._queue.put(req)
+
+    def forget_old_pids(self) -> None:
+        """Only the current connection's process is ours from now on: called when the
+        listener (re)connects, as nothing an older one sent can reach it then (a process
+        number the server may give another daemon's session later)."""
+        with self._pids_lock:
+            try:
+                self.pids = frozenset({self.conn.info.backend_pid})
+            except Exception:  # being replaced: the next connection adds its own
+                self.pids = frozenset()
 
     def close(self) -> bool:
         """Answer what is queued, refuse what comes later, close the connection. False if
@@ -160,15 +177,28 @@ class Writer:
             answer(reqs)
 
     def _commit(self, reqs: list[Request]) -> None:
-        """Run the batch, retrying it whole after a deadlock or a serialization failure;
-        whatever still has no answer at the end gets the error that stopped it."""
+        """Run the batch, retrying it whole after a deadlock or a serialization failure, and
+        once on a new connection when the old one turned out broken before COMMIT was sent
+        (the server rolled the transaction back: nothing of it was written); whatever still
+        has no answer at the end gets the error that stopped it."""
         try:
+            reconnected = False
+            if self.conn.closed or self.conn.broken:
+                reconnected = self._reconnect()  # replaced before use: lost at the last batch
             for attempt in range(TRANSIENT_RETRIES):
+                self._committing = False
                 try:
                     self._run_batch(reqs)
                     return
                 except Exception as exc:
                     self._rollback()
+                    lost = self.conn.closed or self.conn.broken
+                    if lost and not self._committing and not reconnected:
+                        # a connection the server ended (a restart, pg_terminate_backend)
+                        # while idle: the first statement finds out; once more on a new one
+                        reconnected = True
+                        if self._reconnect():
+                            continue
                     if not transient(exc) or attempt == TRANSIENT_RETRIES - 1:
                         raise
                     log.debug("batch of %d retried after %s", len(reqs), type(exc).__name__)
@@ -205,6 +235,7 @@ class Writer:
                     failed = (i, exc)
                     break
             if failed is None:
+                self._committing = True  # from here a lost connection leaves it unknown
                 conn.execute("COMMIT")
                 for req, value in zip(pending, values, strict=True):
                     req.result = value
@@ -221,7 +252,9 @@ class Writer:
         except Exception:  # the connection is gone: made again for the next batch
             pass
 
-    def _reconnect(self) -> None:
+    def _reconnect(self) -> bool:
+        """A new connection for the next batch; whether it was made. A server that cannot
+        be reached is logged once, and once more when it answers again."""
         try:
             self.conn.close()
         except Exception:
@@ -229,7 +262,16 @@ class Writer:
         try:
             self.conn = self._connect()
         except Exception as exc:  # tried again at the next batch
-            log.warning("cannot reconnect to PostgreSQL: %s", exc)
+            if not self.lost:
+                log.warning("lost the connection to PostgreSQL: %s; retrying", exc)
+            self.lost = True
+            return False
+        with self._pids_lock:
+            self.pids = self.pids | {self.conn.info.backend_pid}
+        if self.lost:
+            log.warning("reconnected to PostgreSQL")
+        self.lost = False
+        return True
 
 
 def _closed_error() -> BaseException:

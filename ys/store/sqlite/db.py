@@ -21,6 +21,12 @@ from urllib.parse import quote
 
 from ys.errors import ResourceExhausted, YsError
 from ys.store.base import Then
+from ys.store.sql.requests import UNSET as _UNSET
+from ys.store.sql.requests import Inserts as Inserts
+from ys.store.sql.requests import Request as _Request
+from ys.store.sql.requests import answer as _answer
+from ys.store.sql.requests import closed_error as _closed_error
+from ys.store.sqlite.dialect import Connection
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store")
@@ -41,6 +47,7 @@ def connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
         timeout=30,
         cached_statements=STATEMENT_CACHE,
         uri=uri,
+        factory=Connection,  # carries the dialect the core's bodies read
     )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     if read_only:
@@ -84,86 +91,6 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if err is exc:
             raise
         raise err from exc
-
-
-Inserts = list[tuple[str, tuple[Any, ...]]]
-
-
-_UNSET = object()
-
-
-class _Request:
-    """One write waiting for the group writer. A thread waits on `done`, a lock held until
-    the write is answered (a bare lock is the cheapest one-shot signal between threads); a
-    coroutine awaits `future`, settled on its event loop, one call per batch and loop; a
-    `then` callback is called on the writer's thread itself (a worker channel's answer: no
-    thread hand-off at all)."""
-
-    __slots__ = ("fn", "inserts", "value", "result", "error", "done", "future", "then")
-
-    def __init__(
-        self,
-        fn: Callable[[Any], Any],
-        inserts: Inserts | None,
-        value: Any,
-        future: asyncio.Future[Any] | None = None,
-        then: Then | None = None,
-    ) -> None:
-        self.fn = fn
-        self.inserts = inserts
-        self.value = value  # the answer to `inserts`, once committed
-        self.result: Any = _UNSET
-        self.error: BaseException | None = None
-        self.future = future
-        self.then = then
-        self.done: threading.Lock | None = None
-        if future is None and then is None:
-            self.done = threading.Lock()
-            self.done.acquire()
-
-    def wait(self) -> Any:
-        assert self.done is not None
-        self.done.acquire()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def _answer(reqs: list[_Request]) -> None:
-    """Wake the threads, call the callbacks, and settle the futures with one call per event
-    loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Request]] = {}
-    for req in reqs:
-        if req.done is not None:
-            req.done.release()
-        elif req.then is not None:
-            try:
-                if req.error is not None:
-                    req.then(None, req.error)
-                else:
-                    req.then(req.result, None)
-            except Exception:  # a callback's bug must not stop the writer answering the rest
-                log.exception("a write's callback failed")
-        else:
-            assert req.future is not None
-            by_loop.setdefault(req.future.get_loop(), []).append(req)
-    for loop, some in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_settle, some)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
-
-
-def _settle(reqs: list[_Request]) -> None:
-    for req in reqs:
-        fut = req.future
-        assert fut is not None
-        if fut.done():  # cancelled by its caller; the write itself stands
-            continue
-        if req.error is not None:
-            fut.set_exception(req.error)
-        else:
-            fut.set_result(req.result)
 
 
 class Writer:
@@ -365,14 +292,6 @@ class Writer:
                 i, error = failed
                 pending[i].error = translate(error)
                 pending = pending[:i] + pending[i + 1 :]
-
-
-def _closed_error() -> BaseException:
-    from ys.errors import DaemonUnavailable
-
-    return DaemonUnavailable(
-        "DAEMON_UNAVAILABLE", "the store is closed (the daemon is stopping); retry when it runs"
-    )
 
 
 def _insert(conn: sqlite3.Connection, inserts: Inserts) -> None:

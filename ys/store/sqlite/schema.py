@@ -177,7 +177,7 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX schedule_slots_at ON schedule_slots(at);
     """,
-    # 8: counts that metrics read without a scan (ys/store/metrics.py), kept by triggers in
+    # 8: counts that metrics read without a scan (ys/store/sql/observing.py), kept by triggers in
     # the transaction of every write, whichever path writes (an admission batch, an event,
     # gc): executions by workflow and status, effects by status.
     """
@@ -312,7 +312,7 @@ MIGRATIONS: list[str] = [
         WHERE execution_id = NEW.execution_id;
     END;
     """,
-    # 16: concurrency limits (ys/store/sqlite/concurrency.py). `slot`: the slot group the lease
+    # 16: concurrency limits (ys/store/sql/concurrency.py). `slot`: the slot group the lease
     # of an execution of a limited workflow holds (counted over leased rows, per workflow and
     # group); `slot_wait`: the group a due execution waits in for a free slot, passed over by
     # claims until a lease of its group ends. The due index leaves the waiting out, so claims
@@ -339,7 +339,8 @@ MIGRATIONS: list[str] = [
         ORDER BY r.admitted_at DESC, r.execution_id DESC LIMIT 1
     ) WHERE execution_id IN (SELECT retry_of FROM executions WHERE retry_of IS NOT NULL);
     """,
-    # 18: the dashboard's day of activity (ys/store/sql_charts.py): executions completed per
+    # 18 (19 once the workflow pauses' migration is before it; keep this one last): the
+    # dashboard's day of activity (ys/store/sql/charts.py): executions completed per
     # bucket of time, read off an index range as failures are (a partial index: a completed
     # record never changes again), with the workflow for the Workflows page's counts.
     """

@@ -1,0 +1,101 @@
+"""Concurrency limits: the claim's side (`claim_due_tx` counts `held` slots before it leases
+an execution of a limited workflow) and the side of a lease that ends (`free`).
+
+A limited execution's lease holds a slot: its row's `slot` names the group (the workflow's
+whole, or one value of `params[key]`, `base.slot_of`), counted over leased rows through a
+partial index. A due execution whose group is full is marked `slot_wait` and left out of
+claims and of `next_due_at` (the due index excludes it) until a lease of its group ends:
+that transaction clears the mark of the group's earliest waiter, which the next claim takes
+or marks again. Every transaction that counts, takes or frees a group's slots first takes
+the group's lock (`lock`: the dialect's; SQLite needs none, one writer holds the file;
+ys/store/postgres/dialect.py says why PostgreSQL's makes the count exact across daemons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ys.store.base import ConcurrencyLimit
+
+
+def lock(c: Any, workflow: str, slot: str) -> None:
+    """Hold the slot group's lock until this transaction ends (the dialect's)."""
+    c.dialect.lock_slot_group(c, workflow, slot)
+
+
+def held(c: Any, workflow: str, slot: str) -> int:
+    """How many leases of `workflow` hold a slot of group `slot` now (call under `lock`)."""
+    row = c.execute(
+        "SELECT COUNT(*) FROM executions WHERE workflow=? AND slot=? AND lease_token IS NOT NULL",
+        (workflow, slot),
+    ).fetchone()
+    return int(row[0])
+
+
+def wait(c: Any, execution_id: str, slot: str) -> None:
+    """The execution (its row locked by the claim) waits for a slot of its group."""
+    c.execute("UPDATE executions SET slot_wait=? WHERE execution_id=?", (slot, execution_id))
+
+
+def free(c: Any, workflow: str, slot: str) -> None:
+    """A lease of group `slot` ended in this transaction: its earliest due waiter may be
+    claimed again (one per freed slot). Under the group's lock: see the module docstring."""
+    lock(c, workflow, slot)
+    c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE execution_id = (SELECT execution_id "
+        "FROM executions WHERE workflow=? AND slot_wait=? AND due_at IS NOT NULL "
+        "ORDER BY due_at, execution_id LIMIT 1)",
+        (workflow, slot),
+    )
+
+
+def heal(c: Any, limits: Mapping[str, ConcurrencyLimit]) -> None:
+    """Groups whose waiters wait on slots no lease holds get them back: as many of their
+    earliest waiters as there are free slots are claimable again. `free` hands each freed slot
+    to one waiter; if that one then ends without taking it (cancelled, timed out), nothing
+    else would. A safety net run by claims, at most once a second per store."""
+    for workflow, bound in limits.items():
+        groups = c.execute(
+            "SELECT DISTINCT slot_wait FROM executions WHERE workflow=? AND slot_wait IS NOT NULL "
+            "ORDER BY slot_wait",  # the groups' locks in one order: no deadlock between healers
+            (workflow,),
+        ).fetchall()
+        for (group,) in groups:
+            lock(c, workflow, group)  # the count sees every commit of the group's holders
+            spare = bound.n - held(c, workflow, group)
+            if spare > 0:
+                c.execute(
+                    "UPDATE executions SET slot_wait=NULL WHERE execution_id IN (SELECT "
+                    "execution_id FROM executions WHERE workflow=? AND slot_wait=? AND due_at "
+                    "IS NOT NULL ORDER BY due_at, execution_id LIMIT ?)",
+                    (workflow, group, spare),
+                )
+
+
+def release_waiters(c: Any, workflow: str) -> int:
+    """Every waiter of `workflow` is claimable again (its script, and so its limit, changed)."""
+    cur = c.execute(
+        "UPDATE executions SET slot_wait=NULL WHERE workflow=? AND slot_wait IS NOT NULL",
+        (workflow,),
+    )
+    return int(cur.rowcount)
+
+
+def release_all_waiters(c: Any) -> None:
+    """Every waiter of every workflow is claimable again (recovery at start: a limit may have
+    been raised or removed while no daemon ran, and no lease of its group would free it)."""
+    c.execute("UPDATE executions SET slot_wait=NULL WHERE slot_wait IS NOT NULL")
+
+
+def waiting(c: Any, execution_ids: list[str]) -> dict[str, str]:
+    """Which of these executions wait for a concurrency slot, and in which group."""
+    if not execution_ids:
+        return {}
+    marks = ",".join("?" * len(execution_ids))
+    rows = c.execute(
+        f"SELECT execution_id, slot_wait FROM executions WHERE execution_id IN ({marks}) "
+        "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
+        list(execution_ids),
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}

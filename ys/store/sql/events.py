@@ -1,0 +1,115 @@
+"""The events a write builds, engine-neutral: an admission, an outcome, an encoded value; and
+the execution IDs an admission draws."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from ys import codec
+from ys.errors import ExecutionAdmissionError, InvalidArgument
+from ys.store.records import ADMITTED, CANCELLED, COMPLETED, FAILED, SUSPENDED, Event, RawJSON
+
+
+def encode_event_value(value: Any, path: str) -> str:
+    enc = codec.encode(value, path=path)
+    if enc.status != "encoded":
+        raise ExecutionAdmissionError("INVALID_EXECUTION_EVENT", enc.message or "invalid value")
+    assert enc.canonical is not None
+    return enc.canonical
+
+
+def new_execution_id(workflow: str, at: float) -> str:
+    """`<workflow>-<admission time in ms, 11 hex digits><32 random bits, 8 hex digits>`.
+    Time first, so that new IDs sort after older ones: an admission then inserts at the
+    right edge of the ID indexes, where the executions admitted with it in one commit share
+    their pages, instead of one random page each. A taken ID is drawn again (see admit_tx)."""
+    return f"{workflow}-{max(0, int(at * 1000)):011x}{id_bits():08x}"
+
+
+def id_bits() -> int:
+    """32 random bits for a new execution ID. An ID must be unique, not secret (it grants
+    nothing), so this is the random module (reseeded in forked children), not a system call
+    per ID: os.urandom would hand the GIL to the writer thread in the middle of an
+    admission. Tests replace it to force collisions."""
+    return random.getrandbits(32)
+
+
+def admission_event(
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
+    script_sha256: str | None = None,
+    tags: dict[str, str] | None = None,
+    retry_of: str | None = None,
+) -> Event:
+    data: dict[str, Any] = {
+        "execution_id": execution_id,
+        "workflow": workflow,
+        "params": RawJSON(params_json),
+        "context": RawJSON(context_json),
+    }
+    if parent is not None:
+        data["parent"] = parent
+    if script_sha256 is not None:
+        data["script_sha256"] = script_sha256
+    if tags:
+        data["tags"] = dict(tags)
+    if retry_of is not None:
+        data["retry_of"] = retry_of
+    return Event(ADMITTED, at, data)
+
+
+MAX_WARNINGS = 10
+MAX_WARNING_CHARS = 2000
+
+
+def outcome_event(outcome: dict[str, Any], at: float) -> Event:
+    """Validate a WorkflowRunOutcome and turn it into the event that records it. What the
+    delivery warned of (`warnings`: text, at most MAX_WARNINGS kept) rides on that event for
+    `describe`; replay ignores it (docs/design.md, "Warnings of a delivery")."""
+    event = _outcome_event(outcome, at)
+    warnings = outcome.get("warnings")
+    if warnings is not None:
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise InvalidArgument("INVALID_ARGUMENT", "outcome.warnings must be a list of text")
+        if warnings:
+            event.data["warnings"] = [
+                codec.clip(w, MAX_WARNING_CHARS) for w in warnings[:MAX_WARNINGS]
+            ]
+    return event
+
+
+def _outcome_event(outcome: dict[str, Any], at: float) -> Event:
+    status = outcome.get("status")
+    if status == "suspended":
+        return Event(SUSPENDED, at, {})
+    if status == "completed":
+        result = outcome.get("result")
+        enc = codec.encode(result, path="result")
+        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
+            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
+        # Results are stored as plain JSON (lossless for durable values without tagged errors).
+        return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
+    if status == "failed":
+        error = outcome.get("error") or {}
+        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
+            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
+        clean: dict[str, Any] = {"name": error["name"], "message": str(error.get("message", ""))}
+        for extra in ("code", "traceback"):
+            if error.get(extra) is not None:
+                if not isinstance(error[extra], str):
+                    raise InvalidArgument("INVALID_ARGUMENT", f"outcome.error.{extra} must be text")
+                clean[extra] = error[extra]
+        if error.get("cause") is not None:  # any durable value (no NaN in a stored history)
+            codec.dumps(error["cause"], path="outcome.error.cause")
+            clean["cause"] = error["cause"]
+        return Event(FAILED, at, {"error": clean})
+    if status == "cancelled":
+        return Event(CANCELLED, at, {})
+    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")

@@ -1,0 +1,292 @@
+"""Execution transaction bodies: what runs inside one write transaction on an execution, on
+any SQL engine (the connection's dialect says what differs).
+
+`load` reads a record, `append` folds events onto it with `apply` and persists the events and
+the projection together; admission, wakes, outcomes and steps are built on the two (claims
+and leases: `claims`). The other clients (starts, effects, values, schedules) call these
+inside their own transactions, so a start, a settlement or a put changes an execution in
+the same transaction as its own rows.
+
+Safe for many writers at READ COMMITTED (PostgreSQL), and the same statements where one
+writer holds the whole database (SQLite, whose dialect drops the locking clauses):
+
+- A write that changes an execution first locks its row (`load(..., lock=True)`: SELECT ...
+  FOR UPDATE), so two daemons never append the same event number, and the record it folds
+  events onto is the newest committed one.
+- A worker's write is fenced by its lease token in the statement that writes: the row is
+  read (and locked) only if the token still holds a live lease, and the projection's UPDATE
+  repeats the condition (`append(..., token=)`). A stale daemon or worker writes nothing.
+- An admission inserts with ON CONFLICT DO NOTHING: a concurrent admission of the same ID
+  waits for the other's commit, then finds the execution and decides (one execution).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
+from ys.store.base import Admission
+from ys.store.records import (
+    WAKE_REQUESTED,
+    Event,
+    Record,
+)
+from ys.store.sql import concurrency
+from ys.store.sql.events import admission_event, new_execution_id
+from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
+from ys.store.sql.rows import tags_text as tags_text
+from ys.store.sql.steps import step_save
+from ys.store.sql.versions import current_script, waiting_for_script
+
+INSERT_EXECUTION = (
+    "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
+    "admitted_at, updated_at, due_at, covered_due_at, prior_status, attempts, parent_id, "
+    "parent_step, parent_detached, cancel_requested, history_length, history_bytes, "
+    "script_sha256, tags, retry_of) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT (execution_id) DO NOTHING"
+)
+# One row per tag, in the order lists read (`ys list --tag k=v`: newest admitted first).
+INSERT_TAG = "INSERT INTO execution_tags (key, value, admitted_at, execution_id) VALUES (?,?,?,?)"
+
+
+INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
+
+
+def not_found(execution_id: str) -> NotFoundError:
+    return NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
+
+
+def lease_lost(execution_id: str) -> LeaseLost:
+    return LeaseLost(
+        "LEASE_LOST",
+        f"the delivery of {execution_id!r} no longer holds its lease; another delivery owns it",
+    )
+
+
+def load(c: Any, execution_id: str, payload: bool = True, lock: bool = False) -> Record | None:
+    """The record; with `lock`, its row stays locked until the transaction ends."""
+    row = c.execute(
+        f"SELECT {FULL if payload else LIGHT} FROM executions WHERE execution_id = ?"
+        + (c.dialect.for_update if lock else ""),
+        (execution_id,),
+    ).fetchone()
+    return row_to_record(row) if row else None
+
+
+def load_leased(c: Any, execution_id: str, token: str, now: float, payload: bool = False) -> Record:
+    """The record, locked, if `token` holds a live lease on it; else LEASE_LOST (or not
+    found). The fence and the lock are one statement: no other write slips between."""
+    row = c.execute(
+        f"SELECT {FULL if payload else LIGHT} FROM executions WHERE execution_id = ? "
+        "AND lease_token = ? AND lease_expires_at > ?" + c.dialect.for_update,
+        (execution_id, token, now),
+    ).fetchone()
+    if row is None:
+        exists = c.execute(
+            "SELECT 1 FROM executions WHERE execution_id = ?", (execution_id,)
+        ).fetchone()
+        raise lease_lost(execution_id) if exists else not_found(execution_id)
+    return row_to_record(row)
+
+
+def append(
+    c: Any, prior: Record, events: list[Event], token: str | None = None, clear_lease: bool = False
+) -> Record:
+    """Fold `events` onto `prior` (its row locked by this transaction) and persist the
+    events and the new projection together. With `token`, the UPDATE is fenced by it; with
+    `clear_lease`, the lease ends and a concurrency slot it held frees."""
+    record, rows, nbytes = project(prior, events)
+    sql = (
+        "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, "
+        "covered_due_at=?, prior_status=?, attempts=?, cancel_requested=?, "
+        "history_length=?, history_bytes=history_bytes+?, "
+        "deadline_at=CASE WHEN ? THEN NULL ELSE deadline_at END, "
+        "slot_wait=CASE WHEN ? THEN NULL ELSE slot_wait END"
+        + (_clear_lease(c) if clear_lease else "")
+        + " WHERE execution_id=?"
+        + (" AND lease_token=?" if token is not None else "")
+        + (" RETURNING workflow, slot" if clear_lease else "")
+    )
+    args: tuple[Any, ...] = (
+        record.status,
+        outcome_text(record),
+        record.updated_at,
+        record.due_at,
+        record.covered_due_at,
+        record.prior_status,
+        record.attempts,
+        record.cancel_requested,
+        record.history_length,
+        nbytes,
+        record.terminal,  # an execution that ended has no deadline left
+        record.terminal,  # nor waits for a concurrency slot
+        record.execution_id,
+    )
+    cur = c.execute(sql, args + ((token,) if token is not None else ()))
+    if clear_lease:
+        row = cur.fetchone()  # (sqlite3 counts a RETURNING statement's rows only once read)
+        if row is None:
+            raise lease_lost(record.execution_id)
+        workflow, slot = row
+        if slot is not None:  # the lease held a concurrency slot: it frees with the lease
+            concurrency.free(c, workflow, slot)
+    elif cur.rowcount != 1:
+        raise lease_lost(record.execution_id)
+    c.executemany(INSERT_EVENT, rows)
+    return record
+
+
+def _clear_lease(c: Any) -> str:
+    """The assignments that end a lease (its holder's too, where leases name one)."""
+    if c.dialect.owned_leases:
+        return ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
+    return ", lease_token=NULL, lease_expires_at=NULL"
+
+
+def admit_new(
+    c: Any,
+    execution_id: str,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    parent: dict[str, Any] | None,
+    at: float,
+    tags: dict[str, str] | None = None,
+    retry_of: str | None = None,
+) -> bool:
+    """Insert a new execution and its `admitted` event; False (nothing written) when the ID
+    is taken, also by an admission that commits while this one waits for it. The record
+    names the workflow's current script version (ys.store.sql.versions)."""
+    sha, _ = current_script(c, workflow)
+    event = admission_event(
+        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of
+    )
+    record, rows, nbytes = project(None, [event])
+    if c.execute(INSERT_EXECUTION, new_record_row(record, nbytes)).rowcount != 1:
+        return False
+    c.execute(INSERT_EVENT, rows[0])
+    if record.tags:
+        c.executemany(
+            INSERT_TAG,
+            [(k, v, record.admitted_at, record.execution_id) for k, v in record.tags.items()],
+        )
+    return True
+
+
+def admit_tx(
+    c: Any,
+    workflow: str,
+    params_json: str,
+    context_json: str,
+    execution_id: str | None,
+    if_exists: str,
+    parent: dict[str, Any] | None,
+    at: float,
+    tags: dict[str, str] | None = None,
+) -> Admission:
+    if execution_id is None:
+        while True:  # a taken ID (32 random bits in one millisecond) is drawn again
+            candidate = new_execution_id(workflow, at)
+            if admit_new(c, candidate, workflow, params_json, context_json, parent, at, tags):
+                return Admission(candidate, started=True)
+    if admit_new(c, execution_id, workflow, params_json, context_json, parent, at, tags):
+        return Admission(execution_id, started=True)
+    row = c.execute(
+        "SELECT workflow, params, context, status, tags FROM executions WHERE execution_id=?",
+        (execution_id,),
+    ).fetchone()
+    if row is None:  # pruned between the two statements: admit it after all
+        return admit_tx(
+            c, workflow, params_json, context_json, execution_id, if_exists, parent, at, tags
+        )
+    same = row[0] == workflow and row[1] == params_json and row[2] == context_json
+    same = same and tags_text(tags or {}) == row[4]
+    if if_exists == "use-existing" and same:
+        return Admission(execution_id, started=False)
+    why = "" if if_exists == "fail" else " with a different workflow, params or context"
+    raise ExecutionAdmissionError(
+        "EXECUTION_ID_CONFLICT",
+        f"{execution_id} already exists{why} ({row[3]})",
+        execution_id=execution_id,
+        status=row[3],
+    )
+
+
+def request_wake_tx(
+    c: Any, execution_id: str, due: float, now: float, reason: str = "requested"
+) -> str:
+    record = load(c, execution_id, payload=False, lock=True)
+    if record is None:
+        raise not_found(execution_id)
+    if record.terminal:
+        return "ignored"
+    if record.due_at is not None and record.due_at <= due:
+        return "requested"  # merges into an earlier pending wake: nothing changes
+    append(c, record, [Event(WAKE_REQUESTED, now, {"due_at": due, "reason": reason})])
+    return "requested"
+
+
+def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
+    """Wake the executions of `workflow` that wait for its script (a delivery found it broken
+    or missing) and are not due by `now`; returns how many were woken. Others (asleep, waiting
+    for a value or a child) keep their wakes: an edit is no reason to deliver them."""
+    rows = waiting_for_script(c, workflow, now)
+    n = concurrency.release_waiters(c, workflow)  # its limit may have changed too
+    return n + sum(
+        request_wake_tx(c, r, now, now, f"workflow {workflow} changed") == "requested" for r in rows
+    )
+
+
+def acknowledge_tx(
+    c: Any, execution_id: str, token: str, event: Event, now: float, on_failure: str | None = None
+) -> dict[str, Any]:
+    """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
+    this same transaction (ys.store.sql.handlers)."""
+    record = load(c, execution_id, payload=False, lock=True)
+    if record is None:
+        raise not_found(execution_id)
+    if record.terminal:
+        assert record.outcome is not None
+        return record.outcome  # terminal outcomes are immutable: the first one wins
+    record = load_leased(c, execution_id, token, now)
+    record = append(c, record, [event], token=token, clear_lease=True)
+    if record.terminal and record.parent is not None:
+        wake_waiting_parent(c, record, now)
+    if on_failure is not None:
+        from ys.store.sql.handlers import failure_handler_tx  # (imports this module)
+
+        failure_handler_tx(c, record, on_failure, now)
+    return record.outcome if record.outcome is not None else {"status": "suspended"}
+
+
+def wake_waiting_parent(c: Any, child: Record, now: float) -> None:
+    """A caller blocked in step.call on this child is woken in the child's final transaction."""
+    assert child.parent is not None
+    parent_id, key = child.parent["execution_id"], child.parent["step_key"]
+    waiting = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='waiting'",
+        (parent_id, key),
+    ).fetchone()
+    if waiting is not None:
+        request_wake_tx(c, parent_id, now, now, reason=f"child {child.execution_id} ended")
+
+
+def save_step_tx(
+    c: Any,
+    execution_id: str,
+    token: str,
+    key: str,
+    kind: str,
+    status: str,
+    value: str | None,
+    attempts: int,
+    wake_at: float | None,
+    now: float,
+    error: dict[str, Any] | None,
+) -> bool:
+    record = load_leased(c, execution_id, token, now)
+    event = step_save(c, "?", record, key, kind, status, value, attempts, wake_at, now, error)
+    if event is not None:
+        append(c, record, [event], token=token)
+    return record.cancel_requested

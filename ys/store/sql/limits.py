@@ -1,0 +1,126 @@
+"""Hard timeouts, attempt caps and cancel-at-once (docs/design.md §7): each ends an
+execution without its worker, in one transaction that also drops the lease (so the worker's
+later writes are refused: it is fenced), wakes a caller waiting on it and, for a failure,
+admits its failure handler.
+
+- `time_out_tx`: a live execution past `deadline_at` (its admission time plus its
+  workflow's timeout, set at admission) fails with error name `TimeoutError`.
+- `release_counted_tx`: a delivery that ended without an outcome (reason `worker_failed`)
+  is released as before, unless it was the `max_attempts`-th such delivery: then the
+  execution fails `DeliveryAttemptsExhausted`. Releases for other reasons (a daemon stop,
+  recovery, an expired lease swept by a claim) do not count.
+- `cancel_now_tx`: the cancellation request, and the execution ends `cancelled` at once.
+
+Each locks the execution's row first (where rows are locked: two daemons never both end it,
+and a worker's write waiting for the row finds its lease gone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.store.records import CANCELLED, FAILED, RELEASED, Event, Record
+from ys.store.sql.executions import (
+    append,
+    load,
+    load_leased,
+    not_found,
+    wake_waiting_parent,
+)
+from ys.store.sql.starts import cancel_tx
+
+COUNTED = "worker_failed"  # the release reason that counts toward max_attempts
+# How a counted release's event reads (canonical JSON: sorted keys, no spaces)
+_COUNTED_LIKE = '%"reason":"' + COUNTED + '"%'
+
+
+def end_tx(
+    c: Any, record: Record, events: list[Event], now: float, on_failure: str | None
+) -> Record:
+    """Append the events that end `record` (its row locked), drop its lease, wake its waiting
+    caller and (for a failure) admit its handler."""
+    record = append(c, record, events, clear_lease=True)
+    if record.parent is not None:
+        wake_waiting_parent(c, record, now)
+    if record.status == FAILED and on_failure is not None:
+        from ys.store.sql.handlers import failure_handler_tx
+
+        failure_handler_tx(c, record, on_failure, now)
+    return record
+
+
+def timed_out(c: Any, now: float, limit: int) -> list[tuple[str, str]]:
+    rows = c.execute(
+        "SELECT execution_id, workflow FROM executions WHERE deadline_at IS NOT NULL "
+        "AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def time_out_tx(c: Any, execution_id: str, now: float, on_failure: str | None) -> bool:
+    record = load(c, execution_id, payload=False, lock=True)
+    if record is None or record.terminal:
+        return False
+    row = c.execute(
+        "SELECT deadline_at FROM executions WHERE execution_id=?", (execution_id,)
+    ).fetchone()
+    if row is None or row[0] is None or row[0] > now:
+        return False
+    error = {
+        "name": "TimeoutError",
+        "message": (
+            f"the execution did not end within its timeout of {row[0] - record.admitted_at:g} s"
+        ),
+        "code": "TIMEOUT",
+    }
+    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure)
+    return True
+
+
+def release_counted_tx(
+    c: Any,
+    execution_id: str,
+    token: str,
+    now: float,
+    data: dict[str, Any],
+    max_attempts: int | None,
+    on_failure: str | None,
+) -> bool:
+    record = load_leased(c, execution_id, token, now)
+    release = Event(RELEASED, now, data)
+    if data.get("reason") != COUNTED or max_attempts is None:
+        append(c, record, [release], token=token, clear_lease=True)
+        return False
+    (earlier,) = c.execute(
+        "SELECT COUNT(*) FROM events WHERE execution_id=? AND kind=? AND data LIKE ?",
+        (execution_id, RELEASED, _COUNTED_LIKE),
+    ).fetchone()
+    if earlier + 1 < max_attempts:
+        append(c, record, [release], token=token, clear_lease=True)
+        return False
+    error = {
+        "name": "DeliveryAttemptsExhausted",
+        "message": exhausted_message(earlier + 1, max_attempts, data.get("detail")),
+        "code": "DELIVERY_ATTEMPTS_EXHAUSTED",
+    }
+    end_tx(c, record, [release, Event(FAILED, now, {"error": error})], now, on_failure)
+    return True
+
+
+def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
+    record = load(c, execution_id, payload=False, lock=True)
+    if record is None:
+        raise not_found(execution_id)
+    if record.terminal:
+        return False
+    cancel_tx(c, execution_id, now)
+    record = load(c, execution_id, payload=False, lock=True)
+    assert record is not None
+    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None)
+    return True
+
+
+def exhausted_message(deliveries: int, max_attempts: int, detail: str | None) -> str:
+    last = f"; the last: {detail}" if detail else ""
+    return f"{deliveries} deliveries ended without an outcome (max_attempts={max_attempts}){last}"

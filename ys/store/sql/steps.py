@@ -1,0 +1,100 @@
+"""Steps, engine-neutral: a claimed execution's state for its worker, and one step's save
+(its row and the event its history gains). `ph` is the connection's placeholder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys import codec
+from ys.store.base import RunState, StepRecord
+from ys.store.records import STEP, TERMINAL, Event, Record
+
+STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
+
+
+def run_state(c: Any, execution_id: str, ph: str) -> RunState:
+    """A claimed execution's params, context and steps (both adapters: `ph` is the
+    placeholder), read in the claim's transaction for its worker."""
+    params, context = c.execute(
+        f"SELECT params, context FROM executions WHERE execution_id={ph}", (execution_id,)
+    ).fetchone()
+    rows = c.execute(
+        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id={ph} ORDER BY first_seq",
+        (execution_id,),
+    ).fetchall()
+    return RunState(params, context, [StepRecord(*r) for r in rows])
+
+
+def step_error(value: str | None, status: str) -> dict[str, Any] | None:
+    """The error a step's value holds (a failed attempt, or a retry waiting after one), as
+    plain JSON; None for any other value. Only a tagged error's text starts so: a user key
+    "$error" is written "$$error". A shell step's failed attempt keeps its exit status and
+    output beside its error: {"error": <error>, "status": N, "stdout"...} (its first key)."""
+    if value is None or status == "completed":
+        return None
+    if value.startswith('{"error":{"$error":'):
+        shell = codec.decode(value)
+        error = shell.get("error") if isinstance(shell, dict) else None
+    elif value.startswith('{"$error":'):
+        error = codec.decode(value)
+    else:
+        return None
+    return error.to_json() if isinstance(error, codec.ErrorValue) else None
+
+
+def completed_step(c: Any, execution_id: str, key: str, ph: str) -> bool:
+    """Whether step `key` of the execution is recorded completed (both adapters)."""
+    row = c.execute(
+        f"SELECT 1 FROM steps WHERE execution_id={ph} AND key={ph} AND status='completed'",
+        (execution_id, key),
+    ).fetchone()
+    return row is not None
+
+
+def step_save(
+    c: Any,
+    ph: str,
+    record: Record,
+    key: str,
+    kind: str,
+    status: str,
+    value: str | None,
+    attempts: int,
+    wake_at: float | None,
+    now: float,
+    error: dict[str, Any] | None,
+) -> Event | None:
+    """Write one step's row (both adapters: `ph` is the placeholder) and return the event its
+    history gains, or None when the step is already completed (a completed step is final: a
+    later save of it, the daemon recording a step's timeout just as the step's own save
+    committed, changes nothing)."""
+    execution_id = record.execution_id
+    if completed_step(c, execution_id, key, ph):
+        return None
+    if kind == "call" and status == "waiting":
+        # The child may have ended before this step said it waits: then nobody would wake us.
+        child = c.execute(
+            "SELECT e.status FROM start_requests s JOIN executions e ON e.execution_id=s.target_id"
+            f" WHERE s.caller_id={ph} AND s.step_key={ph}",
+            (execution_id, key),
+        ).fetchone()
+        if child is not None and child[0] in TERMINAL:
+            wake_at = now
+    marks = ",".join([ph] * 9)
+    c.execute(
+        "INSERT INTO steps (execution_id, key, kind, status, value, attempts, wake_at, "
+        f"updated_at, first_seq) VALUES ({marks}) ON CONFLICT (execution_id, key) DO UPDATE SET "
+        "kind=excluded.kind, status=excluded.status, value=excluded.value, "
+        "attempts=excluded.attempts, wake_at=excluded.wake_at, updated_at=excluded.updated_at",
+        (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
+    )
+    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
+    if attempts != 1:
+        data["attempts"] = attempts
+    if wake_at is not None:
+        data["wake_at"] = wake_at
+    if error is not None:
+        # The history keeps each failed attempt's error: the step's row keeps only its last
+        # value, which a retry that succeeds replaces with the result.
+        data["error"] = error
+    return Event(STEP, now, data)
