@@ -5,17 +5,20 @@ temporary home. Each page's screenshot goes to the folder the test run names at 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cron.cron_support import minute_slots, put_schedule
 from tests.support import GATE, DaemonHandle, make_home, wait_until
 from tests.ui.conftest import SCREENSHOTS
 from tests.ui.ui_support import populate
@@ -72,6 +75,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
 
 @pytest.fixture(scope="module")
 def url(home: DaemonHandle) -> Iterator[str]:
+    with ui_url(home) as u:
+        yield u
+
+
+@contextlib.contextmanager
+def ui_url(home: DaemonHandle) -> Iterator[str]:
+    """`ys ui` on `home` for as long as the block runs: its one-time sign-in URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
         env=home.env,
@@ -359,6 +369,16 @@ def test_pictures_timeline_day_and_slots(home: DaemonHandle, browser: Any, tmp_p
     assert day.get_attribute("data-buckets") == "144"
     assert day.find_elements("css selector", "g.bucket.has-failed")  # a day with failures
     assert "A day of activity" in section(browser, "A day of activity")
+    took = browser.find_element("css selector", "svg.durations")
+    assert took.get_attribute("data-hours") == "24"
+    hours = took.find_elements("css selector", "g.hour")
+    assert hours and all(h.find_elements("css selector", "rect.p50") for h in hours)
+    p50 = hours[-1].find_element("css selector", "rect.p50")
+    accent = browser.execute_script("return getComputedStyle(arguments[0]).fill", p50)
+    assert accent == "rgb(9, 105, 218)", accent
+    assert "deliveries, p50 " in hours[-1].get_attribute("data-tip")
+    durations = section(browser, "How long deliveries took")
+    assert "The durations as a table" in durations
     shoot(browser, "picture-day")
     shoot(browser, "picture-day-dark", dark=True)
     shoot(browser, "picture-day-phone", width=390)
@@ -376,3 +396,48 @@ def test_pictures_timeline_day_and_slots(home: DaemonHandle, browser: Any, tmp_p
     shoot(browser, "picture-slots")
     shoot(browser, "picture-slots-dark", dark=True)
     shoot(browser, "picture-slots-phone", width=390)
+
+
+def test_a_schedule_with_late_and_skipped_slots(browser: Any, tmp_path: Path):
+    """A daemon that was down for five minutely slots: at its start those past max-late are
+    missed, the next fires late, and those after it are skipped behind it."""
+    back = browser.current_url.split("/ui/")[0]
+    with make_home(tmp_path) as h:
+        h.write("hello.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n")
+        slots = minute_slots(5, time.time())
+        put_schedule(h, "pic-late", "hello", slots, catch_up="all", overlap="skip", max_late=150)
+        h.start()
+        try:
+            with ui_url(h) as u:
+                browser.get(u)  # signs in to this home's `ys ui`
+
+                def drawn() -> Any:
+                    browser.get(u.split("/ui/")[0] + "/ui/schedules")
+                    svg = browser.find_elements("css selector", "svg.slots")
+                    return (
+                        svg[0]
+                        if svg and svg[0].find_elements("css selector", ".m-skipped")
+                        else None
+                    )
+
+                svg = wait_until(drawn, message="the schedule's slots")
+                marks = [
+                    g.get_attribute("class") for g in svg.find_elements("css selector", "g.slot")
+                ]
+                # as many skipped as slots came due before the late fire was admitted
+                assert marks[:2] == ["slot m-missed", "slot m-late"], marks
+                assert set(marks[2:]) == {"slot m-skipped"}, marks
+                assert svg.get_attribute("data-slots") == str(len(marks))
+                late = svg.find_element("css selector", "g.m-late rect")
+                colour = browser.execute_script("return getComputedStyle(arguments[0]).fill", late)
+                assert colour == "rgb(154, 103, 0)", colour  # the theme's warning
+                browser.execute_script("arguments[0].parentNode.focus()", late)
+                tip = text_of(browser, "#s-pic-late .tip")
+                assert ": late, fired " in tip and "after its time" in tip, tip
+                table = section(browser, "pic-late")
+                assert "These slots as a table" in table
+                shoot(browser, "picture-slots-late")
+                shoot(browser, "picture-slots-late-dark", dark=True)
+                shoot(browser, "picture-slots-late-phone", width=390)
+        finally:
+            browser.get(back + "/ui/")  # the module's daemon again (its session cookie)

@@ -1,5 +1,6 @@
 """The dashboard's pictures, drawn here as SVG from the store's reads (no chart library):
-an execution's timeline, a day of activity, a schedule's recent slots.
+an execution's timeline, a day of activity, how long deliveries took, a schedule's recent
+slots.
 
 Each picture is one <svg> whose shapes carry classes, never colours: ys.css colours them for
 the light and the dark theme. Horizontal positions are percentages of the drawing's width, so
@@ -10,6 +11,7 @@ with its numbers as a table behind a disclosure, for screen readers and for copy
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -138,6 +140,51 @@ def activity(buckets: list[dict[str, Any]], label: str, width_hint: int = 144) -
             )
         cls = "bucket" + (" has-failed" if b["failed"] else "")
         out.append(f'<g class="{cls}" tabindex="-1" data-tip="{escape(tip)}">{"".join(parts)}</g>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def took(seconds: float | None) -> str:
+    """A delivery's duration, milliseconds below a second: `12 ms`, `1.5s`, `3m`."""
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else format_duration(seconds)
+
+
+def durations(hours: list[dict[str, Any]], label: str) -> Markup:
+    """How long deliveries took per hour: the p95 as a pale column with the p50 inside it, on
+    a log scale (a delivery takes milliseconds or hours), the scale's ends on the left."""
+    values = [h[q] for h in hours for q in ("p50", "p95") if h[q]]
+    lo = min(values, default=0.001)
+    hi = max(values, default=1.0)
+    lo, hi = min(lo, hi / 10), max(hi, lo * 10)  # at least a decade tall
+    span = math.log10(hi) - math.log10(lo)
+    h, plot = 90, 76
+
+    def height(v: float) -> float:
+        return max(2.0, plot * (math.log10(v) - math.log10(lo)) / span)
+
+    n = max(len(hours), 1)
+    w = 100 / n
+    out = [
+        f'<svg class="chart durations" role="img" aria-label="{escape(label)}" width="100%" '
+        f'height="{h}" data-hours="{len(hours)}">',
+        f'<text class="axis" x="0" y="10">{escape(took(hi))}</text>',
+        f'<text class="axis" x="0" y="{h - 4}">{escape(took(lo))}</text>',
+        f'<line class="grid" x1="0" x2="100%" y1="{h - 1}" y2="{h - 1}"/>',
+    ]
+    for i, b in enumerate(hours):
+        if not b["count"]:
+            continue
+        x = i * w + w * 0.1
+        tip = f"{b['start']}: {b['count']} deliveries, p50 {took(b['p50'])}, p95 {took(b['p95'])}"
+        p95, p50 = height(b["p95"]), height(b["p50"])
+        out.append(
+            f'<g class="hour" tabindex="-1" data-tip="{escape(tip)}"><title>{escape(tip)}</title>'
+            f'<rect class="p95" x="{x:.3f}%" y="{h - p95:.1f}" width="{w * 0.8:.3f}%" '
+            f'height="{p95:.1f}"/><rect class="p50" x="{x + w * 0.2:.3f}%" y="{h - p50:.1f}" '
+            f'width="{w * 0.4:.3f}%" height="{p50:.1f}"/></g>'
+        )
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -181,5 +181,13 @@ class Overview:
     ) -> list[dict[str, Any]]:
         return self._core.read(lambda c: charts.activity(c, since, until, bucket, workflow))
 
+    def activity_by_workflow(
+        self, since: float, until: float, bucket: float
+    ) -> dict[str, list[dict[str, Any]]]:
+        return self._core.read(lambda c: charts.activity_by_workflow(c, since, until, bucket))
+
+    def delivery_durations(self, since: float, until: float) -> list[dict[str, Any]]:
+        return self._core.read(lambda c: charts.durations(c, since, until))
+
     def schedule_history(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
         return self._core.read(lambda c: charts.schedule_history(c, name, limit))
