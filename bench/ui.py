@@ -15,7 +15,8 @@ Then a real daemon starts on that home and each page is fetched over its socket,
 a browser is, REPEATS times after a warm-up; the figure is the median of the page's
 `Server-Timing` (the daemon's time from the request to the rendered page, the socket and
 client excluded). Pages with a filter that no index serves (a rare `workflow`) are reported
-too, marked.
+too, marked. Then each picture's store read is timed on its own, the store opened read-only
+(`chart_reads`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from common import REPO_ROOT, RESULTS_DIR, load_average, machine_info
 sys.path.insert(0, str(REPO_ROOT))
 
 from tests.ui.ui_support import UiSession  # noqa: E402
+from ys.store.base import SLOTS_KEPT  # noqa: E402
 from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
+from ys.store.sql import charts  # noqa: E402
 from ys.store.sql.events import admission_event  # noqa: E402
 from ys.store.sql.rows import new_record_row, project  # noqa: E402
 from ys.store.sqlite.admissions import INSERT_EVENT, INSERT_EXECUTION  # noqa: E402
@@ -93,6 +96,10 @@ def _events(i: int, now: float, rng: random.Random) -> tuple[str, list[Event]]:
 ROWS = 1_000_000
 
 
+def _id(i: int) -> str:
+    return f"{WORKFLOWS[i % len(WORKFLOWS)]}/{i:07d}"
+
+
 def build(path: Path, rows: int) -> None:
     """The database of a home with `rows` executions (see the module docstring)."""
     global ROWS
@@ -108,20 +115,40 @@ def build(path: Path, rows: int) -> None:
     batch = 50_000
     for lo in range(0, rows, batch):
         ex_rows, ev_rows = [], []
+        took: dict[
+            tuple[int, int], int
+        ] = {}  # the delivery durations' rollup, as the core keeps it
         for i in range(lo, min(rows, lo + batch)):
             _, evs = _events(i, now, rng)
             record, erows, nbytes = project(None, evs)
             ex_rows.append(new_record_row(record, nbytes))
             ev_rows.extend(erows)
+            claimed, end = evs[1].at, evs[-1].at
+            key = (int(end // 3600), charts.duration_bucket(end - claimed))
+            took[key] = took.get(key, 0) + 1
         c.execute("BEGIN")
-        c.executemany(INSERT_EXECUTION, ex_rows)
+        c.executemany(INSERT_EXECUTION, ex_rows)  # the activity rollup: its triggers
         c.executemany(INSERT_EVENT, ev_rows)
+        c.executemany(
+            "INSERT INTO delivery_durations (hour, bucket, n) VALUES (?,?,?) ON CONFLICT "
+            "(hour, bucket) DO UPDATE SET n = n + excluded.n",
+            [(h, k, n) for (h, k), n in took.items()],
+        )
         c.execute("COMMIT")
         print(
             f"  built {min(rows, lo + batch):,} executions ({time.perf_counter() - started:.0f}s)",
             file=sys.stderr,
         )
     c.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('last_gc_at', ?)", (repr(now),))
+    slot = now - now % 3600  # a schedule's last SLOTS_KEPT hourly slots (its history's read)
+    c.executemany(
+        "INSERT INTO schedule_slots (name, slot, outcome, why, execution_id, at, count) "
+        "VALUES ('hourly', ?, ?, NULL, ?, ?, 1)",
+        [
+            (slot - h * 3600, "late" if h % 7 == 3 else "fired", _id(rows - 1 - h), slot)
+            for h in range(SLOTS_KEPT)
+        ],
+    )
     c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     c.close()
 
@@ -239,6 +266,48 @@ def measure(ui: UiSession, path: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def charts_reads(db: Path, repeats: int) -> list[dict[str, Any]]:
+    """Each picture's store read on its own (the store opened read-only, no daemon), as the
+    pages make it: the median of `repeats` after a warm-up, in ms."""
+    from ys.store.sqlite import SqliteStore
+    from ys.ui.pages import HISTORY_SLOTS
+
+    store = SqliteStore(db, read_only=True)
+    t = time.time()
+    day, hour = (t // 600 + 1) * 600, (t // 60 + 1) * 60
+    hours = (t // 3600 + 1) * 3600
+    reads = [
+        ("activity, a day per 10 min (Now)", lambda: store.activity(day - DAY, day, 600.0)),
+        ("activity, an hour per minute (Now, top)", lambda: store.activity(hour - 3600, hour, 60)),
+        (
+            "activity by workflow, a day per hour (Workflows)",
+            lambda: store.activity_by_workflow(hours - DAY, hours, 3600.0),
+        ),
+        (
+            "delivery durations, 24 hours (Now)",
+            lambda: store.delivery_durations(hours - DAY, hours),
+        ),
+        (
+            "a schedule's history (Schedules)",
+            lambda: store.schedule_history("hourly", limit=HISTORY_SLOTS),
+        ),
+    ]
+    out = []
+    try:
+        for name, read in reads:
+            read()
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                read()
+                runs.append((time.perf_counter() - t0) * 1000)
+            out.append({"read": name, "ms": round(statistics.median(runs), 2)})
+            print(f"  {name}: {out[-1]['ms']} ms", file=sys.stderr)
+    finally:
+        store.close()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -261,6 +330,7 @@ def main() -> int:
             r = measure(ui, path, args.repeats)
             results.append({"page": name, "indexed": indexed, **r})
             print(f"  {name}: {r['server_ms']} ms", file=sys.stderr)
+    reads = charts_reads(home / "ys.db", args.repeats)
     load.append(load_average())
     doc = {
         "rows": args.rows,
@@ -268,6 +338,7 @@ def main() -> int:
         "machine": machine_info(),
         "load_average": load,
         "pages": results,
+        "chart_reads": reads,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -281,6 +352,10 @@ def main() -> int:
         mark = "" if r["indexed"] else "  (no index serves this filter)"
         ok = "ok" if r["server_ms"] <= TARGET_MS else "OVER"
         print(f"{r['page']:<36} {r['server_ms']:>10.1f} {r['wall_ms']:>9.1f}  {ok}{mark}")
+    print(f"{'chart read (store, no daemon)':<52} {'ms':>6}")
+    for r in reads:
+        ok = "ok" if r["ms"] <= TARGET_MS else "OVER"
+        print(f"{r['read']:<52} {r['ms']:>6.2f}  {ok}")
     print(f"load average: {load[0]} -> {load[1]}")
     return 0
 

@@ -362,6 +362,11 @@ class Client:
         result: dict[str, Any] = self._call("GET", path)
         return result
 
+    def timeline(self, execution_id: ExecutionRef) -> dict[str, Any]:
+        """Where the execution spent its time: rows of bars on a time axis."""
+        result: dict[str, Any] = self._call("GET", f"/v1/executions/{_ex(execution_id)}/timeline")
+        return result
+
     def wait(
         self, execution_id: ExecutionRef, timeout: float | str | None = None
     ) -> dict[str, Any]:

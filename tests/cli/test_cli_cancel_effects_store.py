@@ -219,6 +219,29 @@ def test_effects_and_effect_show_the_ledger_with_conflict_reports(wf):
         assert text in people.stdout, text
 
 
+def test_describe_timeline_draws_deliveries_steps_and_children(wf):
+    parent = finished(wf, "parent", "tl-parent")
+    first, second = parent["outcome"]["result"]
+    for child in (first, second):
+        wait_status(wf, child, "completed")
+    t = out_json(wf.ys("describe", "tl-parent", "--timeline", "--json"))
+    assert t["execution_id"] == "tl-parent" and t["status"] == "completed"
+    kinds = [r["kind"] for r in t["rows"]]
+    assert kinds[0] == "delivery" and kinds.count("child") == 2
+    assert {r["link"] for r in t["rows"] if r["kind"] == "child"} == {first, second}
+    assert {"first", "second"} <= {r["label"] for r in t["rows"] if r["kind"] == "step"}
+    for r in t["rows"]:
+        for b in r["bars"]:
+            assert 0 <= b["x0"] <= b["x1"] <= 1 and ISO.match(b["start"]), b
+    people = wf.ys("describe", "tl-parent", "--timeline")
+    assert people.returncode == 0, people.stderr
+    assert "tl-parent timeline" in people.stdout and "delivery 1" in people.stdout
+    assert f"↳ {first}" in people.stdout and "█" in people.stdout
+    missing = wf.ys("describe", "tl-no-such", "--timeline")
+    assert (missing.returncode, missing.stdout) == (4, "")
+    one_error_line(missing, "EXECUTION_NOT_FOUND")
+
+
 def test_describe_shows_the_effects_an_execution_waits_on(wf):
     admit(wf, "pay", "ef-waits", effect="cli:charge:waits", fail=True)
     wait_status(wf, "ef-waits", "suspended")

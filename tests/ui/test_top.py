@@ -100,3 +100,19 @@ def test_live_in_tmux_until_q(daemon: DaemonHandle, gated: Any):
         wait_until(lambda: not alive(), message="ys top to quit on q")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_frame_has_a_sparkline_of_the_last_hour(daemon: DaemonHandle):
+    daemon.write("fail.py", FAILING)
+    c = daemon.client()
+    wait_until(lambda: "fail" in {w["name"] for w in c.workflows()["workflows"]})
+    for i in range(3):
+        c.trigger("fail", execution_id=f"spark/{i}")
+        c.wait(f"spark/{i}", timeout=30)
+    o = c.overview()
+    assert len(o["activity"]["hour"]) == 60 and len(o["activity"]["day"]) == 144
+    assert sum(b["failed"] for b in o["activity"]["day"]) == 3
+    assert o["activity"]["hour"][-1]["started"] + o["activity"]["hour"][-2]["started"] >= 1
+    frame = _text(view(o))
+    line = next(x for x in frame.splitlines() if x.startswith("last hour"))
+    assert "3 started, 0 completed, 3 failed" in line and "█" in line

@@ -5,17 +5,20 @@ temporary home. Each page's screenshot goes to the folder the test run names at 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cron.cron_support import minute_slots, put_schedule
 from tests.support import GATE, DaemonHandle, make_home, wait_until
 from tests.ui.conftest import SCREENSHOTS
 from tests.ui.ui_support import populate
@@ -72,6 +75,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonHandle]:
 
 @pytest.fixture(scope="module")
 def url(home: DaemonHandle) -> Iterator[str]:
+    with ui_url(home) as u:
+        yield u
+
+
+@contextlib.contextmanager
+def ui_url(home: DaemonHandle) -> Iterator[str]:
+    """`ys ui` on `home` for as long as the block runs: its one-time sign-in URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ys", "ui", "--no-open", "--json"],
         env=home.env,
@@ -299,3 +309,135 @@ def test_every_page_renders_a_row_of_every_kind(home: DaemonHandle, browser: Any
     browser.get(base + "/ui/schedules")
     wait_until(lambda: "k-declared" in browser.page_source, message="the schedules")
     shoot(browser, "schedules-every-kind")
+
+
+PICTURED = """
+import os
+import ys
+
+@ys.workflow
+def main(step, params):
+    def flaky():
+        n = int(open(params["f"]).read()) if os.path.exists(params["f"]) else 0
+        with open(params["f"], "w") as f:
+            f.write(str(n + 1))
+        if n < 1:
+            raise RuntimeError("flaky attempt %d" % n)
+        return n
+
+    step.run("load", flaky, retry=ys.Retry(max_attempts=3, interval=0.2))
+    step.call("kid", "charge", {"order": 99})
+"""
+
+
+def test_pictures_timeline_day_and_slots(home: DaemonHandle, browser: Any, tmp_path: Path):
+    home.write("pictured.py", PICTURED)
+    c = home.client()
+    wait_until(lambda: "pictured" in {w["name"] for w in c.workflows()["workflows"]})
+    c.trigger("pictured", {"f": str(tmp_path / "n")}, execution_id="pic/1")
+    assert c.wait("pic/1", timeout=30)["status"] == "failed"  # its child failed
+    kid = next(ch["execution_id"] for ch in c.describe("pic/1")["children"])
+    base = browser.current_url.split("/ui/")[0]
+    browser.get(base + "/ui/executions/pic%2F1")
+    wait_until(lambda: browser.find_elements("css selector", "svg.tl"), message="the timeline")
+    svg = browser.find_element("css selector", "svg.tl")
+    labels = [t.text for t in svg.find_elements("css selector", "text.label")]
+    assert {"delivery 1", "load #1", "load #2", "kid", kid} <= set(labels), labels
+    assert int(svg.get_attribute("data-rows")) == len(labels)
+    assert svg.find_elements("css selector", "g.bar.k-run.o-failed")  # the failed attempt
+    assert svg.find_elements("css selector", "g.bar.k-backoff")  # its backoff, hatched
+    assert svg.find_elements("css selector", "g.bar.k-wait")  # the child's call
+    link = svg.find_element("css selector", "a")
+    assert link.get_dom_attribute("href") == "/ui/executions/" + kid
+    # a bar's fill comes from the theme: red for a failure
+    failed = svg.find_element("css selector", "g.bar.k-run.o-failed rect")
+    assert (
+        browser.execute_script("return getComputedStyle(arguments[0]).fill", failed)
+        == "rgb(207, 34, 46)"
+    )
+    browser.execute_script("arguments[0].parentNode.focus()", failed)  # the tip says why
+    tip = text_of(browser, "#timeline .tip")
+    assert "load #1" in tip and "RuntimeError: flaky attempt 0" in tip
+    assert "The timeline as a table" in section(browser, "Timeline")
+    shoot(browser, "picture-timeline")
+    shoot(browser, "picture-timeline-dark", dark=True)
+    shoot(browser, "picture-timeline-phone", width=390)
+
+    browser.get(base + "/ui/")
+    wait_until(lambda: browser.find_elements("css selector", "svg.day"), message="the day")
+    day = browser.find_element("css selector", "svg.day")
+    assert day.get_attribute("data-buckets") == "144"
+    assert day.find_elements("css selector", "g.bucket.has-failed")  # a day with failures
+    assert "A day of activity" in section(browser, "A day of activity")
+    took = browser.find_element("css selector", "svg.durations")
+    assert took.get_attribute("data-hours") == "24"
+    hours = took.find_elements("css selector", "g.hour")
+    assert hours and all(h.find_elements("css selector", "rect.p50") for h in hours)
+    p50 = hours[-1].find_element("css selector", "rect.p50")
+    accent = browser.execute_script("return getComputedStyle(arguments[0]).fill", p50)
+    assert accent == "rgb(9, 105, 218)", accent
+    assert "deliveries, p50 " in hours[-1].get_attribute("data-tip")
+    durations = section(browser, "How long deliveries took")
+    assert "The durations as a table" in durations
+    shoot(browser, "picture-day")
+    shoot(browser, "picture-day-dark", dark=True)
+    shoot(browser, "picture-day-phone", width=390)
+
+    browser.get(base + "/ui/workflows")
+    wait_until(lambda: browser.find_elements("css selector", "svg.spark"), message="sparklines")
+    assert "1 failed" in browser.find_element("xpath", "//tr[td/a[text()='pictured']]").text
+
+    c.schedule_add("pic-often", "nap", "* * * * *", tz="UTC")
+    browser.get(base + "/ui/schedules")
+    wait_until(lambda: browser.find_elements("css selector", "svg.slots"), message="the slots")
+    assert len(browser.find_elements("css selector", "svg.slots")) == len(
+        c.schedules()["schedules"]
+    )
+    shoot(browser, "picture-slots")
+    shoot(browser, "picture-slots-dark", dark=True)
+    shoot(browser, "picture-slots-phone", width=390)
+
+
+def test_a_schedule_with_late_and_skipped_slots(browser: Any, tmp_path: Path):
+    """A daemon that was down for five minutely slots: at its start those past max-late are
+    missed, the next fires late, and those after it are skipped behind it."""
+    back = browser.current_url.split("/ui/")[0]
+    with make_home(tmp_path) as h:
+        h.write("hello.py", "import ys\n\n@ys.workflow\ndef main(step, params):\n    return 1\n")
+        slots = minute_slots(5, time.time())
+        put_schedule(h, "pic-late", "hello", slots, catch_up="all", overlap="skip", max_late=150)
+        h.start()
+        try:
+            with ui_url(h) as u:
+                browser.get(u)  # signs in to this home's `ys ui`
+
+                def drawn() -> Any:
+                    browser.get(u.split("/ui/")[0] + "/ui/schedules")
+                    svg = browser.find_elements("css selector", "svg.slots")
+                    return (
+                        svg[0]
+                        if svg and svg[0].find_elements("css selector", ".m-skipped")
+                        else None
+                    )
+
+                svg = wait_until(drawn, message="the schedule's slots")
+                marks = [
+                    g.get_attribute("class") for g in svg.find_elements("css selector", "g.slot")
+                ]
+                # as many skipped as slots came due before the late fire was admitted
+                assert marks[:2] == ["slot m-missed", "slot m-late"], marks
+                assert set(marks[2:]) == {"slot m-skipped"}, marks
+                assert svg.get_attribute("data-slots") == str(len(marks))
+                late = svg.find_element("css selector", "g.m-late rect")
+                colour = browser.execute_script("return getComputedStyle(arguments[0]).fill", late)
+                assert colour == "rgb(154, 103, 0)", colour  # the theme's warning
+                browser.execute_script("arguments[0].parentNode.focus()", late)
+                tip = text_of(browser, "#s-pic-late .tip")
+                assert ": late, fired " in tip and "after its time" in tip, tip
+                table = section(browser, "pic-late")
+                assert "These slots as a table" in table
+                shoot(browser, "picture-slots-late")
+                shoot(browser, "picture-slots-late-dark", dark=True)
+                shoot(browser, "picture-slots-late-phone", width=390)
+        finally:
+            browser.get(back + "/ui/")  # the module's daemon again (its session cookie)

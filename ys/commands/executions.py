@@ -196,12 +196,33 @@ def list_(
         _render.note(" ".join(["more: ys list", *again, "--page-token", page["next_page_token"]]))
 
 
-def describe(execution_id: ExecutionId, json_: Json = False) -> None:
+def describe(
+    execution_id: ExecutionId,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline",
+            help="Draw where it spent its time instead: a bar per delivery, step attempt and "
+            "child on a time axis (with --json: GET /v1/executions/{id}/timeline).",
+        ),
+    ] = False,
+    json_: Json = False,
+) -> None:
     """Show everything about an execution.
 
     Its record (parent included), history size, pending wake, what it waits on (store keys,
     effects), steps, children, effects and deliveries (attempt, start, end, outcome).
     """
+    if timeline:
+        with client() as c:
+            t = c.timeline(execution_id)
+        if json_:
+            emit_json(t)
+            return
+        from ys.commands import _timeline
+
+        _timeline.show(t)
+        return
     with client() as c:
         d = c.describe(execution_id)
     if json_:

@@ -64,6 +64,16 @@ def view(
     )
     if problem:
         head.append(f"  ({problem})", style="red")
+    hour = (o.get("activity") or {}).get("hour") or []
+    spark = Text.assemble(("last hour ", "dim"), sparkline(hour))
+    spark.append(
+        f"  {sum(b['started'] for b in hour)} started, "
+        f"{sum(b['completed'] for b in hour)} completed, "
+    )
+    spark.append(
+        f"{sum(b['failed'] for b in hour)} failed",
+        style="red" if any(b["failed"] for b in hour) else "",
+    )
 
     def table(title: str, *cols: str) -> Table:
         tb = Table(
@@ -132,7 +142,7 @@ def view(
             Text(cut(f"{err.get('name', '')}: {err.get('message', '')}", 70), style="red"),
             f"{_since(r['updated_at'], t)} ago",
         )
-    parts: list[Any] = [head, running, due, waiting, failed]
+    parts: list[Any] = [head, spark, running, due, waiting, failed]
     if o["slots"]:
         slots = table(
             f"Schedule slots late or skipped, 24 h ({len(o['slots'])})",
@@ -147,6 +157,24 @@ def view(
             )
         parts.append(slots)
     return Group(*parts)
+
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(buckets: list[dict[str, Any]]) -> Any:
+    """One cell per bucket: its height the executions started, red where some failed."""
+    from rich.text import Text
+
+    top = max([b["started"] for b in buckets] + [1])
+    out = Text()
+    for b in buckets:
+        level = 0 if not b["started"] else max(1, round(8 * b["started"] / top))
+        out.append(
+            BLOCKS[level] if level or not b["failed"] else "▁",
+            style="red" if b["failed"] else "cyan",
+        )
+    return out
 
 
 def _keys_pressed(timeout: float) -> str:

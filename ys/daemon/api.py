@@ -124,6 +124,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             web.get(e, self.get),
             web.get(e + "/describe", self.describe),
             web.get(e + "/history", self.history),
+            web.get(e + "/timeline", self.timeline),
             web.get(e + "/logs", self.logs),
             web.get(e + "/wait", self.wait),
             web.post(e + "/wake", self.wake),
@@ -418,6 +419,12 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         why = waits.get(d.record.execution_id)
         if why == WAITING_PAUSED or (why and "waiting_for" not in out):
             out["waiting_for"] = why
+        return _json(out)
+
+    async def timeline(self, request: web.Request) -> web.Response:
+        from ys.daemon import timeline
+
+        out = await self.call(timeline.read, self.d.store, request.match_info["id"], time.time())
         return _json(out)
 
     async def history(self, request: web.Request) -> web.Response:

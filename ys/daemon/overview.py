@@ -69,6 +69,25 @@ def _slot(s: dict[str, Any]) -> dict[str, Any]:
     return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
 
 
+def activity(d: DaemonParts, t: float, span: float, bucket: float) -> list[dict[str, Any]]:
+    """Executions started, completed and failed per bucket over the last `span` seconds (the
+    last bucket holds `t`)."""
+    until = (t // bucket + 1) * bucket
+    return [
+        {**b, "start": views.iso(b["start"])} for b in d.store.activity(until - span, until, bucket)
+    ]
+
+
+def durations(d: DaemonParts, t: float) -> list[dict[str, Any]]:
+    """Deliveries that ended per hour over the last 24 hours with their p50 and p95 in
+    seconds (the last hour holds `t`)."""
+    until = (t // 3600 + 1) * 3600
+    return [
+        {**h, "start": views.iso(h["start"])}
+        for h in d.store.delivery_durations(until - FAILURE_WINDOW, until)
+    ]
+
+
 def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     """The overview, read in the calling thread (the hub's pool)."""
     t = time.time() if now is None else now
@@ -97,6 +116,11 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
         "due": due,
         "waiting": waiting,
         "failures": [views.record(r) for r in store.failed_since(t - FAILURE_WINDOW, LIST)],
+        "activity": {
+            "day": activity(d, t, FAILURE_WINDOW, 600.0),
+            "hour": activity(d, t, 3600.0, 60.0),
+        },
+        "durations": durations(d, t),
         "slots": [
             _slot(s)
             for s in store.schedule_slots(

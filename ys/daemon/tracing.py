@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ys import tracing
+from ys.daemon import timeline
 from ys.store.protocols import TERMINAL, Event, Record, Store
 
 log = logging.getLogger("ys.daemon")
@@ -66,12 +67,6 @@ class Lineage:
     sampled: bool = True
 
 
-def _error_text(error: Any) -> str | None:
-    if isinstance(error, dict):
-        return f"{error.get('name', 'Error')}: {error.get('message', '')}".strip()
-    return None
-
-
 def build(
     record: Record,
     events: list[Event],
@@ -98,7 +93,7 @@ def build(
         attrs["ys.retry_of"] = record.retry_of
     for k, v in sorted(record.tags.items()):
         attrs[f"ys.tag.{k}"] = v
-    error = _error_text(outcome.get("error")) if record.status == "failed" else None
+    error = timeline.error_text(outcome.get("error")) if record.status == "failed" else None
     if record.status == "failed" and error:
         attrs["ys.error"] = error
     spans = [
@@ -120,88 +115,53 @@ def build(
         for b in e.get("began_by") or ():
             if b.get("execution_id") == xid:
                 by_step.setdefault(str(b.get("step_key")), e)
-    attempt = 0  # the current delivery's attempt (0: none running)
-    delivery_start = 0.0
-    previous = record.admitted_at  # when the code before the next step began
-    waiting: dict[str, tuple[float, dict[str, Any]]] = {}  # key -> (wait began, its event)
-    tried: dict[str, int] = {}  # run steps: attempts ended so far
-    for ev in events:
-        d = ev.data
-        if ev.kind == "claimed":
-            attempt = int(d.get("attempt") or attempt + 1)
-            delivery_start = previous = ev.at
-            continue
-        if ev.kind in ("released", "suspended", *TERMINAL) and attempt:
-            how = f"retry ({d.get('reason')})" if ev.kind == "released" else ev.kind
+    for s in timeline.spans(record.admitted_at, events):
+        if s.end is None or s.kind == "backoff":
+            continue  # a terminal execution's open waits never ended; backoffs are no work
+        if s.kind == "delivery":
             spans.append(
                 SpanSpec(
-                    name=f"delivery {attempt}",
+                    name=f"delivery {s.n}",
                     trace_id=trace_id,
-                    span_id=tracing.delivery_span_id(xid, attempt),
+                    span_id=tracing.delivery_span_id(xid, s.n),
                     parent_id=exec_span,
-                    start=delivery_start,
-                    end=ev.at,
-                    attributes={"ys.execution_id": xid, "ys.attempt": attempt, "ys.outcome": how},
-                    error=str(d.get("detail") or how) if ev.kind == "released" else None,
+                    start=s.start,
+                    end=s.end,
+                    attributes={"ys.execution_id": xid, "ys.attempt": s.n, "ys.outcome": s.status},
+                    error=s.error if s.status.startswith("retry") else None,
                 )
             )
-            attempt = 0
             continue
-        if ev.kind != "step":
-            continue
-        key = str(d.get("key"))
-        kind = str(d.get("kind", "run"))
-        status = str(d.get("status"))
         step_attrs: dict[str, Any] = {
             "ys.execution_id": xid,
             "ys.workflow": record.workflow,
-            "ys.step.key": key,
-            "ys.step.kind": kind,
-            "ys.step.status": status,
+            "ys.step.key": s.key,
+            "ys.step.kind": s.step_kind,
+            "ys.step.status": str(s.data.get("status")),
+            "ys.step.attempt": s.n,
         }
-        err = _error_text(d.get("error"))
-        if kind == "run" and (err is not None or status != "waiting"):
-            # an attempt of a run step ended: failed (a retry waits), failed, or completed
-            n = int(d.get("attempts") or tried.get(key, 0) + 1)
-            tried[key] = n
-            step_attrs["ys.step.attempt"] = n
-            if err:
-                step_attrs["ys.error"] = err
-            spans.append(
-                _step(xid, trace_id, key, n, previous, ev.at, attempt, exec_span, step_attrs, err)
-            )
-            previous = ev.at
-            continue
-        if status == "waiting":
-            waiting.setdefault(key, (previous, d))
-            previous = ev.at
-            continue
-        began, _ = waiting.pop(key, (previous, d))
-        step_attrs["ys.step.attempt"] = 1
-        if kind == "effect" and key in by_step:
-            eff = by_step[key]
+        if s.kind == "wait" and s.step_kind == "effect" and s.key in by_step:
+            eff = by_step[s.key]
             step_attrs["ys.effect.id"] = str(eff.get("effect_id"))
             step_attrs["ys.effect.operation"] = str(eff.get("operation"))
-            step_attrs["ys.effect.source"] = _effect_source(eff, xid, key)
+            step_attrs["ys.effect.source"] = _effect_source(eff, xid, s.key)
+        err = timeline.error_text(s.data.get("error"))
         if err:
             step_attrs["ys.error"] = err
-        # a wait that crossed deliveries hangs under the execution, not one delivery
-        same = began >= delivery_start and attempt
         spans.append(
             _step(
                 xid,
                 trace_id,
-                key,
-                1,
-                began,
-                ev.at,
-                attempt if same else 0,
+                s.key,
+                s.n,
+                s.start,
+                s.end,
+                s.delivery,
                 exec_span,
                 step_attrs,
-                err if status == "failed" else None,
+                s.error,
             )
         )
-        previous = ev.at
     return spans
 
 

@@ -667,6 +667,36 @@ class OverviewClient(Protocol):
         """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
         ...
 
+    def activity(
+        self, since: float, until: float, bucket: float, workflow: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Executions started (admitted), completed and failed in each bucket of `bucket`
+        seconds from `since` to `until` (whole minutes, whole 10 minutes for one workflow,
+        at most 1000 buckets; ValueError otherwise): {"start", "started", "completed",
+        "failed"}, oldest first; of one workflow, or of all. Read from rollups kept as
+        executions change, never a scan."""
+        ...
+
+    def activity_by_workflow(
+        self, since: float, until: float, bucket: float
+    ) -> dict[str, builtins.list[dict[str, Any]]]:
+        """`activity` of each workflow that saw anything in the span (whole 10 minutes), in
+        one read."""
+        ...
+
+    def delivery_durations(self, since: float, until: float) -> builtins.list[dict[str, Any]]:
+        """Deliveries that ended in each hour from `since` to `until` (whole hours, at most a
+        week): {"start", "count", "p50", "p95"}, oldest first, the quantiles in seconds
+        (within 9%: log-scale buckets), None for an hour without deliveries."""
+        ...
+
+    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
+        """A schedule's newest slots with what each came to and its execution's status:
+        {"slot", "outcome", "mark", "why", "execution_id", "status", "at", "count",
+        "lateness"}, where `mark` is the outcome, or "failed" when it fired and its
+        execution failed, and `lateness` the seconds from the slot to the admission."""
+        ...
+
 
 @dataclass(frozen=True)
 class Health:

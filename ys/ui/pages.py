@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ys import codec, cron
-from ys.daemon import overview, views
+from ys.daemon import overview, timeline, views
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 Query = Mapping[str, Any]  # a MultiDict: getall() for repeated fields
 LOG_TAIL = 64 * 1024  # a delivery's log shows its last 64 KiB; the raw file has all of it
 PAGE = 50
+TIMELINE_TICK = 15.0
+HISTORY_SLOTS = 50  # a schedule's slots drawn
 
 
 def now(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
@@ -179,15 +181,18 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         }
         for w in d.store.waits(execution_id)
     ]
-    events = [
-        {"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data}
-        for i, e in enumerate(d.store.events(execution_id))
-    ]
+    raw = d.store.events(execution_id)
+    events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(raw)]
+    # "now" in steps of 15 s: a live region re-renders when its HTML changes, and an open
+    # bar ending at the very now would change it at every check
+    tick = time.time() // TIMELINE_TICK * TIMELINE_TICK
+    picture = timeline.as_json(timeline.layout(desc.record, raw, list(desc.children), tick))
     history = [views.event(e) for e in events[-200:]]
     running = d.dispatcher.running.get(execution_id)
     return {
         "x": x,
         "timeline": _timeline(x["steps"], events),
+        "tl": picture,
         "history": history,
         "history_skipped": max(0, len(events) - len(history)),
         "ancestors": _ancestors(d, x["parent"]),
@@ -229,6 +234,10 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         v["slots"] = [
             {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
             for r in d.store.schedule_slots(s["name"], limit=10)
+        ]
+        v["history"] = [
+            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
+            for r in reversed(d.store.schedule_history(s["name"], limit=HISTORY_SLOTS))
         ]
         out.append(v)
     return {"schedules": out, "done": q.get("done")}
@@ -318,9 +327,17 @@ def sha256_of(path: str) -> str | None:
 def workflows(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     items = sorted(d.registry.workflows.values(), key=lambda w: w.name)
     pauses = d.store.workflow_pauses()
+    until = (time.time() // 3600 + 1) * 3600
+    days = d.store.activity_by_workflow(until - 86400, until, 3600.0)  # one grouped read
     return {
         "workflows": [
-            {**w.to_json(), "sha256": sha256_of(w.path), "paused": w.name in pauses} for w in items
+            {
+                **w.to_json(),
+                "sha256": sha256_of(w.path),
+                "paused": w.name in pauses,
+                "day": days.get(w.name),
+            }
+            for w in items
         ],
         "folder": str(d.registry.folder),
         "done": q.get("done"),

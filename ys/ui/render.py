@@ -99,6 +99,11 @@ def seg(text: str) -> str:
     return quote(str(text), safe="")
 
 
+def xlink(execution_id: str) -> str:
+    """An execution's page."""
+    return "/ui/executions/" + seg(execution_id)
+
+
 def error_text(error: Any) -> str:
     if isinstance(error, dict) and isinstance(error.get("error"), dict):
         error = error["error"]  # a shell step's failed attempt: {"error", "status", "stdout"}
@@ -125,7 +130,9 @@ def environment() -> jinja2.Environment:
         seg=seg,
         error_text=error_text,
     )
-    env.globals.update(seconds_between=seconds_between)
+    from ys.ui import charts
+
+    env.globals.update(seconds_between=seconds_between, charts=charts, xlink=xlink)
     # The macros are globals, not imports: a page's live region is rendered as a block on
     # its own, which does not run the template's top-level imports.
     macros = env.get_template("_macros.html").make_module()

@@ -400,6 +400,84 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER workflow_pauses_resume_notify AFTER DELETE ON workflow_pauses
         FOR EACH ROW EXECUTE FUNCTION ys_notify_due();
     """,
+    # 15, as SQLite's 19:
+    # the dashboard's pictures (ys/store/sql/charts.py): `activity` per minute and
+    # `workflow_activity` per workflow and 10 minutes, kept by triggers and backfilled for
+    # the last two days, and `delivery_durations` per hour, kept by the core.
+    """
+    CREATE TABLE activity (
+        minute    bigint PRIMARY KEY,
+        started   bigint NOT NULL DEFAULT 0,
+        completed bigint NOT NULL DEFAULT 0,
+        failed    bigint NOT NULL DEFAULT 0
+    );
+    CREATE TABLE workflow_activity (
+        minute    bigint NOT NULL,
+        workflow  text COLLATE "C" NOT NULL,
+        started   bigint NOT NULL DEFAULT 0,
+        completed bigint NOT NULL DEFAULT 0,
+        failed    bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (minute, workflow)
+    );
+    INSERT INTO workflow_activity (minute, workflow, started)
+        SELECT floor(admitted_at / 600)::bigint * 10, workflow, COUNT(*) FROM executions
+        WHERE admitted_at >= extract(epoch FROM now()) - 172800 GROUP BY 1, 2;
+    INSERT INTO workflow_activity (minute, workflow, completed, failed)
+        SELECT floor(updated_at / 600)::bigint * 10, workflow,
+            COUNT(*) FILTER (WHERE status = 'completed'),
+            COUNT(*) FILTER (WHERE status = 'failed') FROM executions
+        WHERE status IN ('completed', 'failed')
+            AND updated_at >= extract(epoch FROM now()) - 172800 GROUP BY 1, 2
+        ON CONFLICT (minute, workflow) DO UPDATE SET
+            completed = excluded.completed, failed = excluded.failed;
+    INSERT INTO activity (minute, started)
+        SELECT floor(admitted_at / 60)::bigint, COUNT(*) FROM executions
+        WHERE admitted_at >= extract(epoch FROM now()) - 172800 GROUP BY 1;
+    INSERT INTO activity (minute, completed, failed)
+        SELECT floor(updated_at / 60)::bigint, COUNT(*) FILTER (WHERE status = 'completed'),
+            COUNT(*) FILTER (WHERE status = 'failed') FROM executions
+        WHERE status IN ('completed', 'failed')
+            AND updated_at >= extract(epoch FROM now()) - 172800 GROUP BY 1
+        ON CONFLICT (minute) DO UPDATE SET
+            completed = excluded.completed, failed = excluded.failed;
+    CREATE FUNCTION ys_activity() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        done int := (NEW.status = 'completed')::int;
+        bad int := (NEW.status = 'failed')::int;
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO activity AS a (minute, started)
+                VALUES (floor(NEW.admitted_at / 60)::bigint, 1)
+                ON CONFLICT (minute) DO UPDATE SET started = a.started + 1;
+            INSERT INTO workflow_activity AS a (minute, workflow, started)
+                VALUES (floor(NEW.admitted_at / 600)::bigint * 10, NEW.workflow, 1)
+                ON CONFLICT (minute, workflow) DO UPDATE SET started = a.started + 1;
+        END IF;
+        IF NEW.status IN ('completed', 'failed') THEN
+            INSERT INTO activity AS a (minute, completed, failed)
+                VALUES (floor(NEW.updated_at / 60)::bigint, done, bad)
+                ON CONFLICT (minute) DO UPDATE SET
+                    completed = a.completed + done, failed = a.failed + bad;
+            INSERT INTO workflow_activity AS a (minute, workflow, completed, failed)
+                VALUES (floor(NEW.updated_at / 600)::bigint * 10, NEW.workflow, done, bad)
+                ON CONFLICT (minute, workflow) DO UPDATE SET
+                    completed = a.completed + done, failed = a.failed + bad;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER activity_insert AFTER INSERT ON executions
+        FOR EACH ROW EXECUTE FUNCTION ys_activity();
+    CREATE TRIGGER activity_ended AFTER UPDATE OF status ON executions
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION ys_activity();
+    CREATE TABLE delivery_durations (
+        hour   bigint NOT NULL,
+        bucket integer NOT NULL,
+        n      bigint NOT NULL,
+        PRIMARY KEY (hour, bucket)
+    );
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:
@@ -427,6 +505,9 @@ TABLES = (
     "execution_tags",
     "delivery_logs",
     "workflow_pauses",
+    "activity",
+    "workflow_activity",
+    "delivery_durations",
 )
 
 

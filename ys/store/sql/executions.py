@@ -31,7 +31,7 @@ from ys.store.records import (
     Event,
     Record,
 )
-from ys.store.sql import concurrency
+from ys.store.sql import charts, concurrency
 from ys.store.sql.events import admission_event, new_execution_id
 from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
 from ys.store.sql.rows import tags_text as tags_text
@@ -95,7 +95,8 @@ def append(
 ) -> Record:
     """Fold `events` onto `prior` (its row locked by this transaction) and persist the
     events and the new projection together. With `token`, the UPDATE is fenced by it; with
-    `clear_lease`, the lease ends and a concurrency slot it held frees."""
+    `clear_lease`, the lease ends and a concurrency slot it held frees, and a delivery that
+    ran is counted in the delivery durations' rollup (ys.store.sql.charts)."""
     record, rows, nbytes = project(prior, events)
     sql = (
         "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, "
@@ -133,6 +134,8 @@ def append(
             concurrency.free(c, workflow, slot)
     elif cur.rowcount != 1:
         raise lease_lost(record.execution_id)
+    if clear_lease and prior.status == "running":  # a delivery ends: how long it took
+        charts.record_delivery(c, record.execution_id, record.updated_at)
     c.executemany(INSERT_EVENT, rows)
     return record
 

@@ -1,6 +1,7 @@
 """Housekeeping: prune terminal executions older than a cut-off, with their history, steps,
 start requests and waiter rows. Effect records are never pruned (RFC 004), and an execution
 with a child that has not ended is kept (the child's parent link must keep pointing at it).
+The pictures' rollups (ys.store.sql.charts) keep their rows as long, and at least two days.
 Pruning is safe while other daemons run (each row is locked and checked again).
 
 `Housekeeping` also holds the daemon's settings, recovery's queries (held leases, what is
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.store.protocols import Health
-from ys.store.sql import reads
+from ys.store.sql import charts, reads
 from ys.store.sql.core import Core
 
 BATCH = 500
@@ -113,6 +114,8 @@ class Housekeeping:
             self._core.write(lambda c, b=batch: prune_tx(c, b))  # type: ignore[misc]
         if ids:
             self._core.write(prune_event_log_tx)
+        old = self._core.now(now) - max(older_than, charts.KEEP)
+        self._core.write(lambda c: charts.prune_tx(c, old))
         return ids
 
     def setting(self, key: str) -> str | None:

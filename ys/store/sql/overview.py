@@ -16,6 +16,7 @@ from ys.errors import InvalidArgument
 from ys.store.base import Page, RunningExecution
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
+from ys.store.sql import charts
 from ys.store.sql.core import Core
 from ys.store.sql.lists import prefix_end
 from ys.store.sql.rows import FULL, row_to_record
@@ -174,3 +175,19 @@ class Overview:
     def database(self) -> dict[str, Any]:
         """The database's location (a URL without its password), size and schema version."""
         return self._core.read(self._core.database)
+
+    def activity(
+        self, since: float, until: float, bucket: float, workflow: str | None = None
+    ) -> list[dict[str, Any]]:
+        return self._core.read(lambda c: charts.activity(c, since, until, bucket, workflow))
+
+    def activity_by_workflow(
+        self, since: float, until: float, bucket: float
+    ) -> dict[str, list[dict[str, Any]]]:
+        return self._core.read(lambda c: charts.activity_by_workflow(c, since, until, bucket))
+
+    def delivery_durations(self, since: float, until: float) -> list[dict[str, Any]]:
+        return self._core.read(lambda c: charts.durations(c, since, until))
+
+    def schedule_history(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
+        return self._core.read(lambda c: charts.schedule_history(c, name, limit))

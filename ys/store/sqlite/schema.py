@@ -345,6 +345,88 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE workflow_pauses (workflow TEXT PRIMARY KEY, paused_at REAL NOT NULL);
     """,
+    # 19: the
+    # dashboard's pictures (ys/store/sql/charts.py). `activity`: executions started,
+    # completed and failed per minute (a day is 1440 rows, however many executions and
+    # workflows); `workflow_activity`: the same per workflow and 10 minutes (`minute` a
+    # multiple of 10). Kept by triggers in the transaction of every write (as
+    # execution_counts), and backfilled for the last two days. `delivery_durations`: how many
+    # deliveries that ended in each hour took how long (a log-scale bucket), kept by the core
+    # as each delivery ends (ys/store/sql/executions.py: append).
+    """
+    CREATE TABLE activity (
+        minute    INTEGER PRIMARY KEY,
+        started   INTEGER NOT NULL DEFAULT 0,
+        completed INTEGER NOT NULL DEFAULT 0,
+        failed    INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE TABLE workflow_activity (
+        minute    INTEGER NOT NULL,
+        workflow  TEXT NOT NULL,
+        started   INTEGER NOT NULL DEFAULT 0,
+        completed INTEGER NOT NULL DEFAULT 0,
+        failed    INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (minute, workflow)
+    ) WITHOUT ROWID;
+    INSERT INTO workflow_activity (minute, workflow, started)
+        SELECT CAST(admitted_at / 600 AS INTEGER) * 10, workflow, COUNT(*) FROM executions
+        WHERE admitted_at >= CAST(strftime('%s', 'now') AS REAL) - 172800 GROUP BY 1, 2;
+    INSERT INTO workflow_activity (minute, workflow, completed, failed)
+        SELECT CAST(updated_at / 600 AS INTEGER) * 10, workflow, SUM(status = 'completed'),
+            SUM(status = 'failed') FROM executions
+        WHERE status IN ('completed', 'failed')
+            AND updated_at >= CAST(strftime('%s', 'now') AS REAL) - 172800 GROUP BY 1, 2
+        ON CONFLICT (minute, workflow) DO UPDATE SET
+            completed = excluded.completed, failed = excluded.failed;
+    INSERT INTO activity (minute, started)
+        SELECT CAST(admitted_at / 60 AS INTEGER), COUNT(*) FROM executions
+        WHERE admitted_at >= CAST(strftime('%s', 'now') AS REAL) - 172800 GROUP BY 1;
+    INSERT INTO activity (minute, completed, failed)
+        SELECT CAST(updated_at / 60 AS INTEGER), SUM(status = 'completed'),
+            SUM(status = 'failed') FROM executions
+        WHERE status IN ('completed', 'failed')
+            AND updated_at >= CAST(strftime('%s', 'now') AS REAL) - 172800 GROUP BY 1
+        ON CONFLICT (minute) DO UPDATE SET
+            completed = excluded.completed, failed = excluded.failed;
+    CREATE TRIGGER activity_insert AFTER INSERT ON executions BEGIN
+        INSERT INTO activity (minute, started) VALUES (CAST(NEW.admitted_at / 60 AS INTEGER), 1)
+            ON CONFLICT (minute) DO UPDATE SET started = started + 1;
+        INSERT INTO workflow_activity (minute, workflow, started)
+            VALUES (CAST(NEW.admitted_at / 600 AS INTEGER) * 10, NEW.workflow, 1)
+            ON CONFLICT (minute, workflow) DO UPDATE SET started = started + 1;
+        INSERT INTO activity (minute, completed, failed)
+            SELECT CAST(NEW.updated_at / 60 AS INTEGER),
+                NEW.status = 'completed', NEW.status = 'failed'
+            WHERE NEW.status IN ('completed', 'failed')
+            ON CONFLICT (minute) DO UPDATE SET
+                completed = completed + excluded.completed, failed = failed + excluded.failed;
+        INSERT INTO workflow_activity (minute, workflow, completed, failed)
+            SELECT CAST(NEW.updated_at / 600 AS INTEGER) * 10, NEW.workflow,
+                NEW.status = 'completed', NEW.status = 'failed'
+            WHERE NEW.status IN ('completed', 'failed')
+            ON CONFLICT (minute, workflow) DO UPDATE SET
+                completed = completed + excluded.completed, failed = failed + excluded.failed;
+    END;
+    CREATE TRIGGER activity_ended AFTER UPDATE OF status ON executions
+    WHEN NEW.status IN ('completed', 'failed') AND OLD.status IS NOT NEW.status BEGIN
+        INSERT INTO activity (minute, completed, failed)
+            VALUES (CAST(NEW.updated_at / 60 AS INTEGER),
+                NEW.status = 'completed', NEW.status = 'failed')
+            ON CONFLICT (minute) DO UPDATE SET
+                completed = completed + excluded.completed, failed = failed + excluded.failed;
+        INSERT INTO workflow_activity (minute, workflow, completed, failed)
+            VALUES (CAST(NEW.updated_at / 600 AS INTEGER) * 10, NEW.workflow,
+                NEW.status = 'completed', NEW.status = 'failed')
+            ON CONFLICT (minute, workflow) DO UPDATE SET
+                completed = completed + excluded.completed, failed = failed + excluded.failed;
+    END;
+    CREATE TABLE delivery_durations (
+        hour   INTEGER NOT NULL,
+        bucket INTEGER NOT NULL,
+        n      INTEGER NOT NULL,
+        PRIMARY KEY (hour, bucket)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

@@ -59,6 +59,16 @@
     }, 3000);
   });
 
+  // A picture's shape says what it is (its exact times, its error) on hover and on focus.
+  function showTip(ev) {
+    var shape = ev.target.closest && ev.target.closest("[data-tip]");
+    if (!shape) return;
+    var box = shape.closest(".chart-box"), tip = box && box.querySelector(".tip");
+    if (tip) tip.textContent = shape.getAttribute("data-tip");
+  }
+  document.addEventListener("mouseover", showTip);
+  document.addEventListener("focusin", showTip);
+
   document.addEventListener("htmx:afterSettle", function () { tick(); followLogs(); });
   document.addEventListener("DOMContentLoaded", function () { tick(); followLogs(); });
   setInterval(tick, 1000);

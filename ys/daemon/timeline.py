@@ -1,0 +1,269 @@
+"""Where an execution spent its time, derived from its history: one pure function (`spans`)
+that both its OpenTelemetry trace (ys/daemon/tracing.py) and its timeline (the dashboard's
+Execution page, `GET /v1/executions/{id}/timeline`, `ys describe --timeline`) are built from.
+
+`layout` places those spans on a time axis: one row per delivery and per step attempt, a
+child as a row of its own, idle stretches (nothing running, only waiting) compressed into a
+marked break so that a sleep of a day does not squeeze the rest into a hairline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ys.store.protocols import TERMINAL, Event, Record
+
+ENDINGS = ("released", "suspended", *sorted(TERMINAL))
+MAX_ROWS = 200  # rows drawn; the rest are counted
+BREAK_SHARE = 0.04  # the width a compressed idle stretch keeps, as a share of the axis
+
+
+@dataclass(frozen=True)
+class Span:
+    """One stretch of an execution's time.
+
+    kind: "delivery" (claim to release, suspension or outcome), "attempt" (a run step's
+    attempt), "wait" (a step that waits: a sleep, a child, a value, an effect: from when it
+    began to when it completed), "backoff" (a failed attempt's wait before its next one).
+    `end` is None while it lasts. `delivery` is the delivery it ran in (0: it crossed them)."""
+
+    kind: str
+    key: str
+    n: int
+    start: float
+    end: float | None
+    status: str
+    step_kind: str = ""
+    delivery: int = 0
+    error: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def error_text(error: Any) -> str | None:
+    if isinstance(error, dict):
+        return f"{error.get('name', 'Error')}: {error.get('message', '')}".strip()
+    return None
+
+
+def spans(admitted_at: float, events: list[Event]) -> list[Span]:
+    """The spans of an execution's history, in the order they ended (open ones last). Pure."""
+    out: list[Span] = []
+    attempt = 0  # the current delivery's attempt (0: none running)
+    delivery_start = 0.0
+    previous = admitted_at  # when the code before the next step began
+    waiting: dict[str, tuple[float, int]] = {}  # key -> (wait began, delivery it began in)
+    tried: dict[str, int] = {}  # run steps: attempts ended so far
+    for ev in events:
+        d = ev.data
+        if ev.kind == "claimed":
+            attempt = int(d.get("attempt") or attempt + 1)
+            delivery_start = previous = ev.at
+            continue
+        if ev.kind in ENDINGS and attempt:
+            how = f"retry ({d.get('reason')})" if ev.kind == "released" else ev.kind
+            err = str(d.get("detail") or how) if ev.kind == "released" else None
+            if ev.kind == "failed":
+                err = error_text(d.get("error"))
+            out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err, data=d))
+            attempt = 0
+            continue
+        if ev.kind != "step":
+            continue
+        key = str(d.get("key"))
+        kind = str(d.get("kind", "run"))
+        status = str(d.get("status"))
+        err = error_text(d.get("error"))
+        if kind == "run" and (err is not None or status != "waiting"):
+            # an attempt of a run step ended: failed (a retry waits), failed, or completed
+            n = int(d.get("attempts") or tried.get(key, 0) + 1)
+            tried[key] = n
+            ended = "failed" if err is not None else status
+            out.append(Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err, d))
+            if status == "waiting" and d.get("wake_at") is not None:
+                wake = float(d["wake_at"])
+                out.append(Span("backoff", key, n, ev.at, max(wake, ev.at), "waiting", kind, 0))
+            previous = ev.at
+            continue
+        if status == "waiting":
+            waiting.setdefault(key, (previous, attempt))
+            previous = ev.at
+            continue
+        began, _ = waiting.pop(key, (previous, attempt))
+        # a wait that crossed deliveries belongs to the execution, not one delivery
+        same = attempt if began >= delivery_start else 0
+        out.append(
+            Span(
+                "wait",
+                key,
+                1,
+                began,
+                ev.at,
+                status,
+                kind,
+                same,
+                err if status == "failed" else None,
+                d,
+            )
+        )
+        previous = ev.at
+    if attempt:
+        out.append(Span("delivery", "", attempt, delivery_start, None, "running"))
+    last_step = {e.data.get("key"): e.data for e in events if e.kind == "step"}
+    for key, (began, in_delivery) in waiting.items():
+        d = last_step.get(key, {})
+        out.append(
+            Span(
+                "wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery, data=d
+            )
+        )
+    return out
+
+
+# -- the picture: rows on a time axis, idle stretches compressed --------------------------------
+
+
+def _outcome(s: Span) -> str:
+    if s.end is None:
+        return "running" if s.kind in ("delivery", "attempt") else "waiting"
+    if s.kind == "delivery":
+        return "retry" if s.status.startswith("retry") else s.status
+    if s.kind == "backoff":
+        return "backoff"
+    return "failed" if s.error else ("waiting" if s.status == "waiting" else s.status)
+
+
+def _bar(s: Span, end: float) -> dict[str, Any]:
+    stop = end if s.end is None else s.end
+    return {
+        "kind": {"delivery": "run", "attempt": "run"}.get(s.kind, s.kind),
+        "outcome": _outcome(s),
+        "start": s.start,
+        "end": max(stop, s.start),
+        "open": s.end is None,
+        "error": s.error,
+        "wake_at": s.data.get("wake_at") if s.kind != "delivery" else None,
+    }
+
+
+def _breaks(active: list[tuple[float, float]], start: float, end: float) -> list[list[float]]:
+    """Idle stretches (no delivery running) long enough to compress: each longer than 1 s and
+    than a quarter of everything else left on the axis."""
+    gaps: list[list[float]] = []
+    t = start
+    for a, b in sorted(active):
+        if a > t:
+            gaps.append([t, a])
+        t = max(t, b)
+    if end > t:
+        gaps.append([t, end])
+    kept = end - start
+    chosen = []
+    for g in sorted(gaps, key=lambda g: g[0] - g[1]):
+        length = g[1] - g[0]
+        if length > 1.0 and length > 0.25 * (kept - length):
+            chosen.append(g)
+            kept -= length
+    return sorted(chosen)
+
+
+def _scale(start: float, end: float, breaks: list[list[float]]) -> Any:
+    shown = max(end - start - sum(b - a for a, b in breaks), 1e-9)
+    share = 1.0 - BREAK_SHARE * len(breaks)
+
+    def x(t: float) -> float:
+        t = min(max(t, start), end)
+        plain = t - start
+        out = 0.0
+        for a, b in breaks:
+            if t <= a:
+                break
+            plain -= min(t, b) - a
+            out += BREAK_SHARE * (min(t, b) - a) / (b - a)
+        return round(out + share * plain / shown, 5)
+
+    return x
+
+
+def layout(
+    record: Record, events: list[Event], children: list[Record], now: float
+) -> dict[str, Any]:
+    """The timeline of one execution (times as epoch seconds; x0/x1 as shares of the axis)."""
+    ss = spans(record.admitted_at, events)
+    start = record.admitted_at
+    end = max(events[-1].at if events else start, start)
+    if not record.terminal:
+        end = max(end, now)
+    rows: list[dict[str, Any]] = []
+    backoffs = {(s.key, s.n): s for s in ss if s.kind == "backoff"}
+    retried = {s.key for s in ss if s.kind == "attempt" and s.n > 1}
+    by_step = {(c.parent or {}).get("step_key"): c for c in children}
+    for s in ss:
+        if s.kind == "backoff":
+            continue
+        bars = [_bar(s, end)]
+        if s.kind == "delivery":
+            rows.append({"kind": "delivery", "label": f"delivery {s.n}", "bars": bars})
+            continue
+        label = f"{s.key} #{s.n}" if s.key in retried else s.key
+        if (s.key, s.n) in backoffs:
+            bars.append(_bar(backoffs[(s.key, s.n)], end))
+        row = {"kind": "step", "label": label, "step_kind": s.step_kind, "bars": bars}
+        child = by_step.get(s.key) if s.step_kind == "call" else None
+        if child is not None:
+            row["link"] = child.execution_id
+        rows.append(row)
+    for c in children:
+        stop = c.updated_at if c.terminal else max(now, c.updated_at)
+        bar: dict[str, Any] = {
+            "kind": "run",
+            "outcome": c.status if c.terminal else "running",
+            "start": c.admitted_at,
+            "end": max(stop, c.admitted_at),
+            "open": not c.terminal,
+            "error": error_text((c.outcome or {}).get("error")),
+            "wake_at": None,
+        }
+        rows.append(
+            {"kind": "child", "label": c.execution_id, "link": c.execution_id, "bars": [bar]}
+        )
+        end = max(end, float(bar["end"]))
+    rows.sort(key=lambda r: (r["bars"][0]["start"], r["kind"] != "delivery"))
+    active = [(b["start"], b["end"]) for r in rows if r["kind"] == "delivery" for b in r["bars"]]
+    active += [(b["start"], b["end"]) for r in rows if r["kind"] == "child" for b in r["bars"]]
+    breaks = _breaks(active, start, end)
+    x = _scale(start, end, breaks)
+    for r in rows:
+        for b in r["bars"]:
+            b["x0"], b["x1"] = x(b["start"]), x(b["end"])
+    return {
+        "execution_id": record.execution_id,
+        "status": record.status,
+        "start": start,
+        "end": end,
+        "now": now,
+        "breaks": [{"start": a, "end": b, "x0": x(a), "x1": x(b)} for a, b in breaks],
+        "rows": rows[:MAX_ROWS],
+        "rows_left": max(0, len(rows) - MAX_ROWS),
+    }
+
+
+def read(store: Any, execution_id: str, now: float) -> dict[str, Any]:
+    """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`).
+    EXECUTION_NOT_FOUND for an unknown ID."""
+    desc = store.describe(execution_id)
+    return as_json(layout(desc.record, store.events(execution_id), list(desc.children), now))
+
+
+def as_json(t: dict[str, Any]) -> dict[str, Any]:
+    """`layout`'s answer with its times in ISO 8601 and each stretch's length in seconds."""
+    from ys.daemon.views import iso
+
+    for key in ("start", "end", "now"):
+        t[key] = iso(t[key])
+    for b in [*t["breaks"], *(b for r in t["rows"] for b in r["bars"])]:
+        b["seconds"] = round(b["end"] - b["start"], 3)
+        b["start"], b["end"] = iso(b["start"]), iso(b["end"])
+        if "wake_at" in b:
+            b["wake_at"] = iso(b["wake_at"])
+    return t
