@@ -211,7 +211,10 @@ def _status_rows(info: dict[str, Any]) -> Any:
     _render.add_row(g, "pid", str(info.get("pid")))
     _render.add_row(g, "daemon id", str(info.get("daemon_id")))
     database = info.get("database") or {}
-    _render.add_row(g, "database", f"{database.get('location')} ({database.get('kind')})")
+    shown = f"{database.get('location')} ({database.get('kind')})"
+    if database.get("reachable") is False:
+        shown += ": unreachable, retrying (reads answer DATABASE_UNAVAILABLE meanwhile)"
+    _render.add_row(g, "database", shown)
     _render.add_row(g, "uptime", format_duration(float(info.get("uptime_seconds") or 0)))
     _render.add_row(g, "started", _render.local(info.get("started_at")))
     _render.add_row(

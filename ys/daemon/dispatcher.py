@@ -34,7 +34,7 @@ from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.daemon.versions import copy_path
-from ys.errors import DaemonUnavailable, LeaseLost, YsError
+from ys.errors import DaemonUnavailable, DatabaseUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
@@ -96,6 +96,7 @@ class Dispatcher(Limits):
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
         self._down_since: float | None = None  # when the loop lost the database (monotonic)
         self._down_delay = DOWN_RETRY_MIN  # ... and how long it waits before it tries again
+        self._said = False  # ... and whether the loop said so (the store says a lost database)
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -164,7 +165,11 @@ class Dispatcher(Limits):
         if self._down_since is None:
             self._down_since = time.monotonic()
             self._down_delay = DOWN_RETRY_MIN
-            if isinstance(exc, DaemonUnavailable):
+            self._said = True
+            if isinstance(exc, DatabaseUnavailable):
+                self._said = False  # the store says it, once for all its users
+                log.debug("claiming failed: %s", exc.message)
+            elif isinstance(exc, DaemonUnavailable):
                 log.error("the database cannot be reached (%s); trying again", exc.message)
             elif isinstance(exc, YsError):
                 log.error("claiming failed (%s); trying again", exc.message)
@@ -177,9 +182,8 @@ class Dispatcher(Limits):
     def _back(self) -> None:
         """A store call of the loop worked: a lost database is back (said once)."""
         if self._down_since is not None:
-            log.warning(
-                "the database answers again (after %.1f s)", time.monotonic() - self._down_since
-            )
+            if self._said:
+                log.warning("claims work again (after %.1f s)", time.monotonic() - self._down_since)
             self._down_since = None
 
     def _start(self, d: Delivery, since: float | None = None) -> None:

@@ -188,6 +188,7 @@ class Daemon:
         dispatcher.daemon_id = self.daemon_id
         dispatcher.metrics = self.metrics
         store.observe_commits(self.metrics.observe_commit)
+        self.metrics.watch_database(store.database_up)
         scheduler = self._scheduler = Scheduler(self)
         await self.hub.call(recover, store, self.paths)
         registry.on_version = lambda wf: self._keep_versions([wf])

@@ -806,6 +806,11 @@ class Store(
         thread). Where this daemon is the only writer, nothing."""
         ...
 
+    def database_up(self) -> bool:
+        """Whether the database answers, as this store last found it: False while a shared
+        database's server cannot be reached (never read: quick, for status and metrics)."""
+        ...
+
     def close(self) -> None:
         """Finish the writes queued before now, then release the database."""
         ...

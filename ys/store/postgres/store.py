@@ -46,5 +46,8 @@ class PostgresStore(SqlStore):
         """Other daemons' commits, heard through the core's listener."""
         self.core.watch(on_due, on_change)
 
+    def database_up(self) -> bool:
+        return self.core.database_up()
+
 
 __all__ = ["PostgresStore"]
