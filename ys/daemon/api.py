@@ -206,7 +206,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         if self.d.store.database_up():
             with contextlib.suppress(DaemonUnavailable):
                 shared = await self.call(self.d.store.shared_counts)
-        body = self.d.metrics.render(shared)
+        body = self.d.metrics.render(shared, self.d.store.clock())
         return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
 
     # -- executions -------------------------------------------------------------------------
@@ -260,7 +260,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
-        now = time.time()
+        now = self.d.store.clock()
         page = await self.call(
             self.d.store.list,
             statuses=q.statuses or None,

@@ -797,6 +797,9 @@ class Store(
     # Whether other daemons write this database too (PostgreSQL): then what one box has on
     # its disk only (a delivery's log) is kept in the database as well.
     shared: bool
+    # The time every lease, deadline, due time and schedule slot is compared with (epoch
+    # seconds): this box's clock, or on PostgreSQL the server's (docs/design.md §9).
+    clock: Callable[[], float]
 
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None

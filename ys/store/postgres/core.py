@@ -31,6 +31,8 @@ from ys.store.sql.reads import verify
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
+MEASURE_EVERY = 10.0  # seconds between two measures of the server's clock
+MEASURE_SLACK = 0.005  # a change of the offset smaller than this is noise
 # How long a read waits for a pooled connection (all of them busy). While the server is known
 # to be lost (the writer or the listener could not connect), a read skips the pool and tries
 # a connection of its own, which answers DATABASE_UNAVAILABLE at once if the server is still
@@ -63,7 +65,7 @@ class Core:
         url: str,
         *,
         group_commit: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         read_only: bool = False,
         daemon_id: str | None = None,
@@ -72,15 +74,20 @@ class Core:
         from psycopg_pool import ConnectionPool
 
         self.url = url
-        self.clock = clock
+        # The server's clock: this box's plus the offset measured on a connection (at start,
+        # then at each listener's round); an explicit `clock` (tests) is used as it is.
+        self.offset = 0.0
+        self._measures = clock is None
+        self.clock: Callable[[], float] = clock or self._server_time
         self.lease_seconds = lease_seconds
         self.read_only = read_only
         self.holder = daemon_id or DEFAULT_HOLDER
         self.dialect: Dialect = POSTGRES
         self.prepares = False  # admissions run their bodies (no prepared rows)
         self.pid = os.getpid()
-        if not read_only:
-            with connect(url) as conn:
+        with connect(url) as conn:
+            self.measure(conn)
+            if not read_only:
                 migrate(conn)
         self.reach = Reach()
         self.writer = Writer(
@@ -106,6 +113,29 @@ class Core:
         # psycopg_pool logs each failed try to reconnect; the writer and the listener say
         # once that the server is lost and once that it is back
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+    def _server_time(self) -> float:
+        return time.time() + self.offset
+
+    def measure(self, conn: Any) -> None:
+        """Measure how far this box's clock is from the server's on `conn`: leases, deadlines,
+        due times and schedule slots are compared with the server's, never a box's own
+        (docs/design.md §9), so boxes whose clocks differ still deliver each execution once."""
+        if not self._measures:
+            return
+        before = time.time()
+        server = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        after = time.time()
+        offset = float(server) - (before + after) / 2
+        if abs(offset - self.offset) < MEASURE_SLACK:  # the round trip's noise: kept steady
+            return
+        if abs(offset) >= 1.0 and abs(offset - self.offset) >= 1.0:
+            log.warning(
+                "this box's clock is %.1f s %s the database server's; ys keeps the server's time",
+                abs(offset),
+                "behind" if offset > 0 else "ahead of",
+            )
+        self.offset = offset
 
     def now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked)."""
@@ -271,6 +301,8 @@ class Core:
                     self._listening.set()
                     self.reach.back("listener")
                     cut = False
+                    self.measure(conn)
+                    measured = time.monotonic()
                     while not self._stopping.is_set():
                         # each notification as it comes; then, once the interval is over,
                         # the due watchers run anyway (the polling fallback)
@@ -284,6 +316,9 @@ class Core:
                             else:
                                 self._call(True, None)
                         self._call(True, None)
+                        if time.monotonic() - measured >= MEASURE_EVERY:
+                            self.measure(conn)
+                            measured = time.monotonic()
             except Exception as exc:
                 # The connection broke (a restart, pg_terminate_backend, a proxy): what was
                 # sent meanwhile is not heard, so the due watchers run; a new one at once
