@@ -35,6 +35,7 @@ _LAZY = {
     "VersionConflict": "ys.errors",
     "LeaseLost": "ys.errors",
     "DaemonUnavailable": "ys.errors",
+    "DatabaseUnavailable": "ys.errors",
     "NotFoundError": "ys.errors",
     "InvalidArgument": "ys.errors",
     "ValueTooLarge": "ys.errors",
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from ys.errors import (
         ChildWorkflowFailed,
         DaemonUnavailable,
+        DatabaseUnavailable,
         EffectInvariantError,
         ExecutionAdmissionError,
         ExecutionNotTerminal,
@@ -85,6 +87,7 @@ __all__ = [
     "ChildWorkflowFailed",
     "Client",
     "DaemonUnavailable",
+    "DatabaseUnavailable",
     "EffectInvariantError",
     "ExecutionAdmissionError",
     "ExecutionNotTerminal",

@@ -15,6 +15,7 @@
     ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
     ├── LeaseLost                          a stale delivery token tried to write
     └── DaemonUnavailable                  nothing answers on the socket
+        └── DatabaseUnavailable            the daemon answers, its database does not
 
 Every code maps to one HTTP status (the daemon's API) and one exit code (the CLI) here, and
 nowhere else.
@@ -42,6 +43,7 @@ _CODES: dict[str, tuple[int, int]] = {
     "WORKFLOW_NOT_FOUND": (404, 4),
     "NOT_FOUND": (404, 4),
     "DAEMON_UNAVAILABLE": (503, 5),
+    "DATABASE_UNAVAILABLE": (503, 5),
     "TIMEOUT": (504, 6),
     "RESOURCE_EXHAUSTED": (507, 7),
     # Asked of an effect in no state to answer it (settled before begun): the caller's
@@ -153,6 +155,14 @@ class DaemonUnavailable(YsError):
     default_code = "DAEMON_UNAVAILABLE"
 
 
+class DatabaseUnavailable(DaemonUnavailable):
+    """The daemon answers but its database does not (a PostgreSQL server restarting, down,
+    or cut off): retry once it is back. A DaemonUnavailable, so whatever retries a daemon
+    that cannot be reached retries this too."""
+
+    default_code = "DATABASE_UNAVAILABLE"
+
+
 class NotFoundError(YsError):
     """EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND: what was asked for does not exist (a
     404). Not `ys.NotFound`, the effect lookup's answer that nothing happened (ys.sdk)."""
@@ -193,6 +203,7 @@ _BY_CODE: dict[str, type[YsError]] = {
     "INVALID_ARGUMENT": InvalidArgument,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
     "DAEMON_UNAVAILABLE": DaemonUnavailable,
+    "DATABASE_UNAVAILABLE": DatabaseUnavailable,
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import _thread
 import importlib.util
 import json
+import math
 import os
 import signal
 import socket
@@ -126,6 +127,15 @@ def check(path: str) -> int:
     return 0
 
 
+def _offset(value: Any) -> float:
+    """The daemon's clock offset (a number, or its text in YS_CLOCK_OFFSET); 0 if none."""
+    try:
+        offset = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return offset if math.isfinite(offset) else 0.0
+
+
 class ApiBackend:
     """Step's backend over HTTP with a delivery's token: `ys step` in a shell workflow."""
 
@@ -133,9 +143,11 @@ class ApiBackend:
         self.transport = transport
         self.execution_id = execution_id
         self.base = f"/v1/executions/{quote(execution_id, safe='')}"
+        self.offset = _offset(os.environ.get("YS_CLOCK_OFFSET"))
 
     def now(self) -> float:
-        return time.time()
+        """The store's time (on PostgreSQL the server's): this box's plus the daemon's offset."""
+        return time.time() + self.offset
 
     def save_step(
         self,
@@ -223,13 +235,15 @@ class ChannelBackend:
     """Step's backend in a delivery's worker: its channel to the daemon (ys/channel.py),
     which knows the delivery, so no request names its execution or carries its token."""
 
-    def __init__(self, channel: Any, execution_id: str) -> None:
+    def __init__(self, channel: Any, execution_id: str, offset: float = 0.0) -> None:
         self.channel = channel
         self.execution_id = execution_id
         self.suspended = False  # the delivery's outcome went with a waiting step (`suspend`)
+        self.offset = offset  # the store's clock less this box's (the launch says)
 
     def now(self) -> float:
-        return time.time()
+        """The store's time (on PostgreSQL the server's): this box's plus the daemon's offset."""
+        return time.time() + self.offset
 
     def save_step(
         self,
@@ -519,7 +533,7 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
     from ys.sdk import InfrastructureFailure, Refused, SavedStep, Step, run_workflow
 
     execution_id = launch["execution_id"]
-    backend = ChannelBackend(channel, execution_id)
+    backend = ChannelBackend(channel, execution_id, _offset(launch.get("clock_offset")))
     heartbeat = heartbeat or Heartbeat()
     heartbeat.begin(channel, launch["lease_seconds"], launch.get("lease_since"))
     steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}

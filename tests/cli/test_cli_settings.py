@@ -85,7 +85,7 @@ def test_status_names_the_daemon_and_its_database_and_the_id_survives_restarts(y
     ident = info["daemon_id"]
     assert ident.split("-")[0] and len(ident.rsplit("-", 1)[1]) == 6
     assert (ys_home.home / "daemon-id").read_text().strip() == ident
-    assert info["database"] == {"kind": "sqlite", "location": str(ys_home.db)}
+    assert info["database"] == {"kind": "sqlite", "location": str(ys_home.db), "reachable": True}
     people = daemon.ys("daemon", "status")
     assert ident in people.stdout and "sqlite" in people.stdout
     daemon.stop()

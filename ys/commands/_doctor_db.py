@@ -29,6 +29,11 @@ def check_settings(paths: Paths) -> tuple[Check, Settings | None]:
     ), settings
 
 
+def _why(exc: YsError) -> str:
+    """ " is unreachable" where a connection could not be made (ys.store.postgres.connect)."""
+    return " is unreachable" if exc.context.get("unreachable") else ""
+
+
 def check_postgres(url: str) -> list[Check]:
     """The database is reachable, its schema this version's, and every record equal to its
     folded history (in one REPEATABLE READ snapshot, as daemons go on writing)."""
@@ -46,7 +51,7 @@ def check_postgres(url: str) -> list[Check]:
             )
         ]
     except YsError as exc:
-        return [failed("database", f"PostgreSQL at {shown}: {exc.message}")]
+        return [failed("database", f"PostgreSQL at {shown}{_why(exc)}: {exc.message}")]
     out = [passed("database", f"PostgreSQL at {shown} (server {report['server_version']})")]
     version, latest = report["schema_version"], report["latest_version"]
     if version != latest:

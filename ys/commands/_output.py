@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # own advice has a "; " in it, as the daemon's WORKFLOW_NOT_FOUND "...; did you mean x?" does).
 HINTS: dict[str, str] = {
     "DAEMON_UNAVAILABLE": "start it with `ys daemon start`",
+    "DATABASE_UNAVAILABLE": "retry once the database answers (`ys daemon status` says when)",
     "EXECUTION_NOT_FOUND": "`ys list` shows the executions there are",
     "WORKFLOW_NOT_FOUND": "`ys workflows` shows the scripts the daemon knows",
     "NOT_FOUND": "check the name and try again",

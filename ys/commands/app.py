@@ -95,7 +95,8 @@ def _root(
     Drop a workflow script into the workflows folder, then `ys trigger NAME`. Every command
     takes --json for one JSON document on stdout; errors are one line on stderr, CODE: what
     happened; what to do. Exit codes: 0 ok, 1 workflow failed or cancelled, 2 usage or invalid
-    input, 3 conflict, 4 not found, 5 daemon unreachable, 6 timed out, 7 storage exhausted.
+    input, 3 conflict, 4 not found, 5 daemon or database unreachable, 6 timed out, 7 storage
+    exhausted.
     """
 
 

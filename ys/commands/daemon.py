@@ -211,7 +211,10 @@ def _status_rows(info: dict[str, Any]) -> Any:
     _render.add_row(g, "pid", str(info.get("pid")))
     _render.add_row(g, "daemon id", str(info.get("daemon_id")))
     database = info.get("database") or {}
-    _render.add_row(g, "database", f"{database.get('location')} ({database.get('kind')})")
+    shown = f"{database.get('location')} ({database.get('kind')})"
+    if database.get("reachable") is False:
+        shown += ": unreachable, retrying (reads answer DATABASE_UNAVAILABLE meanwhile)"
+    _render.add_row(g, "database", shown)
     _render.add_row(g, "uptime", format_duration(float(info.get("uptime_seconds") or 0)))
     _render.add_row(g, "started", _render.local(info.get("started_at")))
     _render.add_row(
@@ -224,9 +227,9 @@ def _status_rows(info: dict[str, Any]) -> Any:
     else:
         _render.add_row(g, "tracing", tracing.get("problem") or "off")
     if "settings" in info:
-        from ys.settings import shown
+        from ys.settings import shown as tuning_shown
 
-        _render.add_row(g, "settings", shown(info["settings"]))
+        _render.add_row(g, "settings", tuning_shown(info["settings"]))
     for key, value in (info.get("paths") or {}).items():
         _render.add_row(g, key, str(value))
     return g

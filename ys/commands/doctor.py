@@ -241,6 +241,12 @@ def check_daemon(paths: Paths, database: str | None = None) -> Check:
             "ys daemon start",
         )
     shown = (info.get("database") or {}).get("location")
+    if (info.get("database") or {}).get("reachable") is False:
+        return failed(
+            "daemon",
+            f"the daemon (pid {info.get('pid')}) cannot reach its database {shown} (unreachable): "
+            "it retries by itself; check that the server runs and answers",
+        )
     if database is not None and shown is not None and shown != database:
         return failed(
             "daemon",

@@ -14,6 +14,7 @@ added to the app by ys.ui.server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -177,6 +178,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 "database": {
                     "kind": "postgresql" if self.d.settings.postgres else "sqlite",
                     "location": self.d.settings.database_shown(p.db),
+                    "reachable": self.d.store.database_up(),
                 },
                 "tracing": self.d.tracing_status(),
                 "memory_limit": self.d.dispatcher.memory.choice.to_json(),
@@ -216,8 +218,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def metrics(self, request: web.Request) -> web.Response:
         """This daemon's figures and the database's (read off the loop, then rendered)."""
-        shared = await self.call(self.d.store.shared_counts)
-        body = self.d.metrics.render(shared)
+        shared = None  # while the database cannot be reached: this daemon's own figures
+        if self.d.store.database_up():
+            with contextlib.suppress(DaemonUnavailable):
+                shared = await self.call(self.d.store.shared_counts)
+        body = self.d.metrics.render(shared, self.d.store.clock())
         return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
 
     # -- executions -------------------------------------------------------------------------
@@ -276,7 +281,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
 
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
-        now = time.time()
+        now = self.d.store.clock()
         page = await self.call(
             self.d.store.list,
             statuses=q.statuses or None,

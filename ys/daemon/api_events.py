@@ -39,8 +39,8 @@ class EventsQuery:
 class EventRoutes(ApiBase):
     async def events(self, request: web.Request) -> web.Response:
         q = EventsQuery.read(request)
-        since = None if q.since is None else max(0.0, time.time() - q.since)
         store = self.d.store
+        since = None if q.since is None else max(0.0, store.clock() - q.since)
         items, cursor = await self.call(store.event_stream, q.cursor, since=since, limit=q.limit)
         deadline = time.monotonic() + q.wait
         while not items and q.wait > 0:

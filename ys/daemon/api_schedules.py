@@ -3,8 +3,6 @@ housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
-import time
-
 from aiohttp import web
 
 from ys.daemon import operations, views
@@ -71,7 +69,7 @@ class ScheduleRoutes(ApiBase):
         s = await self.call(self.d.store.schedule, request.match_info["name"])
         if s["paused"]:  # a paused schedule fires at no time
             return _json({"fire_times": [], "paused": True})
-        after = max(time.time(), s["cursor"])
+        after = max(self.d.store.clock(), s["cursor"])
         off = cron.jitter_offset(s["name"], s["jitter"])
         try:
             times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]

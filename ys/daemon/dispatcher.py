@@ -41,7 +41,7 @@ from ys.daemon.orphans import forget_worker, record_worker
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.daemon.versions import copy_path
-from ys.errors import DaemonUnavailable, LeaseLost, YsError
+from ys.errors import DaemonUnavailable, DatabaseUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.runenv import MEMORY_LIMIT_ERROR
@@ -109,6 +109,7 @@ class Dispatcher(Limits):
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
         self._down_since: float | None = None  # when the loop lost the database (monotonic)
         self._down_delay = DOWN_RETRY_MIN  # ... and how long it waits before it tries again
+        self._said = False  # ... and whether the loop said so (the store says a lost database)
         self._task: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
@@ -137,7 +138,7 @@ class Dispatcher(Limits):
         for a poke before the next round (0: at once)."""
         # Past their deadline: failed, never delivered again (ys.daemon.limits). Looked
         # for only once the earliest deadline (read before the loop last waited) is due.
-        if self._down_since is None and time.time() >= self._deadline_at:
+        if self._down_since is None and self.store.clock() >= self._deadline_at:
             try:
                 if await self.expire_due() < SWEEP_LIMIT:
                     self._deadline_at = math.inf  # until the next look says otherwise
@@ -148,7 +149,7 @@ class Dispatcher(Limits):
         since = time.monotonic()  # no later than the claims' leases start
         if free > 0:
             claimed = await self.store.claim_due_async(
-                time.time(), free, self.lease_seconds, self.registry.limits or None
+                self.store.clock(), free, self.lease_seconds, self.registry.limits or None
             )
             self._caught_up = len(claimed) < free
             self._back()
@@ -168,7 +169,7 @@ class Dispatcher(Limits):
         nxt = deadline if full else due
         if nxt is not None:
             soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
-            timeout = min(MAX_IDLE, max(soonest, nxt - time.time()) + 0.005)
+            timeout = min(MAX_IDLE, max(soonest, nxt - self.store.clock()) + 0.005)
         return timeout
 
     def _lost(self, exc: BaseException | None) -> float:
@@ -177,7 +178,11 @@ class Dispatcher(Limits):
         if self._down_since is None:
             self._down_since = time.monotonic()
             self._down_delay = DOWN_RETRY_MIN
-            if isinstance(exc, DaemonUnavailable):
+            self._said = True
+            if isinstance(exc, DatabaseUnavailable):
+                self._said = False  # the store says it, once for all its users
+                log.debug("claiming failed: %s", exc.message)
+            elif isinstance(exc, DaemonUnavailable):
                 log.error("the database cannot be reached (%s); trying again", exc.message)
             elif isinstance(exc, YsError):
                 log.error("claiming failed (%s); trying again", exc.message)
@@ -190,9 +195,8 @@ class Dispatcher(Limits):
     def _back(self) -> None:
         """A store call of the loop worked: a lost database is back (said once)."""
         if self._down_since is not None:
-            log.warning(
-                "the database answers again (after %.1f s)", time.monotonic() - self._down_since
-            )
+            if self._said:
+                log.warning("claims work again (after %.1f s)", time.monotonic() - self._down_since)
             self._down_since = None
 
     def _start(self, d: Delivery, since: float | None = None) -> None:
@@ -282,7 +286,7 @@ class Dispatcher(Limits):
             r.max_attempts = wf.max_attempts
             r.memory_max = wf.options.memory_max
             code = await self._run(r, wf)
-            if code == -signal.SIGKILL and time.time() + margin(self.lease_seconds) >= (
+            if code == -signal.SIGKILL and self.store.clock() + margin(self.lease_seconds) >= (
                 r.lease_expires_at
             ):
                 # It ended itself at its lease's end (ys.guard: the daemon was stopped, say):
@@ -521,6 +525,9 @@ class Dispatcher(Limits):
             **self._kept(d),
             "lease_seconds": self.lease_seconds,
             "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
+            # the store's clock (on PostgreSQL the server's) less this box's: a step's times
+            # (a sleep's wake) are the store's (docs/design.md §9)
+            "clock_offset": self.store.clock() - time.time(),
             "params": state.params_json,
             "context": state.context_json,
             "cancel_requested": d.cancel_requested,
@@ -606,7 +613,7 @@ class Dispatcher(Limits):
                 self.store.release,
                 d.execution_id,
                 d.token,
-                retry_at=time.time() + 3600,
+                retry_at=self.store.clock() + 3600,
                 reason="workflow_unavailable",
                 detail=f"workflow {d.workflow} is {why}",
             )
@@ -624,12 +631,12 @@ class Dispatcher(Limits):
         d = r.delivery
         detail = r.start_error or f"worker exited with status {code} without an outcome"
         reason = "worker_failed"
-        retry_at = time.time() + self.retry_delay(d.attempt)
+        retry_at = self.store.clock() + self.retry_delay(d.attempt)
         if r.lost:
             detail, reason = "the lease was lost; the worker was killed", "lease_lost"
         elif r.step_timed_out:
             detail = f"step {r.step_key!r} ran past its timeout; the worker was killed"
-            reason, retry_at = "step_timeout", r.step_retry_at or time.time()
+            reason, retry_at = "step_timeout", r.step_retry_at or self.store.clock()
         elif self._stopping and not r.start_error:
             detail, reason = "the daemon stopped; the worker was killed", "daemon_stopped"
         tail = _tail(r.log_path)
@@ -677,7 +684,7 @@ class Dispatcher(Limits):
             try:
                 return await self.call(fn, *args, **kwargs)
             except DaemonUnavailable:
-                if self._stopping or time.time() + delay >= r.lease_expires_at:
+                if self._stopping or self.store.clock() + delay >= r.lease_expires_at:
                     raise
             await asyncio.sleep(delay)
             delay = min(DOWN_RETRY_MAX, delay * 2)
@@ -746,8 +753,8 @@ class Dispatcher(Limits):
         """Kill the delivery's process group once its lease has expired (the worker stopped
         renewing: frozen, stopped, or cut off)."""
         while True:
-            await asyncio.sleep(max(0.05, r.lease_expires_at - time.time()))
-            if time.time() >= r.lease_expires_at:
+            await asyncio.sleep(max(0.05, r.lease_expires_at - self.store.clock()))
+            if self.store.clock() >= r.lease_expires_at:
                 r.lost = True
                 if self.metrics is not None:
                     self.metrics.lease_expiries.inc()
@@ -765,6 +772,8 @@ class Dispatcher(Limits):
             "YS_SOCKET": str(self.paths.socket),
             "YS_WORKFLOW_FILE": script,
             "YS_ATTEMPT": str(d.attempt),
+            # what `ys step` adds to this box's clock for the store's (docs/design.md §9)
+            "YS_CLOCK_OFFSET": repr(self.store.clock() - time.time()),
         }
 
     # -- hooks from the API -----------------------------------------------------------------

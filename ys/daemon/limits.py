@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 from ys import codec
@@ -42,7 +41,7 @@ class Limits(Cancelling):
     async def expire_due(self) -> int:
         """Fail every live execution past its deadline, each in its own transaction (which
         checks the deadline again), and kill a worker of one that runs here."""
-        due = await self.call(self.store.timed_out, time.time(), SWEEP_LIMIT)
+        due = await self.call(self.store.timed_out, self.store.clock(), SWEEP_LIMIT)
         for execution_id, workflow in due:
             await self._time_out(execution_id, workflow)
         return len(due)
@@ -70,8 +69,8 @@ class Limits(Cancelling):
         deadline = r.delivery.deadline_at
         if deadline is None:
             return
-        await asyncio.sleep(max(0.0, deadline - time.time()))
-        while time.time() < deadline:  # the loop's clock may run a little ahead
+        await asyncio.sleep(max(0.0, deadline - self.store.clock()))
+        while self.store.clock() < deadline:  # the loop's clock may run a little ahead
             await asyncio.sleep(0.01)
         await self._time_out(r.delivery.execution_id, r.delivery.workflow)
 
@@ -182,7 +181,7 @@ class Limits(Cancelling):
             f"step {key!r} ran past its timeout of {timeout:g} s; its worker was killed",
             "STEP_TIMEOUT",
         )
-        now = time.time()
+        now = self.store.clock()
         wake = None if retry_delay is None else now + retry_delay
         r.step_retry_at = wake
         try:

@@ -185,6 +185,7 @@ class Daemon:
         dispatcher.metrics = self.metrics
         dispatcher.memory = memory
         store.observe_commits(self.metrics.observe_commit)
+        self.metrics.watch_database(store.database_up)
         scheduler = self._scheduler = Scheduler(self, self.settings.retention)
         await self.hub.call(recover, store, self.paths)
         registry.on_version = lambda wf: self._keep_versions([wf])

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -192,12 +193,23 @@ class Metrics:
             buckets=BATCHES,
             registry=r,
         )
+        self.database_up = Gauge(
+            "ys_database_up",
+            "1 while the database answers, 0 while it cannot be reached (a PostgreSQL server "
+            "restarting, down or cut off).",
+            registry=r,
+        )
+        self.database_up.set_function(lambda: 1.0)  # the daemon's store says (`watch_database`)
         self.schedule_slots = Counter(
             "ys_schedule_slots",
             "Schedule slots, by result (fired, late, skipped).",
             ["schedule", "result"],
             registry=r,
         )
+
+    def watch_database(self, up: Callable[[], bool]) -> None:
+        """`ys_database_up` as `up()` says at each scrape."""
+        self.database_up.set_function(lambda: 1.0 if up() else 0.0)
 
     def observe_commit(self, seconds: float, requests: int) -> None:
         """The store writer's commit observer (called on its thread)."""

@@ -5,7 +5,6 @@ skipped, and the daemon's health: the dashboard's Now page and `ys top`, as JSON
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from ys import __version__
@@ -90,8 +89,8 @@ def durations(d: DaemonParts, t: float) -> list[dict[str, Any]]:
 
 def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
     """The overview, read in the calling thread (the hub's pool)."""
-    t = time.time() if now is None else now
     store = d.store
+    t = store.clock() if now is None else now
     last_gc = store.setting("last_gc_at")
     workflows = list(d.registry.workflows.values())
     due = [views.record(r) for r in store.due(LIST)]

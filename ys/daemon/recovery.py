@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from ys.paths import Paths
 from ys.store.protocols import Store
@@ -23,7 +22,7 @@ log = logging.getLogger("ys.recovery")
 
 def recover(store: Store, paths: Paths) -> dict[str, int]:
     """Release every lease a previous daemon held; report what is due."""
-    now = time.time()
+    now = store.clock()
     # On a shared database (PostgreSQL) only the leases this daemon held are released; other
     # daemons' expired ones are swept by claims, never by a start.
     released = len(store.release_held(now))

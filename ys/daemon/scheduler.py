@@ -11,7 +11,6 @@ import asyncio
 import datetime as dt
 import logging
 import shutil
-import time
 from typing import TYPE_CHECKING, Any
 
 from ys.crashpoints import crash_point
@@ -62,7 +61,7 @@ class Scheduler:
 
     async def tick(self, now: float | None = None) -> float:
         """Fire every due schedule; returns seconds until the next one may be due."""
-        now = time.time() if now is None else now
+        now = self.d.store.clock() if now is None else now
         store = self.d.store
         wait = MAX_IDLE
         for s in await self.d.hub.call(store.schedules):
@@ -90,7 +89,7 @@ class Scheduler:
             if s["queued_slot"] is not None:
                 wait = min(wait, 1.0)  # waiting for the previous execution to end
             if s["next_fire_at"] is not None:
-                wait = min(wait, max(0.0, s["next_fire_at"] - time.time()))
+                wait = min(wait, max(0.0, s["next_fire_at"] - store.clock()))
         return wait
 
     def _log(self, s: dict[str, Any], actions: list[dict[str, Any]]) -> None:
@@ -131,7 +130,7 @@ class Scheduler:
         """Once a day: prune terminal executions past the retention setting, and their logs."""
         store = self.d.store
         last = await self.d.hub.call(store.setting, "last_gc_at")
-        now = time.time()
+        now = store.clock()
         if last is not None and now - float(last) < DAY:
             return
         await self.gc(self.retention)

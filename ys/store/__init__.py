@@ -20,14 +20,15 @@ def open_store(
     database: str | os.PathLike[str],
     *,
     group_commit: bool = False,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] | None = None,
     lease_seconds: float = 30.0,
     read_only: bool = False,
     daemon_id: str | None = None,
 ) -> Store:
     """The store a setting names: a file path opens (and, unless read_only, creates and
     migrates) a SQLite database. `group_commit` shares commits between concurrent writes (the
-    daemon); `read_only` never writes (`ys doctor`)."""
+    daemon); `read_only` never writes (`ys doctor`). `clock` (tests) replaces the store's: by
+    default this box's, or on PostgreSQL the server's (docs/design.md §9)."""
     setting = os.fspath(database)
     if "://" in setting:
         scheme = setting.split("://", 1)[0]
@@ -51,7 +52,7 @@ def open_store(
     return SqliteStore(
         setting,
         group_commit=group_commit,
-        clock=clock,
+        clock=clock or time.time,
         lease_seconds=lease_seconds,
         read_only=read_only,
     )

@@ -844,6 +844,9 @@ class Store(
     # Whether other daemons write this database too (PostgreSQL): then what one box has on
     # its disk only (a delivery's log) is kept in the database as well.
     shared: bool
+    # The time every lease, deadline, due time and schedule slot is compared with (epoch
+    # seconds): this box's clock, or on PostgreSQL the server's (docs/design.md §9).
+    clock: Callable[[], float]
 
     def watch(
         self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
@@ -851,6 +854,11 @@ class Store(
         """On a database other daemons write too: call `on_due` when something may have become
         due and `on_change(execution_id)` when an execution's history grew (from another
         thread). Where this daemon is the only writer, nothing."""
+        ...
+
+    def database_up(self) -> bool:
+        """Whether the database answers, as this store last found it: False while a shared
+        database's server cannot be reached (never read: quick, for status and metrics)."""
         ...
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from ys.errors import YsError
 if TYPE_CHECKING:
     from ys.store.postgres.store import PostgresStore
 
+CONNECT_TIMEOUT = 5  # seconds, unless the URL says otherwise
 MIN_SERVER = 120000  # PostgreSQL 12: FOR UPDATE SKIP LOCKED, generated columns, pg_notify
 
 
@@ -37,6 +38,8 @@ def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
     from ys.settings import redact
 
     psycopg = driver()
+    if "connect_timeout" not in url:  # a server that does not answer: not a long hang
+        kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT)
     try:
         conn = psycopg.connect(url, autocommit=autocommit, **kwargs)
     except psycopg.Error as exc:
@@ -45,6 +48,7 @@ def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
             "FAILED_PRECONDITION",
             f"cannot connect to PostgreSQL at {redact(url)} ({detail}); check the URL and "
             "that the server runs",
+            unreachable=True,
         ) from None
     if conn.info.server_version < MIN_SERVER:
         conn.close()

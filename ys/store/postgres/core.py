@@ -17,10 +17,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ys.contract import check_time
-from ys.errors import DaemonUnavailable, YsError
+from ys.errors import DatabaseUnavailable, YsError
 from ys.store.base import Then
 from ys.store.postgres import connect, schema
 from ys.store.postgres.dialect import POSTGRES
+from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import migrate
 from ys.store.postgres.writer import Writer, translate
 from ys.store.sql.core import DEFAULT_HOLDER
@@ -30,11 +31,13 @@ from ys.store.sql.reads import verify
 T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 30.0
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
-# How long a read waits for a pooled connection: while the server is known to be lost (the
-# writer or the listener could not connect), a read answers DAEMON_UNAVAILABLE quickly
-# instead of waiting for a server that is not there (docs/design.md §9).
+MEASURE_EVERY = 10.0  # seconds between two measures of the server's clock
+MEASURE_SLACK = 0.005  # a change of the offset smaller than this is noise
+# How long a read waits for a pooled connection (all of them busy). While the server is known
+# to be lost (the writer or the listener could not connect), a read skips the pool and tries
+# a connection of its own, which answers DATABASE_UNAVAILABLE at once if the server is still
+# gone, instead of waiting for a server that is not there (docs/design.md §9).
 POOL_WAIT_SECONDS = 30.0
-POOL_WAIT_LOST_SECONDS = 1.0
 log = logging.getLogger("ys.store.postgres")
 
 
@@ -49,11 +52,11 @@ def _run_read(conn: Any, fn: Callable[[Any], T], snapshot: bool) -> T:
 
 
 def _direct(url: str) -> Any:
-    """A connection of one read's own, or DAEMON_UNAVAILABLE."""
+    """A connection of one read's own, or DATABASE_UNAVAILABLE."""
     try:
         return connect(url)
     except YsError as exc:
-        raise DaemonUnavailable("DAEMON_UNAVAILABLE", f"{exc.message}; retry") from None
+        raise DatabaseUnavailable("DATABASE_UNAVAILABLE", f"{exc.message}; retry") from None
 
 
 class Core:
@@ -62,7 +65,7 @@ class Core:
         url: str,
         *,
         group_commit: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         read_only: bool = False,
         daemon_id: str | None = None,
@@ -71,17 +74,25 @@ class Core:
         from psycopg_pool import ConnectionPool
 
         self.url = url
-        self.clock = clock
+        # The server's clock: this box's plus the offset measured on a connection (at start,
+        # then at each listener's round); an explicit `clock` (tests) is used as it is.
+        self.offset = 0.0
+        self._measures = clock is None
+        self.clock: Callable[[], float] = clock or self._server_time
         self.lease_seconds = lease_seconds
         self.read_only = read_only
         self.holder = daemon_id or DEFAULT_HOLDER
         self.dialect: Dialect = POSTGRES
         self.prepares = False  # admissions run their bodies (no prepared rows)
         self.pid = os.getpid()
-        if not read_only:
-            with connect(url) as conn:
+        with connect(url) as conn:
+            self.measure(conn)
+            if not read_only:
                 migrate(conn)
-        self.writer = Writer(lambda: connect(url), group=group_commit and not read_only)
+        self.reach = Reach()
+        self.writer = Writer(
+            lambda: connect(url), group=group_commit and not read_only, reach=self.reach
+        )
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -99,10 +110,32 @@ class Core:
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()  # the listener has listened once
-        self._unheard = False  # the listener lost its connection and has not made one since
         # psycopg_pool logs each failed try to reconnect; the writer and the listener say
         # once that the server is lost and once that it is back
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+    def _server_time(self) -> float:
+        return time.time() + self.offset
+
+    def measure(self, conn: Any) -> None:
+        """Measure how far this box's clock is from the server's on `conn`: leases, deadlines,
+        due times and schedule slots are compared with the server's, never a box's own
+        (docs/design.md §9), so boxes whose clocks differ still deliver each execution once."""
+        if not self._measures:
+            return
+        before = time.time()
+        server = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        after = time.time()
+        offset = float(server) - (before + after) / 2
+        if abs(offset - self.offset) < MEASURE_SLACK:  # the round trip's noise: kept steady
+            return
+        if abs(offset) >= 1.0 and abs(offset - self.offset) >= 1.0:
+            log.warning(
+                "this box's clock is %.1f s %s the database server's; ys keeps the server's time",
+                abs(offset),
+                "behind" if offset > 0 else "ahead of",
+            )
+        self.offset = offset
 
     def now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked)."""
@@ -191,18 +224,19 @@ class Core:
     def _on_pooled(self, fn: Callable[[Any], T], *, snapshot: bool) -> T:
         """A read, run once more on another connection when its connection broke under it
         (the server restarted after the pool checked it: a read is safe to repeat); a server
-        that cannot be reached is DAEMON_UNAVAILABLE, as for a write."""
+        that cannot be reached is DATABASE_UNAVAILABLE, as for a write."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
         for attempt in range(2):
             conn: Any = None
             try:
-                try:
-                    with self.pool.connection(timeout=self._pool_wait()) as conn:
-                        return _run_read(conn, fn, snapshot)
-                except PoolTimeout:
-                    pass
+                if self.reach.up:
+                    try:
+                        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+                            return _run_read(conn, fn, snapshot)
+                    except PoolTimeout:
+                        pass
                 # The pool's own tries to reconnect back off to seconds apart (and a busy
                 # pool has none free): one connection of the read's own, which also tells
                 # at once whether the server is back.
@@ -213,12 +247,9 @@ class Core:
                     raise translate(exc) from None
         raise AssertionError("unreachable")
 
-    def _lost(self) -> bool:
-        """Whether the server was lost: the writer or the listener could not connect."""
-        return self.writer.lost or self._unheard
-
-    def _pool_wait(self) -> float:
-        return POOL_WAIT_LOST_SECONDS if self._lost() else POOL_WAIT_SECONDS
+    def database_up(self) -> bool:
+        """Whether the server answers: neither the writer nor the listener is cut off."""
+        return self.reach.up
 
     # -- hearing other daemons --------------------------------------------------------------
 
@@ -250,16 +281,28 @@ class Core:
                 log.exception("a watcher failed")
 
     def _listen(self) -> None:
+        cut = False  # the last connection broke: the next is tried at once, once
         while not self._stopping.is_set():
             try:
-                with connect(self.url) as conn:
+                conn = connect(self.url)
+            except Exception as exc:
+                # The server cannot be reached: polling meanwhile (the due watchers run)
+                if self._stopping.is_set():
+                    return
+                self.reach.lost("listener", exc)
+                self._call(True, None)
+                self._stopping.wait(POLL_SECONDS)
+                continue
+            try:
+                with conn:
                     conn.execute("LISTEN ys_due")
                     conn.execute("LISTEN ys_changed")
                     self.writer.forget_old_pids()
                     self._listening.set()
-                    if self._unheard:
-                        log.warning("listening for other daemons' writes again")
-                        self._unheard = False
+                    self.reach.back("listener")
+                    cut = False
+                    self.measure(conn)
+                    measured = time.monotonic()
                     while not self._stopping.is_set():
                         # each notification as it comes; then, once the interval is over,
                         # the due watchers run anyway (the polling fallback)
@@ -273,14 +316,20 @@ class Core:
                             else:
                                 self._call(True, None)
                         self._call(True, None)
+                        if time.monotonic() - measured >= MEASURE_EVERY:
+                            self.measure(conn)
+                            measured = time.monotonic()
             except Exception as exc:
+                # The connection broke (a restart, pg_terminate_backend, a proxy): what was
+                # sent meanwhile is not heard, so the due watchers run; a new one at once
+                # (the server may be up), then, if that breaks too, after a pause
                 if self._stopping.is_set():
                     return
-                if not self._unheard:
-                    log.warning("listening for other daemons' writes: %s; polling meanwhile", exc)
-                self._unheard = True
+                log.debug("the listener's connection broke: %s", exc)
                 self._call(True, None)
-                self._stopping.wait(POLL_SECONDS)
+                if cut:
+                    self._stopping.wait(POLL_SECONDS)
+                cut = True
 
     # -- the end ----------------------------------------------------------------------------
 

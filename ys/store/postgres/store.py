@@ -4,7 +4,6 @@ the leases its holder took."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from ys.store.postgres.core import DEFAULT_LEASE_SECONDS, Core
@@ -23,7 +22,7 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         group_commit: bool = False,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         read_only: bool = False,
         daemon_id: str | None = None,
@@ -45,6 +44,9 @@ class PostgresStore(SqlStore):
     ) -> None:
         """Other daemons' commits, heard through the core's listener."""
         self.core.watch(on_due, on_change)
+
+    def database_up(self) -> bool:
+        return self.core.database_up()
 
 
 __all__ = ["PostgresStore"]

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ys.errors import DaemonUnavailable, ResourceExhausted
+from ys.errors import DaemonUnavailable, DatabaseUnavailable, ResourceExhausted
 from ys.store.base import Then
+from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import EVENT_LOG_LOCK
 from ys.store.sql.requests import UNSET, Request, answer
 
@@ -33,7 +34,7 @@ _BEGIN = (
 
 
 def translate(exc: BaseException) -> BaseException:
-    """A full disk becomes RESOURCE_EXHAUSTED, a lost server DAEMON_UNAVAILABLE (retry);
+    """A full disk becomes RESOURCE_EXHAUSTED, a lost server DATABASE_UNAVAILABLE (retry);
     everything else passes through unchanged."""
     import psycopg
 
@@ -42,8 +43,9 @@ def translate(exc: BaseException) -> BaseException:
             "RESOURCE_EXHAUSTED", "the PostgreSQL server is out of space; free space and retry"
         )
     if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.Diagnostic):
-        return DaemonUnavailable(
-            "DAEMON_UNAVAILABLE", f"the connection to PostgreSQL broke ({exc}); retry"
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return DatabaseUnavailable(
+            "DATABASE_UNAVAILABLE", f"the connection to PostgreSQL broke ({detail}); retry"
         )
     return exc
 
@@ -61,9 +63,15 @@ class Writer:
     mode runs a thread that commits many at once (see the module docstring)."""
 
     def __init__(
-        self, connect: Callable[[], Any], *, group: bool = False, batch: int = 256
+        self,
+        connect: Callable[[], Any],
+        *,
+        group: bool = False,
+        batch: int = 256,
+        reach: Reach | None = None,
     ) -> None:
         self._connect = connect
+        self.reach = reach or Reach()
         self.conn: Any = connect()
         # The server processes ("backend PIDs") of this writer's connections: a notification
         # sent by one of them is of this daemon's own commit (Core's listener ignores it).
@@ -76,7 +84,6 @@ class Writer:
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._committing = False  # COMMIT was sent: a broken connection now leaves it unknown
-        self.lost = False  # the last try to connect failed (the server cannot be reached)
         # told (seconds, requests) after each group commit, for the metrics; off by default
         self.observe: Callable[[float, int], None] | None = None
         if group:
@@ -184,7 +191,13 @@ class Writer:
         try:
             reconnected = False
             if self.conn.closed or self.conn.broken:
-                reconnected = self._reconnect()  # replaced before use: lost at the last batch
+                # replaced before use: lost at the last batch
+                if not self._reconnect():
+                    raise DatabaseUnavailable(
+                        "DATABASE_UNAVAILABLE",
+                        "the database does not answer; retry once it does",
+                    )
+                reconnected = True
             for attempt in range(TRANSIENT_RETRIES):
                 self._committing = False
                 try:
@@ -253,8 +266,8 @@ class Writer:
             pass
 
     def _reconnect(self) -> bool:
-        """A new connection for the next batch; whether it was made. A server that cannot
-        be reached is logged once, and once more when it answers again."""
+        """A new connection for the next batch; whether it was made (the reach is told:
+        ys.store.postgres.reach)."""
         try:
             self.conn.close()
         except Exception:
@@ -262,15 +275,11 @@ class Writer:
         try:
             self.conn = self._connect()
         except Exception as exc:  # tried again at the next batch
-            if not self.lost:
-                log.warning("lost the connection to PostgreSQL: %s; retrying", exc)
-            self.lost = True
+            self.reach.lost("writer", exc)
             return False
         with self._pids_lock:
             self.pids = self.pids | {self.conn.info.backend_pid}
-        if self.lost:
-            log.warning("reconnected to PostgreSQL")
-        self.lost = False
+        self.reach.back("writer")
         return True
 
 

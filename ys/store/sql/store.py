@@ -55,6 +55,11 @@ class SqlStore(
         """Nothing to watch where this daemon is the database's only writer: it knows every
         commit (an adapter shared by many daemons overrides it)."""
 
+    def database_up(self) -> bool:
+        """A database this daemon opened itself answers while it runs (an adapter whose
+        server may go away overrides it)."""
+        return True
+
     def close(self) -> None:
         self.core.close()
 
