@@ -389,7 +389,7 @@ def _load_folder(folder: Path) -> tuple[dict[str, Callable[..., Any]], set[str]]
     """The folder's Python workflows, and the names of its shell workflows."""
     import os
 
-    from ys.worker import load_script
+    from ys.worker.delivery import load_script
 
     python = {
         p.stem: load_script(str(p))

@@ -212,7 +212,7 @@ def test_a_retry_right_after_a_fix_records_the_fixed_version(tmp_path):
 def test_a_worker_runs_the_bytes_of_the_version_its_delivery_records(tmp_path, monkeypatch):
     """Edited between the claim and the load: the worker runs the kept copy of the claimed
     version, not the file's new bytes (it hashes what it reads)."""
-    from ys.worker import load_script
+    from ys.worker.delivery import load_script
 
     monkeypatch.setenv("YS_HOME", str(tmp_path / "home"))
     script = tmp_path / "job.py"
