@@ -273,7 +273,7 @@ class WorkflowTest:
         ]
 
     def effect(self, effect_id: str) -> dict[str, Any]:
-        """One effect of the ledger (RFC 004), as `ys effect ID --json` shows it."""
+        """One effect of the ledger, as `ys effect ID --json` shows it."""
         found = self.store.effect(effect_id)
         if found is None:
             from ys.errors import NotFoundError

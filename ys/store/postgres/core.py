@@ -32,7 +32,7 @@ DEFAULT_LEASE_SECONDS = 30.0
 POLL_SECONDS = 1.0  # the most a lost notification delays another daemon
 # How long a read waits for a pooled connection: while the server is known to be lost (the
 # writer or the listener could not connect), a read answers DAEMON_UNAVAILABLE quickly
-# instead of waiting for a server that is not there (docs/design.md §9).
+# instead of waiting for a server that is not there (docs/design.md, "On PostgreSQL").
 POOL_WAIT_SECONDS = 30.0
 POOL_WAIT_LOST_SECONDS = 1.0
 log = logging.getLogger("ys.store.postgres")
@@ -266,7 +266,7 @@ class Core:
                         for n in conn.notifies(timeout=POLL_SECONDS):
                             if n.pid in self.writer.pids:
                                 # this daemon's own commit: it knows what it wrote, and must
-                                # not act on it (kill its own worker, say: docs/design.md §9)
+                                # not act on it (kill its own worker, say: docs/design.md, "On PostgreSQL")
                                 continue
                             if n.channel == "ys_changed":
                                 self._call(False, n.payload)
