@@ -1,4 +1,4 @@
-"""Script versions through a real daemon (DESIGN.md §7): an execution admitted under version
+"""Script versions through a real daemon (docs/design.md, "Workflow options"): an execution admitted under version
 A waits; its script is edited to B; unpinned it resumes under B and `describe` says the
 script changed, pinned it resumes under A (a step writes which version ran); `ys workflows`
 shows the short hash and the live executions admitted under an older one; `ys gc` keeps the
