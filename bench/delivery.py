@@ -495,8 +495,8 @@ def interpreter_startup(repeats: int = 10) -> dict[str, float]:
     for name, code in (
         ("python -c pass", "pass"),
         (
-            "python -c 'import ys.worker, ys.client, ys.sdk'",
-            "import ys.worker, ys.client, ys.sdk, ys.codec",
+            "python -c 'import ys.worker.delivery, ys.client, ys.sdk'",
+            "import ys.worker.delivery, ys.client, ys.sdk, ys.codec",
         ),
     ):
         xs = []

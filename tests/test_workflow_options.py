@@ -1,4 +1,4 @@
-"""Workflow options (DESIGN.md §7) as the registry reads them from a `# ys:` header or a
+"""Workflow options (docs/design.md, "Workflow options") as the registry reads them from a `# ys:` header or a
 decorator: parsed into WorkflowOptions, or refused with a message naming the option."""
 
 from __future__ import annotations

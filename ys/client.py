@@ -220,7 +220,7 @@ def _due(due_in: float | None, due_at: float | _dt.datetime | None) -> dict[str,
 
 
 class Client:
-    """Trigger and read executions. Records are the JSON shapes of DESIGN.md §3; the reads
+    """Trigger and read executions. Records are the JSON shapes of docs/API.md; the reads
     (get, wait, describe, history, wake, cancel) take an execution's ID or the dict trigger()
     returns.
 
@@ -488,7 +488,7 @@ class Client:
         """Retry every execution that matches (newest first), each in its own transaction;
         returns what each retry returned. Only failed or cancelled executions are retried by
         status (INVALID_ARGUMENT before anything else), and one that has a retry already is
-        skipped unless `again` (docs/design.md §8). The matches are listed page by page before
+        skipped unless `again` (docs/design.md, "Retries and bulk commands"). The matches are listed page by page before
         each page is retried: the retries, newer than every match, are not among them. With
         `errors`, a retry that is refused (a match gc removed meanwhile, an ID too long to
         take `.rN`) is added there as (ID, error) and the others go on; without, it raises."""
@@ -646,7 +646,7 @@ class Client:
     # -- effects, durable values, schedules, housekeeping -------------------------------------
 
     def effects(self, status: str | None = None, execution_id: str | None = None) -> dict[str, Any]:
-        """The effect ledger (RFC 004), filtered by `status` (pending, settled) and by the
+        """The effect ledger, filtered by `status` (pending, settled) and by the
         execution that began each effect."""
         q = {k: v for k, v in (("status", status), ("execution", execution_id)) if v}
         result: dict[str, Any] = self._call(

@@ -1,4 +1,4 @@
-"""Durable values (RFC 003): validate, encode to one canonical JSON string, decode back.
+"""Durable values: validate, encode to one canonical JSON string, decode back.
 
 A durable value is None, a bool, an int, a finite float, a str, a list of durable values, a dict
 with str keys and durable values, or an ErrorValue. The canonical text has its keys sorted, no
@@ -246,7 +246,7 @@ def _int(v: int) -> int:
 def _float(v: float) -> float:
     if v - v == 0.0:  # finite: inf - inf and nan - nan are nan
         if v == 0.0 and math.copysign(1.0, v) < 0.0:
-            # -0.0 == 0.0, so they must encode alike (DESIGN §4); it stays a float, as the
+            # -0.0 == 0.0, so they must encode alike (docs/design.md, "Wire formats"); it stays a float, as the
             # spec's "-0 as 0" does in a language with one number type.
             return 0.0
         return v

@@ -97,7 +97,7 @@ def json_kind(value: Any) -> str:
 
 
 def check_object(value: Any, what: str) -> dict[str, Any] | None:
-    """An object (a dict) or None (absent): params and context are objects (DESIGN.md §3)."""
+    """An object (a dict) or None (absent): params and context are objects (docs/design.md, "Wire formats")."""
     if value is not None and not isinstance(value, dict):
         raise InvalidArgument(
             "INVALID_ARGUMENT", f"{what} must be an object (a dict), not {json_kind(value)}"
@@ -261,7 +261,7 @@ def check_schedule(
     check_seconds(jitter, "jitter")
 
 
-# -- failure handlers (DESIGN.md §7) -----------------------------------------------------------
+# -- failure handlers (docs/design.md, "Workflow options") -----------------------------------------------------------
 
 SUFFIX = ".on-failure"
 CONTEXT_KEY = "on_failure_of"
@@ -333,8 +333,15 @@ def parse_tag(text: str) -> tuple[str, str]:
     return key, value
 
 
-RETRY_STATUSES = ("failed", "cancelled")  # what a retry by status takes (docs/design.md §8)
-CANCEL_STATUSES = ("admitted", "running", "suspended")  # a cancel by status (docs/design.md §8)
+RETRY_STATUSES = (
+    "failed",
+    "cancelled",
+)  # what a retry by status takes (docs/design.md, "Retries and bulk commands")
+CANCEL_STATUSES = (
+    "admitted",
+    "running",
+    "suspended",
+)  # a cancel by status (docs/design.md, "Retries and bulk commands")
 
 
 def check_cancel_status(status: Any, what: str = "--status") -> str:

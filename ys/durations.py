@@ -1,4 +1,4 @@
-"""Durations on the command line (DESIGN.md §3): `90`, `90s`, `10m`, `2h`, `1d`, `1.5h`.
+"""Durations on the command line (docs/design.md, "Wire formats"): `90`, `90s`, `10m`, `2h`, `1d`, `1.5h`.
 
 Standard library only; bad input is INVALID_ARGUMENT (exit 2), naming the forms that work.
 """

@@ -1,4 +1,4 @@
-"""Where ys keeps its files (DESIGN.md §2). YS_HOME puts everything in one folder."""
+"""Where ys keeps its files (docs/design.md, "Folders"). YS_HOME puts everything in one folder."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import quote
 NAME_MAX = 255  # bytes in one file name, on every common file system
 LONG_PREFIX = 160  # of a name too long to keep whole: the encoded ID's first bytes kept
 # Workflows run with cron's umask, whatever the daemon's own (0077: its files are private), so
-# what a script writes is readable as it would be from cron (docs/design.md §7).
+# what a script writes is readable as it would be from cron (docs/design.md, "Workflow options").
 WORKFLOW_UMASK = 0o022
 
 

@@ -40,7 +40,7 @@ class Suspend(BaseException):
 class InfrastructureFailure(BaseException):
     """The runtime failed (socket, store, lease): no outcome, the delivery is retried.
 
-    A BaseException so that `except Exception` in workflow code cannot swallow it (RFC 003).
+    A BaseException so that `except Exception` in workflow code cannot swallow it.
     """
 
     def __init__(self, cause: BaseException, code: str = "INFRASTRUCTURE") -> None:
@@ -52,7 +52,7 @@ class InfrastructureFailure(BaseException):
 class Refused(InfrastructureFailure):
     """The runtime refused a request for good (a bad argument the daemon found): no delivery
     could change it, so the execution fails with it at once. Like its base, workflow code
-    cannot catch it. (An invalid effect callback result is not one: RFC 004 asks for another
+    cannot catch it. (An invalid effect callback result is not one: it asks for another
     delivery, as a fixed callback may answer.)"""
 
     def outcome(self) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class Retry:
         return min(d, self.max_interval) if self.max_interval is not None else d
 
 
-# What an effect's `lookup` answers (RFC 004): the operation happened (with its result), it
+# What an effect's `lookup` answers: the operation happened (with its result), it
 # did not, or nobody can tell yet.
 
 
@@ -164,21 +164,21 @@ class Backend(Protocol):
         """Save a step (fenced); returns whether a cancellation is now requested."""
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
-        """RFC 003's start; raises WorkflowStartError for a rejection, anything else is an
+        """A child start; raises WorkflowStartError for a rejection, anything else is an
         infrastructure failure."""
 
     def get(self, execution_id: str) -> dict[str, Any]:
         """A record as the API shows it (status, outcome)."""
 
     def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
-        """RFC 004 begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
+        """Effect begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
         raises WorkflowEffectError for a rejection."""
 
     def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
-        """RFC 004 settle: {"status": "settled" | "conflict", "result", ...} (canonical)."""
+        """Effect settle: {"status": "settled" | "conflict", "result", ...} (canonical)."""
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
-        """RFC 004 wait: register as a waiter and request the wake; returns the wake time."""
+        """Effect wait: register as a waiter and request the wake; returns the wake time."""
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
@@ -540,7 +540,7 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
 
 
 def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
-    """Call the workflow and turn how it ended into a WorkflowRunOutcome (RFC 003).
+    """Call the workflow and turn how it ended into a WorkflowRunOutcome.
 
     InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
     execution. A step that suspended ends the delivery suspended even if the workflow caught

@@ -273,7 +273,7 @@ class WorkflowTest:
         ]
 
     def effect(self, effect_id: str) -> dict[str, Any]:
-        """One effect of the ledger (RFC 004), as `ys effect ID --json` shows it."""
+        """One effect of the ledger, as `ys effect ID --json` shows it."""
         found = self.store.effect(effect_id)
         if found is None:
             from ys.errors import NotFoundError
@@ -389,7 +389,7 @@ def _load_folder(folder: Path) -> tuple[dict[str, Callable[..., Any]], set[str]]
     """The folder's Python workflows, and the names of its shell workflows."""
     import os
 
-    from ys.worker import load_script
+    from ys.worker.delivery import load_script
 
     python = {
         p.stem: load_script(str(p))

@@ -1,5 +1,5 @@
 """`ys cancel`, `ys list --parent` and describe's children and waits, `ys effects` / `ys effect`,
-and `ys store put|get|ls|rm`: exit codes, the JSON shapes of DESIGN.md §3, what people see, and
+and `ys store put|get|ls|rm`: exit codes, the JSON shapes of docs/API.md, what people see, and
 an approval that goes through the command line only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every exit code of DESIGN.md §3 from the command line, each with its one stderr line.
+"""Every exit code of docs/API.md from the command line, each with its one stderr line.
 
 7 (storage exhausted) comes from a stand-in daemon on a socket of its own that answers every
 request with the daemon's RESOURCE_EXHAUSTED error: filling a real disk is the store suite's

@@ -1,4 +1,4 @@
-"""Reading commands: the JSON shapes of DESIGN.md §3 for get, list, ps, describe, history,
+"""Reading commands: the JSON shapes of docs/API.md for get, list, ps, describe, history,
 workflows and wake, and what people see (tables, colour only when asked for)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings end to end (DESIGN §7): config.toml and the environment choose the daemon's
+"""Settings end to end: config.toml and the environment choose the daemon's
 concurrency and database; a bad setting stops `ys daemon run` and `start` with one line and
 exit 2 and is what `ys doctor` reports; `ys daemon status` names the daemon and its database,
 never a password."""

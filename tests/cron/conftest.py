@@ -1,4 +1,5 @@
-"""Fixtures for the schedule, shell-step, gc, service and doctor tests. Helpers are in
+"""Fixtures for the one-box tests: every schedule test (cron expressions, slots, catch-up,
+overlap, intervals, pauses, crontab import), shell steps, gc, service and doctor. Helpers are in
 cron_support.py; the generic daemon fixtures (`ys_home`, `daemon`) in tests/conftest.py."""
 
 from __future__ import annotations

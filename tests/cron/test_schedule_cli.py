@@ -1,5 +1,5 @@
 """`ys schedule add|list|next|rm|pause|resume` against a real daemon: the JSON shapes of
-DESIGN.md §3, exit codes by error, and schedules that scripts declare."""
+docs/API.md, exit codes by error, and schedules that scripts declare."""
 
 from __future__ import annotations
 

@@ -198,7 +198,7 @@ def test_a_command_not_executable_exits_126_and_one_not_found_127(shared, tmp_pa
 
 
 def test_the_readme_and_the_man_page_say_what_a_failed_step_returns():
-    """docs/design.md §8: the README's shell example uses set -e and says what a failed or
+    """docs/design.md, "Workflow options": the README's shell example uses set -e and says what a failed or
     timed-out step returns; `ys step run --help` (its man page) says the exit statuses."""
     repo = Path(__file__).resolve().parents[2]
     readme = (repo / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""Workflow scripts are compiled once per version (ys/codecache.py): the code is cached in the
+"""Workflow scripts are compiled once per version (ys/worker/codecache.py): the code is cached in the
 data folder, private, keyed by the script's hash, and a changed script runs its new code."""
 
 from __future__ import annotations

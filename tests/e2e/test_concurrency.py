@@ -1,4 +1,4 @@
-"""Concurrency limits through a real daemon (DESIGN.md §7 `concurrency`, `key`): each step
+"""Concurrency limits through a real daemon (docs/design.md, "Workflow options" `concurrency`, `key`): each step
 writes its start and end times (with its worker's pid) to a file; the test holds the steps on
 a gate file while it counts who runs and who waits, SIGKILLs the daemon, restarts it, then
 opens the gate and checks from the times that no more than the limit ever overlapped."""

@@ -1,4 +1,4 @@
-"""The warm launcher forks one child ahead of its delivery (ys/forkserver.py's spare): a claim
+"""The warm launcher forks one child ahead of its delivery (ys/worker/forkserver.py's spare): a claim
 hands the delivery to a process that is already up, the server forks the next spare, and a
 spare with no delivery goes when the daemon does. (The fork server starts with the first
 delivery.)"""
@@ -40,7 +40,7 @@ def the_spare(server: int) -> int:
 def fork_server(daemon) -> int:
     def found() -> int | None:
         for pid in children(daemon.proc.pid):
-            if b"ys.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"ys.worker.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         return None
 

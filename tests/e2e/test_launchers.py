@@ -1,4 +1,4 @@
-"""Both launchers deliver the same way: the warm one (fork from ys.forkserver, the default)
+"""Both launchers deliver the same way: the warm one (fork from ys.worker.forkserver, the default)
 and plain spawning (YS_LAUNCHER=spawn)."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _fork_server(daemon: DaemonHandle) -> int:
         children = [int(p) for p in f.read().split()]
     for child in children:
         with open(f"/proc/{child}/cmdline", "rb") as f:
-            if b"ys.forkserver" in f.read():
+            if b"ys.worker.forkserver" in f.read():
                 return child
     raise AssertionError(f"no fork server among the daemon's children {children}")
 

@@ -1,4 +1,4 @@
-"""Failure handlers through a real daemon (DESIGN.md §7): a failed execution admits exactly one
+"""Failure handlers through a real daemon (docs/design.md, "Workflow options"): a failed execution admits exactly one
 `<ID>.on-failure` of its handler workflow, in the transaction that records the failure; a
 handler's failure admits nothing; the folder-wide default comes from config.toml; a schedule
 slot skipped for being late admits its handler; examples/workflows/notify.py posts to a

@@ -1,4 +1,4 @@
-"""`ys retry`, tags and list filters through a real daemon (issue 15): a retried execution
+"""`ys retry`, tags and list filters through a real daemon: a retried execution
 replays the steps copied from the original without running them (counted in a file), a settled
 step.effect is not performed again at a fake provider, a live execution cannot be retried
 (exit 3), bulk retry retries every match; tags reach children and retries; list filters

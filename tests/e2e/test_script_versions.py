@@ -1,4 +1,4 @@
-"""Script versions through a real daemon (DESIGN.md §7): an execution admitted under version
+"""Script versions through a real daemon (docs/design.md, "Workflow options"): an execution admitted under version
 A waits; its script is edited to B; unpinned it resumes under B and `describe` says the
 script changed, pinned it resumes under A (a step writes which version ran); `ys workflows`
 shows the short hash and the live executions admitted under an older one; `ys gc` keeps the
@@ -212,7 +212,7 @@ def test_a_retry_right_after_a_fix_records_the_fixed_version(tmp_path):
 def test_a_worker_runs_the_bytes_of_the_version_its_delivery_records(tmp_path, monkeypatch):
     """Edited between the claim and the load: the worker runs the kept copy of the claimed
     version, not the file's new bytes (it hashes what it reads)."""
-    from ys.worker import load_script
+    from ys.worker.delivery import load_script
 
     monkeypatch.setenv("YS_HOME", str(tmp_path / "home"))
     script = tmp_path / "job.py"

@@ -1,4 +1,4 @@
-"""Hard timeouts, attempt caps and force-kill through a real daemon (DESIGN.md §7, issue 15):
+"""Hard timeouts, attempt caps and force-kill through a real daemon (docs/design.md, "Workflow options"):
 `@ys.workflow(timeout=)` fails an execution that runs, or waits, too long and kills its worker
 with what it spawned; `step.run(timeout=)` and `ys step run KEY --timeout` kill one attempt
 and record it failed with StepTimeout, retried by its policy; `max_attempts` caps deliveries

@@ -123,7 +123,7 @@ ys step run big -- sh -c 'echo ran >> {fx}/effects; head -c 4000000 /dev/zero | 
     c.trigger("bigout", execution_id="big-out")
     record = c.wait("big-out", timeout=60)
     # The command ran once and its status is its own: the script got all its output, the
-    # record keeps its head and tail with its length (docs/design.md §8)
+    # record keeps its head and tail with its length (docs/design.md, "Workflow options")
     assert record["status"] == "completed", record
     assert record["outcome"]["result"]["last_line"].strip() == "4000000"
     assert lines(fx) == ["ran"]

@@ -1,4 +1,4 @@
-"""The worker channel (ys/channel.py, ys/daemon/channel.py): a delivery saves its steps over
+"""The worker channel (ys/worker/channel.py, ys/daemon/channel.py): a delivery saves its steps over
 the socket its launch came on, and a daemon killed between a save and its answer loses
 nothing: the step is either recorded and not run again, or not recorded and run again.
 

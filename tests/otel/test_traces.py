@@ -370,7 +370,7 @@ def test_without_tracing_nothing_imports_opentelemetry(tmp_path):
     module is loaded."""
     code = (
         "import sys\n"
-        "import ys, ys.sdk, ys.worker, ys.daemon.main, ys.daemon.dispatcher, ys.commands.app\n"
+        "import ys, ys.sdk, ys.worker.delivery, ys.daemon.main, ys.daemon.dispatcher, ys.commands.app\n"
         "from ys import tracing\n"
         "with tracing.step_context('k'):\n    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"

@@ -1,4 +1,4 @@
-"""Chaos on PostgreSQL (docs/design.md §9): three daemons on one throw-away server, clients
+"""Chaos on PostgreSQL (docs/design.md, "On PostgreSQL"): three daemons on one throw-away server, clients
 triggering known IDs through all three, workflows with steps, a sleep, a child and an effect,
 while a seeded random schedule SIGKILLs and SIGSTOPs daemons and workers, restarts the server
 (`-m immediate`) and ends the daemons' connections (pg_terminate_backend). Then every daemon

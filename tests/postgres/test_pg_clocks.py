@@ -1,4 +1,4 @@
-"""Boxes whose clocks differ by minutes, on one PostgreSQL database (docs/design.md §9): leases,
+"""Boxes whose clocks differ by minutes, on one PostgreSQL database (docs/design.md, "On PostgreSQL"): leases,
 deadlines and due times are the server's time, so a daemon whose clock runs 10 minutes ahead
 and one whose clock runs 10 minutes behind, beside a correct one, deliver each execution once,
 never take a lease another daemon still renews, and wake sleeps on time.

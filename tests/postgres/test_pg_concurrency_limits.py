@@ -8,33 +8,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.support import T0, DaemonHandle, Threads, lines, make_home, wait_until
 from ys.store.base import ConcurrencyLimit
-from ys.store.postgres import PostgresStore
 
 LEASE = 30.0
 DONE = {"status": "completed", "result": None}
-
-
-@pytest.fixture
-def daemons(pg_url: str) -> Iterator[Callable[..., list[PostgresStore]]]:
-    opened: list[PostgresStore] = []
-
-    def open_(n: int = 3, **options: Any) -> list[PostgresStore]:
-        options.setdefault("clock", lambda: T0)
-        stores = [PostgresStore(pg_url, daemon_id=f"d{i}", **options) for i in range(n)]
-        opened.extend(stores)
-        return stores
-
-    yield open_
-    for s in opened:
-        s.close()
 
 
 def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemons):

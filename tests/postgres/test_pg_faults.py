@@ -1,4 +1,4 @@
-"""One daemon on PostgreSQL while the server restarts or goes away (docs/design.md §9): the
+"""One daemon on PostgreSQL while the server restarts or goes away (docs/design.md, "On PostgreSQL"): the
 daemon reconnects by itself, a delivery whose write failed is delivered again by this same
 daemon once its lease has expired, and no step that finished runs again. Each test has a
 server of its own (`pg_own_server`), which it restarts or stops."""

@@ -1,4 +1,4 @@
-"""Timeouts and force-kill across daemons on one PostgreSQL database (DESIGN.md §7): the
+"""Timeouts and force-kill across daemons on one PostgreSQL database (docs/design.md, "Workflow options"): the
 daemon that runs a worker kills it when another box cancels the execution at once, and a
 workflow's timeout fails it and kills its worker whichever daemon's sweep comes first. The
 lease is long (120 s: the worker renews every 40 s) so that neither a lost lease nor a refused

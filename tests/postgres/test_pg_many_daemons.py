@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.support import T0, Threads, wait_until
 from ys.errors import LeaseLost, YsError
-from ys.store.postgres import PostgresStore
 
 LEASE = 30.0
-
-
-@pytest.fixture
-def daemons(pg_url: str) -> Iterator[Callable[..., list[PostgresStore]]]:
-    """`daemons(n, **options)`: n stores on this test's database, lease holders d0, d1, ..."""
-    opened: list[PostgresStore] = []
-
-    def open_(n: int = 3, **options: Any) -> list[PostgresStore]:
-        options.setdefault("clock", lambda: T0)
-        stores = [PostgresStore(pg_url, daemon_id=f"d{i}", **options) for i in range(n)]
-        opened.extend(stores)
-        return stores
-
-    yield open_
-    for s in opened:
-        s.close()
 
 
 def test_64_identical_admissions_spread_over_three_daemons_make_one_execution(daemons):

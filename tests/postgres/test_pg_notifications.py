@@ -1,5 +1,5 @@
-"""A daemon on PostgreSQL never acts on the notification of its own commit (docs/design.md
-§9): under a load of short executions on one daemon, none of its workers is killed as if
+"""A daemon on PostgreSQL never acts on the notification of its own commit (docs/design.md,
+"On PostgreSQL"): under a load of short executions on one daemon, none of its workers is killed as if
 its execution had ended elsewhere, and no delivery is counted failed."""
 
 from __future__ import annotations

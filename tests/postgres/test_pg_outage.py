@@ -1,4 +1,4 @@
-"""While the PostgreSQL server is away (docs/design.md §9): reads answer DATABASE_UNAVAILABLE
+"""While the PostgreSQL server is away (docs/design.md, "On PostgreSQL"): reads answer DATABASE_UNAVAILABLE
 (exit 5) within a second, `ys daemon status`, `ys doctor` and `ys_database_up` say the database
 is unreachable, a worker whose lease cannot be renewed is stopped on its box, and the log says
 so once going down and once coming back. Then everything recovers by itself."""

@@ -1,4 +1,4 @@
-"""Concurrency limits in the claim (DESIGN.md §7 `concurrency`, `key`), per adapter: at most N
+"""Concurrency limits in the claim (docs/design.md, "Workflow options" `concurrency`, `key`), per adapter: at most N
 leases of a workflow (per value of `params[key]`) at once, counted inside the claim's
 transaction; the rest stay due, marked waiting for a slot, until a lease of their group
 ends. Time is injected: every call passes `now=`; nothing sleeps."""

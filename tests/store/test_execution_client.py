@@ -733,7 +733,7 @@ def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(stor
 
 def test_a_completed_step_is_final_and_a_later_save_of_it_changes_nothing(store):
     """The daemon records a step's timeout while the step's own save may just have committed
-    (issue 15): the completed result stands, and the history gains no second record of it."""
+    : the completed result stands, and the history gains no second record of it."""
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     store.save_step(

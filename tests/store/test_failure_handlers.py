@@ -1,4 +1,4 @@
-"""Failure handlers in the store (DESIGN.md §7), per adapter: the transaction that records a
+"""Failure handlers in the store (docs/design.md, "Workflow options"), per adapter: the transaction that records a
 failure, or that skips a schedule slot, admits the handler's execution with it, exactly once.
 Time is injected; nothing sleeps."""
 

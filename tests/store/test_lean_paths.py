@@ -1,4 +1,4 @@
-"""The store's lean paths for a delivery (issue 16), per adapter and in both writer modes:
+"""The store's lean paths for a delivery, per adapter and in both writer modes:
 a claim reads the run state its worker starts from; an admission may claim its execution in
 its own transaction; a step's save, a suspension and an outcome may be answered by a callback
 on the writer's thread instead of a waiting caller. Each holds the rules of the slow path:

@@ -1,4 +1,4 @@
-"""Hard timeouts, attempt caps and cancel-at-once (DESIGN.md §7, issue 15), per adapter: an
+"""Hard timeouts, attempt caps and cancel-at-once (docs/design.md, "Workflow options"), per adapter: an
 admission's deadline comes from its workflow's recorded timeout on every admission path; a
 live execution past it is never claimed and fails TimeoutError in one transaction that fences
 its lease and admits its failure handler; the max_attempts-th delivery ending without an

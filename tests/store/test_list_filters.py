@@ -1,4 +1,4 @@
-"""List filters (issue 15): tags, admission time, parent, workflow and status combine, and pages
+"""List filters: tags, admission time, parent, workflow and status combine, and pages
 of every combination read the same records as one long page, in list order. Per adapter; time
 is injected."""
 

@@ -1,4 +1,4 @@
-"""The ends of delivery logs the store keeps (issue 14: `ys logs` on any box), per adapter:
+"""The ends of delivery logs the store keeps (`ys logs` on any box), per adapter:
 kept per (execution, attempt) with the daemon that ran it and where its whole log is, cut to
 the last LOG_TAIL_BYTES, replaced when the same delivery is kept again, listed in attempt
 order, never kept for an execution that does not exist, and pruned by gc with its execution."""

@@ -1,4 +1,4 @@
-"""The counts the metrics read (DESIGN.md §7, `GET /v1/metrics`), per adapter: executions by
+"""The counts the metrics read (docs/design.md, "Workflow options", `GET /v1/metrics`), per adapter: executions by
 workflow and status, effects by status and due executions follow every write path (a batch
 of admissions, claims, outcomes, gc) in the write's own transaction, without a scan."""
 

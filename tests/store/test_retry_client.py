@@ -1,4 +1,4 @@
-"""The retry client (issue 15, `ys retry`), per adapter: one transaction admits the retry and
+"""The retry client (`ys retry`), per adapter: one transaction admits the retry and
 copies the original's steps before the retry point with what their replay looks up (start
 requests, effect beginnings); the original never changes. Time is injected; nothing sleeps."""
 

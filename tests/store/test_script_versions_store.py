@@ -1,4 +1,4 @@
-"""Script versions in the store (DESIGN.md §7), per adapter: an admission records the
+"""Script versions in the store (docs/design.md, "Workflow options"), per adapter: an admission records the
 workflow's current version (whichever path admits: one write, a group commit batch, a start),
 a claim records the version its delivery runs (pinned: the admission's), and the store says
 which versions live executions still need and how many run an older one."""

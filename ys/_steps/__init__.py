@@ -1,5 +1,5 @@
 """The step methods beyond `ys.sdk.Step`'s core, one concept a module, mixed into `Step`:
-children (RFC 003: start, call), effects (RFC 004: effect) and durable values (wait_for);
+children (start, call), effects (effect) and durable values (wait_for);
 and `times`, the check of every time a step asks for (sleep, retry, timeout wakes).
 
 The mixins reach the SDK's names (Suspend, InfrastructureFailure, revive, crash_point, ...)

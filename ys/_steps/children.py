@@ -1,4 +1,4 @@
-"""`step.start` and `step.call` (RFC 003): a child workflow started once per step key, and a
+"""`step.start` and `step.call`: a child workflow started once per step key, and a
 durable wait for its outcome."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class ChildSteps(StepMethods):
         except (YsError, OSError) as exc:
             raise sdk.refusal(exc) from exc
         except Exception as exc:
-            # Whatever else the client throws is not the workflow's to catch (RFC 003).
+            # Whatever else the client throws is not the workflow's to catch.
             raise sdk.InfrastructureFailure(exc) from exc
 
     def start(

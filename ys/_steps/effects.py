@@ -1,4 +1,4 @@
-"""`step.effect` (RFC 004): an external operation performed at most once per effect ID, with
+"""`step.effect`: an external operation performed at most once per effect ID, with
 `lookup` asked what happened after any attempt whose outcome is unknown."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class EffectSteps(StepMethods):
         retry_in: float = 60.0,
     ) -> Any:
         """Perform an external operation at most once per effect ID, asking `lookup` what
-        happened after any uncertain attempt (RFC 004's driver table)."""
+        happened after any uncertain attempt (the effect driver's rules, docs/workflows.md)."""
         saved = self._begin(key)
         if saved is not None and saved.status == "completed":
             return codec.decode(saved.value or "null")
@@ -137,7 +137,7 @@ class EffectSteps(StepMethods):
     @staticmethod
     def _durable(value: Any, what: str) -> str:
         """A callback's result as canonical text; one that is not a durable value, or too big
-        to save, is an invalid callback result (RFC 004: no step, the effect stays pending)."""
+        to save, is an invalid callback result (no step is recorded and the effect stays pending)."""
         enc = codec.encode(value, path=f"{what} result")
         if enc.status != "encoded" or enc.canonical is None:
             raise sdk.InfrastructureFailure(ValueError(enc.message), "EFFECT_HANDLER_INVALID")

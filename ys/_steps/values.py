@@ -1,4 +1,4 @@
-"""`step.wait_for`: wait, durably, for a value in the store (RFC 001's store waiters)."""
+"""`step.wait_for`: wait, durably, for a value in the store (the store's value waiters)."""
 
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
         )
     from ys.client import Transport
     from ys.sdk import InfrastructureFailure, Refused, Suspend
-    from ys.worker import ApiBackend, make_step
+    from ys.worker.delivery import ApiBackend, make_step
 
     execution_id, token, socket_path = _env()
     transport = Transport(socket_path, timeout=120.0, token=token)
@@ -141,7 +141,7 @@ def _with_step(key: str, action: Callable[[Step], Any]) -> Any:
 
 def _state() -> dict[str, Any]:
     from ys.client import Transport
-    from ys.worker import ApiBackend
+    from ys.worker.delivery import ApiBackend
 
     execution_id, token, socket_path = _env()
     transport = Transport(socket_path, timeout=60.0, token=token)

@@ -9,7 +9,7 @@ and last halves of the limit are recorded, with `stdout_bytes` (its whole length
 `stdout_sha256`: a replay prints those and says on stderr what was left out. A command that
 exits non-zero is a failed step (its record also holds `error`: ExitStatus): it replays its
 status and output, `ys retry` runs it again, and `--retry` retries it durably as
-`step.run(retry=...)` does (docs/design.md §4, §8). Standard library plus the SDK only.
+`step.run(retry=...)` does (docs/design.md, "Workflow options"). Standard library plus the SDK only.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The effect ledger, for operators: `ys effects` lists effect records, `ys effect ID` shows one
-with who began it, who waits on it, and its conflict reports (RFC 004)."""
+with who began it, who waits on it, and its conflict reports."""
 
 from __future__ import annotations
 

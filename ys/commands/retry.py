@@ -175,7 +175,7 @@ def _bulk(
 
 
 def _shown(result: dict[str, Any]) -> dict[str, Any]:
-    """What `--json` shows of a retry (docs/design.md §7); every one shown was admitted."""
+    """What `--json` shows of a retry (docs/design.md, "Workflow options"); every one shown was admitted."""
     return {k: result[k] for k in ("execution_id", "retry_of", "copied_steps")}
 
 

@@ -1,4 +1,4 @@
-"""The effect routes (RFC 004, /v1/effects): inspection, and the effect client's begin, settle
+"""The effect routes (/v1/effects): inspection, and the effect client's begin, settle
 and wait. Not fenced."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ys.errors import NotFoundError
 
 
 class EffectRoutes(ApiBase):
-    """Effects (RFC 004): not fenced."""
+    """Effects: not fenced."""
 
     async def effects(self, request: web.Request) -> web.Response:
         q = EffectsQuery.read(request)

@@ -194,7 +194,7 @@ class SaveStep:
 
 @dataclass(frozen=True)
 class StepDeadline:
-    """A worker's word that one attempt of a step may run `timeout` seconds (DESIGN.md §7)."""
+    """A worker's word that one attempt of a step may run `timeout` seconds (docs/design.md, "Workflow options")."""
 
     timeout: float
     attempts: int

@@ -1,5 +1,5 @@
 """A delivery's channel, the daemon's end: newline-delimited JSON with its worker over the
-socket pair the launch handed over (the worker's end: ys/channel.py, which says the format).
+socket pair the launch handed over (the worker's end: ys/worker/channel.py, which says the format).
 
 The channel knows its delivery (execution and token), so a request names neither; every
 fenced request is fenced by that token as over HTTP. The step path is lean: a step's save is

@@ -56,7 +56,7 @@ log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
 PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
 # While the database cannot be reached, the loop tries again after a delay that doubles from
-# DOWN_RETRY_MIN up to DOWN_RETRY_MAX (docs/design.md §9: at most 5 s between tries).
+# DOWN_RETRY_MIN up to DOWN_RETRY_MAX (docs/design.md, "On PostgreSQL": at most 5 s between tries).
 DOWN_RETRY_MIN = 0.2
 DOWN_RETRY_MAX = 5.0
 
@@ -348,7 +348,7 @@ class Dispatcher(Limits):
     def _pinned(self, d: Delivery, wf: Workflow | None) -> Workflow | None:
         """A pinned delivery's version kept under <data>/scripts/, as the workflow it runs
         when its script is missing or broken now; None when it is not pinned or no copy is
-        kept (docs/design.md §7)."""
+        kept (docs/design.md, "Workflow options")."""
         if not d.pinned or d.script_sha256 is None:
             return None
         from dataclasses import replace
@@ -526,7 +526,7 @@ class Dispatcher(Limits):
             "lease_seconds": self.lease_seconds,
             "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
             # the store's clock (on PostgreSQL the server's) less this box's: a step's times
-            # (a sleep's wake) are the store's (docs/design.md §9)
+            # (a sleep's wake) are the store's (docs/design.md, "On PostgreSQL")
             "clock_offset": self.store.clock() - time.time(),
             "params": state.params_json,
             "context": state.context_json,
@@ -772,7 +772,7 @@ class Dispatcher(Limits):
             "YS_SOCKET": str(self.paths.socket),
             "YS_WORKFLOW_FILE": script,
             "YS_ATTEMPT": str(d.attempt),
-            # what `ys step` adds to this box's clock for the store's (docs/design.md §9)
+            # what `ys step` adds to this box's clock for the store's (docs/design.md, "On PostgreSQL")
             "YS_CLOCK_OFFSET": repr(self.store.clock() - time.time()),
         }
 

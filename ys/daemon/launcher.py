@@ -6,7 +6,7 @@ dispatcher copies them into the delivery's log (ys.daemon.capture). No launcher 
 a pipe of its own to watch: asyncio's `wait()` would then also wait for every process that
 inherited the pipe (a shell script's `cmd &`), and a delivery must end when its script exits.
 
-A Python delivery also gets its channel (ys/channel.py): the launcher writes the launch (the
+A Python delivery also gets its channel (ys/worker/channel.py): the launcher writes the launch (the
 delivery and its run state) on a socket pair and hands the dispatcher its end.
 """
 
@@ -241,7 +241,7 @@ class Spare:
 
 
 class WarmLauncher:
-    """Python deliveries go to children the fork server (ys.forkserver) forked ahead from a
+    """Python deliveries go to children the fork server (ys.worker.forkserver) forked ahead from a
     preloaded interpreter, which takes the interpreter's start, the SDK's imports and the
     fork itself out of every delivery: a launch is one write to a live process. Shell
     workflows, and any delivery while the fork server is unavailable, are spawned.
@@ -279,7 +279,7 @@ class WarmLauncher:
                 server = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "ys.forkserver",
+                    "ys.worker.forkserver",
                     str(theirs.fileno()),
                     stdin=asyncio.subprocess.DEVNULL,
                     pass_fds=(theirs.fileno(),),

@@ -1,4 +1,4 @@
-"""Hard timeouts and force-kill: the dispatcher's half (DESIGN.md §7).
+"""Hard timeouts and force-kill: the dispatcher's half (docs/design.md, "Workflow options").
 
 The store ends an execution past its deadline (`time_out`) or cancelled at once (`cancel(...,
 at_once=True)`) in one transaction that drops its lease, so the worker's later writes are

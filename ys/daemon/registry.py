@@ -52,7 +52,9 @@ class Workflow:
     error: str | None = None
     mtime: float = 0.0
     schedule: dict[str, Any] | None = None
-    on_failure: str | None = None  # the workflow its failures admit (DESIGN.md §7)
+    on_failure: str | None = (
+        None  # the workflow its failures admit (docs/design.md, "Workflow options")
+    )
     pin: bool = False  # deliveries run the version recorded at admission
     sha256: str | None = None  # the script's content now (None: not readable, or broken)
     folder: str | None = None  # where a delivery runs (a pinned copy runs from the folder)
@@ -103,7 +105,7 @@ def missing_handler(
 ) -> str | None:
     """Why the failure handler of workflow `name` (its own `on_failure`, else the folder-wide
     one) cannot run: it names no workflow in the folder. Its failures still admit their
-    handler executions, which wait for that script (docs/design.md §7)."""
+    handler executions, which wait for that script (docs/design.md, "Workflow options")."""
     handler = own or default
     if handler is None or handler == name or known(handler):
         return None

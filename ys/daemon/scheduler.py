@@ -162,7 +162,7 @@ class Scheduler:
 
     async def prune_code(self, older_than: float) -> None:
         """Remove the compiled scripts no delivery loaded within `older_than` seconds."""
-        from ys import codecache
+        from ys.worker import codecache
 
         removed = await asyncio.to_thread(codecache.prune, self.d.paths.data / "code", older_than)
         if removed:

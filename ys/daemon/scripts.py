@@ -27,7 +27,7 @@ Signature = tuple[Any, ...]
 FLAGS = ("pin",)  # header options written without a value
 
 
-# What a script declares beside its schedule (DESIGN.md §7), the same for Python and shell.
+# What a script declares beside its schedule (docs/design.md, "Workflow options"), the same for Python and shell.
 OPTIONS = (
     "timeout",
     "max_attempts",

@@ -1,4 +1,4 @@
-"""Script versions on disk (DESIGN.md §7): every version of a script the daemon ran or may run,
+"""Script versions on disk (docs/design.md, "Workflow options"): every version of a script the daemon ran or may run,
 content-addressed and private under <data>/scripts/ (`<sha256>.py` for Python, `<sha256>` for
 shell, 0700 folder), so that a pinned execution's delivery runs the version recorded at its
 admission after its file was edited. `ys gc` prunes the copies no live execution needs."""

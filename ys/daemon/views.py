@@ -1,4 +1,4 @@
-"""The JSON shapes of DESIGN.md §3, built from store values. Times are ISO 8601 UTC with ms."""
+"""The JSON shapes of docs/API.md, built from store values. Times are ISO 8601 UTC with ms."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def open_store(
     """The store a setting names: a file path opens (and, unless read_only, creates and
     migrates) a SQLite database. `group_commit` shares commits between concurrent writes (the
     daemon); `read_only` never writes (`ys doctor`). `clock` (tests) replaces the store's: by
-    default this box's, or on PostgreSQL the server's (docs/design.md §9)."""
+    default this box's, or on PostgreSQL the server's (docs/design.md, "On PostgreSQL")."""
     setting = os.fspath(database)
     if "://" in setting:
         scheme = setting.split("://", 1)[0]

@@ -1,4 +1,4 @@
-"""The lean write paths of the execution client (issue 16), which both adapters build alike
+"""The lean write paths of the execution client, which both adapters build alike
 from the transactions they prepare: a claim on the event loop, and the writes a worker
 channel sends whose answer comes by callback on the writer's thread (`Then`). Each adapter's
 client inherits them and supplies `_writer` (with `submit` and `write_async`), `_claim`,

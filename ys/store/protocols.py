@@ -2,10 +2,10 @@
 of them over one writer. The daemon, the dispatcher, recovery, the scheduler, `ys.testing`
 and `ys doctor` are typed against these; only `ys/store/` knows how an adapter keeps them.
 
-    ExecutionClient   RFC 001: admission, wakes, claims, leases, steps, outcomes, cancellation
+    ExecutionClient   admission, wakes, claims, leases, steps, outcomes, cancellation
     RetryClient       `ys retry`: a new execution replaying a terminal one's first steps
-    StartClient       RFC 003: a child started once per (caller, step key)
-    EffectClient      RFC 004: effect records begun, settled once, waited for
+    StartClient       a child started once per (caller, step key)
+    EffectClient      effect records begun, settled once, waited for
     ValueClient       durable values (`ys store`) and the executions waiting for them
     ScheduleClient    cron schedules and their fires
     ReadClient        records, lists, histories, descriptions (paged where they can be long)
@@ -80,7 +80,7 @@ __all__ = [
 
 
 class ExecutionClient(Protocol):
-    """RFC 001's execution client: every write appends its events and updates the record in
+    """The execution client: every write appends its events and updates the record in
     one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
     that no longer holds the lease (LEASE_LOST)."""
 
@@ -373,7 +373,7 @@ class RetryClient(Protocol):
 
 
 class StartClient(Protocol):
-    """RFC 003's start client: not fenced, idempotent by (caller, step key)."""
+    """The start client: not fenced, idempotent by (caller, step key)."""
 
     def start(
         self,
@@ -392,7 +392,7 @@ class StartClient(Protocol):
 
 
 class EffectClient(Protocol):
-    """RFC 004's effect client: not fenced; effect records are never pruned."""
+    """The effect client: not fenced; effect records are never pruned."""
 
     def effect_begin(
         self,
@@ -845,7 +845,7 @@ class Store(
     # its disk only (a delivery's log) is kept in the database as well.
     shared: bool
     # The time every lease, deadline, due time and schedule slot is compared with (epoch
-    # seconds): this box's clock, or on PostgreSQL the server's (docs/design.md §9).
+    # seconds): this box's clock, or on PostgreSQL the server's (docs/design.md, "On PostgreSQL").
     clock: Callable[[], float]
 
     def watch(

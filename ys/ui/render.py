@@ -95,7 +95,7 @@ def pretty(value: Any) -> str:
 
 
 def seg(text: str) -> str:
-    """An ID as one URL path segment (DESIGN.md §2: every ID is encoded in a path)."""
+    """An ID as one URL path segment (every ID is encoded in a path: docs/design.md, "Wire formats")."""
     return quote(str(text), safe="")
 
 

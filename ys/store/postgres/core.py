@@ -36,7 +36,7 @@ MEASURE_SLACK = 0.005  # a change of the offset smaller than this is noise
 # How long a read waits for a pooled connection (all of them busy). While the server is known
 # to be lost (the writer or the listener could not connect), a read skips the pool and tries
 # a connection of its own, which answers DATABASE_UNAVAILABLE at once if the server is still
-# gone, instead of waiting for a server that is not there (docs/design.md §9).
+# gone, instead of waiting for a server that is not there (docs/design.md, "On PostgreSQL").
 POOL_WAIT_SECONDS = 30.0
 log = logging.getLogger("ys.store.postgres")
 
@@ -120,7 +120,7 @@ class Core:
     def measure(self, conn: Any) -> None:
         """Measure how far this box's clock is from the server's on `conn`: leases, deadlines,
         due times and schedule slots are compared with the server's, never a box's own
-        (docs/design.md §9), so boxes whose clocks differ still deliver each execution once."""
+        (docs/design.md, "On PostgreSQL"), so boxes whose clocks differ still deliver each execution once."""
         if not self._measures:
             return
         before = time.time()
@@ -309,7 +309,7 @@ class Core:
                         for n in conn.notifies(timeout=POLL_SECONDS):
                             if n.pid in self.writer.pids:
                                 # this daemon's own commit: it knows what it wrote, and must
-                                # not act on it (kill its own worker, say: docs/design.md §9)
+                                # not act on it (kill its own worker, say: docs/design.md, "On PostgreSQL")
                                 continue
                             if n.channel == "ys_changed":
                                 self._call(False, n.payload)

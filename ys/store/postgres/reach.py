@@ -3,7 +3,7 @@
 The writer (its connection) and the listener (its own) each say when they could not connect
 and when they could again; the server is up while neither is cut off. The log says it once
 when the server stops answering and once when it answers again, whatever fails meanwhile
-(docs/design.md §9: `ys daemon status`, `ys doctor` and `ys_database_up` read `up`).
+(docs/design.md, "On PostgreSQL": `ys daemon status`, `ys doctor` and `ys_database_up` read `up`).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, key)
     );
     """,
-    # 2: start requests (RFC 003): one target per (caller execution, step key)
+    # 2: start requests: one target per (caller execution, step key)
     """
     CREATE TABLE start_requests (
         caller_id  text COLLATE "C" NOT NULL,
@@ -91,7 +91,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (caller_id, step_key)
     );
     """,
-    # 3: the effect ledger (RFC 004): never pruned with an execution
+    # 3: the effect ledger: never pruned with an execution
     """
     CREATE TABLE effects (
         effect_id  text COLLATE "C" PRIMARY KEY,
@@ -305,7 +305,7 @@ MIGRATIONS: list[str] = [
         updated_at double precision NOT NULL
     );
     """,
-    # 8: tags and retries (issue 15), as SQLite's migration 12: the record's tags (JSON, NULL
+    # 8: tags and retries, as SQLite's migration 12: the record's tags (JSON, NULL
     # for none) and the execution it retries; one row per tag in list order; children listed
     # through their parent's range of an index.
     """
@@ -322,7 +322,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_parent ON executions (parent_id, admitted_at, execution_id)
         WHERE parent_id IS NOT NULL;
     """,
-    # 9: the end of each delivery's log (issue 14), as SQLite's migration 13: daemons share
+    # 9: the end of each delivery's log, as SQLite's migration 13: daemons share
     # this database, so `ys logs` on any box shows what a delivery on another box printed.
     """
     CREATE TABLE delivery_logs (
@@ -342,7 +342,7 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions (status, admitted_at DESC, execution_id);
     """,
-    # 11 (issue 15a): hard timeouts, as SQLite's migration 15: `scripts.timeout`, and each
+    # 11: hard timeouts, as SQLite's migration 15: `scripts.timeout`, and each
     # admission's `deadline_at` (admission time + its workflow's timeout), set by a BEFORE
     # INSERT trigger in the admission's own statement whichever path admits (trigger, child
     # start, schedule, failure handler, retry); cleared when the execution ends.

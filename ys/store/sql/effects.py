@@ -1,4 +1,4 @@
-"""The effect client (RFC 004): effect records keyed by effect ID, with immutable operation and
+"""The effect client: effect records keyed by effect ID, with immutable operation and
 input, settled once; waiters woken through their execution records in the settling
 transaction. Begin, settle and wait are not fenced. Effect records are never pruned.
 

@@ -1,4 +1,4 @@
-"""RFC 001's execution client, on any SQL adapter's core: admission, wakes, claims, leases, steps, outcomes and
+"""The execution client, on any SQL adapter's core: admission, wakes, claims, leases, steps, outcomes and
 cancellation (`protocols.ExecutionClient`).
 
 Every write runs through the writer (its own transaction, or its share of a group commit) and

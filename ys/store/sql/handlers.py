@@ -1,4 +1,4 @@
-"""Failure handlers (docs/design.md §7): a workflow admitted in the transaction that records a
+"""Failure handlers (docs/design.md, "Workflow options"): a workflow admitted in the transaction that records a
 failure, so that it is exactly one per failure, durable, retried and visible like any other.
 
 An execution that ends `failed` admits `<ID>.on-failure` with params `{"execution_id",

@@ -1,5 +1,5 @@
 """Housekeeping: prune terminal executions older than a cut-off, with their history, steps,
-start requests and waiter rows. Effect records are never pruned (RFC 004), and an execution
+start requests and waiter rows. Effect records are never pruned, and an execution
 with a child that has not ended is kept (the child's parent link must keep pointing at it).
 The pictures' rollups (ys.store.sql.charts) keep their rows as long, and at least two days.
 Pruning is safe while other daemons run (each row is locked and checked again).

@@ -1,4 +1,4 @@
-"""Hard timeouts, attempt caps and cancel-at-once (docs/design.md §7): each ends an
+"""Hard timeouts, attempt caps and cancel-at-once (docs/design.md, "Workflow options"): each ends an
 execution without its worker, in one transaction that also drops the lease (so the worker's
 later writes are refused: it is fenced), wakes a caller waiting on it and, for a failure,
 admits its failure handler.

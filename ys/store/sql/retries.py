@@ -5,7 +5,7 @@ of the original's steps recorded before the retry point, each with what its repl
 a start step's start request (the same child, none started again), an effect step's beginning
 (the effect ledger names the retry too; a settled effect replays its result, performed 0 more
 times). The original's history is unchanged (terminal records never change); its
-`retried_by` link names its newest retry, set in the same transaction (docs/design.md §8).
+`retried_by` link names its newest retry, set in the same transaction (docs/design.md, "Retries and bulk commands").
 
 With many writers: the original is terminal, so it never changes under the retry; two
 retries of one execution at once that both pick `<ID>.rN` are ordered by the insert (ON

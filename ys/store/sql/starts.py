@@ -1,4 +1,4 @@
-"""The start client (RFC 003): a child start happens once per (caller execution, step key).
+"""The start client: a child start happens once per (caller execution, step key).
 
 A new start admits the target with its parent link and first wake and records the request in
 one transaction; a repeat with the same workflow and canonical params returns the first target;

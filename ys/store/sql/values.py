@@ -1,4 +1,4 @@
-"""Durable values that workflows wait for (RFC 001's store waiters): `ValueClient`.
+"""Durable values that workflows wait for (the store's value waiters): `ValueClient`.
 
 Each key has a version that grows by one per commit (a delete is a commit too, so versions
 never go back). A put requests a wake for every execution waiting on its key in the same

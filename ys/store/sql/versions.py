@@ -1,4 +1,4 @@
-"""Script versions in the store (docs/design.md §7): which version of each workflow's script
+"""Script versions in the store (docs/design.md, "Workflow options"): which version of each workflow's script
 the daemons see now (`scripts`, with whether it is pinned), read by admissions (the record's
 `script_sha256`) and claims (the version a delivery runs); which versions live executions
 still need (what `ys gc` keeps of the copies under <data>/scripts/); how many live executions
@@ -79,7 +79,7 @@ def stale(c: Any) -> dict[str, int]:
     }
 
 
-# Executions that wait for their workflow's script (docs/design.md §2): not running, and their
+# Executions that wait for their workflow's script (docs/design.md, "Workflow options"): not running, and their
 # last event is the release of a delivery that found the script broken or missing.
 def _waits_for_script(c: Any) -> str:
     reason = c.dialect.json_text("e.data", "reason")

@@ -59,7 +59,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, key)
     ) WITHOUT ROWID;
     """,
-    # 2: start requests (RFC 003): one target per (caller execution, step key)
+    # 2: start requests: one target per (caller execution, step key)
     """
     CREATE TABLE start_requests (
         caller_id  TEXT NOT NULL,
@@ -72,7 +72,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (caller_id, step_key)
     ) WITHOUT ROWID;
     """,
-    # 3: the effect ledger (RFC 004): never pruned with an execution
+    # 3: the effect ledger: never pruned with an execution
     """
     CREATE TABLE effects (
         effect_id  TEXT PRIMARY KEY,
@@ -255,7 +255,7 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX executions_workflow ON executions(workflow, admitted_at, execution_id);
     """,
-    # 12: tags and retries (issue 15). A record keeps its tags (JSON, NULL for none) and the
+    # 12: tags and retries. A record keeps its tags (JSON, NULL for none) and the
     # execution it retries; `execution_tags` holds one row per tag in list order, so that a
     # page of `ys list --tag k=v` is read off one index range however many executions there
     # are. Children are listed newest first through their parent's range of an index too.
@@ -274,7 +274,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_parent ON executions(parent_id, admitted_at, execution_id)
         WHERE parent_id IS NOT NULL;
     """,
-    # 13: the end of each delivery's log (issue 14), kept where daemons share a database so
+    # 13: the end of each delivery's log, kept where daemons share a database so
     # that `ys logs` works on a box that did not run it. The SQLite adapter has the table
     # for the contract's sake; its one daemon keeps whole logs on its own disk.
     """
@@ -289,13 +289,13 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (execution_id, attempt)
     ) WITHOUT ROWID;
     """,
-    # 14: one index per status in list order, ties included (issue 16): `ys ps` reads each
+    # 14: one index per status in list order, ties included: `ys ps` reads each
     # live status's first page off its range and merges them (O(page), however many live).
     """
     DROP INDEX executions_status;
     CREATE INDEX executions_status ON executions(status, admitted_at DESC, execution_id);
     """,
-    # 15 (issue 15a): hard timeouts. `scripts.timeout` is the workflow's declared timeout
+    # 15: hard timeouts. `scripts.timeout` is the workflow's declared timeout
     # (seconds) as the daemon last saw it; every admission, whichever path admits (trigger,
     # child start, schedule, failure handler, retry), gets `deadline_at` = its admission time
     # plus that timeout from the trigger, in the admission's transaction. The store fails a
@@ -328,7 +328,7 @@ MIGRATIONS: list[str] = [
     DROP INDEX executions_due;
     CREATE INDEX executions_due ON executions(due_at) WHERE due_at IS NOT NULL AND slot_wait IS NULL;
     """,
-    # 17: retries linked both ways (docs/design.md §8). `retried_by`: the newest retry of an
+    # 17: retries linked both ways (docs/design.md, "Retries and bulk commands"). `retried_by`: the newest retry of an
     # execution (later admitted, ties by the greater ID), set in each retry's transaction and
     # filled here from the retries already made; an execution's retries are read off an index.
     """

@@ -1,13 +1,13 @@
 """The warm launcher's other half: a preloaded interpreter that forks the workers ahead.
 
-    python -m ys.forkserver FD      (started by the daemon; FD is its end of their link)
+    python -m ys.worker.forkserver FD      (started by the daemon; FD is its end of their link)
 
 It imports the worker's modules once, never opens the database (nothing crosses a fork but the
 SDK), and is single-threaded, so forking is safe. It keeps the daemon supplied with *spares*:
 children forked ahead of any delivery, each waiting on its own socket pair. The server hands
 the daemon the other end of each (`{"spare": pid}` on the link, the socket passed with it),
 so a delivery goes from the daemon straight to a live process: the daemon writes the launch
-(ys/channel.py) with the delivery's output pipe passed along, and the same socket is then the
+(ys/worker/channel.py) with the delivery's output pipe passed along, and the same socket is then the
 worker's channel. The fork server is on no delivery's path.
 
 On the link (a Unix stream socket), one JSON line per message. From the daemon: `{"spares":
@@ -30,17 +30,18 @@ import socket
 import sys
 from typing import Any
 
-# Preload what every worker needs; this is what makes the launcher warm.
-import ys.channel  # noqa: F401
 import ys.codec  # noqa: F401
-import ys.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
 import ys.guard  # noqa: F401
 import ys.sdk  # noqa: F401
-import ys.worker
+
+# Preload what every worker needs; this is what makes the launcher warm.
+import ys.worker.channel  # noqa: F401
+import ys.worker.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): ~5 ms
+import ys.worker.delivery
 from ys import runenv
 from ys.paths import WORKFLOW_UMASK
 
-WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker)
+WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker.delivery)
 # The delivery's own names come with each launch; none may linger from the server's start.
 DELIVERY_ENV = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_WORKFLOW_FILE", "YS_ATTEMPT")
 
@@ -87,7 +88,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         # Warm up once idle for a moment: a spare forked while a delivery starts would
         # otherwise take the CPU from it; one that gets its delivery at once goes cold.
         if not select.select([sock], [], [], WARM_UP_AFTER)[0]:
-            heartbeat = ys.worker.warm_up()
+            heartbeat = ys.worker.delivery.warm_up()
         launch = _await_delivery(sock)
         if launch is None:
             os._exit(0)  # the daemon let us go with no delivery
@@ -104,7 +105,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
             start.pop("nice", None), start.pop("memory_max", None), start.pop("cgroup", None)
         )
         sys.argv = ["ys.worker"]
-        code = ys.worker.deliver(channel, start, heartbeat)
+        code = ys.worker.delivery.deliver(channel, start, heartbeat)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -130,7 +131,7 @@ def _await_delivery(sock: socket.socket) -> tuple[Any, dict[str, Any], int] | No
         for fd in fds:
             os.close(fd)
         return None
-    from ys.channel import Channel
+    from ys.worker.channel import Channel
 
     channel = Channel(sock, data)
     return channel, json.loads(channel.read_line()), fds[0]
@@ -210,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(link.fileno(), False)
     for name in DELIVERY_ENV:
         os.environ.pop(name, None)
-    ys.codecache.pin_folder()
-    ys.worker.prepare_warm_up()
+    ys.worker.codecache.pin_folder()
+    ys.worker.delivery.prepare_warm_up()
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)
     os.set_blocking(rfd, False)

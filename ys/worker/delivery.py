@@ -3,7 +3,7 @@
     python -m ys.worker               run the delivery the daemon hands over (see below)
     python -m ys.worker --check FILE  import a script and print {"error", "schedule", "options"}
 
-A delivery talks to the daemon over its channel (ys/channel.py), a socket the daemon hands it
+A delivery talks to the daemon over its channel (ys/worker/channel.py), a socket the daemon hands it
 at its launch: a child of the fork server gets it as the socket it was forked with; a spawned
 worker finds it as the descriptor named by YS_CHANNEL_FD. The launch (the channel's first
 line) carries the delivery and its run state, so the worker reads nothing before the
@@ -36,7 +36,7 @@ def load_script(path: str, sha256: str | None = None, copy: str | None = None) -
     `sha256`, the version its delivery recorded: the file is read once and its bytes run only
     if they are that version (an edit since the claim is not run under the claim's hash),
     else the version's kept copy at `copy` runs, still under the name `path`."""
-    from ys.codecache import compiled
+    from ys.worker.codecache import compiled
 
     try:
         source: bytes | None = _read(path)
@@ -232,7 +232,7 @@ class ApiBackend:
 
 
 class ChannelBackend:
-    """Step's backend in a delivery's worker: its channel to the daemon (ys/channel.py),
+    """Step's backend in a delivery's worker: its channel to the daemon (ys/worker/channel.py),
     which knows the delivery, so no request names its execution or carries its token."""
 
     def __init__(self, channel: Any, execution_id: str, offset: float = 0.0) -> None:
@@ -430,8 +430,8 @@ class Heartbeat:
 
 def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Event) -> None:
     """Renew the lease every `every` seconds until `stop`; a lost lease ends the worker."""
-    from ys.channel import ChannelClosed
     from ys.errors import LeaseLost, YsError
+    from ys.worker.channel import ChannelClosed
 
     while not stop.wait(every):
         sent = time.monotonic()
@@ -450,7 +450,7 @@ def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Even
 
 def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
     """The channel over `sock` and the launch the daemon wrote first on it."""
-    from ys.channel import Channel
+    from ys.worker.channel import Channel
 
     channel = Channel(sock)
     return channel, json.loads(channel.read_line())
@@ -492,8 +492,9 @@ def warm_up() -> Heartbeat:
     import hashlib
     import marshal
 
-    from ys import codec, codecache
+    from ys import codec
     from ys.sdk import SavedStep, Step, run_workflow
+    from ys.worker import codecache
 
     heartbeat = Heartbeat()
     try:
