@@ -37,6 +37,7 @@ MODULES = [
     "step",
     "gc",
     "keep",
+    "transfer",
     "doctor",
     "service",
     "ui",
