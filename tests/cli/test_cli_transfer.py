@@ -55,6 +55,10 @@ def exported(tmp_path: Path) -> tuple[DaemonHandle, str]:
         (tmp_path / "x.jsonl").write_text(r.stdout)
         again = h.ys("import", str(tmp_path / "x.jsonl"))
         assert again.returncode == 3 and "stop it first" in again.stderr, again.stderr
+        # nor is a migration out of it while its daemon runs (it would run what moves twice)
+        moved = h.ys("migrate", "--to", str(tmp_path / "other.db"))
+        assert moved.returncode == 3 and "stop it first" in moved.stderr, moved.stderr
+        assert not (tmp_path / "other.db").exists()
         h.stop()
         yield h, r.stdout
 
@@ -102,6 +106,21 @@ def test_export_then_import_into_another_home_gives_the_same_lines(exported, tmp
         done = wait_status(b, "nap-1", "completed")
         assert done["outcome"]["result"] == "rested"
         assert b.ys("get", "failed-1", "--json").returncode == 0
+
+
+def test_migrate_to_another_sqlite_file_then_refused_unless_merge(exported, tmp_path: Path):
+    h, text = exported
+    target = tmp_path / "other.db"
+    r = h.ys("migrate", "--to", str(target), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["counts"]["execution"]["imported"] == 3
+    assert _executions(target) == ["done-1", "failed-1", "nap-1"]
+    r = h.ys("migrate", "--to", str(target))
+    assert r.returncode == 3 and "holds executions already" in r.stderr, r.stderr
+    r = h.ys("migrate", "--to", str(target), "--merge")
+    assert r.returncode == 0 and "3 there already" in r.stderr, r.stderr
+    r = h.ys("migrate", "--to", str(h.db))
+    assert r.returncode == 2 and "is this database" in r.stderr, r.stderr
 
 
 def test_export_filters_narrow_the_executions_only(exported, tmp_path: Path):

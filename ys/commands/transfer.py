@@ -103,8 +103,8 @@ def export(
     their cursors) and script versions. The first line names the format version, the last
     one counts the records; each line carries its own check. The filters narrow the
     executions only. One consistent snapshot, read beside a running daemon too; an execution
-    running at that moment is written as released and due, so that it runs on where it is
-    imported. Memory stays the same however many records there are. A count per kind goes
+    running at that moment is written as released when its lease ends, and due, so that it
+    runs on where it is imported. Memory stays the same however many records there are. A count per kind goes
     to stderr. `ys import` reads it back, into SQLite or PostgreSQL.
     """
     from ys.store import open_store, write_export
@@ -123,7 +123,6 @@ def export(
                 since=None if since_s is None else now - since_s,
                 statuses=[s.value for s in status or []],
                 workflow=workflow,
-                now=now,
             )
             out.flush()
         finally:

@@ -790,12 +790,11 @@ class TransferClient(Protocol):
         since: float | None = None,
         statuses: Sequence[str] = (),
         workflow: str | None = None,
-        now: float | None = None,
     ) -> dict[str, int]:
         """Call `emit` with every record (scripts, values, effects, schedules, then
         executions), read in one snapshot; the filters narrow the executions (admitted at or
-        after `since`, in `statuses`, of `workflow`). A leased execution comes out released,
-        due. Returns the count per kind."""
+        after `since`, in `statuses`, of `workflow`). A leased execution comes out released
+        when its lease ends, due. Returns the count per kind."""
         ...
 
     def import_records(

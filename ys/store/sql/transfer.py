@@ -6,8 +6,9 @@ The format (version `FORMAT_VERSION`) names each kind's columns below; what a da
 for itself is left out: leases (a daemon's, not the data's), the count tables, the event log
 and the tag index (their triggers and `tag_rows` make them again). Canonical JSON columns stay
 text (their bytes are the value's identity, docs/design.md), flags are booleans, a log tail
-is base64. An execution leased when it is read is written as released (a RELEASED event
-with reason "moved", folded as a lease that ended): it is due again where it lands, and its
+is base64. An execution leased when it is read is written as released when its lease ends
+(a RELEASED event with reason "moved" at the lease's end, folded as recovery would): it is
+due again where it lands, and its
 effects and steps go with it, so it runs on from where it was and nothing runs twice.
 
 Import is idempotent: a record already there with the same contents (an execution: the same
@@ -182,7 +183,6 @@ def _in(names: Sequence[str], d: dict[str, Any]) -> tuple[Any, ...]:
 def export_tx(
     c: Any,
     emit: Callable[[dict[str, Any]], None],
-    now: float,
     *,
     since: float | None = None,
     statuses: Sequence[str] = (),
@@ -230,22 +230,22 @@ def export_tx(
     while True:
         cond = where + (["execution_id > ?"] if after is not None else [])
         rows = c.execute(
-            f"SELECT {', '.join(EXECUTION)}, lease_token IS NOT NULL FROM executions"
+            f"SELECT {', '.join(EXECUTION)}, lease_token IS NOT NULL, lease_expires_at FROM executions"
             + (f" WHERE {' AND '.join(cond)}" if cond else "")
             + f" ORDER BY execution_id LIMIT {BATCH}",
             (*args, *([after] if after is not None else [])),
         ).fetchall()
         if not rows:
             break
-        records = [_out(EXECUTION, r[:-1]) for r in rows]
+        records = [_out(EXECUTION, r[:-2]) for r in rows]
         ids = [r["execution_id"] for r in records]
         by_part = {name: _parts(c, part, ids) for name, part in PARTS.items()}
         for r, row in zip(records, rows, strict=True):
             line: dict[str, Any] = {"kind": "execution", "execution": r}
             for name in PARTS:
                 line[name] = by_part[name].get(r["execution_id"], [])
-            if row[-1]:
-                _moved(line, now)
+            if row[-2]:
+                _moved(line, row[-1])
             emit(line)
         counts["execution"] += len(records)
         after = ids[-1]
@@ -274,12 +274,13 @@ _RECORD = (
 ).split(", ")  # rows.RECORD_COLUMNS, the order row_to_record reads
 
 
-def _moved(line: dict[str, Any], now: float) -> None:
-    """A leased execution as it is once its lease ends now: released, due (as a daemon's
-    recovery would leave it, `release_expired_tx`)."""
+def _moved(line: dict[str, Any], expires: float) -> None:
+    """A leased execution as it is once its lease ends: released then, due (as a daemon's
+    recovery would leave it, `release_expired_tx`). The lease's end is a fact of the
+    database, so two exports of it write the same lines (an import again skips it)."""
     e = line["execution"]
     prior = row_to_record(tuple(e[k] for k in _RECORD))
-    at = max(now, e["updated_at"])
+    at = max(expires, e["updated_at"])
     record, rows, nbytes = project(prior, [Event(RELEASED, at, {"reason": MOVED, "retry_at": at})])
     e.update(
         status=record.status,
@@ -400,11 +401,9 @@ class Transfers:
         since: float | None = None,
         statuses: Sequence[str] = (),
         workflow: str | None = None,
-        now: float | None = None,
     ) -> dict[str, int]:
-        at = self._core.now(now)
         return self._core.snapshot(  # type: ignore[no-any-return]
-            lambda c: export_tx(c, emit, at, since=since, statuses=statuses, workflow=workflow)
+            lambda c: export_tx(c, emit, since=since, statuses=statuses, workflow=workflow)
         )
 
     def import_records(
