@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ys.store.records import RELEASED, Event
@@ -159,22 +160,44 @@ BATCH = 500  # executions read per statement, records written per transaction
 MOVED = "moved"  # a RELEASED event's reason: leased when exported, due where imported
 
 
-def _out(names: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+_SHAPES: dict[tuple[str, ...], tuple[list[int], list[int], Callable[[dict[str, Any]], Any]]] = {}
+
+
+def _shape(names: tuple[str, ...]) -> tuple[list[int], list[int], Callable[[dict[str, Any]], Any]]:
+    """Where a row's flags and bytes are, and a getter of its values in order (cached)."""
+    shape = _SHAPES.get(names)
+    if shape is None:
+        flags = [i for i, n in enumerate(names) if n in FLAGS]
+        raw = [i for i, n in enumerate(names) if n in BYTES]
+        get = itemgetter(*names) if len(names) > 1 else lambda d: (d[names[0]],)
+        shape = _SHAPES[names] = (flags, raw, get)
+    return shape
+
+
+def _out(names: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
     """A row as the format has it: flags as booleans, bytes as base64, the rest as read."""
-    d: dict[str, Any] = {}
-    for name, v in zip(names, row, strict=True):
-        if v is not None:
-            if name in FLAGS:
-                v = bool(v)
-            elif name in BYTES:
-                v = base64.b64encode(bytes(v)).decode("ascii")
-        d[name] = v
+    flags, raw, _ = _shape(names)
+    d = dict(zip(names, row, strict=True))
+    for i in flags:
+        if row[i] is not None:
+            d[names[i]] = bool(row[i])
+    for i in raw:
+        if row[i] is not None:
+            d[names[i]] = base64.b64encode(bytes(row[i])).decode("ascii")
     return d
 
 
-def _in(names: Sequence[str], d: dict[str, Any]) -> tuple[Any, ...]:
+def _in(names: tuple[str, ...], d: dict[str, Any]) -> tuple[Any, ...]:
     """A record's values as a row to insert (base64 back to bytes)."""
-    return tuple(base64.b64decode(d[n]) if n in BYTES and d[n] is not None else d[n] for n in names)
+    _, raw, get = _shape(names)
+    values = get(d)
+    if not raw:
+        return values  # type: ignore[no-any-return]
+    out = list(values)
+    for i in raw:
+        if out[i] is not None:
+            out[i] = base64.b64decode(out[i])
+    return tuple(out)
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -308,22 +331,27 @@ def import_tx(
 ) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
     """Write `records` (one transaction: the caller's) where they are not there yet. Returns
     the counts per kind ({"imported", "skipped", "conflicts"}) and the conflicts (kind, name):
-    records there already with other contents, left as they are."""
+    records there already with other contents, left as they are. The new executions' rows
+    go in table by table, one statement each for the whole batch."""
     counts = {k: {"imported": 0, "skipped": 0, "conflicts": 0} for k in ORDER}
     conflicts: list[tuple[str, str]] = []
+    executions: list[dict[str, Any]] = []
     for rec in records:
         kind = rec["kind"]
         if kind == "execution":
-            name = rec["execution"]["execution_id"]
-            outcome = _execution(c, rec, timed)
-        else:
-            name = rec[KINDS[kind][1]]
-            outcome = _standalone(c, kind, rec)
-            if kind == "script" and rec.get("timeout") is not None:
-                timed.add(rec["workflow"])
+            executions.append(rec)
+            continue
+        name = rec[KINDS[kind][1]]
+        outcome = _standalone(c, kind, rec)
+        if kind == "script" and rec.get("timeout") is not None:
+            timed.add(rec["workflow"])
         counts[kind][outcome] += 1
         if outcome == "conflicts":
             conflicts.append((kind, str(name)))
+    for eid, outcome in _executions(c, executions, timed):
+        counts["execution"][outcome] += 1
+        if outcome == "conflicts":
+            conflicts.append(("execution", eid))
     return counts, conflicts
 
 
@@ -349,31 +377,57 @@ def _standalone(c: Any, kind: str, rec: dict[str, Any]) -> str:
     return "imported"
 
 
-def _execution(c: Any, rec: dict[str, Any], timed: set[str]) -> str:
-    e = rec["execution"]
-    eid = e["execution_id"]
-    if c.execute("SELECT 1 FROM executions WHERE execution_id = ?", (eid,)).fetchone():
-        there = c.execute(
-            "SELECT seq, at, kind, data FROM events WHERE execution_id = ? ORDER BY seq", (eid,)
+def _history(rec: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(v["seq"], v["at"], v["kind"], v["data"]) for v in rec["events"]]
+
+
+def _executions(c: Any, recs: list[dict[str, Any]], timed: set[str]) -> list[tuple[str, str]]:
+    """The batch's executions written where new; (ID, outcome) of each, in order."""
+    if not recs:
+        return []
+    ids = [r["execution"]["execution_id"] for r in recs]
+    there = {
+        r[0]
+        for r in c.execute(
+            f"SELECT execution_id FROM executions WHERE execution_id IN ({','.join('?' * len(ids))})",
+            ids,
         ).fetchall()
-        mine = [(v["seq"], v["at"], v["kind"], v["data"]) for v in rec["events"]]
-        return "skipped" if [tuple(r) for r in there] == mine else "conflicts"
-    _insert(c, "executions", EXECUTION, [_in(EXECUTION, e)])
-    if e["workflow"] in timed:  # the admission trigger set a deadline of its own
-        c.execute(
-            "UPDATE executions SET deadline_at = ? WHERE execution_id = ?", (e["deadline_at"], eid)
-        )
-    if e["tags"]:
-        tags = json.loads(e["tags"])
-        _insert(
-            c,
-            "execution_tags",
-            ("key", "value", "admitted_at", "execution_id"),
-            [(k, v, e["admitted_at"], eid) for k, v in tags.items()],
-        )
+    }
+    out: list[tuple[str, str]] = []
+    new: dict[str, dict[str, Any]] = {}
+    for eid, rec in zip(ids, recs, strict=True):
+        if eid in there:
+            stored = c.execute(
+                "SELECT seq, at, kind, data FROM events WHERE execution_id = ? ORDER BY seq", (eid,)
+            ).fetchall()
+            same = [tuple(r) for r in stored] == _history(rec)
+        elif eid in new:  # twice in one input
+            same = _history(new[eid]) == _history(rec)
+        else:
+            new[eid] = rec
+            out.append((eid, "imported"))
+            continue
+        out.append((eid, "skipped" if same else "conflicts"))
+    fresh = list(new.values())
+    _insert(c, "executions", EXECUTION, [_in(EXECUTION, r["execution"]) for r in fresh])
+    tags = [
+        (k, v, r["execution"]["admitted_at"], r["execution"]["execution_id"])
+        for r in fresh
+        if r["execution"]["tags"]
+        for k, v in json.loads(r["execution"]["tags"]).items()
+    ]
+    _insert(c, "execution_tags", ("key", "value", "admitted_at", "execution_id"), tags)
     for name, (table, owner, cols, _) in PARTS.items():
-        _insert(c, table, (owner, *cols), [(eid, *_in(cols, p)) for p in rec[name]])
-    return "imported"
+        rows = [(eid, *_in(cols, p)) for eid, r in new.items() for p in r[name]]
+        _insert(c, table, (owner, *cols), rows)
+    for r in fresh:  # an admission trigger gave these a deadline of its own
+        e = r["execution"]
+        if e["workflow"] in timed:
+            c.execute(
+                "UPDATE executions SET deadline_at = ? WHERE execution_id = ?",
+                (e["deadline_at"], e["execution_id"]),
+            )
+    return out
 
 
 def holds_executions(c: Any) -> bool:

@@ -6,7 +6,8 @@ of its own text (`"check"`: the first 32 hex digits of the SHA-256 of the line w
 its last member). So a line cut short, a line edited, a file cut at a line's end and a file of
 a newer format are each told apart, and refused before anything is written: an import reads
 the whole input once to check it (spooling standard input to a temporary file, so memory
-does not grow with it), then again to write it.
+does not grow with it: every line's check, the header, the end line's counts), then again to
+write it (each record's members checked as it is read).
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ _TAIL = len(',"check":"') + 32 + len('"}')
 
 def encode(obj: dict[str, Any]) -> str:
     """One line (with its newline) of the export."""
-    text = _DUMPS(obj)
+    return line_of(_DUMPS(obj))
+
+
+def line_of(text: str) -> str:
+    """The line of a record already in JSON text (compact, no "check" member), its check
+    added."""
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
     return f'{text[:-1]},"check":"{digest}"}}\n'
 
@@ -49,12 +55,9 @@ def _bad(name: str, n: int, why: str) -> InvalidArgument:
 
 def decode(line: str, name: str, n: int) -> dict[str, Any]:
     """A line's object, once its check holds."""
+    _checked_kind(line, name, n)
     text = line.rstrip("\n")
-    if len(text) <= _TAIL or not text.endswith('"}') or text[-_TAIL:-34] != ',"check":"':
-        raise _bad(name, n, "the line is cut short or is not a line of a ys export")
     body = text[:-_TAIL] + "}"
-    if hashlib.sha256(body.encode("utf-8")).hexdigest()[:32] != text[-34:-2]:
-        raise _bad(name, n, "the line was changed after it was exported (its check differs)")
     try:
         obj = json.loads(body)
     except ValueError:
@@ -64,21 +67,31 @@ def decode(line: str, name: str, n: int) -> dict[str, Any]:
     return obj
 
 
+_WANT = {
+    kind: (
+        frozenset(cols) | (frozenset() if kind == "execution" else frozenset({"kind", *parts})),
+        frozenset({"kind", "execution", *parts}) if kind == "execution" else None,
+        [(part, frozenset(pcols)) for part, pcols in parts.items()],
+    )
+    for kind, (cols, parts) in COLUMNS.items()
+}
+
+
 def _shape(obj: dict[str, Any], name: str, n: int) -> None:
     """The record has the format's members, each part a list of rows with their columns."""
     kind = obj.get("kind")
-    if kind not in COLUMNS:
+    want = _WANT.get(kind)  # type: ignore[arg-type]
+    if want is None:
         raise _bad(name, n, f"unknown kind {kind!r}")
-    cols, parts = COLUMNS[kind]
-    row = obj["execution"] if kind == "execution" else obj
-    want = set(cols) | ({"kind"} | set(parts) if kind != "execution" else set())
-    ok = isinstance(row, dict) and set(row) == want
-    if kind == "execution":
-        ok = ok and set(obj) == {"kind", "execution", *parts}
-    for part, pcols in parts.items():
+    members, outer, parts = want
+    row = obj.get("execution") if outer is not None else obj
+    ok = isinstance(row, dict) and row.keys() == members
+    if outer is not None:
+        ok = ok and obj.keys() == outer
+    for part, pcols in parts:
         rows = obj.get(part)
         ok = ok and isinstance(rows, list)
-        ok = ok and all(isinstance(r, dict) and set(r) == set(pcols) for r in rows or [])
+        ok = ok and all(isinstance(r, dict) and r.keys() == pcols for r in rows or [])
     if not ok:
         raise _bad(
             name, n, f"the {kind} record does not have the members of format {FORMAT_VERSION}"
@@ -100,15 +113,16 @@ def check(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
                 copy.write(line)
             if ended is not None:
                 raise _bad(name, n, "a line after the end line")
-            obj = decode(line, name, n)
             if n == 1:
-                _header(obj, name)
+                _header(decode(line, name, n), name)
                 continue
-            if obj.get("kind") == "end":
-                ended = obj
+            kind = _checked_kind(line, name, n)
+            if kind == "end":
+                ended = decode(line, name, n)
                 continue
-            _shape(obj, name, n)
-            counts[obj["kind"]] += 1
+            if kind == "header":
+                raise _bad(name, n, "a second header line")
+            counts[kind] += 1
         if n == 0:
             raise InvalidArgument(
                 "INVALID_ARGUMENT", f"{name} is empty; give a file `ys export` wrote"
@@ -125,6 +139,24 @@ def check(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
             copy.close()
         raise
     return copy, counts
+
+
+_KIND = '{"kind":"'
+
+
+def _checked_kind(line: str, name: str, n: int) -> str:
+    """A line's kind, once its check holds (its JSON is read on the second pass, `records`:
+    a line whose check holds is as `ys export` wrote it)."""
+    text = line.rstrip("\n")
+    if len(text) <= _TAIL or not text.endswith('"}') or text[-_TAIL:-34] != ',"check":"':
+        raise _bad(name, n, "the line is cut short or is not a line of a ys export")
+    body = text[:-_TAIL] + "}"
+    if hashlib.sha256(body.encode("utf-8")).hexdigest()[:32] != text[-34:-2]:
+        raise _bad(name, n, "the line was changed after it was exported (its check differs)")
+    kind = text[len(_KIND) : text.find('"', len(_KIND))] if text.startswith(_KIND) else ""
+    if kind not in ORDER and kind not in ("header", "end"):
+        raise _bad(name, n, f"unknown kind {kind!r}")
+    return kind
 
 
 def _header(obj: dict[str, Any], name: str) -> None:
@@ -149,6 +181,7 @@ def records(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
             continue
         obj = decode(line, name, n)
         if obj.get("kind") != "end":
+            _shape(obj, name, n)
             yield obj
 
 
