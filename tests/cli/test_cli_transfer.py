@@ -222,3 +222,29 @@ def test_export_of_a_home_without_a_database_says_so(tmp_path):
         r = b.ys("export")
         assert r.returncode == 4 and "no database" in r.stderr, r.stderr
         assert not b.db.exists()
+
+
+def test_export_with_no_daemon_upgrades_a_database_of_an_older_ys_first(tmp_path, monkeypatch):
+    from ys.store.sqlite import schema
+
+    with make_home(tmp_path / "b") as b:
+        older = len(schema.MIGRATIONS) - 1  # the schema before the newest migration
+        monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:older])
+        conn = sqlite3.connect(b.db, isolation_level=None)
+        schema.migrate(conn)
+        monkeypatch.undo()
+        conn.execute(
+            "INSERT INTO executions (execution_id, workflow, params, context, status, "
+            "admitted_at, updated_at, due_at, attempts, history_length, history_bytes) "
+            "VALUES ('old-1', 'hello', '{}', '{}', 'admitted', 5.0, 5.0, 5.0, 0, 1, 66)"
+        )
+        conn.execute(
+            "INSERT INTO events VALUES ('old-1', 1, 5.0, 'admitted', "
+            '\'{"context":{},"execution_id":"old-1","params":{},"workflow":"hello"}\')'
+        )
+        conn.close()
+        r = b.ys("export")
+        assert r.returncode == 0, r.stderr
+        (line,) = [x for x in _lines(r.stdout) if x["kind"] == "execution"]
+        assert line["execution"]["execution_id"] == "old-1"
+        assert line["execution"]["retried_by"] is None  # the newest migration's column

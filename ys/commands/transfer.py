@@ -40,21 +40,34 @@ PLURAL = {
 
 @contextmanager
 def _database(*, write: bool, what: str) -> Iterator[tuple[str, bool]]:
-    """The configured database's setting and whether it is PostgreSQL; with `write`, a SQLite
-    file's daemon lock held throughout (FAILED_PRECONDITION if a daemon has it)."""
+    """The configured database's setting and whether this process may write it; with
+    `write`, a SQLite file's daemon lock held throughout (FAILED_PRECONDITION if a daemon has
+    it). Without: a SQLite file's lock held if no daemon has it (the file is then opened as a
+    daemon would, an older one migrated), else read beside its daemon; PostgreSQL read only."""
     from ys.paths import resolve
     from ys.settings import load
 
     paths = resolve()
     settings = load(paths.config)
     if settings.database:
-        yield settings.database, True
+        yield settings.database, write
         return
-    if not write:
-        yield os.fspath(paths.db), False
+    if write:
+        with _locked(paths.db, paths.lock, what):
+            yield os.fspath(paths.db), True
         return
-    with _locked(paths.db, paths.lock, what):
-        yield os.fspath(paths.db), False
+    if not paths.db.exists():
+        raise error(
+            "NOT_FOUND", f"there is no database at {paths.db} yet", hint=f"nothing to {what}"
+        )
+    from ys.daemon.main import _lock, release
+
+    held, _ = _lock(paths.lock)
+    try:
+        yield os.fspath(paths.db), held is not None
+    finally:
+        if held is not None:
+            release([held])
 
 
 @contextmanager
@@ -102,18 +115,17 @@ def export(
     tails; the effect ledger (with its conflicting reports), durable values, schedules (with
     their cursors) and script versions. The first line names the format version, the last
     one counts the records; each line carries its own check. The filters narrow the
-    executions only. One consistent snapshot, read beside a running daemon too; an execution
-    running at that moment is written as released when its lease ends, and due, so that it
-    runs on where it is imported. Memory stays the same however many records there are. A count per kind goes
-    to stderr. `ys import` reads it back, into SQLite or PostgreSQL.
+    executions only. One consistent snapshot, read beside a running daemon too (with none, a
+    database of an older ys is first upgraded, as a daemon start would); an execution running
+    at that moment is written as released when its lease ends, and due, so that it runs on
+    where it is imported. Memory stays the same however many records there are. A count per
+    kind goes to stderr. `ys import` reads it back, into SQLite or PostgreSQL.
     """
     from ys.store import open_store, write_export
 
     since_s = None if since is None else parse_duration(since, "--since")
-    with _database(write=False, what="export") as (db, postgres):
-        if not postgres and not os.path.exists(db):
-            raise error("NOT_FOUND", f"there is no database at {db} yet", hint="nothing to export")
-        store = open_store(db, read_only=True)
+    with _database(write=False, what="export") as (db, writable):
+        store = open_store(db, read_only=not writable)
         try:
             now = time.time()
             out = sys.stdout
