@@ -44,6 +44,8 @@ IMPORT_ONLY = {
     "parallel_steps.py": "run by delivery.py",
     "scaleout.py": "starts a PostgreSQL server and three sections: past this test's budget",
 }
+# a bench's other modes, each run at its smallest too
+MORE_RUNS: list[tuple[str, list[str]]] = [("keep.py", ["--transfer", "--executions", "200"])]
 # exits 1 when its target is missed, which a loaded machine may do: a verdict, not a failure
 VERDICT_EXITS = {"cli.py": {0, 1}}
 
@@ -125,9 +127,13 @@ def _run_bench(name: str, argv: list[str], results: Path) -> str:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("name", sorted(RUNS))
-def test_a_bench_runs_at_its_smallest_sizes(name: str, results: Path):
-    _run_bench(name, RUNS[name], results)
+@pytest.mark.parametrize(
+    "name, args",
+    [(n, RUNS[n]) for n in sorted(RUNS)] + MORE_RUNS,
+    ids=[*sorted(RUNS), *(f"{n} {' '.join(a)}" for n, a in MORE_RUNS)],
+)
+def test_a_bench_runs_at_its_smallest_sizes(name: str, args: list[str], results: Path):
+    _run_bench(name, args, results)
 
 
 @pytest.mark.e2e

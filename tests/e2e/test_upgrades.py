@@ -1,245 +1,25 @@
 """A database written by an earlier released ys opens in this one with nothing lost.
 
-Each earlier state (a commit that closed a milestone) is taken out of git history into a temp
-folder and given a venv of its own whose path holds that source and this venv's installed
-dependencies (a .pth file: no network, no build, so it takes a second; the old code imports
-nothing newer). That ys's own daemon and CLI write a database with executions in every status
-a stopped daemon leaves (completed, failed, cancelled, sleeping, waiting on a value), values,
-a settled effect and a schedule; then today's daemon opens it: every record reads back the
-same, the sleeping and waiting ones wake and finish, the schedule keeps its cursor, and a
-second start migrates nothing. Never skipped: CI clones with full history, and a missing
-commit fails loudly.
+Each earlier state (a commit that closed a milestone) writes a database through its own
+daemon and CLI (tests/upgrade_support.py); then today's daemon opens it: every record reads
+back the same, the sleeping and waiting ones wake and finish, the schedule keeps its cursor,
+and a second start migrates nothing. Never skipped: CI clones with full history, and a
+missing commit fails loudly.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import sqlite3
-import subprocess
-import sys
-import sysconfig
-import tarfile
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import DaemonHandle, make_home, parse_iso, wait_until
+from tests.upgrade_support import opens_with_nothing_lost, write_with
 
-REPO = Path(__file__).resolve().parents[2]
 # The first store with a daemon and CLI that can write every kind of record the test checks
 # (cron schedules, values, effects), a store rewrite after it, and the last stop.
 RELEASES = ["a6cd899", "53e9ec3", "446073a"]
-
-WORKFLOWS = {
-    "hello.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return {"greeting": step.run("greet", lambda: "hello")}
-""",
-    "boom.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    step.run("first", lambda: 1)
-    raise ValueError("boom")
-""",
-    "nap.py": """
-import time
-
-import ys
-
-@ys.workflow
-def main(step, params):
-    before = step.run("before", lambda: "b")
-    # until a wall-clock time the test chose: past the old daemon's life, soon in the new one
-    step.sleep("nap", max(0.0, params["until"] - time.time()))
-    return {"before": before, "after": step.run("after", lambda: "a")}
-""",
-    "waiter.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    got = step.wait_for("approval", params["key"])
-    return {"got": got}
-""",
-    "pay.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return step.effect(
-        "charge",
-        effect_id=params["eid"],
-        operation="charge",
-        input={"amount": 5},
-        perform=lambda eid: {"paid": eid},
-        lookup=lambda eid: None,
-    )
-""",
-}
-NAP_SECONDS = 30  # the old daemon's part takes about 12 s here
-IDS = ["done-1", "failed-1", "sleep-1", "cancel-1", "wait-1", "pay-1"]
-
-
-def _old_venv(commit: str, root: Path) -> Path:
-    """A venv running ys as it was at `commit`; its python."""
-    check = subprocess.run(
-        ["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True
-    )
-    assert check.returncode == 0, (
-        f"commit {commit} is not in this clone: the upgrade test needs the full git history "
-        "(clone without --depth)"
-    )
-    src = root / f"src-{commit}"
-    src.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", commit, "ys"], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(src, filter="data")
-    venv = root / f"venv-{commit}"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    site = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    # the old source first, then this venv's dependencies (not its editable ys: the finder
-    # that maps `ys` here lives in a .pth of its own, which is not read from this folder)
-    deps = sysconfig.get_paths()["purelib"]
-    Path(site, "ys_old.pth").write_text(f"{src}\n")
-    Path(site, "ys_deps.pth").write_text(f"{deps}\n")
-    out = subprocess.run(
-        [str(py), "-c", "import ys, sys; print(ys.__file__)"],
-        cwd=root,  # not this checkout: `-c` and `-m` put the working folder first
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert out.startswith(str(src)), out
-    return py
-
-
-def _run(h: DaemonHandle, py: Path | None, *args: str, ok: tuple[int, ...] = (0,)) -> Any:
-    cmd = [str(py) if py else sys.executable, "-m", "ys", *args]
-    r = subprocess.run(cmd, env=h.env, cwd=h.home, capture_output=True, text=True, timeout=60)
-    assert r.returncode in ok, (args, r.returncode, r.stderr)
-    return json.loads(r.stdout) if "--json" in args and r.stdout.strip() else r
-
-
-def _status(h: DaemonHandle, py: Path | None, eid: str) -> str:
-    return str(_run(h, py, "get", eid, "--json")["status"])
-
-
-def _start(h: DaemonHandle, py: Path | None) -> DaemonHandle:
-    log = open(h.home / "daemon-test.log", "ab")  # noqa: SIM115
-    h.proc = subprocess.Popen(
-        [str(py) if py else sys.executable, "-m", "ys.daemon", "run", "--concurrency", "4"],
-        env=h.env,
-        cwd=h.home,
-        stdout=log,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    log.close()
-    h.pids.append(h.proc.pid)
-    proc = h.proc
-
-    def up() -> bool:
-        assert proc.poll() is None, h.log()[-2000:]
-        return h.socket.exists() and _answers(h, py)
-
-    wait_until(up, timeout=30)
-    return h
-
-
-def _answers(h: DaemonHandle, py: Path | None) -> bool:
-    r = subprocess.run(
-        [str(py) if py else sys.executable, "-m", "ys", "list", "--json"],
-        env=h.env,
-        cwd=h.home,
-        capture_output=True,
-    )
-    return r.returncode == 0
-
-
-def _snapshot(h: DaemonHandle, py: Path | None) -> dict[str, Any]:
-    """What the CLI says of every record: executions, their histories, values, schedules,
-    effects."""
-    snap: dict[str, Any] = {"get": {}, "history": {}}
-    for eid in IDS:
-        snap["get"][eid] = _run(h, py, "get", eid, "--json")
-        snap["history"][eid] = _run(h, py, "history", eid, "--json")
-    snap["store"] = _run(h, py, "store", "ls", "--json")
-    snap["schedules"] = _run(h, py, "schedule", "list", "--json")
-    snap["effects"] = _run(h, py, "effects", "--json")
-    return snap
-
-
-def _same(old: Any, new: Any, where: str) -> None:
-    """Every field the old ys showed reads back the same (new fields may be added)."""
-    if isinstance(old, dict):
-        assert isinstance(new, dict), where
-        for k, v in old.items():
-            if k in ("next_page_token", "uptime_seconds"):
-                continue
-            assert k in new, f"{where}.{k} is gone"
-            _same(v, new[k], f"{where}.{k}")
-    elif isinstance(old, list):
-        assert isinstance(new, list) and len(new) == len(old), f"{where}: {old} != {new}"
-        for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            _same(a, b, f"{where}[{i}]")
-    elif isinstance(old, (int, float)) and isinstance(new, str) and not isinstance(old, bool):
-        # a time the old API gave in seconds is ISO 8601 now: the same instant, to the ms
-        assert abs(parse_iso(new) - old) < 0.001, f"{where}: {old!r} became {new!r}"
-    else:
-        assert old == new, f"{where}: {old!r} became {new!r}"
-
-
-def _write_with(commit: str, root: Path) -> tuple[DaemonHandle, dict[str, Any]]:
-    """A home whose database ys at `commit` wrote; what that ys showed of it."""
-    py = _old_venv(commit, root)
-    h = make_home(root)
-    h.env.pop("PYTHONPATH", None)
-    for name, text in WORKFLOWS.items():
-        h.write(name, text)
-    _start(h, py)
-    try:
-        _run(h, py, "trigger", "hello", "--id", "done-1")
-        _run(h, py, "trigger", "boom", "--id", "failed-1")
-        until = f"until={time.time() + NAP_SECONDS}"
-        _run(h, py, "trigger", "nap", "--id", "sleep-1", "-p", until)
-        _run(h, py, "trigger", "nap", "--id", "cancel-1", "-p", "until=4102444800")
-        _run(h, py, "trigger", "waiter", "--id", "wait-1", "-p", "key=approve/order-1")
-        _run(h, py, "trigger", "pay", "--id", "pay-1", "-p", "eid=charge-1")
-        _run(h, py, "store", "put", "config/limit", '{"max": 3}')
-        _run(h, py, "schedule", "add", "nightly", "hello", "--cron", "0 3 * * *", "--tz", "UTC")
-        wait_until(lambda: _status(h, py, "cancel-1") == "suspended", timeout=60)
-        _run(h, py, "cancel", "cancel-1")
-        _run(h, py, "wake", "cancel-1")
-        want = {
-            "done-1": {"completed"},
-            "failed-1": {"failed"},
-            "sleep-1": {"suspended"},
-            "cancel-1": {"cancelled"},
-            "wait-1": {"suspended", "waiting"},
-            "pay-1": {"completed"},
-        }
-        wait_until(lambda: all(_status(h, py, e) in s for e, s in want.items()), timeout=90)
-        snap = _snapshot(h, py)
-    finally:
-        h.stop()
-    return h, snap
 
 
 def _migrations(db: Path) -> list[tuple[Any, ...]]:
@@ -249,27 +29,5 @@ def _migrations(db: Path) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("commit", RELEASES)
 def test_a_database_of_an_earlier_ys_opens_with_nothing_lost(commit: str, tmp_path: Path):
-    h, old = _write_with(commit, tmp_path)
-    try:
-        h.start()
-        new = _snapshot(h, None)
-        _same(old, new, commit)
-
-        c = h.client()
-        c.store_put("approve/order-1", "yes")
-        wait_until(lambda: _status(h, None, "sleep-1") == "completed", timeout=NAP_SECONDS + 30)
-        wait_until(lambda: _status(h, None, "wait-1") == "completed", timeout=60)
-        assert c.get("sleep-1")["outcome"]["result"] == {"before": "b", "after": "a"}
-        assert c.get("wait-1")["outcome"]["result"] == {"got": "yes"}
-        assert c.get("pay-1")["outcome"]["result"] == {"paid": "charge-1"}
-        h.stop()
-
-        migrated = _migrations(h.db)
-        h.start()  # a second start migrates nothing
-        assert _migrations(h.db) == migrated
-        again = _snapshot(h, None)
-        _same(new["schedules"], again["schedules"], "schedules after a second start")
-        for eid in ("done-1", "failed-1", "cancel-1", "pay-1"):
-            _same(new["get"][eid], again["get"][eid], eid)
-    finally:
-        h.stop()
+    h, old = write_with(commit, tmp_path)
+    opens_with_nothing_lost(h, old, commit, lambda: _migrations(h.db))

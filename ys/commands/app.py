@@ -38,6 +38,7 @@ MODULES = [
     "step",
     "gc",
     "keep",
+    "transfer",
     "doctor",
     "service",
     "ui",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 from ys.errors import InvalidArgument
 from ys.store.protocols import Store
@@ -101,12 +101,39 @@ def restore_backup(
     return restore(source, database)
 
 
+def write_export(store: Store, out: IO[str], **filters: Any) -> dict[str, int]:
+    """`ys export`: the store's records as the export's JSON lines on `out` (header, records,
+    end line; ys/store/sql/transfer_lines.py); the count per kind."""
+    from ys.store.sql.transfer_lines import write
+
+    return write(store, out, **filters)
+
+
+def check_export(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
+    """`ys import`: the whole export read and checked before anything is written; returns it
+    ready to read again (`read_export`) and the count per kind. INVALID_ARGUMENT naming the
+    line otherwise (cut short, edited, unknown or newer format)."""
+    from ys.store.sql.transfer_lines import check
+
+    return check(src, name)
+
+
+def read_export(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
+    """The records of an export `check_export` passed, for `Store.import_records`."""
+    from ys.store.sql.transfer_lines import records
+
+    return records(src, name)
+
+
 __all__ = [
     "Store",
     "check_backup",
+    "check_export",
     "inspect_postgres",
     "is_postgres",
     "open_store",
+    "read_export",
     "require_driver",
     "restore_backup",
+    "write_export",
 ]

@@ -22,7 +22,7 @@ thread). The contract suite (tests/store/) runs every adapter against these.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -826,6 +826,44 @@ class ObservingClient(Protocol):
         ...
 
 
+class TransferClient(Protocol):
+    """Every record as plain records, out and in (`ys export`, `ys import`, `ys migrate`; the
+    format: ys/store/sql/transfer.py)."""
+
+    def export_records(
+        self,
+        emit: Callable[[dict[str, Any]], None],
+        *,
+        since: float | None = None,
+        statuses: Sequence[str] = (),
+        workflow: str | None = None,
+    ) -> dict[str, int]:
+        """Call `emit` with every record (scripts, values, effects, schedules, then
+        executions), read in one snapshot; the filters narrow the executions (admitted at or
+        after `since`, in `statuses`, of `workflow`). A leased execution comes out released
+        when its lease ends, due. Returns the count per kind."""
+        ...
+
+    def import_records(
+        self,
+        records: Iterable[dict[str, Any]],
+        on_batch: Callable[[dict[str, dict[str, int]], builtins.list[tuple[str, str]]], None],
+    ) -> None:
+        """Write the records not there yet, a batch per transaction; after each, `on_batch`
+        gets its counts per kind ({"imported", "skipped", "conflicts"}) and its conflicts
+        (kind, name): records there with other contents (an execution: another history),
+        left as they are."""
+        ...
+
+    def holds_executions(self) -> bool:
+        """Whether the database holds any execution."""
+        ...
+
+    def record_counts(self) -> dict[str, int]:
+        """How many records of each kind the database holds."""
+        ...
+
+
 class Store(
     ExecutionClient,
     RetryClient,
@@ -837,6 +875,7 @@ class Store(
     OverviewClient,
     Housekeeping,
     ObservingClient,
+    TransferClient,
     Protocol,
 ):
     """A store: every client over one database and one writer."""

@@ -23,6 +23,7 @@ from ys.store.sql.reads import Reads
 from ys.store.sql.retries import Retries
 from ys.store.sql.schedules import Schedules
 from ys.store.sql.starts import Starts
+from ys.store.sql.transfer import Transfers
 from ys.store.sql.values import Values
 
 
@@ -37,6 +38,7 @@ class SqlStore(
     Overview,
     Housekeeping,
     Observing,
+    Transfers,
 ):
     """Every client of `ys.store.protocols.Store` over one core. Thread-safe as its core is:
     writes go through one writer, reads through the core's read connections."""
