@@ -155,9 +155,8 @@ def durations(hours: list[dict[str, Any]], label: str) -> Markup:
     """How long deliveries took per hour: the p95 as a pale column with the p50 inside it, on
     a log scale (a delivery takes milliseconds or hours), the scale's ends on the left."""
     values = [h[q] for h in hours for q in ("p50", "p95") if h[q]]
-    lo = min(values, default=0.001)
     hi = max(values, default=1.0)
-    lo, hi = min(lo, hi / 10), max(hi, lo * 10)  # at least a decade tall
+    lo = min(min(values, default=0.001) / 2, hi / 10)  # the least still shows; a decade tall
     span = math.log10(hi) - math.log10(lo)
     h, plot = 90, 76
 
