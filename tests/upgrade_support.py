@@ -152,7 +152,7 @@ def start(h: DaemonHandle, py: Path | None) -> DaemonHandle:
         assert proc.poll() is None, h.log()[-2000:]
         return h.socket.exists() and answers(h, py)
 
-    wait_until(up, timeout=30)
+    wait_until(up, timeout=90)  # old code compiles its imports on a first start: slow under load
     return h
 
 
@@ -224,7 +224,7 @@ def write_with(
         if values:
             run(h, py, "store", "put", "config/limit", '{"max": 3}')
         run(h, py, "schedule", "add", "nightly", "hello", "--cron", "0 3 * * *", "--tz", "UTC")
-        wait_until(lambda: status(h, py, "cancel-1") == "suspended", timeout=60)
+        wait_until(lambda: status(h, py, "cancel-1") == "suspended", timeout=120)
         run(h, py, "cancel", "cancel-1")
         run(h, py, "wake", "cancel-1")
         want = {
@@ -237,7 +237,7 @@ def write_with(
         }
         if not values:
             del want["wait-1"]
-        wait_until(lambda: all(status(h, py, e) in s for e, s in want.items()), timeout=90)
+        wait_until(lambda: all(status(h, py, e) in s for e, s in want.items()), timeout=180)
         snap = snapshot(h, py, values)
     finally:
         h.stop()
@@ -264,7 +264,7 @@ def opens_with_nothing_lost(
         wait_until(lambda: status(h, None, "sleep-1") == "completed", timeout=NAP_SECONDS + 30)
         assert c.get("sleep-1")["outcome"]["result"] == {"before": "b", "after": "a"}
         if values:
-            wait_until(lambda: status(h, None, "wait-1") == "completed", timeout=60)
+            wait_until(lambda: status(h, None, "wait-1") == "completed", timeout=120)
             assert c.get("wait-1")["outcome"]["result"] == {"got": "yes"}
         assert c.get("pay-1")["outcome"]["result"] == {"paid": "charge-1"}
         h.stop()
