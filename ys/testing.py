@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ys import codec
-from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
+from ys.sdk import InfrastructureFailure, Step, run_workflow
 from ys.store.protocols import Delivery, Store
+from ys.values import StepWrite
 
 
 class Clock:
@@ -81,36 +82,19 @@ class _StoreBackend:
             self.execution_id,
             self.token,
             key,
-            kind="run",
-            status="failed" if wake is None else "waiting",
-            value=codec.dumps(error),
-            attempts=attempts,
-            wake_at=wake,
+            StepWrite(
+                "run",
+                "failed" if wake is None else "waiting",
+                codec.dumps(error),
+                attempts=attempts,
+                wake_at=wake,
+            ),
         )
         raise _Killed("step_timeout", f"step {key!r} ran past its timeout", retry_at=wake)
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
         self._check_step(key)
-        return bool(
-            self.store.save_step(
-                self.execution_id,
-                self.token,
-                key,
-                kind=kind,
-                status=status,
-                value=value,
-                attempts=attempts,
-                wake_at=wake_at,
-            )
-        )
+        return bool(self.store.save_step(self.execution_id, self.token, key, step))
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.contract import check_start, request_params
@@ -344,9 +328,7 @@ class WorkflowTest:
             workflow=d.workflow,
             context=codec.decode(record.context_json),
             attempt=record.attempts,
-            steps={
-                s.key: SavedStep(s.kind, s.status, s.value, s.attempts, s.wake_at) for s in steps
-            },
+            steps={s.key: s.write for s in steps},
             cancel_requested=record.cancel_requested,
         )
         try:

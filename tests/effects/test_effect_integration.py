@@ -169,9 +169,9 @@ def main(step, params):
     save_step = backend.save_step
     marker = pathlib.Path(params["dir"], "killed-after-record")
 
-    def save_then_die(key, kind, status, value, attempts, wake_at):
-        out = save_step(key, kind, status, value, attempts, wake_at)
-        if status == "waiting" and not marker.exists():
+    def save_then_die(key, step):
+        out = save_step(key, step)
+        if step.status == "waiting" and not marker.exists():
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)  # the record committed; no reply is sent
         return out

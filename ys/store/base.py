@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ys.store.records import Record
+from ys.values import StepWrite
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -106,6 +107,11 @@ class StepRecord:
     attempts: int
     wake_at: float | None
     updated_at: float
+
+    @property
+    def write(self) -> StepWrite:
+        """The step as it was saved (what a worker replays from)."""
+        return StepWrite(self.kind, self.status, self.value, self.attempts, self.wake_at)
 
 
 @dataclass(frozen=True)

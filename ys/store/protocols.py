@@ -44,6 +44,7 @@ from ys.store.base import (
     Then,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
+from ys.values import StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "SharedCounts",
     "StartClient",
     "StepRecord",
+    "StepWrite",
     "Store",
     "Then",
     "ValueClient",
@@ -271,50 +273,20 @@ class ExecutionClient(Protocol):
         ...
 
     def save_step(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
         """Record a step (and its wake) under the delivery's lease; returns whether a
         cancellation has been requested."""
         ...
 
     async def save_step_async(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
         """`save_step` for the event loop."""
         ...
 
     def save_step_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
+        self, then: Then, execution_id: str, token: str, key: str, step: StepWrite
     ) -> None:
         """`save_step` answered by `then(cancel_requested, error)` on the writer's thread once
         committed; a malformed step is refused at once (raised)."""
@@ -326,14 +298,11 @@ class ExecutionClient(Protocol):
         execution_id: str,
         token: str,
         key: str,
+        step: StepWrite,
         *,
-        kind: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
         warnings: Any = None,
     ) -> None:
-        """A waiting step's save and the delivery's `suspended` outcome, in one transaction
+        """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
         and does not wait between them."""
         ...
