@@ -89,7 +89,7 @@ def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_
     assert again == {"status": "pending"}
     described = shared_store.effect(effect_id)
     assert described is not None
-    assert_same(described["input"], {"v": expected})
+    assert_same(described.input, {"v": expected})
 
     settled = shared_store.effect_settle(OP, effect_id, codec.dumps(value), now=T0)
     assert settled["status"] == "settled"

@@ -81,7 +81,7 @@ def test_a_retried_start_step_finds_its_child_and_a_settled_effect_its_result(st
     with refused("START_REQUEST_MISMATCH"):
         store.start("order-7.r1", "b", "ship", '{"order":8}', now=T0 + 11)
     # the effect ledger names the retry as a beginner; beginning again finds it settled
-    began = [b["execution_id"] for b in store.effect(EID)["began_by"]]
+    began = [b.execution_id for b in store.effect(EID).began_by]
     assert sorted(began) == ["order-7", "order-7.r1"]
     again = store.effect_begin(OP, EID, {"amount": 5}, "order-7.r1", "c", now=T0 + 12)
     assert again["status"] == "settled"

@@ -34,11 +34,17 @@ from ys.store.base import (
     ConcurrencyLimit,
     Delivery,
     Description,
+    Effect,
+    EffectBegin,
+    EffectConflict,
+    EffectWaiter,
     LogTail,
     Page,
     Retry,
     RunningExecution,
     RunState,
+    Schedule,
+    ScheduleAction,
     SharedCounts,
     StepRecord,
     Then,
@@ -55,6 +61,10 @@ __all__ = [
     "ConcurrencyLimit",
     "Delivery",
     "Description",
+    "Effect",
+    "EffectBegin",
+    "EffectConflict",
+    "EffectWaiter",
     "EffectClient",
     "Event",
     "ExecutionClient",
@@ -70,6 +80,8 @@ __all__ = [
     "RetryClient",
     "RunningExecution",
     "RunState",
+    "Schedule",
+    "ScheduleAction",
     "ScheduleClient",
     "SharedCounts",
     "StartClient",
@@ -398,13 +410,13 @@ class EffectClient(Protocol):
         first wake is ahead returns that wake's time."""
         ...
 
-    def effect(self, effect_id: str) -> dict[str, Any] | None:
+    def effect(self, effect_id: str) -> Effect | None:
         """One effect record with its conflicts, beginnings and waiters."""
         ...
 
     def effects(
         self, status: str | None = None, execution_id: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[Effect]:
         """Effect records (pending, settled, or with a conflict), oldest first."""
         ...
 
@@ -479,17 +491,17 @@ class ScheduleClient(Protocol):
         replace: bool = False,
         now: float | None = None,
         restart: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Schedule:
         """Add a schedule (or, with replace, update one keeping its cursor; with restart too,
         its cursor moves up to now, so the new rule's slots start then). An interval rule
         (ys.cron.every_rule) is anchored at the schedule's creation."""
         ...
 
-    def schedules(self) -> builtins.list[dict[str, Any]]:
+    def schedules(self) -> builtins.list[Schedule]:
         """Every schedule, by name."""
         ...
 
-    def schedule(self, name: str) -> dict[str, Any]:
+    def schedule(self, name: str) -> Schedule:
         """One schedule; NOT_FOUND if there is none."""
         ...
 
@@ -497,9 +509,7 @@ class ScheduleClient(Protocol):
         """Remove a schedule; one a script declares only with declared_too."""
         ...
 
-    def schedule_pause(
-        self, name: str, paused: bool, *, now: float | None = None
-    ) -> dict[str, Any]:
+    def schedule_pause(self, name: str, paused: bool, *, now: float | None = None) -> Schedule:
         """Pause or resume; resuming does not fire what passed while paused."""
         ...
 
@@ -509,7 +519,7 @@ class ScheduleClient(Protocol):
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[ScheduleAction]:
         """Fire what is due for one schedule (its admissions and cursor in one transaction;
         a skipped slot admits `on_failure` in it too); returns what was done."""
         ...
