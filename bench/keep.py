@@ -34,6 +34,7 @@ from typing import Any
 from common import machine_info, progress, remove_db, scratch_dir
 
 from ys.store.sqlite import SqliteStore
+from ys.values import StepWrite
 
 
 def one_execution(store: SqliteStore, i: int, tag: str, latencies: list[float] | None) -> None:
@@ -43,9 +44,7 @@ def one_execution(store: SqliteStore, i: int, tag: str, latencies: list[float] |
     for d in deliveries:
         for k in range(3):
             t0 = time.perf_counter()
-            store.save_step(
-                d.execution_id, d.token, f"s{k}", kind="run", status="completed", value="1"
-            )
+            store.save_step(d.execution_id, d.token, f"s{k}", StepWrite("run", "completed", "1"))
             if latencies is not None:
                 latencies.append(time.perf_counter() - t0)
         store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": i})

@@ -61,6 +61,7 @@ from common import (
 from ys.store.sql.events import encode_event_value
 from ys.store.sql.executions import admit_tx
 from ys.store.sqlite import SqliteStore
+from ys.values import StepWrite
 
 TARGET = 0.7
 RAW_SHARE = 0.5  # the paired raw run gets this fraction of --seconds
@@ -286,7 +287,7 @@ class ClaimAck(StoreWorkload):
 
 
 class StepWrites(StoreWorkload):
-    """save_step(id, token, f"s{i}", kind="run", status="completed", value="1"), each thread
+    """save_step(id, token, f"s{i}", StepWrite("run", "completed", "1")), each thread
     on its own claimed execution (long lease)."""
 
     def __init__(self, store: SqliteStore, threads: int) -> None:
@@ -304,7 +305,7 @@ class StepWrites(StoreWorkload):
 
         def op(t: int, i: int) -> None:
             d = ds[t]
-            save(d.execution_id, d.token, f"s{i}", kind="run", status="completed", value="1")
+            save(d.execution_id, d.token, f"s{i}", StepWrite("run", "completed", "1"))
 
         if self.threads == 1:
             s = run_for(seconds, lambda i: op(0, i), start=self.next[0])

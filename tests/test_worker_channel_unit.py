@@ -19,6 +19,7 @@ from ys.daemon.delivering import Deliveries
 from ys.daemon.running import Running
 from ys.errors import LeaseLost
 from ys.store.protocols import Delivery
+from ys.values import StepWrite
 
 
 class FakeStore:
@@ -31,7 +32,7 @@ class FakeStore:
     def _answer(self, then: Any, result: Any, error: BaseException | None) -> None:
         threading.Thread(target=then, args=(result, error)).start()
 
-    def save_step_then(self, then: Any, eid: str, token: str, key: str, **kw: Any) -> None:
+    def save_step_then(self, then: Any, eid: str, token: str, key: str, step: StepWrite) -> None:
         self.saved.append(key)
         if key in self.refuse:
             self._answer(then, None, LeaseLost("LEASE_LOST", "gone"))

@@ -31,6 +31,7 @@ from ys.errors import (
     YsError,
     from_code,
 )
+from ys.values import StepWrite
 
 
 class Suspend(BaseException):
@@ -138,29 +139,12 @@ def workflow(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     return mark(fn) if fn is not None else mark
 
 
-@dataclass
-class SavedStep:
-    kind: str
-    status: str  # completed | failed | waiting
-    value: str | None
-    attempts: int
-    wake_at: float | None
-
-
 class Backend(Protocol):
     """What Step needs from the runtime: the daemon's API (worker) or a store (ys.testing)."""
 
     def now(self) -> float: ...
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
         """Save a step (fenced); returns whether a cancellation is now requested."""
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
@@ -249,7 +233,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         workflow: str,
         context: dict[str, Any],
         attempt: int,
-        steps: dict[str, SavedStep],
+        steps: dict[str, StepWrite],
         cancel_requested: bool = False,
         whole_run: bool = True,
     ) -> None:
@@ -273,7 +257,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _begin(self, key: str) -> SavedStep | None:
+    def _begin(self, key: str) -> StepWrite | None:
         if self._suspended is not None:
             # The suspension was caught (a bare `except:`): the delivery has ended already.
             raise Suspend(self._suspended)
@@ -363,8 +347,9 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         attempts: int = 1,
         wake_at: float | None = None,
     ) -> None:
-        cancel = self._infra(self._backend.save_step, key, kind, status, value, attempts, wake_at)
-        self._saved[key] = SavedStep(kind, status, value, attempts, wake_at)
+        step = StepWrite(kind, status, value, attempts, wake_at)
+        cancel = self._infra(self._backend.save_step, key, step)
+        self._saved[key] = step
         if cancel:
             self._cancel_requested = True
 
@@ -375,8 +360,9 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         if suspend is None:  # save the step, then report the suspension (ys.testing, ys step)
             self._save(key, kind, "waiting", value, attempts, wake_at)
         else:  # both at once (a worker's channel: one transaction, no wait between)
-            self._infra(suspend, key, kind, value, attempts, wake_at, self.warnings)
-            self._saved[key] = SavedStep(kind, "waiting", value, attempts, wake_at)
+            step = StepWrite(kind, "waiting", value, attempts, wake_at)
+            self._infra(suspend, key, step, self.warnings)
+            self._saved[key] = step
         self._stop(key)
 
     def _stop(self, key: str) -> NoReturn:
@@ -487,7 +473,7 @@ class Step(ChildSteps, EffectSteps, ValueSteps):
         now = self._backend.now()
         self._sleep(key, saved, now, None if saved is not None else max(now, target))
 
-    def _sleep(self, key: str, saved: SavedStep | None, now: float, wake: float | None) -> None:
+    def _sleep(self, key: str, saved: StepWrite | None, now: float, wake: float | None) -> None:
         """Complete the sleep once its wake has come, else record it and suspend; a saved
         sleep keeps the wake it was first given."""
         if saved is not None:

@@ -20,12 +20,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ys import codec
-from ys.sdk import InfrastructureFailure, SavedStep, Step, run_workflow
-from ys.store.protocols import Delivery, Store
+from ys.sdk import InfrastructureFailure, Step, run_workflow
+from ys.store.protocols import Delivery, Effect, Store
+from ys.values import StepWrite
 
 
 class Clock:
@@ -81,36 +83,19 @@ class _StoreBackend:
             self.execution_id,
             self.token,
             key,
-            kind="run",
-            status="failed" if wake is None else "waiting",
-            value=codec.dumps(error),
-            attempts=attempts,
-            wake_at=wake,
+            StepWrite(
+                "run",
+                "failed" if wake is None else "waiting",
+                codec.dumps(error),
+                attempts=attempts,
+                wake_at=wake,
+            ),
         )
         raise _Killed("step_timeout", f"step {key!r} ran past its timeout", retry_at=wake)
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
         self._check_step(key)
-        return bool(
-            self.store.save_step(
-                self.execution_id,
-                self.token,
-                key,
-                kind=kind,
-                status=status,
-                value=value,
-                attempts=attempts,
-                wake_at=wake_at,
-            )
-        )
+        return bool(self.store.save_step(self.execution_id, self.token, key, step))
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:
         from ys.contract import check_start, request_params
@@ -279,11 +264,11 @@ class WorkflowTest:
             from ys.errors import NotFoundError
 
             raise NotFoundError("NOT_FOUND", f"effect {effect_id!r} does not exist")
-        return found
+        return _effect_dict(found)
 
     def effects(self, status: str | None = None) -> list[dict[str, Any]]:
         """The effect ledger, optionally only `pending` or `settled` effects."""
-        return list(self.store.effects(status=status))
+        return [_effect_dict(e) for e in self.store.effects(status=status)]
 
     def get(self, execution_id: str) -> dict[str, Any]:
         from ys.daemon.views import record
@@ -344,9 +329,7 @@ class WorkflowTest:
             workflow=d.workflow,
             context=codec.decode(record.context_json),
             attempt=record.attempts,
-            steps={
-                s.key: SavedStep(s.kind, s.status, s.value, s.attempts, s.wake_at) for s in steps
-            },
+            steps={s.key: s.write for s in steps},
             cancel_requested=record.cancel_requested,
         )
         try:
@@ -405,3 +388,22 @@ def _load_folder(folder: Path) -> tuple[dict[str, Callable[..., Any]], set[str]]
         and os.access(p, os.X_OK)
     }
     return python, shell
+
+
+def _effect_dict(e: Effect) -> dict[str, Any]:
+    """An effect record as this class shows it: times in epoch seconds, values decoded."""
+    out: dict[str, Any] = {
+        "effect_id": e.effect_id,
+        "operation": e.operation,
+        "input": e.input,
+        "status": e.status,
+        "result": e.result,
+        "created_at": e.created_at,
+        "settled_at": e.settled_at,
+        "conflicts": [asdict(c) for c in e.conflicts],
+    }
+    if e.began_by is not None:
+        out["began_by"] = [asdict(b) for b in e.began_by]
+    if e.waiters is not None:
+        out["waiters"] = [asdict(w) for w in e.waiters]
+    return out

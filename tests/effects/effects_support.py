@@ -13,7 +13,8 @@ from typing import Any
 from tests.support import T0, DaemonHandle, events, kinds, wait_until, write_script
 from ys import codec
 from ys.errors import WorkflowEffectError
-from ys.sdk import NotFound, SavedStep, Settled, Step, Unknown, run_workflow
+from ys.sdk import NotFound, Settled, Step, Unknown, run_workflow
+from ys.values import StepWrite
 
 __all__ = [
     "EFFECTS_DIR",
@@ -57,7 +58,7 @@ class FakeClient:
         self.effects: dict[str, dict[str, Any]] = {}
         self.waiters: dict[tuple[str, str, str], float] = {}
         self.conflicts: list[tuple[str, str, str]] = []
-        self.saved: dict[str, SavedStep] = {}
+        self.saved: dict[str, StepWrite] = {}
         self.script: dict[str, list[BaseException | dict[str, Any]]] = {}
 
     # the names of the calls, in order
@@ -78,17 +79,9 @@ class FakeClient:
     def now(self) -> float:
         return self.clock
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
-        self.calls.append(("save", key, status))
-        self.saved[key] = SavedStep(kind, status, value, attempts, wake_at)
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
+        self.calls.append(("save", key, step.status))
+        self.saved[key] = step
         return False
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:

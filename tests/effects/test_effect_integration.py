@@ -169,9 +169,9 @@ def main(step, params):
     save_step = backend.save_step
     marker = pathlib.Path(params["dir"], "killed-after-record")
 
-    def save_then_die(key, kind, status, value, attempts, wake_at):
-        out = save_step(key, kind, status, value, attempts, wake_at)
-        if status == "waiting" and not marker.exists():
+    def save_then_die(key, step):
+        out = save_step(key, step)
+        if step.status == "waiting" and not marker.exists():
             marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)  # the record committed; no reply is sent
         return out
@@ -255,7 +255,7 @@ def test_requested_wake_becoming_due_is_delivered_once_and_acknowledgement_clear
         t.advance(3600)
         assert t.run() == 0
         assert t.deliveries == 3
-        assert t.store.effect("eff")["waiters"] == []  # type: ignore[index]
+        assert t.store.effect("eff").waiters == ()  # type: ignore[union-attr]
 
 
 # -- settle commits with waiting executions -----------------------------------------------------
@@ -354,7 +354,7 @@ def test_effect_client_failing_in_process_releases_the_lease_with_client_unavail
         (delivery,) = t.store.describe(eid).deliveries
         assert delivery["outcome"] == "retry (worker_failed)"
         assert delivery["detail"].startswith("EFFECT_CLIENT_UNAVAILABLE")
-        assert t.store.effect("eff") is None or t.store.effect("eff")["status"] == "pending"  # type: ignore[index]
+        assert t.store.effect("eff") is None or t.store.effect("eff").status == "pending"  # type: ignore[union-attr]
 
         if method == "effect_wait":
             t.advance(1)

@@ -23,9 +23,10 @@ from tests.store.adapters import ADAPTERS, Adapter
 from ys import codec
 from ys.codec import ErrorValue
 from ys.errors import WorkflowEffectError
-from ys.sdk import InfrastructureFailure, SavedStep
+from ys.sdk import InfrastructureFailure
 from ys.store.protocols import Store
 from ys.testing import WorkflowTest
+from ys.values import StepWrite
 
 OP = "charge.v1"
 
@@ -88,7 +89,7 @@ def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_
     assert again == {"status": "pending"}
     described = shared_store.effect(effect_id)
     assert described is not None
-    assert_same(described["input"], {"v": expected})
+    assert_same(described.input, {"v": expected})
 
     settled = shared_store.effect_settle(OP, effect_id, codec.dumps(value), now=T0)
     assert settled["status"] == "settled"
@@ -391,7 +392,7 @@ def test_suspended_effect_step_stays_unfinished_after_serialization_and_replays_
             T0 + 30,
         )
 
-        # serialized as a worker receives it (GET .../run) and deserialized into a SavedStep
+        # serialized as a worker receives it (GET .../run) and deserialized into a StepWrite
         wire = json.loads(
             json.dumps(
                 {
@@ -404,7 +405,7 @@ def test_suspended_effect_step_stays_unfinished_after_serialization_and_replays_
                 }
             )
         )
-        saved = SavedStep(
+        saved = StepWrite(
             wire["kind"], wire["status"], wire.get("value"), wire["attempts"], wire.get("wake_at")
         )
         assert saved.status == "waiting"  # unfinished, not a result

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import T0, Threads, wait_until
 from ys.errors import LeaseLost, YsError
+from ys.values import StepWrite
 
 LEASE = 30.0
 
@@ -57,9 +58,7 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     before = b.events("x")
     for write in (
         lambda: a.renew("x", old.token, now=later),
-        lambda: a.save_step(
-            "x", old.token, "s", kind="run", status="completed", value="1", now=later
-        ),
+        lambda: a.save_step("x", old.token, "s", StepWrite("run", "completed", "1"), now=later),
         lambda: a.acknowledge("x", old.token, {"status": "completed", "result": 1}, now=later),
         lambda: a.release("x", old.token, now=later),
     ):
@@ -239,7 +238,7 @@ def test_retries_of_one_execution_from_three_daemons_at_once_take_distinct_ids(d
     a = stores[0]
     a.admit("pay", {"n": 1}, execution_id="p", now=T0)
     (d,) = a.claim_due(now=T0, limit=1, lease_seconds=LEASE)
-    a.save_step("p", d.token, "one", kind="run", status="completed", value="1", now=T0)
+    a.save_step("p", d.token, "one", StepWrite("run", "completed", "1"), now=T0)
     a.acknowledge("p", d.token, {"status": "failed", "error": {"name": "E", "message": "x"}})
     results = Threads(9, lambda i: stores[i % 3].retry("p", now=T0 + 1)).results()
     assert all(not isinstance(r, BaseException) for r in results), results

@@ -19,7 +19,8 @@ from tests.support import (
 )
 from tests.support import events as history
 from ys.errors import NotFoundError, WorkflowStartError
-from ys.sdk import SavedStep, Step, run_workflow
+from ys.sdk import Step, run_workflow
+from ys.values import StepWrite
 
 __all__ = [
     "PRELUDE",
@@ -53,7 +54,7 @@ class FakeBackend:
         self.execution_id = execution_id
         self.clock = clock
         self.calls: list[tuple[Any, ...]] = []  # every start call: (request ID, workflow, ...)
-        self.saved: dict[str, SavedStep] = {}  # the durable steps save_step recorded
+        self.saved: dict[str, StepWrite] = {}  # the durable steps save_step recorded
         self.save_log: list[tuple[str, str, str]] = []  # (key, kind, status), in order
         self.requests: dict[tuple[str, str], tuple[str, str, str]] = {}
         self.script: list[BaseException | str] = []
@@ -64,20 +65,12 @@ class FakeBackend:
     def now(self) -> float:
         return self.clock
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
         if self.fail_saves:
             self.fail_saves -= 1
             raise OSError("the connection dropped before the step was recorded")
-        self.saved[key] = SavedStep(kind, status, value, attempts, wake_at)
-        self.save_log.append((key, kind, status))
+        self.saved[key] = step
+        self.save_log.append((key, step.kind, step.status))
         return self.cancel
 
     def start(self, key: str, workflow: str, params: Any, detached: bool) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support import Threads
 from ys.store.base import SLOT_ALL, SLOT_MISSING, ConcurrencyLimit
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 LEASE = 30.0
@@ -69,7 +70,7 @@ def test_a_suspended_execution_holds_no_slot(store):
     limits = {"limited": ConcurrencyLimit(1)}
     (da,) = claim(store, limits)
     store.save_step(
-        a, da.token, "nap", kind="sleep", status="waiting", value=None, wake_at=T0 + 20, now=T0
+        a, da.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 20), now=T0
     )
     store.acknowledge(a, da.token, {"status": "suspended"}, now=T0 + 1)
     (db,) = claim(store, limits, now=T0 + 1)

@@ -153,8 +153,8 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
     assert len(db_path.rows("effects")) == 1
     described = store.effect(EID)
     assert described is not None
-    assert described["status"] == "settled" and described["input"] == INPUT
-    assert {b["execution_id"] for b in described["began_by"]} == {"order-42", "support-tool"}
+    assert described.status == "settled" and described.input == INPUT
+    assert {b.execution_id for b in described.began_by or ()} == {"order-42", "support-tool"}
 
 
 def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(store: Store) -> None:
@@ -266,10 +266,10 @@ def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_
     # operators can inspect it
     described = store.effect(EID)
     assert described is not None
-    assert described["result"] == codec.decode(first)
-    assert described["conflicts"][0]["result"] == codec.decode(first)
-    assert described["conflicts"][0]["conflicting_result"] == codec.decode(second)
-    assert [e["effect_id"] for e in store.effects(status="conflict")] == [EID]
+    assert described.result == codec.decode(first)
+    assert described.conflicts[0].result == codec.decode(first)
+    assert described.conflicts[0].conflicting_result == codec.decode(second)
+    assert [e.effect_id for e in store.effects(status="conflict")] == [EID]
     # and a later equal settlement still returns the first result
     assert store.effect_settle(OP, EID, first, now=T0 + 2) == {"status": "settled", "result": first}
 

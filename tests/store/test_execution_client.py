@@ -20,6 +20,7 @@ from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
 from ys.store.base import Delivery
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 LEASE = 30.0
@@ -351,10 +352,7 @@ def test_step_wake_at_a_time_that_is_not_a_finite_number_is_refused_and_changes_
             "order-42",
             d.token,
             "cooldown",
-            kind="sleep",
-            status="waiting",
-            value=None,
-            wake_at=at,
+            StepWrite("sleep", "waiting", None, wake_at=at),
             now=T0 + 1,
         )
     assert snapshot(store, "order-42") == before
@@ -415,10 +413,7 @@ def test_admitted_and_suspended_executions_survive_a_restart_and_are_delivered(s
         "suspended-2",
         d2.token,
         "cooldown",
-        kind="sleep",
-        status="waiting",
-        value=None,
-        wake_at=T0 + 600,
+        StepWrite("sleep", "waiting", None, wake_at=T0 + 600),
         now=T0 + 2,
     )
     store.acknowledge("suspended-2", d2.token, SUSPENDED, now=T0 + 3)
@@ -610,10 +605,7 @@ def _stale_write(store: Any, op: str, token: str, now: float) -> None:
             "order-42",
             token,
             "charge",
-            kind="run",
-            status="completed",
-            value=codec.dumps({"receipt": "stale"}),
-            wake_at=now + 5,
+            StepWrite("run", "completed", codec.dumps({"receipt": "stale"}), wake_at=now + 5),
             now=now,
         )
     elif op == "renew":
@@ -643,9 +635,7 @@ def test_stale_token_is_refused_and_writes_nothing(store, op, staleness):
         "order-42",
         first.token,
         "load",
-        kind="run",
-        status="completed",
-        value=codec.dumps({"id": 42}),
+        StepWrite("run", "completed", codec.dumps({"id": 42})),
         now=T0 + 1,
     )
     current = None
@@ -672,10 +662,7 @@ def test_live_token_writes_steps_and_their_wakes(store):
         "order-42",
         d.token,
         "cooldown",
-        kind="sleep",
-        status="waiting",
-        value=None,
-        wake_at=T0 + 600,
+        StepWrite("sleep", "waiting", None, wake_at=T0 + 600),
         now=T0 + 1,
     )
     assert [(s.key, s.status, s.wake_at) for s in store.steps("order-42")] == [
@@ -696,10 +683,7 @@ def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(stor
             "order-42",
             d.token,
             key,
-            kind="sleep",
-            status="waiting",
-            value=None,
-            wake_at=wake,
+            StepWrite("sleep", "waiting", None, wake_at=wake),
             now=wake - 10,
         )
         store.acknowledge("order-42", d.token, SUSPENDED, now=wake - 10)
@@ -707,24 +691,10 @@ def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(stor
         assert claim(store, wake - 1) == []
         d = claim_one(store, "order-42", wake)
         store.save_step(
-            "order-42",
-            d.token,
-            key,
-            kind="sleep",
-            status="completed",
-            value=None,
-            wake_at=wake,
-            now=wake,
+            "order-42", d.token, key, StepWrite("sleep", "completed", None, wake_at=wake), now=wake
         )
     store.save_step(
-        "order-42",
-        d.token,
-        "c",
-        kind="sleep",
-        status="waiting",
-        value=None,
-        wake_at=T0 + 30,
-        now=T0 + 20,
+        "order-42", d.token, "c", StepWrite("sleep", "waiting", None, wake_at=T0 + 30), now=T0 + 20
     )
     store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 20)
     assert store.get("order-42").due_at == T0 + 30
@@ -736,17 +706,13 @@ def test_a_completed_step_is_final_and_a_later_save_of_it_changes_nothing(store)
     : the completed result stands, and the history gains no second record of it."""
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    store.save_step(
-        "order-42", d.token, "charge", kind="run", status="completed", value="1", now=T0 + 1
-    )
+    store.save_step("order-42", d.token, "charge", StepWrite("run", "completed", "1"), now=T0 + 1)
     length = store.get("order-42").history_length
     store.save_step(
         "order-42",
         d.token,
         "charge",
-        kind="run",
-        status="failed",
-        value='{"__ys__":"error","name":"StepTimeout","message":"late"}',
+        StepWrite("run", "failed", '{"__ys__":"error","name":"StepTimeout","message":"late"}'),
         now=T0 + 2,
     )
     assert [(s.key, s.status, s.value) for s in store.steps("order-42")] == [
@@ -831,10 +797,8 @@ def test_a_shell_steps_failed_attempt_keeps_its_error_beside_its_output(store):
     d = claim_one(store, "sh-1", T0 + 1)
     error = codec.ErrorValue("ExitStatus", "exit status 3", "EXIT_STATUS")
     failed = codec.dumps({"error": error, "status": 3, "stdout": "partial\n"})
-    store.save_step("sh-1", d.token, "dump", kind="run", status="waiting", value=failed,
-                    attempts=1, wake_at=T0 + 5, now=T0 + 2)  # fmt: skip
+    store.save_step("sh-1", d.token, "dump", StepWrite("run", "waiting", failed, attempts=1, wake_at=T0 + 5), now=T0 + 2)  # fmt: skip
     done = codec.dumps({"error": error, "status": 0, "stdout": ""})
-    store.save_step("sh-1", d.token, "dump", kind="run", status="completed", value=done,
-                    attempts=2, now=T0 + 3)  # fmt: skip
+    store.save_step("sh-1", d.token, "dump", StepWrite("run", "completed", done, attempts=2), now=T0 + 3)  # fmt: skip
     attempts = store.describe("sh-1").failed_attempts["dump"]
     assert [(a["attempt"], a["error"]) for a in attempts] == [(1, error.to_json())]

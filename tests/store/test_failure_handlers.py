@@ -80,7 +80,7 @@ def test_a_slot_later_than_max_late_admits_its_handler_in_the_tick(store):
     store.schedule_add("hourly", "job", "0 * * * *", tz="UTC", max_late=60.0, now=T0 - 1)
     actions = store.schedule_tick("hourly", now=T0 + 600, on_failure="notify")
     slot = "2027-01-15T08:00:00Z"
-    assert [a["action"] for a in actions] == ["missed"]
+    assert [a.action for a in actions] == ["missed"]
     handler = store.get(f"hourly@{slot}.on-failure")
     assert handler is not None and handler.workflow == "notify"
     assert json.loads(handler.params_json) == {"schedule": "hourly", "slot": slot, "reason": "late"}

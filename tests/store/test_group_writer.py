@@ -13,6 +13,7 @@ import pytest
 from tests.store.test_service_course import CONCURRENT, T0, history, refused
 from tests.support import Threads
 from ys.errors import YsError
+from ys.values import StepWrite
 
 GENERATED_ID = re.compile(r"^echo-[0-9a-f]{19}$")
 
@@ -284,7 +285,7 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
         out["saved"] = await asyncio.gather(
             *(
                 store.save_step_async(
-                    "e", d.token, f"s{i}", kind="run", status="completed", value=str(i), now=T0 + 11
+                    "e", d.token, f"s{i}", StepWrite("run", "completed", str(i)), now=T0 + 11
                 )
                 for i in range(5)
             )
@@ -293,7 +294,7 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
             (
                 "stale_step",
                 store.save_step_async(
-                    "e", "stale", "x", kind="run", status="completed", value="1", now=T0 + 12
+                    "e", "stale", "x", StepWrite("run", "completed", "1"), now=T0 + 12
                 ),
             ),
             ("stale_renew", store.renew_async("e", "stale", now=T0 + 12)),
@@ -307,10 +308,7 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
                     "e",
                     d.token,
                     "w",
-                    kind="sleep",
-                    status="waiting",
-                    value=None,
-                    wake_at=float("nan"),
+                    StepWrite("sleep", "waiting", None, wake_at=float("nan")),
                     now=T0 + 12,
                 ),
             ),
@@ -349,7 +347,7 @@ def test_save_step_async_reports_a_requested_cancellation(store_factory):
 
     async def save(key: str) -> bool:
         return await store.save_step_async(
-            "e", d.token, key, kind="run", status="completed", value="1", now=T0 + 1
+            "e", d.token, key, StepWrite("run", "completed", "1"), now=T0 + 1
         )
 
     assert asyncio.run(save("before")) is False

@@ -14,6 +14,7 @@ import pytest
 
 from ys import codec
 from ys.errors import InvalidArgument, LeaseLost
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 LEASE = 30.0
@@ -66,10 +67,8 @@ def test_a_claim_reads_the_params_context_and_steps_its_worker_starts_from(store
     assert codec.decode(d.state.params_json) == {"order": 42}
     assert codec.decode(d.state.context_json) == {"who": "me"}
     assert d.state.steps == []
-    store.save_step("e1", d.token, "b", kind="run", status="completed", value="2", now=T0)
-    store.save_step(
-        "e1", d.token, "a", kind="sleep", status="waiting", value=None, wake_at=T0 + 5, now=T0
-    )
+    store.save_step("e1", d.token, "b", StepWrite("run", "completed", "2"), now=T0)
+    store.save_step("e1", d.token, "a", StepWrite("sleep", "waiting", None, wake_at=T0 + 5), now=T0)
     store.acknowledge("e1", d.token, {"status": "suspended"}, now=T0)
     (again,) = store.claim_due(now=T0 + 5, limit=10, lease_seconds=LEASE)
     assert again.state is not None
@@ -93,7 +92,7 @@ def test_an_admission_with_a_lease_is_claimed_in_its_own_transaction(store: Any)
     kinds = [e.kind for e in store.events("e1")]
     assert kinds == ["admitted", "claimed"]
     assert store.claim_due(now=T0, limit=10, lease_seconds=LEASE) == []  # it is leased
-    store.save_step("e1", d.token, "s", kind="run", status="completed", value="1", now=T0)
+    store.save_step("e1", d.token, "s", StepWrite("run", "completed", "1"), now=T0)
     assert (
         store.acknowledge("e1", d.token, {"status": "completed", "result": 1}, now=T0)["status"]
         == "completed"
@@ -126,13 +125,13 @@ def test_a_save_answered_by_its_callback_is_committed_first(store: Any) -> None:
     admit(store, "e1")
     d = claimed(store, "e1")
     answer = Answer()
-    store.save_step_then(answer, "e1", d.token, "s1", kind="run", status="completed", value='"x"')
+    store.save_step_then(answer, "e1", d.token, "s1", StepWrite("run", "completed", '"x"'))
     answer.wait()
     assert answer.error is None and answer.result is False and answer.calls == 1
     assert [(s.key, s.value) for s in store.steps("e1")] == [("s1", '"x"')]
     store.cancel("e1", now=T0)
     answer = Answer()
-    store.save_step_then(answer, "e1", d.token, "s2", kind="run", status="completed", value="1")
+    store.save_step_then(answer, "e1", d.token, "s2", StepWrite("run", "completed", "1"))
     assert answer.wait().result is True  # a cancellation is now requested
 
 
@@ -140,9 +139,7 @@ def test_a_save_with_a_stale_token_is_answered_lease_lost_and_writes_nothing(sto
     admit(store, "e1")
     claimed(store, "e1")
     answer = Answer()
-    store.save_step_then(
-        answer, "e1", "not-the-token", "s1", kind="run", status="completed", value="1"
-    )
+    store.save_step_then(answer, "e1", "not-the-token", "s1", StepWrite("run", "completed", "1"))
     assert isinstance(answer.wait().error, LeaseLost)
     assert store.steps("e1") == []
 
@@ -153,14 +150,7 @@ def test_a_malformed_save_is_refused_at_once(store: Any) -> None:
     answer = Answer()
     with pytest.raises(InvalidArgument):
         store.save_step_then(
-            answer,
-            "e1",
-            d.token,
-            "s1",
-            kind="run",
-            status="waiting",
-            value=None,
-            wake_at=float("nan"),
+            answer, "e1", d.token, "s1", StepWrite("run", "waiting", None, wake_at=float("nan"))
         )
     assert answer.calls == 0 and store.steps("e1") == []
 
@@ -169,7 +159,9 @@ def test_a_suspension_records_the_waiting_step_and_the_outcome_together(store: A
     admit(store, "e1")
     d = claimed(store, "e1")
     answer = Answer()
-    store.suspend_then(answer, "e1", d.token, "nap", kind="sleep", value=None, wake_at=T0 + 60)
+    store.suspend_then(
+        answer, "e1", d.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 60)
+    )
     assert answer.wait().error is None and answer.result["status"] == "suspended"
     record = store.get("e1")
     assert (record.status, record.due_at) == ("suspended", T0 + 60)
@@ -182,10 +174,31 @@ def test_a_suspension_with_a_stale_token_writes_neither(store: Any) -> None:
     claimed(store, "e1")
     before = [e.kind for e in store.events("e1")]
     answer = Answer()
-    store.suspend_then(answer, "e1", "stale", "nap", kind="sleep", value=None, wake_at=T0 + 60)
+    store.suspend_then(
+        answer, "e1", "stale", "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 60)
+    )
     assert isinstance(answer.wait().error, LeaseLost)
     assert store.steps("e1") == [] and [e.kind for e in store.events("e1")] == before
     assert store.get("e1").status == "running"
+
+
+def test_a_suspension_of_a_step_that_does_not_wait_is_refused_at_once(store: Any) -> None:
+    admit(store, "e1")
+    d = claimed(store, "e1")
+    answer = Answer()
+    with pytest.raises(InvalidArgument, match="waiting step"):
+        store.suspend_then(answer, "e1", d.token, "s1", StepWrite("run", "completed", "1"))
+    assert answer.calls == 0 and store.steps("e1") == []
+    assert store.get("e1").status == "running"
+
+
+def test_a_saved_step_reads_back_as_the_write_that_saved_it(store: Any) -> None:
+    admit(store, "e1")
+    d = claimed(store, "e1")
+    write = StepWrite("run", "waiting", '"x"', attempts=3, wake_at=T0 + 9)
+    store.save_step("e1", d.token, "s1", write, now=T0)
+    (saved,) = store.steps("e1")
+    assert saved.key == "s1" and saved.write == write
 
 
 def test_an_outcome_answered_by_its_callback(store: Any) -> None:

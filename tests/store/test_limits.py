@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ys.errors import LeaseLost
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 SHA = "a" * 64
@@ -45,7 +46,7 @@ def test_time_out_fails_a_running_execution_fences_its_lease_and_admits_its_hand
     with pytest.raises(LeaseLost):
         store.renew("slow", d.token, now=T0 + 6)
     with pytest.raises(LeaseLost):
-        store.save_step("slow", d.token, "s", kind="run", status="completed", value="1", now=T0 + 6)
+        store.save_step("slow", d.token, "s", StepWrite("run", "completed", "1"), now=T0 + 6)
     # the stale worker's outcome does not change the first one
     ack = store.acknowledge("slow", d.token, {"status": "completed", "result": 1}, now=T0 + 7)
     assert ack["status"] == "failed"
@@ -59,14 +60,7 @@ def test_a_suspended_execution_past_its_deadline_fails_without_a_delivery(store)
     store.admit("job", {}, execution_id="sleeps", now=T0)
     [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
     store.save_step(
-        "sleeps",
-        d.token,
-        "nap",
-        kind="sleep",
-        status="waiting",
-        value=None,
-        wake_at=T0 + 3600,
-        now=T0,
+        "sleeps", d.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 3600), now=T0
     )
     store.acknowledge("sleeps", d.token, {"status": "suspended"}, now=T0)
     assert store.timed_out(now=T0 + 5) == [("sleeps", "job")]

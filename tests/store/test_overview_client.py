@@ -71,7 +71,7 @@ def test_running_due_and_recent_failures(store: Store):
 
 def test_slots_fired_on_time_are_recorded_without_a_reason(store: Store):
     store.schedule_add("hourly", "wf", "0 * * * *", tz="UTC", now=T0)
-    slot = store.schedule("hourly")["next_fire_at"]
+    slot = store.schedule("hourly").next_fire_at
     store.schedule_tick("hourly", now=slot + 1)
     (s,) = store.schedule_slots("hourly")
     assert (s["outcome"], s["why"], s["execution_id"]) == ("fired", None, f"hourly@{_utc(slot)}")
@@ -80,7 +80,7 @@ def test_slots_fired_on_time_are_recorded_without_a_reason(store: Store):
 def test_slots_missed_while_asleep_say_why(store: Store):
     store.schedule_add("once", "wf", "0 * * * *", tz="UTC", catch_up="once", now=T0)
     store.schedule_add("none", "wf", "0 * * * *", tz="UTC", catch_up="skip", now=T0)
-    first = store.schedule("once")["next_fire_at"]
+    first = store.schedule("once").next_fire_at
     later = first + 4 * HOUR + 600  # five slots passed, the last one ten minutes ago
     store.schedule_tick("once", now=later)
     store.schedule_tick("none", now=later)
@@ -98,7 +98,7 @@ def test_slots_missed_while_asleep_say_why(store: Store):
 
 def test_a_slot_skipped_behind_a_running_execution_says_which(store: Store):
     store.schedule_add("often", "wf", "*/5 * * * *", tz="UTC", overlap="skip", now=T0)
-    slot = store.schedule("often")["next_fire_at"]
+    slot = store.schedule("often").next_fire_at
     store.schedule_tick("often", now=slot + 1)
     store.claim_due(now=slot + 2, limit=1)
     store.schedule_tick("often", now=slot + 301)
@@ -110,7 +110,7 @@ def test_a_slot_skipped_behind_a_running_execution_says_which(store: Store):
 
 def test_each_schedule_keeps_its_newest_slots(store: Store):
     store.schedule_add("minutely", "wf", "* * * * *", tz="UTC", overlap="allow", now=T0)
-    slot = store.schedule("minutely")["next_fire_at"]
+    slot = store.schedule("minutely").next_fire_at
     for i in range(SLOTS_KEPT + 5):
         store.schedule_tick("minutely", now=slot + 60 * i + 1)
     kept = store.schedule_slots("minutely", limit=1000)
@@ -218,7 +218,7 @@ def test_delivery_durations_per_hour_with_p50_and_p95(store: Store):
 
 def test_schedule_history_marks_failed_fires_and_lateness(store: Store):
     store.schedule_add("hourly", "wf", "0 * * * *", tz="UTC", catch_up="once", now=T0)
-    first = store.schedule("hourly")["next_fire_at"]
+    first = store.schedule("hourly").next_fire_at
     store.schedule_tick("hourly", now=first + 5)  # on time
     (fired,) = store.schedule_slots("hourly")
     _fail(store, fired["execution_id"], first + 10)

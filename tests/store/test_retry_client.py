@@ -12,6 +12,7 @@ import pytest
 
 from tests.store.test_execution_client import T0, claim, claim_one, refused
 from ys import codec
+from ys.values import StepWrite
 
 FAILED = {"status": "failed", "error": {"name": "Boom", "message": "step d broke"}}
 OP, EID = "charge", "pay-order-7"
@@ -21,19 +22,11 @@ def failed_at_fourth_step(store: Any, execution_id: str = "order-7", tags=None) 
     """An execution that recorded a run step, a start, a settled effect, then failed at `d`."""
     store.admit("charge-order", {"order": 7}, execution_id=execution_id, now=T0, tags=tags)
     d = claim_one(store, execution_id, T0)
-    store.save_step(
-        execution_id, d.token, "a", kind="run", status="completed", value="1", now=T0 + 1
-    )
+    store.save_step(execution_id, d.token, "a", StepWrite("run", "completed", "1"), now=T0 + 1)
     child = store.start(execution_id, "b", "ship", '{"order":7}', now=T0 + 2)
     info = {"execution_id": child, "workflow": "ship", "params": '{"order":7}'}
     store.save_step(
-        execution_id,
-        d.token,
-        "b",
-        kind="start",
-        status="completed",
-        value=codec.dumps(info),
-        now=T0 + 2,
+        execution_id, d.token, "b", StepWrite("start", "completed", codec.dumps(info)), now=T0 + 2
     )
     store.effect_begin(OP, EID, {"amount": 5}, execution_id, "c", now=T0 + 3)
     store.effect_settle(OP, EID, '{"receipt":"r-1"}', now=T0 + 3)
@@ -41,15 +34,11 @@ def failed_at_fourth_step(store: Any, execution_id: str = "order-7", tags=None) 
         execution_id,
         d.token,
         "c",
-        kind="effect",
-        status="completed",
-        value='{"receipt":"r-1"}',
+        StepWrite("effect", "completed", '{"receipt":"r-1"}'),
         now=T0 + 3,
     )
     error = codec.dumps(codec.ErrorValue("Boom", "step d broke"))
-    store.save_step(
-        execution_id, d.token, "d", kind="run", status="failed", value=error, now=T0 + 4
-    )
+    store.save_step(execution_id, d.token, "d", StepWrite("run", "failed", error), now=T0 + 4)
     store.acknowledge(execution_id, d.token, FAILED, now=T0 + 5)
 
 
@@ -92,7 +81,7 @@ def test_a_retried_start_step_finds_its_child_and_a_settled_effect_its_result(st
     with refused("START_REQUEST_MISMATCH"):
         store.start("order-7.r1", "b", "ship", '{"order":8}', now=T0 + 11)
     # the effect ledger names the retry as a beginner; beginning again finds it settled
-    began = [b["execution_id"] for b in store.effect(EID)["began_by"]]
+    began = [b.execution_id for b in store.effect(EID).began_by]
     assert sorted(began) == ["order-7", "order-7.r1"]
     again = store.effect_begin(OP, EID, {"amount": 5}, "order-7.r1", "c", now=T0 + 12)
     assert again["status"] == "settled"
@@ -155,7 +144,7 @@ def test_a_retry_takes_new_params_when_given_and_keeps_the_tags(store):
 def test_a_cancelled_execution_is_retried_from_where_it_stopped(store):
     store.admit("charge-order", {"order": 3}, execution_id="c-1", now=T0)
     d = claim_one(store, "c-1", T0)
-    store.save_step("c-1", d.token, "a", kind="run", status="completed", value="1", now=T0 + 1)
+    store.save_step("c-1", d.token, "a", StepWrite("run", "completed", "1"), now=T0 + 1)
     store.cancel("c-1", now=T0 + 2)
     store.acknowledge("c-1", d.token, {"status": "cancelled"}, now=T0 + 3)
     assert store.retry("c-1", now=T0 + 4).copied_steps == ["a"]
@@ -171,18 +160,18 @@ def test_a_bad_new_id_is_invalid(store, bad):
 def test_a_waiting_step_before_from_is_not_copied_and_runs_again(store):
     store.admit("charge-order", {}, execution_id="w-1", now=T0)
     d = claim_one(store, "w-1", T0)
-    store.save_step("w-1", d.token, "a", kind="run", status="completed", value="1", now=T0 + 1)
+    store.save_step("w-1", d.token, "a", StepWrite("run", "completed", "1"), now=T0 + 1)
     child = store.start("w-1", "b", "ship", "{}", now=T0 + 2)
     request = {"request": {"execution_id": child, "workflow": "ship", "params": "{}"}}
     store.save_step(
-        "w-1", d.token, "b", kind="call", status="waiting", value=codec.dumps(request), now=T0 + 2
+        "w-1", d.token, "b", StepWrite("call", "waiting", codec.dumps(request)), now=T0 + 2
     )
     store.acknowledge("w-1", d.token, {"status": "suspended"}, now=T0 + 3)
     store.request_wake("w-1", now=T0 + 4)
     d = next(x for x in claim(store, T0 + 4) if x.execution_id == "w-1")  # the child is due too
-    store.save_step("w-1", d.token, "c", kind="run", status="completed", value="3", now=T0 + 5)
+    store.save_step("w-1", d.token, "c", StepWrite("run", "completed", "3"), now=T0 + 5)
     error = codec.dumps(codec.ErrorValue("Boom", "d broke"))
-    store.save_step("w-1", d.token, "d", kind="run", status="failed", value=error, now=T0 + 5)
+    store.save_step("w-1", d.token, "d", StepWrite("run", "failed", error), now=T0 + 5)
     store.acknowledge("w-1", d.token, FAILED, now=T0 + 6)
     # by default the copy stops at the waiting call
     assert store.retry("w-1", now=T0 + 7).copied_steps == ["a"]

@@ -11,6 +11,7 @@ import pytest
 from tests.store.conftest import StoreFactory
 from ys.contract import slot_id
 from ys.errors import InvalidArgument, YsError
+from ys.store.protocols import ScheduleAction
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC).timestamp()  # a whole hour
 
@@ -46,7 +47,7 @@ def finish(store, execution_id, now):
 
 
 def fired(actions):
-    return [a["execution_id"] for a in actions if a["action"] == "fired"]
+    return [a.execution_id for a in actions if a.action == "fired"]
 
 
 def test_a_fire_admits_an_execution_named_after_the_schedule_and_slot(store):
@@ -62,7 +63,7 @@ def test_a_fire_admits_an_execution_named_after_the_schedule_and_slot(store):
     assert ctx == {"catch_up": False, "schedule": "hourly", "slot": "2026-06-01T12:00:00Z"}
     assert json.loads(rec.params_json) == {"p": 1}
     s = store.schedule("hourly")
-    assert s["last_fire_at"] == T0 + 5 and s["next_fire_at"] == T0 + 3600
+    assert s.last_fire_at == T0 + 5 and s.next_fire_at == T0 + 3600
 
 
 def test_a_repeated_tick_for_the_same_slot_never_makes_a_second_execution(store):
@@ -78,7 +79,7 @@ def test_overlap_skip_does_not_fire_while_the_previous_run_is_going(store):
     add(store, overlap="skip")
     first = fired(store.schedule_tick("hourly", now=T0 + 5))[0]
     actions = store.schedule_tick("hourly", now=T0 + 3600 + 5)
-    assert [a["action"] for a in actions] == ["skipped"]
+    assert [a.action for a in actions] == ["skipped"]
     finish(store, first, T0 + 3600 + 10)
     assert fired(store.schedule_tick("hourly", now=T0 + 7200 + 5)) == [slot_id("hourly", T0 + 7200)]
 
@@ -86,13 +87,13 @@ def test_overlap_skip_does_not_fire_while_the_previous_run_is_going(store):
 def test_overlap_queue_keeps_at_most_one_waiting_fire(store):
     add(store, overlap="queue")
     first = fired(store.schedule_tick("hourly", now=T0 + 5))[0]
-    assert [a["action"] for a in store.schedule_tick("hourly", now=T0 + 3605)] == ["queued"]
-    assert [a["action"] for a in store.schedule_tick("hourly", now=T0 + 7205)] == ["queued"]
-    assert store.schedule("hourly")["queued_slot"] == T0 + 7200  # the newest wins; one only
+    assert [a.action for a in store.schedule_tick("hourly", now=T0 + 3605)] == ["queued"]
+    assert [a.action for a in store.schedule_tick("hourly", now=T0 + 7205)] == ["queued"]
+    assert store.schedule("hourly").queued_slot == T0 + 7200  # the newest wins; one only
     finish(store, first, T0 + 7210)
     actions = store.schedule_tick("hourly", now=T0 + 7215)
     assert fired(actions) == [slot_id("hourly", T0 + 7200)]
-    assert store.schedule("hourly")["queued_slot"] is None
+    assert store.schedule("hourly").queued_slot is None
     assert len(store.list(workflow="job").items) == 2
 
 
@@ -110,7 +111,7 @@ def test_catch_up_after_a_sleep_is_applied_once_and_marked_in_the_context(store)
     actions = store.schedule_tick("hourly", now=T0 + 8 * 3600 + 30)  # slept 8 hours
     ids = fired(actions)
     assert len(ids) == 9  # 12:00 .. 20:00; 20:00 on time
-    assert {"action": "caught_up", "policy": "all", "fired": 8} in actions
+    assert ScheduleAction("caught_up", policy="all", fired=8) in actions
     contexts = [json.loads(store.get(i).context_json)["catch_up"] for i in ids]
     assert contexts == [True] * 8 + [False]
     assert store.schedule_tick("hourly", now=T0 + 8 * 3600 + 40) == []
@@ -121,7 +122,7 @@ def test_pause_stops_fires_and_resume_does_not_replay_the_paused_time(store):
     store.schedule_pause("hourly", True, now=T0)
     assert store.schedule_tick("hourly", now=T0 + 5) == []
     s = store.schedule_pause("hourly", False, now=T0 + 3 * 3600 + 60)
-    assert s["next_fire_at"] == T0 + 4 * 3600
+    assert s.next_fire_at == T0 + 4 * 3600
     assert store.schedule_tick("hourly", now=T0 + 3 * 3600 + 70) == []
 
 
@@ -164,7 +165,7 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
     store.schedule_add("hourly", "job", "0 * * * *", tz="UTC", overlap=policy, now=T0 - 1)
 
     def tick(at: float) -> list[str]:
-        return [a["action"] for a in store.schedule_tick("hourly", now=at)]
+        return [a.action for a in store.schedule_tick("hourly", now=at)]
 
     def running() -> list[str]:
         return [
@@ -180,7 +181,7 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
     if policy != "allow":
         assert running() == [long_run.execution_id]  # never two at once
     # the queue holds one fire, the newest; it waits while the long run goes on
-    assert (store.schedule("hourly")["queued_slot"] is not None) == (policy == "queue")
+    assert (store.schedule("hourly").queued_slot is not None) == (policy == "queue")
     assert tick(T0 + 2 * HOUR + 30) == []
     store.acknowledge(
         long_run.execution_id,
@@ -192,7 +193,7 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
     assert after == (["fired"] if policy == "queue" else [])
     ids = sorted(r.execution_id for r in store.list(workflow="job").items)
     assert ids == sorted(slot_id("hourly", T0 + h * HOUR) for h in FIRED[policy])
-    assert store.schedule("hourly")["queued_slot"] is None
+    assert store.schedule("hourly").queued_slot is None
 
 
 # -- a schedule stored before its expression was refused ---------------------------------
@@ -210,9 +211,9 @@ def test_a_six_field_schedule_stored_before_the_check_stops_being_due(
         store_factory.location, "schedules", {"name": "old"}, cron="0 3 * * * *"
     )
     actions = store.schedule_tick("old", now=t0 + 1)
-    assert [a["action"] for a in actions] == ["refused"]
-    assert "6 fields" in actions[0]["why"]
-    assert store.schedule("old")["next_fire_at"] is None
+    assert [a.action for a in actions] == ["refused"]
+    assert "6 fields" in actions[0].why
+    assert store.schedule("old").next_fire_at is None
     assert store.list(workflow="job").items == []
     store.schedule_pause("old", True, now=t0 + 2)
     with pytest.raises(InvalidArgument, match="add it again"):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+from ys.values import StepWrite
+
 T0 = 1_000_000.0
 A, B = "a" * 64, "b" * 64
 
@@ -70,14 +72,7 @@ def test_a_script_change_wakes_only_the_executions_that_wait_for_it(store):
     by_id = {d.execution_id: d for d in store.claim_due(now=T0, limit=5, lease_seconds=30)}
     token = by_id["sleeper"].token
     store.save_step(
-        "sleeper",
-        token,
-        "nap",
-        kind="sleep",
-        status="waiting",
-        value=None,
-        wake_at=T0 + 3600,
-        now=T0,
+        "sleeper", token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 3600), now=T0
     )
     store.acknowledge("sleeper", token, {"status": "suspended"}, now=T0)
     store.release(

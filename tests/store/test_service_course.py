@@ -23,6 +23,7 @@ from ys import codec
 from ys.contract import MAX_PARAMS_BYTES
 from ys.errors import YsError
 from ys.store.paging import history_token, parse_history_token
+from ys.values import StepWrite
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()  # 1767225600
 LEASE = 30.0
@@ -293,13 +294,7 @@ def _run_to_completion(store: Any, execution_id: str = "demo-1") -> list[str]:
     store.admit("echo", {"input": "hi"}, execution_id=execution_id, now=T0)
     (d,) = store.claim_due(now=T0, limit=1, lease_seconds=LEASE)
     store.save_step(
-        execution_id,
-        d.token,
-        "say",
-        kind="run",
-        status="completed",
-        value=codec.dumps("hi"),
-        now=T0 + 1,
+        execution_id, d.token, "say", StepWrite("run", "completed", codec.dumps("hi")), now=T0 + 1
     )
     store.acknowledge(execution_id, d.token, {"status": "suspended"}, now=T0 + 2)
     store.request_wake(execution_id, at=T0 + 10, now=T0 + 3)

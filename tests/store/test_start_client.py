@@ -18,6 +18,7 @@ from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, request_params
 from ys.errors import ExecutionAdmissionError, LeaseLost, ResourceExhausted, WorkflowStartError
 from ys.store.protocols import Store
+from ys.values import StepWrite
 
 BIG = {"label": "x" * 200_000}  # large enough that admitting it must allocate new pages
 
@@ -408,13 +409,7 @@ def test_start_is_not_fenced_a_stale_lease_holder_gets_the_same_target(store_fac
     # the stale holder may not record anything ...
     with pytest.raises(LeaseLost):
         s.save_step(
-            "order-42",
-            stale.token,
-            "ship",
-            kind="start",
-            status="completed",
-            value=None,
-            now=T0 + 32,
+            "order-42", stale.token, "ship", StepWrite("start", "completed", None), now=T0 + 32
         )
     # ... but its start (which takes no token at all) answers as for anyone: the same target
     assert _start(s, "order-42", "ship", "ship-order", {"order": 42}, now=T0 + 32) == target

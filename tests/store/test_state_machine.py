@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 from ys import codec
 from ys.errors import YsError
 from ys.store.base import Admission
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 LEASE = 30.0
@@ -272,10 +273,7 @@ class StoreMachine(RuleBasedStateMachine):
                 execution_id,
                 token,
                 f"sleep-{m.attempts}",
-                kind="sleep",
-                status="waiting",
-                value=None,
-                wake_at=now + sleep,
+                StepWrite("sleep", "waiting", None, wake_at=now + sleep),
                 now=now,
             )
 
@@ -348,10 +346,7 @@ class StoreMachine(RuleBasedStateMachine):
                     execution_id,
                     token,
                     "stale",
-                    kind="run",
-                    status="completed",
-                    value="1",
-                    wake_at=now,
+                    StepWrite("run", "completed", "1", wake_at=now),
                     now=now,
                 )
             if write == "renew":

@@ -10,6 +10,7 @@ import pytest
 from ys import codec
 from ys.codec import MAX_VALUE_BYTES
 from ys.errors import ValueTooLarge
+from ys.values import StepWrite
 
 T0 = 1_000_000.0
 
@@ -32,18 +33,14 @@ def test_a_run_step_value_over_the_limit_is_refused_and_changes_nothing(store):
             "big-1",
             token,
             "big",
-            kind="run",
-            status="completed",
-            value=codec.dumps("z" * MAX_VALUE_BYTES),
+            StepWrite("run", "completed", codec.dumps("z" * MAX_VALUE_BYTES)),
             now=T0 + 1,
         )
     assert over.value.code == "INVALID_ARGUMENT" and "2 MiB" in over.value.message
     assert _snapshot(store) == before
     # at the limit it is saved
     at_limit = codec.dumps("z" * (MAX_VALUE_BYTES - 4))
-    store.save_step(
-        "big-1", token, "big", kind="run", status="completed", value=at_limit, now=T0 + 1
-    )
+    store.save_step("big-1", token, "big", StepWrite("run", "completed", at_limit), now=T0 + 1)
     assert [s.value for s in store.steps("big-1")] == [at_limit]
     assert store.verify() == []
 

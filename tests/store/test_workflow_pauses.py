@@ -53,22 +53,22 @@ def test_an_interval_schedule_fires_at_creation_plus_k_intervals(store):
     from ys.cron import every_rule
 
     s = store.schedule_add("pulse", "job", every_rule(600), tz="UTC", now=T0 + 7)
-    assert s["cron"] == every_rule(600, T0 + 7)
-    assert s["next_fire_at"] == T0 + 607
+    assert s.cron == every_rule(600, T0 + 7)
+    assert s.next_fire_at == T0 + 607
     actions = store.schedule_tick("pulse", now=T0 + 1207.5)
-    fired = [a["execution_id"] for a in actions if a["action"] == "fired"]
+    fired = [a.execution_id for a in actions if a.action == "fired"]
     assert fired == [slot_id("pulse", T0 + 1207)]  # catch-up once: the latest slot
-    assert store.schedule("pulse")["next_fire_at"] == T0 + 1807
+    assert store.schedule("pulse").next_fire_at == T0 + 1807
     # replaced (a script loaded again): the anchor stays the creation time
     store.schedule_add("pulse", "job", every_rule(600), tz="UTC", replace=True, now=T0 + 1300)
-    assert store.schedule("pulse")["next_fire_at"] == T0 + 1807
+    assert store.schedule("pulse").next_fire_at == T0 + 1807
 
 
 def test_set_restarts_the_cursor_so_past_slots_of_the_new_rule_never_fire(store):
     store.schedule_add("c", "job", "0 0 1 1 *", tz="UTC", now=T0)
     store.schedule_add("c", "job", "* * * * *", tz="UTC", replace=True, restart=True, now=T0 + 3600)
     actions = store.schedule_tick("c", now=T0 + 3600)
-    assert not [a for a in actions if a["action"] == "fired"]
+    assert not [a for a in actions if a.action == "fired"]
 
 
 @pytest.mark.parametrize("bad", ["@every 0", "@every x", "@every 5 from", "@every -3"])

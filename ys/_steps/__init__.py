@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
-    from ys.sdk import Backend, SavedStep
+    from ys.sdk import Backend
+    from ys.values import StepWrite
 
 
 class StepCore(Protocol):
@@ -21,7 +22,7 @@ class StepCore(Protocol):
 
     _backend: Backend
 
-    def _begin(self, key: str) -> SavedStep | None: ...
+    def _begin(self, key: str) -> StepWrite | None: ...
 
     def _infra(self, fn: Callable[..., Any], *args: Any) -> Any: ...
 

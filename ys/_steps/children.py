@@ -8,6 +8,7 @@ from typing import Any
 from ys import codec, sdk
 from ys._steps import StepMethods
 from ys.errors import ChildWorkflowFailed, NotFoundError, WorkflowStartError, YsError
+from ys.values import StepWrite
 
 
 class ChildSteps(StepMethods):
@@ -15,7 +16,7 @@ class ChildSteps(StepMethods):
     replay."""
 
     def _request(
-        self, key: str, kind: str, workflow: str, params: Any, saved: sdk.SavedStep | None
+        self, key: str, kind: str, workflow: str, params: Any, saved: StepWrite | None
     ) -> str | None:
         """The child a recorded start step names, after checking the request is unchanged;
         None when nothing is recorded. A recorded rejection is raised again."""

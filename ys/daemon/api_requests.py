@@ -27,6 +27,7 @@ from ys.contract import (
 from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
 from ys.store.protocols import STATUSES
+from ys.values import StepWrite
 
 MAX_WAIT = 60.0  # a long poll answers at least this often
 STEP_STATUSES = ("completed", "failed", "waiting")
@@ -168,28 +169,20 @@ class WaitQuery:
 # -- the worker's calls -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SaveStep:
-    kind: str
-    status: str
-    value: str | None  # canonical JSON text (the worker encodes it)
-    attempts: int
-    wake_at: float | None
+def step_of(b: Body) -> StepWrite:
+    """A worker's step save, from a body already read (the route's, or a worker channel
+    request); its value is canonical JSON text (the worker encodes it)."""
+    return StepWrite(
+        b.text("kind", "run"),
+        b.choice("status", STEP_STATUSES, "completed"),
+        b.opt_text("value"),
+        b.whole("attempts", 1, least=1),
+        b.opt_time("wake_at"),
+    )
 
-    @classmethod
-    async def read(cls, request: web.Request) -> SaveStep:
-        return cls.of(await Body.read(request))
 
-    @classmethod
-    def of(cls, b: Body) -> SaveStep:
-        """From a body already read (the route's, or a worker channel request)."""
-        return cls(
-            b.text("kind", "run"),
-            b.choice("status", STEP_STATUSES, "completed"),
-            b.opt_text("value"),
-            b.whole("attempts", 1, least=1),
-            b.opt_time("wake_at"),
-        )
+async def read_step(request: web.Request) -> StepWrite:
+    return step_of(await Body.read(request))
 
 
 @dataclass(frozen=True)

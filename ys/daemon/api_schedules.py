@@ -67,16 +67,16 @@ class ScheduleRoutes(ApiBase):
 
         n = max(1, min(1000, Query(request).whole("n", 5)))
         s = await self.call(self.d.store.schedule, request.match_info["name"])
-        if s["paused"]:  # a paused schedule fires at no time
+        if s.paused:  # a paused schedule fires at no time
             return _json({"fire_times": [], "paused": True})
-        after = max(self.d.store.clock(), s["cursor"])
-        off = cron.jitter_offset(s["name"], s["jitter"])
+        after = max(self.d.store.clock(), s.cursor)
+        off = cron.jitter_offset(s.name, s.jitter)
         try:
-            times = [t + off for t in cron.slots_after(s["cron"], s["tz"], after, n)]
+            times = [t + off for t in cron.slots_after(s.cron, s.tz, after, n)]
         except ValueError as exc:  # stored before ys refused it (six fields, say)
             raise YsError(
                 "FAILED_PRECONDITION",
-                f"schedule {s['name']!r} cannot fire: {exc}; remove it (ys schedule rm) and add "
+                f"schedule {s.name!r} cannot fire: {exc}; remove it (ys schedule rm) and add "
                 "it again",
             ) from None
         return _json({"fire_times": [views.iso(t) for t in times], "paused": False})

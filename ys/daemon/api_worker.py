@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ys.daemon import views
 from ys.daemon.api_base import SMALL_BODY, ApiBase, _json, invalid
-from ys.daemon.api_requests import Outcome, SaveStep, Start, StepDeadline
+from ys.daemon.api_requests import Outcome, Start, StepDeadline, read_step
 
 
 class WorkerRoutes(ApiBase):
@@ -42,7 +42,7 @@ class WorkerRoutes(ApiBase):
         )
 
     async def save_step(self, request: web.Request) -> web.Response:
-        req = await SaveStep.read(request)
+        req = await read_step(request)
         cancel = await self.deliveries.save_step_async(
             request.match_info["id"], self._token(request), request.match_info["key"], req
         )

@@ -34,10 +34,10 @@ from ys.daemon.api_requests import (
     EffectSettle,
     EffectWait,
     Outcome,
-    SaveStep,
     Start,
     StepDeadline,
     ValueWait,
+    step_of,
 )
 from ys.daemon.http import MAX_BODY
 from ys.daemon.running import Running
@@ -157,7 +157,7 @@ class WorkerChannel:
         key = b.required_text("key")
         if not key:
             raise invalid("key must be non-empty text")
-        req = SaveStep.of(b)
+        req = step_of(b)
         crash_point("channel.before_save")
         self.deliveries.save_step(
             self.execution_id,
@@ -174,7 +174,7 @@ class WorkerChannel:
         key = b.required_text("key")
         if not key:
             raise invalid("key must be non-empty text")
-        req = SaveStep.of(b)
+        req = step_of(b)
         crash_point("channel.before_suspend")
         self.deliveries.suspend(
             self.execution_id,

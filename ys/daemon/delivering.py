@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ys.contract import request_params
 from ys.crashpoints import crash_point
 from ys.daemon import operations, views
 from ys.errors import InvalidArgument
+from ys.values import StepWrite
 
 if TYPE_CHECKING:
     from ys.daemon.api_requests import (
         EffectBegin,
         EffectSettle,
         EffectWait,
-        SaveStep,
         Start,
         StepDeadline,
         ValueWait,
@@ -48,7 +49,7 @@ class Deliveries:
     # -- the lean path: answered on the writer's thread -------------------------------------
 
     def save_step(
-        self, eid: str, token: str, key: str, req: SaveStep, then: Then, point: str = ""
+        self, eid: str, token: str, key: str, req: StepWrite, then: Then, point: str = ""
     ) -> None:
         """Record a step; `then(cancel_requested, error)` once committed. A step whose
         attempt the dispatcher killed for its timeout is recorded by the dispatcher: a save
@@ -65,17 +66,7 @@ class Deliveries:
                 cancel = bool(cancel)
             then(cancel, error)
 
-        self.d.store.save_step_then(
-            saved,
-            eid,
-            token,
-            key,
-            kind=req.kind,
-            status=req.status,
-            value=req.value,
-            attempts=req.attempts,
-            wake_at=req.wake_at,
-        )
+        self.d.store.save_step_then(saved, eid, token, key, req)
         disp.step_recorded(eid, token, req.kind, req.status)
 
     def suspend(
@@ -83,7 +74,7 @@ class Deliveries:
         eid: str,
         token: str,
         key: str,
-        req: SaveStep,
+        req: StepWrite,
         warnings: Any,
         then: Then,
         point: str = "",
@@ -100,10 +91,7 @@ class Deliveries:
             eid,
             token,
             key,
-            kind=req.kind,
-            value=req.value,
-            attempts=req.attempts,
-            wake_at=req.wake_at,
+            replace(req, status="waiting"),
             warnings=warnings,
         )
         disp.step_saved(eid, token, req.kind)
@@ -186,7 +174,7 @@ class Deliveries:
 
     # -- the same, awaited (the HTTP routes) -------------------------------------------------
 
-    async def save_step_async(self, eid: str, token: str, key: str, req: SaveStep) -> bool:
+    async def save_step_async(self, eid: str, token: str, key: str, req: StepWrite) -> bool:
         cancel: bool = await _awaited(lambda then: self.save_step(eid, token, key, req, then))
         return cancel
 

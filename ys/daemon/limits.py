@@ -26,6 +26,7 @@ from ys.daemon.cancelling import Cancelling
 from ys.daemon.launcher import kill_group
 from ys.daemon.running import Running
 from ys.errors import LeaseLost, YsError
+from ys.values import StepWrite
 
 log = logging.getLogger("ys.dispatcher")
 SWEEP_LIMIT = 100  # past-deadline executions failed per sweep (the next sweep goes on at once)
@@ -190,11 +191,13 @@ class Limits(Cancelling):
                 d.execution_id,
                 d.token,
                 key,
-                kind="run",
-                status="failed" if wake is None else "waiting",
-                value=codec.dumps(error),
-                attempts=attempts,
-                wake_at=wake,
+                StepWrite(
+                    "run",
+                    "failed" if wake is None else "waiting",
+                    codec.dumps(error),
+                    attempts=attempts,
+                    wake_at=wake,
+                ),
             )
         except YsError as exc:  # the lease is gone (timed out, cancelled): nothing to record
             log.warning("%s: step %r's timeout not recorded: %s", d.execution_id, key, exc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -28,6 +28,9 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
+
+if TYPE_CHECKING:
+    from ys.store.protocols import ScheduleAction
 
 DURATIONS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 COMMITS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
@@ -220,18 +223,18 @@ class Metrics:
         self.deliveries_ended.labels(workflow, result).inc()
         self.delivery_seconds.labels(workflow).observe(seconds)
 
-    def schedule_actions(self, schedule: str, actions: list[dict[str, Any]]) -> None:
+    def schedule_actions(self, schedule: str, actions: list[ScheduleAction]) -> None:
         for a in actions:
-            if a["action"] == "fired":
+            if a.action == "fired":
                 self.schedule_slots.labels(schedule, "fired").inc()
                 self.admissions.labels("schedule").inc()
-            elif a["action"] == "missed":
+            elif a.action == "missed":
                 self.schedule_slots.labels(
-                    schedule, "late" if a["reason"] == "late" else "skipped"
+                    schedule, "late" if a.reason == "late" else "skipped"
                 ).inc()
-                if a.get("handler"):
+                if a.handler:
                     self.admissions.labels("on_failure").inc()
-            elif a["action"] == "skipped":
+            elif a.action == "skipped":
                 self.schedule_slots.labels(schedule, "skipped").inc()
 
     def render(self, shared: Any, now: float | None = None) -> bytes:

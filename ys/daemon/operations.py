@@ -16,7 +16,7 @@ from ys.errors import NotFoundError, YsError
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
-    from ys.store.protocols import Record, Retry
+    from ys.store.protocols import Record, Retry, Schedule
 
 
 async def load(d: DaemonParts, execution_id: str) -> Record:
@@ -105,30 +105,37 @@ async def retry(
     return result
 
 
-async def pause_schedule(d: DaemonParts, name: str, paused: bool) -> dict[str, Any]:
+async def pause_schedule(d: DaemonParts, name: str, paused: bool) -> Schedule:
     """Pause or resume the schedule; a resumed one fires from its next slot (the scheduler
     is told), not what passed while it was paused."""
-    s: dict[str, Any] = await d.hub.call(d.store.schedule_pause, name, paused)
+    s: Schedule = await d.hub.call(d.store.schedule_pause, name, paused)
     if not paused:
         d.scheduler.poke()
     return s
 
 
-async def set_schedule(d: DaemonParts, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+async def set_schedule(d: DaemonParts, name: str, changes: dict[str, Any]) -> Schedule:
     """Change a schedule in place: its fired executions stay, its next slot follows the new
     rule (slots before now under the new rule never fire). One a script declares is changed in
     its script (FAILED_PRECONDITION)."""
-    s: dict[str, Any] = await d.hub.call(d.store.schedule, name)
-    if s["source"] == "script":
+    s: Schedule = await d.hub.call(d.store.schedule, name)
+    if s.source == "script":
         raise YsError(
             "FAILED_PRECONDITION",
             f"schedule {name} is declared by its script; change the declaration there",
         )
-    merged = {k: s[k] for k in ("tz", "params", "catch_up", "overlap", "max_late", "jitter")}
+    merged: dict[str, Any] = {
+        "tz": s.tz,
+        "params": s.params,
+        "catch_up": s.catch_up,
+        "overlap": s.overlap,
+        "max_late": s.max_late,
+        "jitter": s.jitter,
+    }
     merged.update(changes)
-    rule = merged.pop("rule", None) or s["cron"]
-    out: dict[str, Any] = await d.hub.call(
-        d.store.schedule_add, name, s["workflow"], rule, replace=True, restart=True, **merged
+    rule = merged.pop("rule", None) or s.cron
+    out: Schedule = await d.hub.call(
+        d.store.schedule_add, name, s.workflow, rule, replace=True, restart=True, **merged
     )
     d.scheduler.poke()
     return out
@@ -141,14 +148,14 @@ async def run_schedule(d: DaemonParts, name: str) -> str:
 
     from ys.contract import slot_id
 
-    s: dict[str, Any] = await d.hub.call(d.store.schedule, name)
-    await known_workflow(d, s["workflow"])
+    s: Schedule = await d.hub.call(d.store.schedule, name)
+    await known_workflow(d, s.workflow)
     now = time.time()
     stamp = slot_id("", now)[1:].replace("Z", f".{int(now * 1000) % 1000:03d}Z")
     result = await d.hub.call(
         d.store.admit,
-        s["workflow"],
-        s["params"],
+        s.workflow,
+        s.params,
         context={"schedule": name, "manual": True},
         execution_id=f"{name}@manual-{stamp}",
     )

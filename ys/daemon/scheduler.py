@@ -19,6 +19,7 @@ from ys.errors import YsError
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
+    from ys.store.protocols import Schedule, ScheduleAction
 
 log = logging.getLogger("ys.scheduler")
 MAX_IDLE = 30.0
@@ -65,65 +66,63 @@ class Scheduler:
         store = self.d.store
         wait = MAX_IDLE
         for s in await self.d.hub.call(store.schedules):
-            if s["paused"]:
+            if s.paused:
                 continue
-            due = s["next_fire_at"] is not None and s["next_fire_at"] <= now
-            if due or s["queued_slot"] is not None:
+            due = s.next_fire_at is not None and s.next_fire_at <= now
+            if due or s.queued_slot is not None:
                 try:
-                    await self.d.registry.fresh(s["workflow"])  # admitted as the script is now
+                    await self.d.registry.fresh(s.workflow)  # admitted as the script is now
                     actions = await self.d.hub.call(
                         store.schedule_tick,
-                        s["name"],
+                        s.name,
                         now=now,
-                        on_failure=self.d.handler_for(s["workflow"]),
+                        on_failure=self.d.handler_for(s.workflow),
                     )
                 except YsError as exc:
-                    log.error("schedule %s: %s", s["name"], exc)
+                    log.error("schedule %s: %s", s.name, exc)
                     continue
                 self._log(s, actions)
-                self.d.metrics.schedule_actions(s["name"], actions)
+                self.d.metrics.schedule_actions(s.name, actions)
                 crash_point("schedule.after_fire")
-                if any(a["action"] == "fired" or a.get("handler") for a in actions):
+                if any(a.action == "fired" or a.handler for a in actions):
                     self.d.dispatcher.poke()
-                s = await self.d.hub.call(store.schedule, s["name"])
-            if s["queued_slot"] is not None:
+                s = await self.d.hub.call(store.schedule, s.name)
+            if s.queued_slot is not None:
                 wait = min(wait, 1.0)  # waiting for the previous execution to end
-            if s["next_fire_at"] is not None:
-                wait = min(wait, max(0.0, s["next_fire_at"] - store.clock()))
+            if s.next_fire_at is not None:
+                wait = min(wait, max(0.0, s.next_fire_at - store.clock()))
         return wait
 
-    def _log(self, s: dict[str, Any], actions: list[dict[str, Any]]) -> None:
+    def _log(self, s: Schedule, actions: list[ScheduleAction]) -> None:
         for a in actions:
-            when = _iso(a.get("slot"))
-            if a["action"] == "fired":
-                how = (
-                    " (catch-up)" if a.get("catch_up") else (" (queued)" if a.get("queued") else "")
-                )
-                log.info("schedule %s fired slot %s%s: %s", s["name"], when, how, a["execution_id"])
-            elif a["action"] == "skipped":
-                log.info("schedule %s skipped slot %s: %s", s["name"], when, a["why"])
-            elif a["action"] == "queued":
-                log.info("schedule %s queued slot %s behind the running execution", s["name"], when)
-            elif a["action"] == "refused":
+            when = _iso(a.slot)
+            if a.action == "fired":
+                how = " (catch-up)" if a.catch_up else (" (queued)" if a.queued else "")
+                log.info("schedule %s fired slot %s%s: %s", s.name, when, how, a.execution_id)
+            elif a.action == "skipped":
+                log.info("schedule %s skipped slot %s: %s", s.name, when, a.why)
+            elif a.action == "queued":
+                log.info("schedule %s queued slot %s behind the running execution", s.name, when)
+            elif a.action == "refused":
                 log.error(
                     "schedule %s no longer fires: %s; remove it and add it again",
-                    s["name"],
-                    a["why"],
+                    s.name,
+                    a.why,
                 )
-            elif a["action"] == "missed":
+            elif a.action == "missed":
                 log.info(
                     "schedule %s will not fire slot %s (%s)%s",
-                    s["name"],
+                    s.name,
                     when,
-                    a["reason"],
-                    f"; its handler is {a['handler']}" if a["handler"] else "",
+                    a.reason,
+                    f"; its handler is {a.handler}" if a.handler else "",
                 )
-            elif a["action"] == "caught_up":
+            elif a.action == "caught_up":
                 log.info(
                     "schedule %s: the clock jumped; catch-up %s fired %d missed slot(s)",
-                    s["name"],
-                    a["policy"],
-                    a["fired"],
+                    s.name,
+                    a.policy,
+                    a.fired,
                 )
 
     async def housekeeping(self) -> None:
@@ -180,9 +179,7 @@ class Scheduler:
             and wf.schedule
             and (wf.schedule.get("schedule") or wf.schedule.get("every"))
         }
-        by_hand = {
-            s["name"] for s in await self.d.hub.call(store.schedules) if s["source"] != "script"
-        }
+        by_hand = {s.name for s in await self.d.hub.call(store.schedules) if s.source != "script"}
         for name, wf in declared.items():
             if name in by_hand:  # `ys schedule add` took the name first: never overwrite it
                 log.error(
@@ -208,10 +205,10 @@ class Scheduler:
         broken = {name for name, wf in self.d.registry.workflows.items() if wf.error is not None}
         broken |= {name for name, wf in workflows.items() if wf.error is not None}
         for s in await self.d.hub.call(store.schedules):
-            gone = s["name"] not in declared and s["name"] not in broken
-            if s["source"] == "script" and gone:
-                await self.d.hub.call(store.schedule_remove, s["name"], declared_too=True)
-                log.info("schedule %s removed: its script no longer declares it", s["name"])
+            gone = s.name not in declared and s.name not in broken
+            if s.source == "script" and gone:
+                await self.d.hub.call(store.schedule_remove, s.name, declared_too=True)
+                log.info("schedule %s removed: its script no longer declares it", s.name)
         self.poke()
 
 

@@ -24,14 +24,14 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ys import tracing
 from ys.daemon import timeline
-from ys.store.protocols import TERMINAL, Event, Record, Store
+from ys.store.protocols import TERMINAL, Effect, Event, Record, Store
 
 log = logging.getLogger("ys.daemon")
 
@@ -72,7 +72,7 @@ def build(
     events: list[Event],
     lineage: Lineage,
     *,
-    effects: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    effects: Sequence[Effect] = (),
     retry_of: tuple[int, int] | None = None,
 ) -> list[SpanSpec]:
     """The spans of a terminal execution, from its history (pure: the same at any time)."""
@@ -110,11 +110,11 @@ def build(
             links=(retry_of,) if retry_of else (),
         )
     ]
-    by_step: dict[str, dict[str, Any]] = {}
+    by_step: dict[str, Effect] = {}
     for e in effects:
-        for b in e.get("began_by") or ():
-            if b.get("execution_id") == xid:
-                by_step.setdefault(str(b.get("step_key")), e)
+        for b in e.began_by or ():
+            if b.execution_id == xid:
+                by_step.setdefault(b.step_key, e)
     for s in timeline.spans(record.admitted_at, events):
         if s.end is None or s.kind == "backoff":
             continue  # a terminal execution's open waits never ended; backoffs are no work
@@ -142,8 +142,8 @@ def build(
         }
         if s.kind == "wait" and s.step_kind == "effect" and s.key in by_step:
             eff = by_step[s.key]
-            step_attrs["ys.effect.id"] = str(eff.get("effect_id"))
-            step_attrs["ys.effect.operation"] = str(eff.get("operation"))
+            step_attrs["ys.effect.id"] = eff.effect_id
+            step_attrs["ys.effect.operation"] = eff.operation
             step_attrs["ys.effect.source"] = _effect_source(eff, xid, s.key)
         err = timeline.error_text(s.data.get("error"))
         if err:
@@ -190,19 +190,19 @@ def _step(
     )
 
 
-def _effect_source(effect: dict[str, Any], xid: str, key: str) -> str:
+def _effect_source(effect: Effect, xid: str, key: str) -> str:
     """Where an effect step's result came from: `ledger` (settled before this step asked, by
     another execution or step: neither perform nor lookup ran), `lookup` (this step had begun
     it in an earlier delivery whose outcome was unknown, so lookup was asked first), or
     `perform`."""
-    mine = [b for b in effect.get("began_by") or () if b.get("execution_id") == xid]
-    mine = [b for b in mine if b.get("step_key") == key]
-    settled = effect.get("settled_at")
-    first = min((float(b["at"]) for b in mine if b.get("at") is not None), default=None)
-    if settled is not None and first is not None and float(settled) < first:
+    began = effect.began_by or ()
+    mine = [b for b in began if b.execution_id == xid and b.step_key == key]
+    settled = effect.settled_at
+    first = min((b.at for b in mine), default=None)
+    if settled is not None and first is not None and settled < first:
         return "ledger"
-    others = [b for b in effect.get("began_by") or () if b not in mine]
-    if others and first is not None and min(float(b["at"]) for b in others) < first:
+    others = [b for b in began if b not in mine]
+    if others and first is not None and min(b.at for b in others) < first:
         return "ledger"
     return "lookup" if len(mine) > 1 else "perform"
 
@@ -409,8 +409,7 @@ class Tracer:
             return
         events = self.store.events(execution_id)
         effects = [
-            self.store.effect(str(e["effect_id"])) or e
-            for e in self.store.effects(None, execution_id)
+            self.store.effect(e.effect_id) or e for e in self.store.effects(None, execution_id)
         ]  # with who began each (the list leaves that out)
         retry_of = None
         if record.retry_of:

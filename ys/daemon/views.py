@@ -8,7 +8,7 @@ from typing import Any
 from ys import codec
 from ys.cron import interval, zone_name
 from ys.durations import MAX_TIME, MIN_TIME
-from ys.store.protocols import Description, Record, StepRecord
+from ys.store.protocols import Description, Effect, Record, Schedule, StepRecord
 
 
 def iso(t: float | None) -> str | None:
@@ -91,45 +91,55 @@ def describe(d: Description) -> dict[str, Any]:
     return out
 
 
-def effect(e: dict[str, Any]) -> dict[str, Any]:
-    out = dict(e)
-    for k in ("input", "result"):
-        out[k] = plain(out.get(k))
-    out["conflicts"] = [
-        {
-            "result": plain(c["result"]),
-            "conflicting_result": plain(c["conflicting_result"]),
-            "at": iso(c["at"]),
-        }
-        for c in e.get("conflicts", [])
-    ]
-    for k in ("created_at", "settled_at"):
-        out[k] = iso(out.get(k))
-    for w in out.get("waiters", []):
-        w["wake_at"] = iso(w["wake_at"])
-    for b in out.get("began_by", []):
-        b["at"] = iso(b["at"])
+def effect(e: Effect) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "effect_id": e.effect_id,
+        "operation": e.operation,
+        "input": plain(e.input),
+        "status": e.status,
+        "result": plain(e.result),
+        "created_at": iso(e.created_at),
+        "settled_at": iso(e.settled_at),
+        "conflicts": [
+            {
+                "result": plain(c.result),
+                "conflicting_result": plain(c.conflicting_result),
+                "at": iso(c.at),
+            }
+            for c in e.conflicts
+        ],
+    }
+    if e.began_by is not None:
+        out["began_by"] = [
+            {"execution_id": b.execution_id, "step_key": b.step_key, "at": iso(b.at)}
+            for b in e.began_by
+        ]
+    if e.waiters is not None:
+        out["waiters"] = [
+            {"execution_id": w.execution_id, "step_key": w.step_key, "wake_at": iso(w.wake_at)}
+            for w in e.waiters
+        ]
     return out
 
 
-def schedule(s: dict[str, Any]) -> dict[str, Any]:
+def schedule(s: Schedule) -> dict[str, Any]:
     return {
-        "name": s["name"],
-        "workflow": s["workflow"],
-        "cron": None if interval(s["cron"]) else s["cron"],
-        "every": iv[0] if (iv := interval(s["cron"])) else None,
-        "tz": zone_name(s["tz"]),  # a row stored as `local` by an older ys: the zone it fires in
-        "params": plain(s["params"]),
-        "catch_up": s["catch_up"],
-        "overlap": s["overlap"],
-        "max_late": s["max_late"],
-        "jitter": s["jitter"],
-        "paused": s["paused"],
-        "source": s["source"],
-        "next_fire_at": None if s["paused"] else iso(s["next_fire_at"]),
-        "last_fire_at": iso(s["last_fire_at"]),
-        "last_execution_id": s["last_execution_id"],
-        "queued": s["queued_slot"] is not None,
+        "name": s.name,
+        "workflow": s.workflow,
+        "cron": None if interval(s.cron) else s.cron,
+        "every": iv[0] if (iv := interval(s.cron)) else None,
+        "tz": zone_name(s.tz),  # a row stored as `local` by an older ys: the zone it fires in
+        "params": plain(s.params),
+        "catch_up": s.catch_up,
+        "overlap": s.overlap,
+        "max_late": s.max_late,
+        "jitter": s.jitter,
+        "paused": s.paused,
+        "source": s.source,
+        "next_fire_at": None if s.paused else iso(s.next_fire_at),
+        "last_fire_at": iso(s.last_fire_at),
+        "last_execution_id": s.last_execution_id,
+        "queued": s.queued_slot is not None,
     }
 
 

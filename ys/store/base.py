@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ys.store.records import Record
+from ys.values import StepWrite
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -107,6 +108,11 @@ class StepRecord:
     wake_at: float | None
     updated_at: float
 
+    @property
+    def write(self) -> StepWrite:
+        """The step as it was saved (what a worker replays from)."""
+        return StepWrite(self.kind, self.status, self.value, self.attempts, self.wake_at)
+
 
 @dataclass(frozen=True)
 class RunningExecution:
@@ -171,3 +177,86 @@ class Retry:
     retry_of: str
     copied_steps: list[str]
     started: bool = True
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One cron schedule as stored (times are epoch seconds; the API shows them in ISO 8601)."""
+
+    name: str
+    workflow: str
+    cron: str  # a cron expression, or an interval rule (ys.cron.every_rule)
+    tz: str
+    params: Any  # decoded
+    catch_up: str  # skip | once | all
+    max_late: float | None
+    overlap: str  # skip | queue | allow
+    jitter: float
+    paused: bool
+    source: str  # cli | script | api
+    cursor: float  # slots up to here are done
+    next_fire_at: float | None
+    last_fire_at: float | None
+    last_slot: float | None
+    last_execution_id: str | None
+    queued_slot: float | None  # a fire waiting behind a running execution (overlap queue)
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ScheduleAction:
+    """One thing a tick did: `fired` (slot, execution_id, catch_up or queued), `queued` (slot),
+    `skipped` (slot, why), `missed` (slot, reason, handler), `caught_up` (policy, fired) or
+    `refused` (why)."""
+
+    action: str
+    slot: float | None = None
+    execution_id: str | None = None
+    catch_up: bool = False
+    queued: bool = False
+    why: str | None = None
+    reason: str | None = None
+    handler: str | None = None  # the failure handler a missed slot admitted
+    policy: str | None = None
+    fired: int = 0
+
+
+@dataclass(frozen=True)
+class EffectConflict:
+    result: Any  # decoded, the first (kept) result
+    conflicting_result: Any
+    at: float
+
+
+@dataclass(frozen=True)
+class EffectBegin:
+    """An execution's step that began an effect, and when."""
+
+    execution_id: str
+    step_key: str
+    at: float
+
+
+@dataclass(frozen=True)
+class EffectWaiter:
+    """An execution's step waiting for an effect to settle, and its wake."""
+
+    execution_id: str
+    step_key: str
+    wake_at: float
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One effect record; `began_by` and `waiters` are read for one effect, None in a list."""
+
+    effect_id: str
+    operation: str
+    input: Any  # decoded
+    status: str  # pending | settled
+    result: Any  # decoded; None while pending
+    created_at: float
+    settled_at: float | None
+    conflicts: tuple[EffectConflict, ...] = ()
+    began_by: tuple[EffectBegin, ...] | None = None
+    waiters: tuple[EffectWaiter, ...] | None = None

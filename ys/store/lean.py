@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ys.errors import InvalidArgument
 from ys.store.base import ConcurrencyLimit, Delivery, Then
+from ys.values import StepWrite
 
 
 class LeanWrites:
@@ -29,16 +31,7 @@ class LeanWrites:
         raise NotImplementedError
 
     def _save_step(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-        now: float | None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, now: float | None
     ) -> Callable[[Any], bool]:
         raise NotImplementedError
 
@@ -65,20 +58,9 @@ class LeanWrites:
         return result
 
     def save_step_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
+        self, then: Then, execution_id: str, token: str, key: str, step: StepWrite
     ) -> None:
-        tx = self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, None)
-        self._writer.submit(tx, then)
+        self._writer.submit(self._save_step(execution_id, token, key, step, None), then)
 
     def suspend_then(
         self,
@@ -86,16 +68,15 @@ class LeanWrites:
         execution_id: str,
         token: str,
         key: str,
+        step: StepWrite,
         *,
-        kind: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
         warnings: Any = None,
     ) -> None:
-        save = self._save_step(
-            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
-        )
+        if step.status != "waiting":
+            raise InvalidArgument(
+                "INVALID_ARGUMENT", f"a suspension saves a waiting step, not {step.status!r}"
+            )
+        save = self._save_step(execution_id, token, key, step, None)
         outcome: dict[str, Any] = {"status": "suspended"}
         if warnings is not None:
             outcome["warnings"] = warnings

@@ -34,16 +34,23 @@ from ys.store.base import (
     ConcurrencyLimit,
     Delivery,
     Description,
+    Effect,
+    EffectBegin,
+    EffectConflict,
+    EffectWaiter,
     LogTail,
     Page,
     Retry,
     RunningExecution,
     RunState,
+    Schedule,
+    ScheduleAction,
     SharedCounts,
     StepRecord,
     Then,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
+from ys.values import StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -54,6 +61,10 @@ __all__ = [
     "ConcurrencyLimit",
     "Delivery",
     "Description",
+    "Effect",
+    "EffectBegin",
+    "EffectConflict",
+    "EffectWaiter",
     "EffectClient",
     "Event",
     "ExecutionClient",
@@ -69,10 +80,13 @@ __all__ = [
     "RetryClient",
     "RunningExecution",
     "RunState",
+    "Schedule",
+    "ScheduleAction",
     "ScheduleClient",
     "SharedCounts",
     "StartClient",
     "StepRecord",
+    "StepWrite",
     "Store",
     "Then",
     "ValueClient",
@@ -271,50 +285,20 @@ class ExecutionClient(Protocol):
         ...
 
     def save_step(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
         """Record a step (and its wake) under the delivery's lease; returns whether a
         cancellation has been requested."""
         ...
 
     async def save_step_async(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
         """`save_step` for the event loop."""
         ...
 
     def save_step_then(
-        self,
-        then: Then,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
+        self, then: Then, execution_id: str, token: str, key: str, step: StepWrite
     ) -> None:
         """`save_step` answered by `then(cancel_requested, error)` on the writer's thread once
         committed; a malformed step is refused at once (raised)."""
@@ -326,14 +310,11 @@ class ExecutionClient(Protocol):
         execution_id: str,
         token: str,
         key: str,
+        step: StepWrite,
         *,
-        kind: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
         warnings: Any = None,
     ) -> None:
-        """A waiting step's save and the delivery's `suspended` outcome, in one transaction
+        """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
         and does not wait between them."""
         ...
@@ -429,13 +410,13 @@ class EffectClient(Protocol):
         first wake is ahead returns that wake's time."""
         ...
 
-    def effect(self, effect_id: str) -> dict[str, Any] | None:
+    def effect(self, effect_id: str) -> Effect | None:
         """One effect record with its conflicts, beginnings and waiters."""
         ...
 
     def effects(
         self, status: str | None = None, execution_id: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[Effect]:
         """Effect records (pending, settled, or with a conflict), oldest first."""
         ...
 
@@ -510,17 +491,17 @@ class ScheduleClient(Protocol):
         replace: bool = False,
         now: float | None = None,
         restart: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Schedule:
         """Add a schedule (or, with replace, update one keeping its cursor; with restart too,
         its cursor moves up to now, so the new rule's slots start then). An interval rule
         (ys.cron.every_rule) is anchored at the schedule's creation."""
         ...
 
-    def schedules(self) -> builtins.list[dict[str, Any]]:
+    def schedules(self) -> builtins.list[Schedule]:
         """Every schedule, by name."""
         ...
 
-    def schedule(self, name: str) -> dict[str, Any]:
+    def schedule(self, name: str) -> Schedule:
         """One schedule; NOT_FOUND if there is none."""
         ...
 
@@ -528,9 +509,7 @@ class ScheduleClient(Protocol):
         """Remove a schedule; one a script declares only with declared_too."""
         ...
 
-    def schedule_pause(
-        self, name: str, paused: bool, *, now: float | None = None
-    ) -> dict[str, Any]:
+    def schedule_pause(self, name: str, paused: bool, *, now: float | None = None) -> Schedule:
         """Pause or resume; resuming does not fire what passed while paused."""
         ...
 
@@ -540,7 +519,7 @@ class ScheduleClient(Protocol):
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[ScheduleAction]:
         """Fire what is due for one schedule (its admissions and cursor in one transaction;
         a skipped slot admits `on_failure` in it too); returns what was done."""
         ...

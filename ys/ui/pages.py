@@ -223,21 +223,21 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     for s in d.store.schedules():
         v = views.schedule(s)
         nxt: list[str | None] = []
-        if not s["paused"]:
-            off = cron.jitter_offset(s["name"], s["jitter"])
+        if not s.paused:
+            off = cron.jitter_offset(s.name, s.jitter)
             try:
-                after = max(t, s["cursor"])
-                nxt = [views.iso(x + off) for x in cron.slots_after(s["cron"], s["tz"], after, 3)]
+                after = max(t, s.cursor)
+                nxt = [views.iso(x + off) for x in cron.slots_after(s.cron, s.tz, after, 3)]
             except ValueError:
                 nxt = []
         v["next"] = nxt
         v["slots"] = [
             {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
-            for r in d.store.schedule_slots(s["name"], limit=10)
+            for r in d.store.schedule_slots(s.name, limit=10)
         ]
         v["history"] = [
             {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
-            for r in reversed(d.store.schedule_history(s["name"], limit=HISTORY_SLOTS))
+            for r in reversed(d.store.schedule_history(s.name, limit=HISTORY_SLOTS))
         ]
         out.append(v)
     return {"schedules": out, "done": q.get("done")}
@@ -251,10 +251,10 @@ def effects(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         items = d.store.effects(status)
     else:  # conflicts and pending first, then settled, each oldest first
         conflicts = d.store.effects("conflict")
-        seen = {e["effect_id"] for e in conflicts}
-        pending = [e for e in d.store.effects("pending") if e["effect_id"] not in seen]
-        seen |= {e["effect_id"] for e in pending}
-        settled = [e for e in d.store.effects("settled") if e["effect_id"] not in seen]
+        seen = {e.effect_id for e in conflicts}
+        pending = [e for e in d.store.effects("pending") if e.effect_id not in seen]
+        seen |= {e.effect_id for e in pending}
+        settled = [e for e in d.store.effects("settled") if e.effect_id not in seen]
         items = conflicts + pending + settled
     # `shown`, not `status`: that name is the template's status macro
     return {"effects": [views.effect(e) for e in items], "shown": status}

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ys.values import StepWrite
+
 EXIT_RETRY = 75  # EX_TEMPFAIL
 
 
@@ -136,6 +138,17 @@ def _offset(value: Any) -> float:
     return offset if math.isfinite(offset) else 0.0
 
 
+def _step_body(step: StepWrite) -> dict[str, Any]:
+    """A step's save as the daemon reads it (the HTTP body, a channel request's fields)."""
+    return {
+        "kind": step.kind,
+        "status": step.status,
+        "value": step.value,
+        "attempts": step.attempts,
+        "wake_at": step.wake_at,
+    }
+
+
 class ApiBackend:
     """Step's backend over HTTP with a delivery's token: `ys step` in a shell workflow."""
 
@@ -149,22 +162,8 @@ class ApiBackend:
         """The store's time (on PostgreSQL the server's): this box's plus the daemon's offset."""
         return time.time() + self.offset
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
-        body = {
-            "kind": kind,
-            "status": status,
-            "value": value,
-            "attempts": attempts,
-            "wake_at": wake_at,
-        }
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
+        body = _step_body(step)
         out = self.transport.request("PUT", f"{self.base}/steps/{quote(key, safe='')}", body)
         return bool(out and out.get("cancel_requested"))
 
@@ -245,26 +244,8 @@ class ChannelBackend:
         """The store's time (on PostgreSQL the server's): this box's plus the daemon's offset."""
         return time.time() + self.offset
 
-    def save_step(
-        self,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-    ) -> bool | None:
-        out = self.channel.call(
-            {
-                "op": "step",
-                "key": key,
-                "kind": kind,
-                "status": status,
-                "value": value,
-                "attempts": attempts,
-                "wake_at": wake_at,
-            }
-        )
+    def save_step(self, key: str, step: StepWrite) -> bool | None:
+        out = self.channel.call({"op": "step", "key": key, **_step_body(step)})
         return bool(out and out.get("cancel_requested"))
 
     def step_deadline(
@@ -286,10 +267,7 @@ class ChannelBackend:
     def suspend(
         self,
         key: str,
-        kind: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float,
+        step: StepWrite,
         warnings: list[str] | None = None,
     ) -> None:
         """Record a waiting step and end the delivery `suspended`, both at once, pipelined:
@@ -301,11 +279,7 @@ class ChannelBackend:
             {
                 "op": "suspend",
                 "key": key,
-                "kind": kind,
-                "status": "waiting",
-                "value": value,
-                "attempts": attempts,
-                "wake_at": wake_at,
+                **_step_body(step),
                 **({"warnings": warnings} if warnings else {}),
             }
         )
@@ -355,11 +329,11 @@ class ChannelBackend:
 
 def make_step(backend: Any, state: dict[str, Any]) -> Any:
     """The Step of a delivery, from what GET /run returned (`ys step`'s)."""
-    from ys.sdk import SavedStep, Step
+    from ys.sdk import Step
 
     record = state["record"]
     steps = {
-        s["key"]: SavedStep(s["kind"], s["status"], s.get("value"), s["attempts"], s.get("wake_at"))
+        s["key"]: StepWrite(s["kind"], s["status"], s.get("value"), s["attempts"], s.get("wake_at"))
         for s in state["steps"]
     }
     return Step(
@@ -493,7 +467,7 @@ def warm_up() -> Heartbeat:
     import marshal
 
     from ys import codec
-    from ys.sdk import SavedStep, Step, run_workflow
+    from ys.sdk import Step, run_workflow
     from ys.worker import codecache
 
     heartbeat = Heartbeat()
@@ -510,7 +484,7 @@ def warm_up() -> Heartbeat:
         launch = json.loads(
             json.dumps({"steps": [["replayed", "run", "completed", "0", 1, None]], "params": "{}"})
         )
-        steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
+        steps = {s[0]: StepWrite(*s[1:]) for s in launch["steps"]}
         step = Step(
             _Replay(),  # type: ignore[arg-type]
             execution_id="warm-up",
@@ -531,13 +505,13 @@ def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = 
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
     from ys.errors import REFUSALS, YsError
-    from ys.sdk import InfrastructureFailure, Refused, SavedStep, Step, run_workflow
+    from ys.sdk import InfrastructureFailure, Refused, Step, run_workflow
 
     execution_id = launch["execution_id"]
     backend = ChannelBackend(channel, execution_id, _offset(launch.get("clock_offset")))
     heartbeat = heartbeat or Heartbeat()
     heartbeat.begin(channel, launch["lease_seconds"], launch.get("lease_since"))
-    steps = {s[0]: SavedStep(*s[1:]) for s in launch["steps"]}
+    steps = {s[0]: StepWrite(*s[1:]) for s in launch["steps"]}
     step = Step(
         backend,
         execution_id=execution_id,

@@ -15,6 +15,7 @@ from typing import Any
 from ys import codec
 from ys.contract import check_effect_request, check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
+from ys.store.base import Effect, EffectBegin, EffectConflict, EffectWaiter
 from ys.store.sql.core import Core
 from ys.store.sql.executions import request_wake_tx
 
@@ -138,53 +139,55 @@ def wait_tx(
     return wake_at
 
 
-def _effect(c: Any, row: tuple[Any, ...], full: bool) -> dict[str, Any]:
+def _effect(c: Any, row: tuple[Any, ...], full: bool) -> Effect:
     effect_id = row[0]
-    conflicts = [
-        {"result": codec.decode(r[0]), "conflicting_result": codec.decode(r[1]), "at": r[2]}
+    conflicts = tuple(
+        EffectConflict(codec.decode(r[0]), codec.decode(r[1]), r[2])
         for r in c.execute(
             "SELECT result, conflicting_result, at FROM effect_conflicts WHERE effect_id=? "
             "ORDER BY id",
             (effect_id,),
         ).fetchall()
-    ]
-    out: dict[str, Any] = {
-        "effect_id": effect_id,
-        "operation": row[1],
-        "input": codec.decode(row[2]),
-        "status": row[3],
-        "result": codec.decode(row[4]) if row[4] is not None else None,
-        "created_at": row[5],
-        "settled_at": row[6],
-        "conflicts": conflicts,
-    }
+    )
+    began_by = waiters = None
     if full:
-        out["began_by"] = [
-            {"execution_id": r[0], "step_key": r[1], "at": r[2]}
+        began_by = tuple(
+            EffectBegin(*r)
             for r in c.execute(
                 "SELECT execution_id, step_key, at FROM effect_begins WHERE effect_id=? "
                 "ORDER BY at",
                 (effect_id,),
             ).fetchall()
-        ]
-        out["waiters"] = [
-            {"execution_id": r[0], "step_key": r[1], "wake_at": r[2]}
+        )
+        waiters = tuple(
+            EffectWaiter(*r)
             for r in c.execute(
                 "SELECT execution_id, step_key, wake_at FROM effect_waiters WHERE effect_id=?",
                 (effect_id,),
             ).fetchall()
-        ]
-    return out
+        )
+    return Effect(
+        effect_id=effect_id,
+        operation=row[1],
+        input=codec.decode(row[2]),
+        status=row[3],
+        result=codec.decode(row[4]) if row[4] is not None else None,
+        created_at=row[5],
+        settled_at=row[6],
+        conflicts=conflicts,
+        began_by=began_by,
+        waiters=waiters,
+    )
 
 
-def describe_effect(c: Any, effect_id: str) -> dict[str, Any] | None:
+def describe_effect(c: Any, effect_id: str) -> Effect | None:
     row = c.execute(f"SELECT {_COLUMNS} FROM effects WHERE effect_id=?", (effect_id,)).fetchone()
     return None if row is None else _effect(c, row, full=True)
 
 
 def list_effects(
     c: Any, status: str | None = None, execution_id: str | None = None, limit: int = 1000
-) -> list[dict[str, Any]]:
+) -> list[Effect]:
     where: list[str] = []
     args: list[Any] = []
     if status == "conflict":
@@ -246,10 +249,8 @@ class Effects:
         t = self._core.now(now)
         return self._core.write(lambda c: wait_tx(c, effect_id, execution_id, step_key, wake_at, t))
 
-    def effect(self, effect_id: str) -> dict[str, Any] | None:
+    def effect(self, effect_id: str) -> Effect | None:
         return self._core.snapshot(lambda c: describe_effect(c, effect_id))
 
-    def effects(
-        self, status: str | None = None, execution_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    def effects(self, status: str | None = None, execution_id: str | None = None) -> list[Effect]:
         return self._core.snapshot(lambda c: list_effects(c, status, execution_id))

@@ -43,6 +43,7 @@ from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, 
 from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sql.starts import cancel_tx
 from ys.store.sql.steps import STEP_COLUMNS, step_error
+from ys.values import StepWrite
 
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
@@ -333,60 +334,25 @@ class Executions(LeanWrites):
     # -- steps ------------------------------------------------------------------------------
 
     def save_step(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
-        return self._writer.write(
-            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
-        )
+        return self._writer.write(self._save_step(execution_id, token, key, step, now))
 
     async def save_step_async(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        *,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int = 1,
-        wake_at: float | None = None,
-        now: float | None = None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, *, now: float | None = None
     ) -> bool:
-        return await self._writer.write_async(
-            self._save_step(execution_id, token, key, kind, status, value, attempts, wake_at, now)
-        )
+        return await self._writer.write_async(self._save_step(execution_id, token, key, step, now))
 
     def _save_step(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        kind: str,
-        status: str,
-        value: str | None,
-        attempts: int,
-        wake_at: float | None,
-        now: float | None,
+        self, execution_id: str, token: str, key: str, step: StepWrite, now: float | None
     ) -> Callable[[Any], bool]:
-        if kind == "run" and value is not None:
-            codec.check_size(value, f"step {key!r} value")  # the SDK checks it before sending
+        if step.kind == "run" and step.value is not None:
+            codec.check_size(step.value, f"step {key!r} value")  # the SDK checks it before sending
         t = self._now(now)
-        if wake_at is not None:
-            wake_at = check_time(wake_at, "wake_at")
-        error = step_error(value, status)  # decoded here, outside the transaction
-        return lambda c: save_step_tx(
-            c, execution_id, token, key, kind, status, value, attempts, wake_at, t, error
-        )
+        if step.wake_at is not None:
+            step = replace(step, wake_at=check_time(step.wake_at, "wake_at"))
+        error = step_error(step.value, step.status)  # decoded here, outside the transaction
+        return lambda c: save_step_tx(c, execution_id, token, key, step, t, error)
 
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None

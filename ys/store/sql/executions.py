@@ -37,6 +37,7 @@ from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project
 from ys.store.sql.rows import tags_text as tags_text
 from ys.store.sql.steps import step_save
 from ys.store.sql.versions import current_script, waiting_for_script
+from ys.values import StepWrite
 
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
@@ -294,16 +295,12 @@ def save_step_tx(
     execution_id: str,
     token: str,
     key: str,
-    kind: str,
-    status: str,
-    value: str | None,
-    attempts: int,
-    wake_at: float | None,
+    step: StepWrite,
     now: float,
     error: dict[str, Any] | None,
 ) -> bool:
     record = load_leased(c, execution_id, token, now)
-    event = step_save(c, "?", record, key, kind, status, value, attempts, wake_at, now, error)
+    event = step_save(c, "?", record, key, step, now, error)
     if event is not None:
         append(c, record, [event], token=token)
     return record.cancel_requested

@@ -8,6 +8,7 @@ from typing import Any
 
 from ys import codec, cron
 from ys.durations import format_duration
+from ys.store.base import Schedule, ScheduleAction
 
 SCHEDULE_COLUMNS = (
     "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
@@ -19,11 +20,11 @@ SCHEDULE_COLUMNS = (
 SCHEDULE_NAMES = [c.strip() for c in SCHEDULE_COLUMNS.split(",")]
 
 
-def schedule_row(row: tuple[Any, ...]) -> dict[str, Any]:
+def schedule_row(row: tuple[Any, ...]) -> Schedule:
     out = dict(zip(SCHEDULE_NAMES, row, strict=True))
     out["params"] = codec.decode(out["params"])
     out["paused"] = bool(out["paused"])
-    return out
+    return Schedule(**out)
 
 
 OUTCOMES = ("fired", "late", "skipped", "queued", "missed")
@@ -37,22 +38,22 @@ def _utc(t: float) -> str:
 
 
 def slot_rows(
-    s: dict[str, Any], actions: list[dict[str, Any]], cursor: float, now: float
+    s: Schedule, actions: list[ScheduleAction], cursor: float, now: float
 ) -> list[tuple[Any, ...]]:
-    name = s["name"]
+    name = s.name
     rows: list[tuple[Any, ...]] = []
     seen: set[float] = set()
     for a in actions:
-        kind, slot = a["action"], a.get("slot")
+        kind, slot = a.action, a.slot
         if slot is None or kind == "missed":  # a missed slot's handler: _missed accounts for it
             continue
         seen.add(slot)
-        if kind == "fired" and a.get("catch_up"):
+        if kind == "fired" and a.catch_up:
             why = (
                 f"fired {format_duration(now - slot)} late: the daemon was not running or "
-                f"the machine slept (catch-up {s['catch_up']})"
+                f"the machine slept (catch-up {s.catch_up})"
             )
-            rows.append((name, slot, "late", why, a["execution_id"], now, 1))
+            rows.append((name, slot, "late", why, a.execution_id, now, 1))
         elif kind == "fired":
             queued = "fired once the previous execution ended (overlap queue)"
             rows.append(
@@ -60,14 +61,14 @@ def slot_rows(
                     name,
                     slot,
                     "fired",
-                    queued if a.get("queued") else None,
-                    a["execution_id"],
+                    queued if a.queued else None,
+                    a.execution_id,
                     now,
                     1,
                 )
             )
         elif kind == "skipped":
-            rows.append((name, slot, "skipped", f"{a['why']} (overlap skip)", None, now, 1))
+            rows.append((name, slot, "skipped", f"{a.why} (overlap skip)", None, now, 1))
         elif kind == "queued":
             rows.append(
                 (
@@ -84,21 +85,19 @@ def slot_rows(
     return rows
 
 
-def _missed(
-    s: dict[str, Any], seen: set[float], cursor: float, now: float
-) -> list[tuple[Any, ...]]:
+def _missed(s: Schedule, seen: set[float], cursor: float, now: float) -> list[tuple[Any, ...]]:
     """Slots the tick passed over without firing, skipping or queueing them: one row per
     reason, on the latest such slot, with how many there were."""
-    if cursor <= s["cursor"]:
+    if cursor <= s.cursor:
         return []
-    first_two = cron.slots_after(s["cron"], s["tz"], s["cursor"], 2)
+    first_two = cron.slots_after(s.cron, s.tz, s.cursor, 2)
     if len(first_two) < 2 or first_two[1] > cursor:
         passed = first_two[:1]  # one slot was due: the usual tick, no walk needed
     else:
         passed = []
-        t = s["cursor"]
+        t = s.cursor
         while len(passed) < cron.MAX_SLOTS:
-            nxt = cron.slots_after(s["cron"], s["tz"], t, 1)
+            nxt = cron.slots_after(s.cron, s.tz, t, 1)
             if not nxt or nxt[0] > cursor:
                 break
             passed.append(nxt[0])
@@ -106,8 +105,8 @@ def _missed(
     dropped = [t for t in passed if t not in seen]
     if not dropped:
         return []
-    off = cron.jitter_offset(s["name"], s["jitter"])
-    max_late = s["max_late"]
+    off = cron.jitter_offset(s.name, s.jitter)
+    max_late = s.max_late
     too_old = [t for t in dropped if max_late is not None and now - (t + off) > max_late]
     by_policy = [t for t in dropped if t not in too_old]
     rows = []
@@ -116,7 +115,7 @@ def _missed(
         (
             by_policy,
             {"skip": "catch-up skip fires none", "once": "catch-up once fires only the latest"}.get(
-                s["catch_up"], f"catch-up {s['catch_up']}"
+                s.catch_up, f"catch-up {s.catch_up}"
             ),
         ),
     ):
@@ -127,7 +126,7 @@ def _missed(
         why = (
             f"{what} ({span}) missed while the daemon was not running or the machine slept; {rule}"
         )
-        rows.append((s["name"], group[-1], "missed", why, None, now, len(group)))
+        rows.append((s.name, group[-1], "missed", why, None, now, len(group)))
     return rows
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ys import codec, cron
 from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
 from ys.errors import InvalidArgument, NotFoundError, YsError
+from ys.store.base import Schedule, ScheduleAction
 from ys.store.records import TERMINAL
 from ys.store.sql import pauses
 from ys.store.sql.core import Core
@@ -21,7 +22,7 @@ from ys.store.sql.executions import admit_new
 from ys.store.sql.schedule_rows import SCHEDULE_COLUMNS, SCHEDULE_NAMES, schedule_row
 
 
-def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
+def get(c: Any, name: str, lock: bool = False) -> Schedule:
     row = c.execute(
         f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name=?"
         + (c.dialect.for_update if lock else ""),
@@ -32,7 +33,7 @@ def get(c: Any, name: str, lock: bool = False) -> dict[str, Any]:
     return schedule_row(row)
 
 
-def list_all(c: Any) -> list[dict[str, Any]]:
+def list_all(c: Any) -> list[Schedule]:
     return [
         schedule_row(r)
         for r in c.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")
@@ -55,7 +56,7 @@ def upsert_tx(
     now: float,
     replace: bool,
     restart: bool = False,
-) -> dict[str, Any]:
+) -> Schedule:
     params_json = codec.dumps(params or {}, path="params")
     existing = c.execute(
         "SELECT source, cursor, created_at FROM schedules WHERE name=?" + c.dialect.for_update,
@@ -105,7 +106,7 @@ def upsert_tx(
 
 def remove_tx(c: Any, name: str, declared_too: bool = False) -> None:
     s = get(c, name, lock=True)
-    if s["source"] == "script" and not declared_too:
+    if s.source == "script" and not declared_too:
         raise YsError(
             "FAILED_PRECONDITION",
             f"schedule {name} is declared by its script and would come back; remove the "
@@ -114,13 +115,13 @@ def remove_tx(c: Any, name: str, declared_too: bool = False) -> None:
     c.execute("DELETE FROM schedules WHERE name=?", (name,))
 
 
-def pause_tx(c: Any, name: str, paused: bool, now: float) -> dict[str, Any]:
+def pause_tx(c: Any, name: str, paused: bool, now: float) -> Schedule:
     s = get(c, name, lock=True)
-    if paused == s["paused"]:
+    if paused == s.paused:
         return s
-    cursor = s["cursor"] if paused else max(s["cursor"], now)  # resuming fires nothing missed
+    cursor = s.cursor if paused else max(s.cursor, now)  # resuming fires nothing missed
     try:
-        nxt = None if paused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
+        nxt = None if paused else cron.next_fire(s.cron, s.tz, cursor, s.jitter, name)
     except ValueError as exc:  # stored before the check refused it
         raise InvalidArgument(
             "INVALID_ARGUMENT", f"{exc}; remove schedule {name} and add it again"
@@ -141,11 +142,11 @@ def _running(c: Any, execution_id: str | None) -> bool:
     return row is not None and row[0] not in TERMINAL
 
 
-def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) -> str:
-    execution_id = slot_id(s["name"], slot)
-    context = {"schedule": s["name"], "slot": slot_id("", slot)[1:], "catch_up": catch_up}
+def _fire(c: Any, s: Schedule, slot: float, catch_up: bool, now: float) -> str:
+    execution_id = slot_id(s.name, slot)
+    context = {"schedule": s.name, "slot": slot_id("", slot)[1:], "catch_up": catch_up}
     if admit_new(
-        c, execution_id, s["workflow"], codec.dumps(s["params"]), codec.dumps(context), None, now
+        c, execution_id, s.workflow, codec.dumps(s.params), codec.dumps(context), None, now
     ):
         from ys.crashpoints import crash_point
 
@@ -158,58 +159,54 @@ def _fire(c: Any, s: dict[str, Any], slot: float, catch_up: bool, now: float) ->
 MAX_SLOT_HANDLERS = 16
 
 
-def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> list[dict[str, Any]]:
+def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> list[ScheduleAction]:
     """Fire what is due for one schedule at `now`; returns what was done (for the log). A slot
     skipped for being late, or missed under catch_up=skip, admits `on_failure` in this same
     transaction (ys.store.sql.handlers)."""
     s = get(c, name, lock=True)
-    if s["paused"]:
+    if s.paused:
         return []
-    actions: list[dict[str, Any]] = []
-    last_id = s["last_execution_id"]
-    queued = s["queued_slot"]
+    actions: list[ScheduleAction] = []
+    last_id = s.last_execution_id
+    queued = s.queued_slot
     if queued is not None and not _running(c, last_id):  # a queued fire goes first
         last_id = _fire(c, s, queued, False, now)
-        actions.append({"action": "fired", "slot": queued, "execution_id": last_id, "queued": True})
+        actions.append(ScheduleAction("fired", queued, last_id, queued=True))
         queued = None
     refused = None
     try:
         fires, cursor, skipped = cron.plan_with_skips(
-            s["cron"],
-            s["tz"],
-            s["cursor"],
+            s.cron,
+            s.tz,
+            s.cursor,
             now,
-            catch_up=s["catch_up"],
-            max_late=s["max_late"],
-            jitter=s["jitter"],
+            catch_up=s.catch_up,
+            max_late=s.max_late,
+            jitter=s.jitter,
             name=name,
         )
     except ValueError as exc:  # stored before the check refused it: it stops being due
-        fires, cursor, skipped, refused = [], s["cursor"], [], str(exc)
+        fires, cursor, skipped, refused = [], s.cursor, [], str(exc)
     for slot, reason in skipped[-MAX_SLOT_HANDLERS:]:
         from ys.store.sql.handlers import slot_handler_tx
 
         handler = slot_handler_tx(
-            c, on_failure, s["name"], slot_id(s["name"], slot), slot_id("", slot)[1:], reason, now
+            c, on_failure, s.name, slot_id(s.name, slot), slot_id("", slot)[1:], reason, now
         )
-        actions.append({"action": "missed", "slot": slot, "reason": reason, "handler": handler})
+        actions.append(ScheduleAction("missed", slot, reason=reason, handler=handler))
     missed_total = sum(1 for f in fires if f.catch_up)
     for f in fires:
-        if s["overlap"] != "allow" and _running(c, last_id):
-            if s["overlap"] == "queue":
+        if s.overlap != "allow" and _running(c, last_id):
+            if s.overlap == "queue":
                 queued = f.slot  # at most one waiting fire: the newest wins
-                actions.append({"action": "queued", "slot": f.slot})
+                actions.append(ScheduleAction("queued", f.slot))
             else:
-                actions.append(
-                    {"action": "skipped", "slot": f.slot, "why": f"{last_id} is still running"}
-                )
+                actions.append(ScheduleAction("skipped", f.slot, why=f"{last_id} is still running"))
             continue
         last_id = _fire(c, s, f.slot, f.catch_up, now)
-        actions.append(
-            {"action": "fired", "slot": f.slot, "execution_id": last_id, "catch_up": f.catch_up}
-        )
-    nxt = None if refused else cron.next_fire(s["cron"], s["tz"], cursor, s["jitter"], name)
-    fired = [a for a in actions if a["action"] == "fired"]
+        actions.append(ScheduleAction("fired", f.slot, last_id, catch_up=f.catch_up))
+    nxt = None if refused else cron.next_fire(s.cron, s.tz, cursor, s.jitter, name)
+    fired = [a for a in actions if a.action == "fired"]
     c.execute(
         "UPDATE schedules SET cursor=?, next_fire_at=?, last_execution_id=?, "
         "queued_slot=?, last_fire_at=COALESCE(?, last_fire_at), "
@@ -220,14 +217,14 @@ def tick_tx(c: Any, name: str, now: float, on_failure: str | None = None) -> lis
             last_id,
             queued,
             now if fired else None,
-            fired[-1]["slot"] if fired else None,
+            fired[-1].slot if fired else None,
             name,
         ),
     )
     if missed_total:
-        actions.append({"action": "caught_up", "policy": s["catch_up"], "fired": missed_total})
+        actions.append(ScheduleAction("caught_up", policy=s.catch_up, fired=missed_total))
     if refused:
-        actions.append({"action": "refused", "why": refused})
+        actions.append(ScheduleAction("refused", why=refused))
     return actions
 
 
@@ -253,7 +250,7 @@ class Schedules:
         replace: bool = False,
         now: float | None = None,
         restart: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Schedule:
         check_schedule(name, workflow, cron_expr, tz, catch_up, overlap, max_late, jitter)
         check_object(params, "params")  # every fire admits them as an execution's params
         t = self._core.now(now)
@@ -285,24 +282,22 @@ class Schedules:
         """The paused workflows and when each was paused."""
         return self._core.read(pauses.paused)
 
-    def schedules(self) -> list[dict[str, Any]]:
+    def schedules(self) -> list[Schedule]:
         return self._core.read(list_all)
 
-    def schedule(self, name: str) -> dict[str, Any]:
+    def schedule(self, name: str) -> Schedule:
         return self._core.read(lambda c: get(c, name))
 
     def schedule_remove(self, name: str, *, declared_too: bool = False) -> None:
         self._core.write(lambda c: remove_tx(c, name, declared_too))
 
-    def schedule_pause(
-        self, name: str, paused: bool, *, now: float | None = None
-    ) -> dict[str, Any]:
+    def schedule_pause(self, name: str, paused: bool, *, now: float | None = None) -> Schedule:
         t = self._core.now(now)
         return self._core.write(lambda c: pause_tx(c, name, paused, t))
 
     def schedule_tick(
         self, name: str, *, now: float | None = None, on_failure: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ScheduleAction]:
         """Fire what is due for one schedule (admissions, the cursor and each slot's account
         in one transaction); a skipped slot admits `on_failure` in that transaction too."""
         from ys.store.sql.slots import tick_and_record

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.store.base import SLOTS_KEPT as KEEP
+from ys.store.base import ScheduleAction
 from ys.store.sql.schedule_rows import SLOT_COLUMNS as _COLUMNS
 from ys.store.sql.schedule_rows import slot_row as _slot
 from ys.store.sql.schedule_rows import slot_rows as _rows
@@ -18,7 +19,7 @@ from ys.store.sql.schedules import get, tick_tx
 
 def tick_and_record(
     c: Any, name: str, now: float, on_failure: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ScheduleAction]:
     """`tick_tx`, and what each slot it considered came to, in the same transaction."""
     before = get(c, name, lock=True)
     actions = tick_tx(c, name, now, on_failure)

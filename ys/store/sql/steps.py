@@ -8,6 +8,7 @@ from typing import Any
 from ys import codec
 from ys.store.base import RunState, StepRecord
 from ys.store.records import STEP, TERMINAL, Event, Record
+from ys.values import StepWrite
 
 STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
 
@@ -56,11 +57,7 @@ def step_save(
     ph: str,
     record: Record,
     key: str,
-    kind: str,
-    status: str,
-    value: str | None,
-    attempts: int,
-    wake_at: float | None,
+    step: StepWrite,
     now: float,
     error: dict[str, Any] | None,
 ) -> Event | None:
@@ -69,6 +66,8 @@ def step_save(
     later save of it, the daemon recording a step's timeout just as the step's own save
     committed, changes nothing)."""
     execution_id = record.execution_id
+    kind, status, value, wake_at = step.kind, step.status, step.value, step.wake_at
+    attempts = step.attempts
     if completed_step(c, execution_id, key, ph):
         return None
     if kind == "call" and status == "waiting":

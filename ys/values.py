@@ -1,0 +1,18 @@
+"""Values shared by the SDK side (workflow code, the worker) and the daemon and store, kept
+free of imports so a worker pays nothing to load them (docs/design.md, "Wire formats")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """One step as the workflow saves it: carried unchanged from the SDK's request (over the
+    worker channel or HTTP) to the store's write, and read back to a worker as its saved steps."""
+
+    kind: str  # run | sleep | call | wait | effect | ...
+    status: str  # completed | failed | waiting
+    value: str | None  # canonical JSON text of the result or the tagged error
+    attempts: int = 1
+    wake_at: float | None = None  # when a waiting step is due
