@@ -2,7 +2,7 @@
 from the transactions they prepare: a claim on the event loop, and the writes a worker
 channel sends whose answer comes by callback on the writer's thread (`Then`). Each adapter's
 client inherits them and supplies `_writer` (with `submit` and `write_async`), `_claim`,
-`_save_step` and `_acknowledge`, each of which checks its request and returns the transaction
+`_save_step`, `_suspend` and `_acknowledge`, each of which checks its request and returns the transaction
 that does it."""
 
 from __future__ import annotations
@@ -40,6 +40,19 @@ class LeanWrites:
         wake_at: float | None,
         now: float | None,
     ) -> Callable[[Any], bool]:
+        raise NotImplementedError
+
+    def _suspend(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        kind: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+        outcome: dict[str, Any],
+    ) -> Callable[[Any], dict[str, Any]]:
         raise NotImplementedError
 
     def _acknowledge(
@@ -93,14 +106,11 @@ class LeanWrites:
         wake_at: float | None = None,
         warnings: Any = None,
     ) -> None:
-        save = self._save_step(
-            execution_id, token, key, kind, "waiting", value, attempts, wake_at, None
-        )
         outcome: dict[str, Any] = {"status": "suspended"}
         if warnings is not None:
             outcome["warnings"] = warnings
-        ack = self._acknowledge(execution_id, token, outcome, None, None)
-        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
+        tx = self._suspend(execution_id, token, key, kind, value, attempts, wake_at, outcome)
+        self._writer.submit(tx, then)
 
     def acknowledge_then(
         self,

@@ -37,6 +37,7 @@ from ys.store.sql.executions import (
     not_found,
     request_wake_tx,
     save_step_tx,
+    suspend_tx,
     wake_workflow_tx,
 )
 from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
@@ -386,6 +387,28 @@ class Executions(LeanWrites):
         error = step_error(value, status)  # decoded here, outside the transaction
         return lambda c: save_step_tx(
             c, execution_id, token, key, kind, status, value, attempts, wake_at, t, error
+        )
+
+    def _suspend(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        kind: str,
+        value: str | None,
+        attempts: int,
+        wake_at: float | None,
+        outcome: dict[str, Any],
+    ) -> Callable[[Any], dict[str, Any]]:
+        if kind == "run" and value is not None:
+            codec.check_size(value, f"step {key!r} value")
+        t = self._now(None)
+        if wake_at is not None:
+            wake_at = check_time(wake_at, "wake_at")
+        error = step_error(value, "waiting")
+        suspended = outcome_event(outcome, t)
+        return lambda c: suspend_tx(
+            c, execution_id, token, key, kind, value, attempts, wake_at, t, error, suspended
         )
 
     def delivery_state(
