@@ -71,7 +71,9 @@ class _Synced:
 
     @property
     def rowcount(self) -> int:
-        self.cur._fetch_pipeline()  # psycopg's own wait for this statement's result
+        # psycopg's own wait for this statement's result, as its fetchone's (a private
+        # method: a psycopg without it fails the contract suite here, never miscounts)
+        self.cur._fetch_pipeline()
         return int(self.cur.rowcount)
 
     def __getattr__(self, name: str) -> Any:

@@ -236,7 +236,8 @@ class Writer:
         try:
             self._run_pending(reqs, pipelined=True)
         except _Unattributed:
-            self._rollback()
+            self._rollback()  # nothing was committed: a failed statement aborts the batch
+            self._committing = False
             self._run_pending(reqs, pipelined=False)
 
     def _run_pending(self, reqs: list[Request], *, pipelined: bool) -> None:
