@@ -2,6 +2,7 @@
 the project venv; one configuration per process (DBOS is a process-wide singleton):
 
     bench/.venv-dbos/bin/python bench/dbos_side.py --db PATH --mode default|wal-normal|wal-full
+    bench/.venv-dbos/bin/python bench/dbos_side.py --url postgresql://... --mode postgres
 
 It launches DBOS with its SQLite system database at PATH, then answers one JSON command per
 line on stdin with one JSON line on stdout, so the driver can interleave DBOS rounds with ys
@@ -22,6 +23,8 @@ Modes: `default` leaves DBOS's engine as DBOS builds it; `wal-normal` adds a SQL
 "connect" listener that sets journal_mode=WAL and synchronous=NORMAL on every connection;
 `wal-full` sets journal_mode=WAL and synchronous=FULL the same way: the durability ys has
 (every commit fsynced in the WAL), so it is the peer every ys target is read against.
+`postgres` (with --url, bench/pg_side.py) puts DBOS's system database on that PostgreSQL
+database, left as the server has it (fsync and synchronous_commit on: ys's durability there).
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
 def pragmas(engine: Any) -> dict[str, Any]:
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as c:
+            return {
+                name: c.exec_driver_sql(f"SHOW {name}").scalar()
+                for name in ("fsync", "synchronous_commit", "server_version")
+            }
     with engine.connect() as c:
         journal = c.exec_driver_sql("PRAGMA journal_mode").scalar()
         sync = c.exec_driver_sql("PRAGMA synchronous").scalar()
@@ -50,9 +59,14 @@ def pragmas(engine: Any) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--mode", choices=["default", "wal-normal", "wal-full"], required=True)
+    ap.add_argument("--db")
+    ap.add_argument("--url", help="a PostgreSQL URL for DBOS's system database (--mode postgres)")
+    ap.add_argument(
+        "--mode", choices=["default", "wal-normal", "wal-full", "postgres"], required=True
+    )
     args = ap.parse_args()
+    if (args.mode == "postgres") != bool(args.url) or (not args.url and not args.db):
+        ap.error("--mode postgres takes --url; the other modes take --db")
 
     # Answers go to the real stdout; anything DBOS or a library prints goes to stderr.
     answers = os.fdopen(os.dup(1), "w", buffering=1)
@@ -74,7 +88,7 @@ def main() -> int:
     DBOS(
         config={
             "name": "ys-delivery-bench",
-            "system_database_url": "sqlite:///" + os.path.abspath(args.db),
+            "system_database_url": args.url or "sqlite:///" + os.path.abspath(args.db),
             "log_level": "WARNING",
         }
     )
@@ -154,7 +168,7 @@ def main() -> int:
             "sqlalchemy": sa.__version__,
             "python": sys.version.split()[0],
             "mode": args.mode,
-            "db": os.path.abspath(args.db),
+            "db": args.url or os.path.abspath(args.db),
             "pragmas": pragmas(engine),
             "pool_size": engine.pool.size() if hasattr(engine.pool, "size") else None,
         }

@@ -392,7 +392,8 @@ class YsSide:
 class DbosSide:
     """bench/dbos_side.py in bench/.venv-dbos: one DBOS configuration, driven line by line."""
 
-    def __init__(self, scratch: Path, mode: str) -> None:
+    def __init__(self, scratch: Path, mode: str, url: str | None = None) -> None:
+        """`url`: a PostgreSQL database for DBOS's system database (mode "postgres")."""
         self.name = f"dbos-{mode}"
         self.mode = mode
         self.db = scratch / f"dbos-{mode}.sqlite"
@@ -406,8 +407,7 @@ class DbosSide:
                 [
                     str(DBOS_PY),
                     str(BENCH_DIR / "dbos_side.py"),
-                    "--db",
-                    str(self.db),
+                    *(["--url", url] if url else ["--db", str(self.db)]),
                     "--mode",
                     mode,
                 ],

@@ -97,17 +97,26 @@ def test_the_max_attempts_th_delivery_without_an_outcome_fails_the_execution(sto
     assert store.verify() == []
 
 
-def test_releases_by_daemon_stops_recovery_and_expired_leases_do_not_count(store):
+def test_releases_by_daemon_stops_and_recovery_do_not_count(store):
     store.admit("job", {}, execution_id="survivor", now=T0)
     for i in range(4):
         assert _crash(store, "survivor", T0 + i, reason="daemon_stopped") is False
-    store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)
-    store.claim_due(now=T0 + 20, limit=1, lease_seconds=1)  # sweeps the expired lease
+    store.claim_due(now=T0 + 10, limit=1, lease_seconds=60)
     store.release_held(now=T0 + 30)  # recovery
     assert _crash(store, "survivor", T0 + 40) is False
     assert _crash(store, "survivor", T0 + 41) is False
     assert store.get("survivor").status != "failed"
     assert _crash(store, "survivor", T0 + 42) is True
+
+
+def test_a_lease_lost_past_its_end_counts_toward_max_attempts(store):
+    """A delivery whose daemon died or froze past its lease ended without an outcome too
+    (docs/design.md, "Workflow options"): the claim that sweeps it counts it."""
+    store.admit("job", {}, execution_id="frozen", now=T0)
+    store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)  # its lease ends at T0 + 11
+    assert _crash(store, "frozen", T0 + 40) is False  # whose claim sweeps it: 2 of 3
+    assert _crash(store, "frozen", T0 + 41) is True
+    assert store.get("frozen").outcome["error"]["name"] == "DeliveryAttemptsExhausted"
 
 
 def test_cancel_at_once_ends_a_running_execution_cancelled_and_fences_its_worker(store):

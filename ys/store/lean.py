@@ -2,7 +2,7 @@
 from the transactions they prepare: a claim on the event loop, and the writes a worker
 channel sends whose answer comes by callback on the writer's thread (`Then`). Each adapter's
 client inherits them and supplies `_writer` (with `submit` and `write_async`), `_claim`,
-`_save_step` and `_acknowledge`, each of which checks its request and returns the transaction
+`_save_step`, `_suspend` and `_acknowledge`, each of which checks its request and returns the transaction
 that does it."""
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ class LeanWrites:
     def _save_step(
         self, execution_id: str, token: str, key: str, step: StepWrite, now: float | None
     ) -> Callable[[Any], bool]:
+        raise NotImplementedError
+
+    def _suspend(
+        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: dict[str, Any]
+    ) -> Callable[[Any], dict[str, Any]]:
         raise NotImplementedError
 
     def _acknowledge(
@@ -76,12 +81,11 @@ class LeanWrites:
             raise InvalidArgument(
                 "INVALID_ARGUMENT", f"a suspension saves a waiting step, not {step.status!r}"
             )
-        save = self._save_step(execution_id, token, key, step, None)
         outcome: dict[str, Any] = {"status": "suspended"}
         if warnings is not None:
             outcome["warnings"] = warnings
-        ack = self._acknowledge(execution_id, token, outcome, None, None)
-        self._writer.submit(lambda c: (save(c), ack(c))[1], then)
+        tx = self._suspend(execution_id, token, key, step, outcome)
+        self._writer.submit(tx, then)
 
     def acknowledge_then(
         self,

@@ -161,3 +161,34 @@ def test_a_run_longer_than_one_insert_carries_is_split_within_the_variable_limit
     writer._commit(reqs)
     assert [r.wait() for r in reqs] == list(range(201))
     assert conn.execute("SELECT count(*), sum(c0) FROM wide").fetchone() == (201, sum(range(201)))
+
+
+def test_a_file_that_cannot_be_written_answers_database_unavailable_until_it_can(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """The file's disk goes read-only mid-run (here: the writer's connection made read-only,
+    which fails writes with SQLite's own SQLITE_READONLY, as a read-only remount does):
+    every write answers DATABASE_UNAVAILABLE (retry), the log says so once, the store says
+    the database is down, and once the file is writable again writes go on with everything
+    acknowledged before still there."""
+    from ys.errors import DatabaseUnavailable
+
+    store = SqliteStore(tmp_path / "ys.db", group_commit=True)
+    try:
+        store.admit("wf", execution_id="before")
+        store.core.writer.conn.execute("PRAGMA query_only=ON")
+        for i in range(3):
+            with pytest.raises(DatabaseUnavailable) as err:
+                store.admit("wf", execution_id=f"during-{i}")
+            assert err.value.code == "DATABASE_UNAVAILABLE" and err.value.exit_code == 5
+        assert not store.database_up()
+        assert store.get("before") is not None  # reads still answer
+        said = [r for r in caplog.records if "cannot be written" in r.getMessage()]
+        assert len(said) == 1, said
+        store.core.writer.conn.execute("PRAGMA query_only=OFF")
+        assert store.admit("wf", execution_id="after").started
+        assert store.database_up()
+        assert {r.execution_id for r in store.list(limit=10).items} == {"before", "after"}
+        assert store.verify() == []
+    finally:
+        store.close()

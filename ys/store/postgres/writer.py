@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar, cast
 
 from ys.errors import DaemonUnavailable, DatabaseUnavailable, ResourceExhausted
@@ -28,9 +29,12 @@ from ys.store.sql.requests import UNSET, Request, answer
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
 TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
-_BEGIN = (
-    f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
-)
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+_LOCK = f"SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
+
+
+class _Unattributed(Exception):
+    """A statement of a pipelined batch failed where its request cannot be told."""
 
 
 def translate(exc: BaseException) -> BaseException:
@@ -224,32 +228,57 @@ class Writer:
                 self._reconnect()
 
     def _run_batch(self, reqs: list[Request]) -> None:
-        """One transaction for the requests not yet answered. A request that raises is
-        answered with its error (it never runs again), the transaction is rolled back, and
-        the others run again from the start. A failed statement aborts a PostgreSQL
-        transaction, so this is also how a request's SQL error fails it alone."""
+        """One transaction for the requests not yet answered, pipelined (one round trip per
+        read a body needs the answer of, plus one for the writes and COMMIT: docs/design.md,
+        "On PostgreSQL"). A statement's SQL error comes back only at the next sync, maybe
+        inside a later request's body, so it cannot be pinned on its request there: the
+        batch is rolled back and run again a statement at a time, where it can."""
+        try:
+            self._run_pending(reqs, pipelined=True)
+        except _Unattributed:
+            self._rollback()  # nothing was committed: a failed statement aborts the batch
+            self._committing = False
+            self._run_pending(reqs, pipelined=False)
+
+    def _run_pending(self, reqs: list[Request], *, pipelined: bool) -> None:
+        """A request that raises is answered with its error (it never runs again), the
+        transaction is rolled back, and the others run again from the start. A failed
+        statement aborts a PostgreSQL transaction, so this is also how a request's SQL error
+        fails it alone."""
+        import psycopg
+
         conn = self.conn
         pending = [r for r in reqs if r.result is UNSET and r.error is None]
         while pending:
             values: list[Any] = []
             failed: tuple[int, BaseException] | None = None
-            # The event log's lock first (schema migration 7): a transaction that appends
-            # events holds it to commit, so positions follow commit order. Taken before any
-            # row lock, a writer never holds rows while it waits for it (no deadlock between
-            # daemons); writes across daemons commit one at a time, as SQLite's do. The two
-            # statements go in one round trip (no parameters: the simple query protocol).
-            conn.execute(_BEGIN)
-            for i, req in enumerate(pending):
-                try:
-                    values.append(req.fn(conn))
-                except Exception as exc:
-                    if transient(exc) or conn.broken or conn.closed:
-                        raise  # the batch's fault, not this request's: retried or failed whole
-                    failed = (i, exc)
-                    break
+            try:
+                with conn.pipeline() if pipelined else nullcontext():
+                    # The event log's lock first (schema migration 7): a transaction that
+                    # appends events holds it to commit, so positions follow commit order.
+                    # Taken before any row lock, a writer never holds rows while it waits for
+                    # it (no deadlock between daemons); writes across daemons commit one at a
+                    # time, as SQLite's do. Sent with the first statement that needs an answer.
+                    conn.execute(_BEGIN)
+                    conn.execute(_LOCK)
+                    for i, req in enumerate(pending):
+                        try:
+                            values.append(req.fn(conn))
+                        except Exception as exc:
+                            if transient(exc) or conn.broken or conn.closed:
+                                raise  # the batch's fault: retried or failed whole
+                            if pipelined and isinstance(exc, psycopg.Error):
+                                raise _Unattributed() from exc
+                            failed = (i, exc)
+                            break
+                    if failed is None:
+                        self._committing = True  # from here a lost connection leaves it unknown
+                        conn.execute("COMMIT")  # sent with the writes, at the pipeline's end
+            except psycopg.Error as exc:
+                if transient(exc) or conn.broken or conn.closed or not pipelined:
+                    raise
+                raise _Unattributed() from exc
             if failed is None:
-                self._committing = True  # from here a lost connection leaves it unknown
-                conn.execute("COMMIT")
                 for req, value in zip(pending, values, strict=True):
                     req.result = value
                 return

@@ -104,8 +104,13 @@ def record_delivery(c: Any, execution_id: str, ended: float) -> None:
         "ORDER BY seq DESC LIMIT 1",
         (execution_id,),
     ).fetchone()
-    if row is not None:
-        c.execute(RECORD_DELIVERY, (int(ended // 3600), duration_bucket(ended - row[0])))
+    record_delivered(c, ended, None if row is None else row[0])
+
+
+def record_delivered(c: Any, ended: float, claimed_at: float | None) -> None:
+    """`record_delivery` for a caller that read when the delivery was claimed (None: never)."""
+    if claimed_at is not None:
+        c.execute(RECORD_DELIVERY, (int(ended // 3600), duration_bucket(ended - claimed_at)))
 
 
 DURATIONS = (

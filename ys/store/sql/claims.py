@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, slot_of
-from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event, Record
+from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, RunState, StepRecord, slot_of
+from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.executions import append, lease_lost, load, load_leased, not_found
 from ys.store.sql.rows import LIGHT, row_to_record
-from ys.store.sql.steps import run_state
-from ys.store.sql.versions import delivery_script
+from ys.store.sql.steps import STEP_COLUMNS
+from ys.store.sql.versions import pinned_script
 
 
 def release_expired_tx(
@@ -79,7 +80,7 @@ def claim_due_tx(
     while len(out) < limit:
         want = limit - len(out)
         rows = c.execute(
-            f"SELECT {LIGHT}, deadline_at FROM executions WHERE due_at <= ? "
+            f"SELECT {CLAIM_COLUMNS} FROM executions WHERE due_at <= ? "
             "AND lease_token IS NULL AND slot_wait IS NULL "
             + pauses.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
             + "AND (deadline_at IS NULL OR deadline_at > ?) "
@@ -87,9 +88,8 @@ def claim_due_tx(
             (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
         ).fetchall()
         waited = 0
-        for row in rows:  # deadline_at: the last column, after the record's
-            record = row_to_record(row)
-            delivery = _claim_one(c, record, now, lease, holder, pid, limits, row[-1])
+        for row in rows:
+            delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, limits)
             if delivery is None:
                 waited += 1
             else:
@@ -97,6 +97,49 @@ def claim_due_tx(
         passed += waited
         if len(rows) < want or not waited or passed >= MAX_PASSED_OVER:
             break
+    return with_steps(c, out)
+
+
+# What a claim reads of each due execution in its one SELECT (docs/design.md, "On
+# PostgreSQL": one round trip per durable operation): the record, its deadline, what its
+# worker starts from and its workflow's current script.
+CLAIM_COLUMNS = (
+    f"{LIGHT}, deadline_at, params, context, "
+    "(SELECT sha256 FROM scripts s WHERE s.workflow = executions.workflow), "
+    "(SELECT pin FROM scripts s WHERE s.workflow = executions.workflow)"
+)
+
+
+class Claimable:
+    """One row of CLAIM_COLUMNS."""
+
+    __slots__ = ("record", "deadline_at", "params", "context", "script")
+
+    def __init__(self, row: Any) -> None:
+        self.record = row_to_record(row[:-5])
+        self.deadline_at: float | None = row[-5]
+        self.params: str = row[-4]
+        self.context: str = row[-3]
+        self.script: tuple[str | None, bool] = (row[-2], bool(row[-1]))
+
+
+def with_steps(c: Any, deliveries: list[Delivery]) -> list[Delivery]:
+    """The deliveries with the steps their workers start from, read in one statement."""
+    if not deliveries:
+        return deliveries
+    marks = ",".join("?" * len(deliveries))
+    steps: dict[str, list[StepRecord]] = {d.execution_id: [] for d in deliveries}
+    for row in c.execute(
+        f"SELECT execution_id, {STEP_COLUMNS} FROM steps WHERE execution_id IN ({marks}) "
+        "ORDER BY execution_id, first_seq",
+        [d.execution_id for d in deliveries],
+    ).fetchall():
+        steps[row[0]].append(StepRecord(*row[1:]))
+    out = []
+    for d in deliveries:
+        assert d.state is not None
+        state = RunState(d.state.params_json, d.state.context_json, steps[d.execution_id])
+        out.append(replace(d, state=state))
     return out
 
 
@@ -107,25 +150,25 @@ def claim_new(
     admission's transaction: no concurrency limit applies to its workflow). Nobody else
     sees the row before the commit, so it needs no lock."""
     row = c.execute(
-        f"SELECT {LIGHT}, deadline_at FROM executions WHERE execution_id=?", (execution_id,)
+        f"SELECT {CLAIM_COLUMNS} FROM executions WHERE execution_id=?", (execution_id,)
     ).fetchone()
-    delivery = _claim_one(c, row_to_record(row), now, lease, holder, pid, None, row[-1])
+    delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, None)
     assert delivery is not None  # without limits a due execution is always leased
-    return delivery
+    return with_steps(c, [delivery])[0]
 
 
 def _claim_one(
     c: Any,
-    record: Record,
+    due: Claimable,
     now: float,
     lease: float,
     holder: str,
     pid: int,
     limits: Mapping[str, ConcurrencyLimit] | None,
-    deadline_at: float | None = None,
 ) -> Delivery | None:
     """Lease one due execution (its row locked), or (its slot group full) mark it waiting
-    and return None."""
+    and return None. Its delivery's steps are read after (`with_steps`)."""
+    record = due.record
     assert not record.terminal
     slot = None
     bound = limits.get(record.workflow) if limits else None
@@ -135,10 +178,7 @@ def _claim_one(
     if bound is not None and not never_ran:
         slot = SLOT_ALL
         if bound.key is not None:
-            (params,) = c.execute(
-                "SELECT params FROM executions WHERE execution_id=?", (record.execution_id,)
-            ).fetchone()
-            slot = slot_of(params, bound.key)
+            slot = slot_of(due.params, bound.key)
         concurrency.lock(c, record.workflow, slot)
         if concurrency.held(c, record.workflow, slot) >= bound.n:
             concurrency.wait(c, record.execution_id, slot)
@@ -150,10 +190,10 @@ def _claim_one(
         # which daemon ran this attempt: `ys logs` on another box names it when the end of
         # the attempt's log never reached the database (that daemon was killed)
         claim["daemon_id"] = holder
-    script, pinned = delivery_script(c, record)
+    script, pinned = pinned_script(record, *due.script)
     if script is not None:
         claim["script_sha256"] = script
-    record = append(c, record, [Event(CLAIMED, now, claim)])
+    record = append(c, record, [Event(CLAIMED, now, claim)], locked=True)
     if c.dialect.owned_leases:
         c.execute(
             "UPDATE executions SET lease_token=?, lease_expires_at=?, lease_holder=?, "
@@ -178,8 +218,8 @@ def _claim_one(
         cancel_seen=seen,
         script_sha256=script,
         pinned=pinned,
-        deadline_at=deadline_at,
-        state=run_state(c, record.execution_id, "?"),
+        deadline_at=due.deadline_at,
+        state=RunState(due.params, due.context, []),
     )
 
 

@@ -37,6 +37,7 @@ from ys.store.sql.executions import (
     not_found,
     request_wake_tx,
     save_step_tx,
+    suspend_tx,
     wake_workflow_tx,
 )
 from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
@@ -353,6 +354,18 @@ class Executions(LeanWrites):
             step = replace(step, wake_at=check_time(step.wake_at, "wake_at"))
         error = step_error(step.value, step.status)  # decoded here, outside the transaction
         return lambda c: save_step_tx(c, execution_id, token, key, step, t, error)
+
+    def _suspend(
+        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: dict[str, Any]
+    ) -> Callable[[Any], dict[str, Any]]:
+        if step.kind == "run" and step.value is not None:
+            codec.check_size(step.value, f"step {key!r} value")
+        t = self._now(None)
+        if step.wake_at is not None:
+            step = replace(step, wake_at=check_time(step.wake_at, "wake_at"))
+        error = step_error(step.value, "waiting")
+        suspended = outcome_event(outcome, t)
+        return lambda c: suspend_tx(c, execution_id, token, key, step, t, error, suspended)
 
     def delivery_state(
         self, execution_id: str, token: str, *, now: float | None = None

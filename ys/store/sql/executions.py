@@ -22,7 +22,7 @@ writer holds the whole database (SQLite, whose dialect drops the locking clauses
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import Admission
@@ -36,7 +36,7 @@ from ys.store.sql.events import admission_event, new_execution_id
 from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
 from ys.store.sql.rows import tags_text as tags_text
 from ys.store.sql.steps import step_save
-from ys.store.sql.versions import current_script, waiting_for_script
+from ys.store.sql.versions import waiting_for_script
 from ys.values import StepWrite
 
 INSERT_EXECUTION = (
@@ -47,10 +47,17 @@ INSERT_EXECUTION = (
     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (execution_id) DO NOTHING"
 )
+# An admission's INSERT: the workflow's current script version read in it (history_bytes
+# grows by the bytes the version adds to the event) and returned; no row if the ID is taken.
+_SCRIPT = "(SELECT sha256 FROM scripts WHERE workflow=?)"
+ADMIT_EXECUTION = INSERT_EXECUTION.replace(
+    "?,?,?,?,?)", f"?,? + CASE WHEN {_SCRIPT} IS NULL THEN 0 ELSE ? END, {_SCRIPT},?,?)"
+).replace("DO NOTHING", "DO NOTHING RETURNING script_sha256")
 # One row per tag, in the order lists read (`ys list --tag k=v`: newest admitted first).
 INSERT_TAG = "INSERT INTO execution_tags (key, value, admitted_at, execution_id) VALUES (?,?,?,?)"
 
 
+UNKNOWN = object()  # a value the caller did not read (append reads it)
 INSERT_EVENT = "INSERT INTO events (execution_id, seq, at, kind, data) VALUES (?,?,?,?,?)"
 
 
@@ -91,14 +98,64 @@ def load_leased(c: Any, execution_id: str, token: str, now: float, payload: bool
     return row_to_record(row)
 
 
+class Fenced(NamedTuple):
+    """A worker's write's first read (`fenced`): the record, whether the token holds a live
+    lease, the concurrency slot the lease holds, the status of one step, and when the
+    delivery was claimed."""
+
+    record: Record
+    leased: bool
+    slot: str | None
+    step_status: str | None
+    claimed_at: float | None
+
+    def check(self) -> Record:
+        """The record, or LEASE_LOST when the token holds no live lease."""
+        if not self.leased:
+            raise lease_lost(self.record.execution_id)
+        return self.record
+
+
+def fenced(
+    c: Any, execution_id: str, token: str, now: float, step: str | None = None
+) -> Fenced | None:
+    """The execution's row, locked, with what a step save or an outcome decides on, in one
+    statement: the one read a worker's write waits for (docs/design.md, "On PostgreSQL":
+    one round trip per durable operation). None if there is no such execution."""
+    row = c.execute(
+        f"SELECT {LIGHT}, lease_token = ? AND lease_expires_at > ?, slot, "
+        "(SELECT status FROM steps WHERE execution_id = ? AND key = ?), "
+        "(SELECT at FROM events WHERE execution_id = ? AND kind = 'claimed' "
+        "ORDER BY seq DESC LIMIT 1) "
+        "FROM executions WHERE execution_id = ?" + c.dialect.for_update,
+        (token, now, execution_id, step, execution_id, execution_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return Fenced(row_to_record(row[:-4]), bool(row[-4]), row[-3], row[-2], row[-1])
+
+
 def append(
-    c: Any, prior: Record, events: list[Event], token: str | None = None, clear_lease: bool = False
+    c: Any,
+    prior: Record,
+    events: list[Event],
+    token: str | None = None,
+    clear_lease: bool = False,
+    slot: str | None | object = UNKNOWN,
+    claimed_at: float | None | object = UNKNOWN,
+    locked: bool = False,
 ) -> Record:
     """Fold `events` onto `prior` (its row locked by this transaction) and persist the
-    events and the new projection together. With `token`, the UPDATE is fenced by it; with
-    `clear_lease`, the lease ends and a concurrency slot it held frees, and a delivery that
-    ran is counted in the delivery durations' rollup (ys.store.sql.charts)."""
+    events and the new projection together. With `token`, the UPDATE is fenced by it (the
+    caller read the row with it, `load_leased` or `fenced`, in this transaction: locked and
+    leased, so the fence cannot miss, and its count is not waited for); with `clear_lease`,
+    the lease ends and a concurrency slot it held frees (`slot`, when the caller read it with
+    the row: else the UPDATE returns it), and a delivery that ran is counted in the delivery
+    durations' rollup (ys.store.sql.charts; `claimed_at`, when the caller read it). `locked`:
+    the caller locked the row itself in this transaction (a claim's SKIP LOCKED), so the
+    UPDATE's count is not waited for either."""
     record, rows, nbytes = project(prior, events)
+    returning = clear_lease and slot is UNKNOWN
     sql = (
         "UPDATE executions SET status=?, outcome=?, updated_at=?, due_at=?, "
         "covered_due_at=?, prior_status=?, attempts=?, cancel_requested=?, "
@@ -108,7 +165,7 @@ def append(
         + (_clear_lease(c) if clear_lease else "")
         + " WHERE execution_id=?"
         + (" AND lease_token=?" if token is not None else "")
-        + (" RETURNING workflow, slot" if clear_lease else "")
+        + (" RETURNING slot" if returning else "")
     )
     args: tuple[Any, ...] = (
         record.status,
@@ -126,17 +183,21 @@ def append(
         record.execution_id,
     )
     cur = c.execute(sql, args + ((token,) if token is not None else ()))
-    if clear_lease:
+    if returning:
         row = cur.fetchone()  # (sqlite3 counts a RETURNING statement's rows only once read)
         if row is None:
             raise lease_lost(record.execution_id)
-        workflow, slot = row
-        if slot is not None:  # the lease held a concurrency slot: it frees with the lease
-            concurrency.free(c, workflow, slot)
-    elif cur.rowcount != 1:
+        slot = row[0]
+    elif token is None and not locked and cur.rowcount != 1:
         raise lease_lost(record.execution_id)
+    if clear_lease and isinstance(slot, str):  # the lease held a concurrency slot: it frees
+        concurrency.free(c, record.workflow, slot)
     if clear_lease and prior.status == "running":  # a delivery ends: how long it took
-        charts.record_delivery(c, record.execution_id, record.updated_at)
+        if claimed_at is UNKNOWN:
+            charts.record_delivery(c, record.execution_id, record.updated_at)
+        else:
+            assert claimed_at is None or isinstance(claimed_at, float | int)
+            charts.record_delivered(c, record.updated_at, claimed_at)
     c.executemany(INSERT_EVENT, rows)
     return record
 
@@ -162,14 +223,22 @@ def admit_new(
 ) -> bool:
     """Insert a new execution and its `admitted` event; False (nothing written) when the ID
     is taken, also by an admission that commits while this one waits for it. The record
-    names the workflow's current script version (ys.store.sql.versions)."""
-    sha, _ = current_script(c, workflow)
-    event = admission_event(
-        execution_id, workflow, params_json, context_json, parent, at, sha, tags, retry_of, due_at
-    )
-    record, rows, nbytes = project(None, [event])
-    if c.execute(INSERT_EXECUTION, new_record_row(record, nbytes)).rowcount != 1:
+    names the workflow's current script version (ys.store.sql.versions), read by the INSERT
+    itself, which returns it for the event: the one statement an admission waits for
+    (docs/design.md, "On PostgreSQL": one round trip per durable operation)."""
+    new = (execution_id, workflow, params_json, context_json, parent, at)
+    later = (tags, retry_of, due_at)
+    record, rows, nbytes = project(None, [admission_event(*new, None, *later)])
+    # with a version, the event's text is longer by the same number of bytes for any SHA-256
+    versioned = project(None, [admission_event(*new, "0" * 64, *later)])[2]
+    values = list(new_record_row(record, nbytes))
+    # history_bytes (with the version's bytes if there is one), script_sha256
+    values[17:19] = [nbytes, workflow, versioned - nbytes, workflow]
+    inserted = c.execute(ADMIT_EXECUTION, values).fetchone()
+    if inserted is None:
         return False
+    if inserted[0] is not None:
+        _, rows, _ = project(None, [admission_event(*new, inserted[0], *later)])
     c.execute(INSERT_EVENT, rows[0])
     if record.tags:
         c.executemany(
@@ -261,14 +330,21 @@ def acknowledge_tx(
 ) -> dict[str, Any]:
     """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
     this same transaction (ys.store.sql.handlers)."""
-    record = load(c, execution_id, payload=False, lock=True)
-    if record is None:
+    held = fenced(c, execution_id, token, now)
+    if held is None:
         raise not_found(execution_id)
-    if record.terminal:
-        assert record.outcome is not None
-        return record.outcome  # terminal outcomes are immutable: the first one wins
-    record = load_leased(c, execution_id, token, now)
-    record = append(c, record, [event], token=token, clear_lease=True)
+    if held.record.terminal:
+        assert held.record.outcome is not None
+        return held.record.outcome  # terminal outcomes are immutable: the first one wins
+    record = append(
+        c,
+        held.check(),
+        [event],
+        token=token,
+        clear_lease=True,
+        slot=held.slot,
+        claimed_at=held.claimed_at,
+    )
     if record.terminal and record.parent is not None:
         wake_waiting_parent(c, record, now)
     if on_failure is not None:
@@ -299,8 +375,42 @@ def save_step_tx(
     now: float,
     error: dict[str, Any] | None,
 ) -> bool:
-    record = load_leased(c, execution_id, token, now)
-    event = step_save(c, "?", record, key, step, now, error)
+    held = fenced(c, execution_id, token, now, step=key)
+    if held is None:
+        raise not_found(execution_id)
+    record = held.check()
+    done = held.step_status == "completed"
+    event = step_save(c, record, key, step, now, error, done)
     if event is not None:
         append(c, record, [event], token=token)
     return record.cancel_requested
+
+
+def suspend_tx(
+    c: Any,
+    execution_id: str,
+    token: str,
+    key: str,
+    step: StepWrite,
+    now: float,
+    error: dict[str, Any] | None,
+    suspended: Event,
+) -> dict[str, Any]:
+    """A waiting step's save and the delivery's `suspended` outcome (as `save_step_tx` then
+    `acknowledge_tx`), on one read of the row and one write of it."""
+    held = fenced(c, execution_id, token, now, step=key)
+    if held is None:
+        raise not_found(execution_id)
+    record = held.check()
+    done = held.step_status == "completed"
+    event = step_save(c, record, key, step, now, error, done)
+    record = append(
+        c,
+        record,
+        [suspended] if event is None else [event, suspended],
+        token=token,
+        clear_lease=True,
+        slot=held.slot,
+        claimed_at=held.claimed_at,
+    )
+    return record.outcome if record.outcome is not None else {"status": "suspended"}

@@ -7,8 +7,10 @@ admits its failure handler.
   workflow's timeout, set at admission) fails with error name `TimeoutError`.
 - `release_counted_tx`: a delivery that ended without an outcome (reason `worker_failed`)
   is released as before, unless it was the `max_attempts`-th such delivery: then the
-  execution fails `DeliveryAttemptsExhausted`. Releases for other reasons (a daemon stop,
-  recovery, an expired lease swept by a claim) do not count.
+  execution fails `DeliveryAttemptsExhausted`. A lease that expired (swept by any daemon's
+  claim: its daemon was killed or frozen past it, on this box or another) counts too, so the
+  cap holds across daemons whose deliveries die with them. Releases for other reasons (a
+  daemon stop, recovery at a daemon's start) do not count.
 - `cancel_now_tx`: the cancellation request, and the execution ends `cancelled` at once.
 
 Each locks the execution's row first (where rows are locked: two daemons never both end it,
@@ -30,8 +32,10 @@ from ys.store.sql.executions import (
 from ys.store.sql.starts import cancel_tx
 
 COUNTED = "worker_failed"  # the release reason that counts toward max_attempts
+LOST = "lease_expired"  # a delivery whose lease was lost: counted with the others
 # How a counted release's event reads (canonical JSON: sorted keys, no spaces)
 _COUNTED_LIKE = '%"reason":"' + COUNTED + '"%'
+_LOST_LIKE = '%"reason":"' + LOST + '"%'
 
 
 def end_tx(
@@ -93,8 +97,9 @@ def release_counted_tx(
         append(c, record, [release], token=token, clear_lease=True)
         return False
     (earlier,) = c.execute(
-        "SELECT COUNT(*) FROM events WHERE execution_id=? AND kind=? AND data LIKE ?",
-        (execution_id, RELEASED, _COUNTED_LIKE),
+        "SELECT COUNT(*) FROM events WHERE execution_id=? AND kind=? "
+        "AND (data LIKE ? OR data LIKE ?)",
+        (execution_id, RELEASED, _COUNTED_LIKE, _LOST_LIKE),
     ).fetchone()
     if earlier + 1 < max_attempts:
         append(c, record, [release], token=token, clear_lease=True)

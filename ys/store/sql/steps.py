@@ -6,24 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ys import codec
-from ys.store.base import RunState, StepRecord
 from ys.store.records import STEP, TERMINAL, Event, Record
 from ys.values import StepWrite
 
 STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
-
-
-def run_state(c: Any, execution_id: str, ph: str) -> RunState:
-    """A claimed execution's params, context and steps (both adapters: `ph` is the
-    placeholder), read in the claim's transaction for its worker."""
-    params, context = c.execute(
-        f"SELECT params, context FROM executions WHERE execution_id={ph}", (execution_id,)
-    ).fetchone()
-    rows = c.execute(
-        f"SELECT {STEP_COLUMNS} FROM steps WHERE execution_id={ph} ORDER BY first_seq",
-        (execution_id,),
-    ).fetchall()
-    return RunState(params, context, [StepRecord(*r) for r in rows])
 
 
 def step_error(value: str | None, status: str) -> dict[str, Any] | None:
@@ -43,32 +29,24 @@ def step_error(value: str | None, status: str) -> dict[str, Any] | None:
     return error.to_json() if isinstance(error, codec.ErrorValue) else None
 
 
-def completed_step(c: Any, execution_id: str, key: str, ph: str) -> bool:
-    """Whether step `key` of the execution is recorded completed (both adapters)."""
-    row = c.execute(
-        f"SELECT 1 FROM steps WHERE execution_id={ph} AND key={ph} AND status='completed'",
-        (execution_id, key),
-    ).fetchone()
-    return row is not None
-
-
 def step_save(
     c: Any,
-    ph: str,
     record: Record,
     key: str,
     step: StepWrite,
     now: float,
     error: dict[str, Any] | None,
+    done: bool,
 ) -> Event | None:
-    """Write one step's row (both adapters: `ph` is the placeholder) and return the event its
-    history gains, or None when the step is already completed (a completed step is final: a
+    """Write one step's row and return the event its history gains, or None when the step is
+    already completed (`done`, read with the execution's row: a completed step is final: a
     later save of it, the daemon recording a step's timeout just as the step's own save
     committed, changes nothing)."""
+    ph = "?"
     execution_id = record.execution_id
     kind, status, value, wake_at = step.kind, step.status, step.value, step.wake_at
     attempts = step.attempts
-    if completed_step(c, execution_id, key, ph):
+    if done:
         return None
     if kind == "call" and status == "waiting":
         # The child may have ended before this step said it waits: then nobody would wake us.

@@ -24,10 +24,10 @@ def current_script(c: Any, workflow: str) -> tuple[str | None, bool]:
     return (row[0], bool(row[1])) if row else (None, False)
 
 
-def delivery_script(c: Any, record: Record) -> tuple[str | None, bool]:
-    """(The version a delivery runs, whether it is pinned): a pinned workflow's execution runs
-    the one recorded at its admission (if it has one), any other the current one."""
-    current, pin = current_script(c, record.workflow)
+def pinned_script(record: Record, current: str | None, pin: bool) -> tuple[str | None, bool]:
+    """(The version a delivery runs, whether it is pinned), given the workflow's current
+    script and whether it is pinned: a pinned workflow's execution runs the one recorded at
+    its admission (if it has one), any other the current one."""
     if pin and record.script_sha256 is not None:
         return record.script_sha256, True
     return current, False

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from ys.errors import ResourceExhausted, YsError
+from ys.errors import DatabaseUnavailable, ResourceExhausted, YsError
 from ys.store.base import Then
 from ys.store.sql.requests import UNSET as _UNSET
 from ys.store.sql.requests import Inserts as Inserts
@@ -68,11 +68,32 @@ def is_full(exc: BaseException) -> bool:
     )
 
 
+# The file cannot be written now: its disk went read-only (remounted after an error, say),
+# failed, or the file cannot be opened again (SQLite's primary result codes).
+_UNWRITABLE = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN)
+
+
+def is_unwritable(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _UNWRITABLE  # an extended code keeps its primary one in its low byte
+    return "readonly database" in str(exc) or "disk I/O error" in str(exc)
+
+
 def translate(exc: BaseException) -> BaseException:
-    """SQLITE_FULL becomes RESOURCE_EXHAUSTED; everything else passes through unchanged."""
+    """SQLITE_FULL becomes RESOURCE_EXHAUSTED, a file that cannot be written now (read-only,
+    an I/O error) DATABASE_UNAVAILABLE (retry); everything else passes through unchanged."""
     if is_full(exc):
         return ResourceExhausted(
             "RESOURCE_EXHAUSTED", "the disk or database is full; free space and retry"
+        )
+    if is_unwritable(exc):
+        return DatabaseUnavailable(
+            "DATABASE_UNAVAILABLE",
+            f"the database file cannot be written ({exc}): its disk may be read-only or "
+            "failing; retry once it is writable",
         )
     return exc
 
@@ -118,6 +139,7 @@ class Writer:
         self._thread: threading.Thread | None = None
         # told (seconds, requests) after each group commit, for the metrics; off by default
         self.observe: Callable[[float, int], None] | None = None
+        self.unwritable = False  # the last write found the file could not be written
         if group:
             self._thread = threading.Thread(target=self._run, name="ys-writer", daemon=True)
             self._thread.start()
@@ -232,7 +254,23 @@ class Writer:
                 if req.result is _UNSET and req.error is None:
                     req.error = err
         finally:
+            self._tell(reqs)
             _answer(reqs)
+
+    def _tell(self, reqs: list[_Request]) -> None:
+        """Say once that the file cannot be written, and once that it can again (a commit
+        went through): not a line per failed write (docs/design.md, "Keeping and moving the
+        data")."""
+        if any(isinstance(r.error, DatabaseUnavailable) for r in reqs):
+            if not self.unwritable:
+                self.unwritable = True
+                log.error(
+                    "the database cannot be written: %s",
+                    next(r.error for r in reqs if isinstance(r.error, DatabaseUnavailable)),
+                )
+        elif self.unwritable and any(r.result is not _UNSET for r in reqs):
+            self.unwritable = False
+            log.warning("the database can be written again")
 
     def _run_batch(self, reqs: list[_Request]) -> None:
         """Run the batch in one transaction, without a savepoint per request (two statements

@@ -38,6 +38,11 @@ class SqliteStore(SqlStore):
         super().__init__(core)
         self.path = core.path
 
+    def database_up(self) -> bool:
+        """False while the file cannot be written (its disk read-only or failing): writes
+        answer DATABASE_UNAVAILABLE until one goes through again."""
+        return not self.core.writer.unwritable
+
     def backup(self, target: str) -> dict[str, Any]:
         """A checked copy of the file at `target` (a new file), taken while the writer goes on
         (`ys.store.sqlite.backup`)."""
