@@ -21,6 +21,7 @@ from tests.support import (
     write_script,
 )
 from ys.errors import LeaseLost
+from ys.values import StepWrite
 
 BLOCKER = """
     @ys.workflow
@@ -138,4 +139,4 @@ def test_a_lease_lost_on_one_daemon_counts_toward_max_attempts_on_another(daemon
     )
     assert d1.get("frozen").outcome["error"]["name"] == "DeliveryAttemptsExhausted"
     with pytest.raises(LeaseLost):  # the frozen delivery, woken, is fenced off
-        d0.save_step("frozen", lost.token, "s", kind="run", status="completed", value="1")
+        d0.save_step("frozen", lost.token, "s", StepWrite("run", "completed", "1"))

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support import T0
 from ys.store.postgres import PostgresStore
+from ys.values import StepWrite
 
 DONE = {"status": "completed", "result": None}
 
@@ -63,7 +64,7 @@ def test_each_durable_operation_is_one_request_plus_its_commit(store):
     costs["step save"] = counted(
         store,
         lambda: store.save_step(
-            d.execution_id, d.token, "s1", kind="step", status="completed", value="1", now=T0
+            d.execution_id, d.token, "s1", StepWrite("step", "completed", "1"), now=T0
         ),
     )
     answers: list[Any] = []
@@ -74,9 +75,7 @@ def test_each_durable_operation_is_one_request_plus_its_commit(store):
             d.execution_id,
             d.token,
             "nap",
-            kind="sleep",
-            value=None,
-            wake_at=T0 + 1,
+            StepWrite("sleep", "waiting", None, wake_at=T0 + 1),
         ),
     )
     assert answers and answers[0][1] is None, answers
