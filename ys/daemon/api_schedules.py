@@ -3,29 +3,57 @@ housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys.daemon import operations, views
-from ys.daemon.api_base import ApiBase, Body, Query, _json
+from ys.daemon.api_base import Body, Query, _json
 from ys.daemon.api_requests import Gc, ScheduleAdd, ScheduleSet
 from ys.errors import InvalidArgument, YsError
 
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
-class ScheduleRoutes(ApiBase):
+
+S = "/v1/schedules/{name}"
+
+
+class ScheduleRoutes:
     """Schedules and housekeeping."""
 
+    def __init__(self, d: DaemonParts) -> None:
+        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/v1/workflows/{name}/pause", self.workflow_pause),
+            web.post("/v1/workflows/{name}/resume", self.workflow_resume),
+            web.get("/v1/schedules", self.schedules),
+            web.post("/v1/schedules", self.schedule_add),
+            web.get(S, self.schedule),
+            web.delete(S, self.schedule_remove),
+            web.patch(S, self.schedule_set),
+            web.post(S + "/run", self.schedule_run),
+            web.post(S + "/pause", self.schedule_pause),
+            web.post(S + "/resume", self.schedule_resume),
+            web.get(S + "/next", self.schedule_next),
+            web.post("/v1/gc", self.gc),
+            web.post("/v1/backup", self.backup),
+        ]
+
     async def schedules(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.schedules)
+        items = await self.d.hub.call(self.d.store.schedules)
         return _json({"schedules": [views.schedule(s) for s in items]})
 
     async def schedule(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        s = await self.d.hub.call(self.d.store.schedule, request.match_info["name"])
         return _json(views.schedule(s))
 
     async def schedule_add(self, request: web.Request) -> web.Response:
         req = await ScheduleAdd.read(request)
-        await self.known_workflow(req.workflow)
-        s = await self.call(
+        await operations.known_workflow(self.d, req.workflow)
+        s = await self.d.hub.call(
             self.d.store.schedule_add,
             req.name,
             req.workflow,
@@ -51,7 +79,7 @@ class ScheduleRoutes(ApiBase):
 
     async def schedule_remove(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        await self.call(self.d.store.schedule_remove, name)
+        await self.d.hub.call(self.d.store.schedule_remove, name)
         return _json({"name": name, "removed": True})
 
     async def schedule_pause(self, request: web.Request) -> web.Response:
@@ -66,7 +94,7 @@ class ScheduleRoutes(ApiBase):
         from ys import cron
 
         n = max(1, min(1000, Query(request).whole("n", 5)))
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        s = await self.d.hub.call(self.d.store.schedule, request.match_info["name"])
         if s["paused"]:  # a paused schedule fires at no time
             return _json({"fire_times": [], "paused": True})
         after = max(self.d.store.clock(), s["cursor"])
@@ -106,5 +134,5 @@ class ScheduleRoutes(ApiBase):
                 "pg_restore); ys backup copies a SQLite database",
             )
         backup = getattr(self.d.store, "backup")  # noqa: B009 - SQLite's only
-        result = await self.call(backup, target)
+        result = await self.d.hub.call(backup, target)
         return _json(result)

@@ -3,20 +3,39 @@ code): list, get, put (compare-and-set), delete, and a step's wait for a key."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys import codec
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _json
+from ys.daemon.api_base import _json
 from ys.daemon.api_requests import ValuePut, ValueWait
 from ys.errors import NotFoundError
 
+if TYPE_CHECKING:
+    from ys.daemon.delivering import Deliveries
+    from ys.daemon.parts import DaemonParts
 
-class ValueRoutes(ApiBase):
+
+class ValueRoutes:
     """Durable values."""
 
+    def __init__(self, d: DaemonParts, deliveries: Deliveries) -> None:
+        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
+        self.deliveries = deliveries  # what a delivery's worker asks (also its channel)
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/v1/store", self.value_list),
+            web.get("/v1/store/{key}", self.value_get),
+            web.put("/v1/store/{key}", self.value_put),
+            web.delete("/v1/store/{key}", self.value_delete),
+            web.post("/v1/store/{key}/wait", self.value_wait),
+        ]
+
     async def value_list(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.value_list, request.query.get("prefix", ""))
+        items = await self.d.hub.call(self.d.store.value_list, request.query.get("prefix", ""))
         return _json(
             {
                 "entries": [
@@ -32,7 +51,7 @@ class ValueRoutes(ApiBase):
 
     async def value_get(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
-        found = await self.call(self.d.store.value_get, key)
+        found = await self.d.hub.call(self.d.store.value_get, key)
         if found is None:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
         return _json(
@@ -46,7 +65,7 @@ class ValueRoutes(ApiBase):
 
     async def value_put(self, request: web.Request) -> web.Response:
         req = await ValuePut.read(request)
-        out = await self.call(
+        out = await self.d.hub.call(
             self.d.store.value_put, request.match_info["key"], req.value, req.expected_version
         )
         if out.get("woken"):
@@ -62,7 +81,7 @@ class ValueRoutes(ApiBase):
 
     async def value_delete(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
-        deleted = await self.call(self.d.store.value_delete, key)
+        deleted = await self.d.hub.call(self.d.store.value_delete, key)
         if not deleted:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
         return _json({"key": key, "deleted": True})

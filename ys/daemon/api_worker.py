@@ -6,19 +6,42 @@ shell workflow uses them. A Python workflow's worker asks the same over its chan
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import SMALL_BODY, ApiBase, _json, invalid
+from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid
 from ys.daemon.api_requests import Outcome, SaveStep, Start, StepDeadline
 
+if TYPE_CHECKING:
+    from ys.daemon.delivering import Deliveries
+    from ys.daemon.parts import DaemonParts
 
-class WorkerRoutes(ApiBase):
+
+E = "/v1/executions/{id}"
+
+
+class WorkerRoutes:
     """The worker's calls (fenced by the delivery token)."""
 
+    def __init__(self, d: DaemonParts, deliveries: Deliveries) -> None:
+        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
+        self.deliveries = deliveries  # what a delivery's worker asks (also its channel)
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(E + "/run", self.run_state),
+            web.put(E + "/steps/{key}", self.save_step),
+            web.post(E + "/steps/{key}/deadline", self.step_deadline),
+            web.post(E + "/starts/{key}", self.start),
+            web.post(E + "/outcome", self.outcome),
+            web.post(E + "/lease", self.renew),
+        ]
+
     async def run_state(self, request: web.Request) -> web.Response:
-        execution_id, token = request.match_info["id"], self._token(request)
-        record, steps = await self.call(self.d.store.delivery_state, execution_id, token)
+        execution_id, token = request.match_info["id"], delivery_token(request)
+        record, steps = await self.d.hub.call(self.d.store.delivery_state, execution_id, token)
         key = request.query.get("step")
         if key is not None:  # `ys step` names the step it is about to take (fenced above)
             self.d.dispatcher.use_step_key(execution_id, token, key)
@@ -44,13 +67,13 @@ class WorkerRoutes(ApiBase):
     async def save_step(self, request: web.Request) -> web.Response:
         req = await SaveStep.read(request)
         cancel = await self.deliveries.save_step_async(
-            request.match_info["id"], self._token(request), request.match_info["key"], req
+            request.match_info["id"], delivery_token(request), request.match_info["key"], req
         )
         return _json({"cancel_requested": cancel})
 
     async def step_deadline(self, request: web.Request) -> web.Response:
         """A worker announces the limit of one step attempt before its body runs. Fenced."""
-        execution_id, token = request.match_info["id"], self._token(request)
+        execution_id, token = request.match_info["id"], delivery_token(request)
         req = await StepDeadline.read(request)
         key = request.match_info["key"]
         return _json(await self.deliveries.deadline(execution_id, token, key, req))
@@ -64,7 +87,7 @@ class WorkerRoutes(ApiBase):
     async def outcome(self, request: web.Request) -> web.Response:
         req = await Outcome.read(request)
         execution_id = request.match_info["id"]
-        token = self._token(request)
+        token = delivery_token(request)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
         big = len(await request.read()) > SMALL_BODY  # encoded in the pool, off the loop
@@ -73,4 +96,4 @@ class WorkerRoutes(ApiBase):
         )
 
     async def renew(self, request: web.Request) -> web.Response:
-        return _json(await self.deliveries.renew(request.match_info["id"], self._token(request)))
+        return _json(await self.deliveries.renew(request.match_info["id"], delivery_token(request)))

@@ -211,8 +211,13 @@ class Daemon:
             read_timeout=self.settings.read_timeout_seconds,
             keepalive_timeout=self.settings.keepalive_seconds,
         )
-        api = Api(self)
-        runner = self._runner = web.AppRunner(make_app(api, http), handle_signals=False)
+        # the dashboard: the one place the daemon reaches ys.ui (tests/store/test_boundary.py)
+        from ys.ui.server import Dashboard, install
+
+        dashboard = Dashboard(self)
+        app = make_app(Api(self, deliveries, mint=dashboard.mint), http)
+        install(app, dashboard)
+        runner = self._runner = web.AppRunner(app, handle_signals=False)
         loop = asyncio.get_running_loop()
 
         # A shared database: other daemons' commits concern us too (SQLite: nothing to
