@@ -22,13 +22,14 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ys import __version__
 from ys.daemon import operations, views
-from ys.daemon.api_base import SMALL_BODY, Query, _json, write
+from ys.daemon.api_base import SMALL_BODY, Query, _json, route, routes_of, write
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, RetryRequest, Trigger, WaitQuery
@@ -57,10 +58,6 @@ WAITING_FOR_SLOT = "a concurrency slot"
 # ... or its workflow is paused (`ys workflows pause`): no claim takes it until resumed
 WAITING_PAUSED = "workflow paused"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class RouteGroup(Protocol):
-    def routes(self) -> list[web.RouteDef]: ...
 
 
 def peer_uid(request: web.Request) -> int | None:
@@ -127,7 +124,7 @@ class Api:
         mint: Mint | None = None,
     ) -> None:
         deliveries = deliveries or Deliveries(d)
-        self.groups: list[RouteGroup] = [
+        self.groups: list[object] = [
             DaemonRoutes(d),
             WorkerRoutes(d, deliveries),
             ValueRoutes(d, deliveries),
@@ -138,37 +135,18 @@ class Api:
         ]
 
     def routes(self) -> list[web.RouteDef]:
-        return [r for g in self.groups for r in g.routes()]
+        return [r for g in self.groups for r in routes_of(g)]
 
 
+@dataclass(frozen=True)
 class DaemonRoutes:
     """The daemon's own routes and the executions'."""
 
-    def __init__(self, d: DaemonParts) -> None:
-        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
-
-    def routes(self) -> list[web.RouteDef]:
-        e = "/v1/executions/{id}"
-        return [
-            web.get("/v1/version", self.version),
-            web.post("/v1/shutdown", self.shutdown),
-            web.get("/v1/workflows", self.workflows),
-            web.get("/v1/metrics", self.metrics),
-            web.post("/v1/executions", self.trigger),
-            web.get("/v1/executions", self.list),
-            web.get(e, self.get),
-            web.get(e + "/describe", self.describe),
-            web.get(e + "/history", self.history),
-            web.get(e + "/timeline", self.timeline),
-            web.get(e + "/logs", self.logs),
-            web.get(e + "/wait", self.wait),
-            web.post(e + "/wake", self.wake),
-            web.post(e + "/cancel", self.cancel),
-            web.post(e + "/retry", self.retry),
-        ]
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
 
     # -- daemon -----------------------------------------------------------------------------
 
+    @route("GET", "/v1/version")
     async def version(self, request: web.Request) -> web.Response:
         p = self.d.paths
         return _json(
@@ -200,10 +178,12 @@ class DaemonRoutes:
             }
         )
 
+    @route("POST", "/v1/shutdown")
     async def shutdown(self, request: web.Request) -> web.Response:
         self.d.request_stop()
         return _json({"stopping": True, "pid": os.getpid()})
 
+    @route("GET", "/v1/workflows")
     async def workflows(self, request: web.Request) -> web.Response:
         stale = await self.d.hub.call(self.d.store.stale_scripts)
         pauses = await self.d.hub.call(self.d.store.workflow_pauses)
@@ -221,6 +201,7 @@ class DaemonRoutes:
             }
         )
 
+    @route("GET", "/v1/metrics")
     async def metrics(self, request: web.Request) -> web.Response:
         """This daemon's figures and the database's (read off the loop, then rendered)."""
         shared = None  # while the database cannot be reached: this daemon's own figures
@@ -232,6 +213,7 @@ class DaemonRoutes:
 
     # -- executions -------------------------------------------------------------------------
 
+    @route("POST", "/v1/executions")
     async def trigger(self, request: web.Request) -> web.Response:
         req = await Trigger.read(request)
         await operations.known_workflow(self.d, req.workflow)
@@ -285,6 +267,7 @@ class DaemonRoutes:
                 )
         return _json(out, 201 if result.started else 200)
 
+    @route("GET", "/v1/executions")
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
         now = self.d.store.clock()
@@ -369,11 +352,13 @@ class DaemonRoutes:
     async def load(self, execution_id: str) -> Any:
         return await operations.load(self.d, execution_id)
 
+    @route("GET", "/v1/executions/{id}")
     async def get(self, request: web.Request) -> web.Response:
         record = await self.load(request.match_info["id"])
         waits = await self._waits([record])
         return _json(self._record(record, await self._holders([record]), waits))
 
+    @route("GET", "/v1/executions/{id}/logs")
     async def logs(self, request: web.Request) -> web.Response:
         """The ends of the execution's delivery logs kept in the database (a shared one: each
         box keeps whole logs on its own disk), with the daemon that ran each delivery."""
@@ -401,6 +386,7 @@ class DaemonRoutes:
             }
         )
 
+    @route("GET", "/v1/executions/{id}/describe")
     async def describe(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
         d = await self.d.hub.call(self.d.store.describe, execution_id)
@@ -434,6 +420,7 @@ class DaemonRoutes:
             out["waiting_for"] = why
         return _json(out)
 
+    @route("GET", "/v1/executions/{id}/timeline")
     async def timeline(self, request: web.Request) -> web.Response:
         from ys.daemon import timeline
 
@@ -442,6 +429,7 @@ class DaemonRoutes:
         )
         return _json(out)
 
+    @route("GET", "/v1/executions/{id}/history")
     async def history(self, request: web.Request) -> web.Response:
         q = HistoryQuery.read(request)
         page = await self.d.hub.call(
@@ -457,6 +445,7 @@ class DaemonRoutes:
             }
         )
 
+    @route("GET", "/v1/executions/{id}/wait")
     async def wait(self, request: web.Request) -> web.Response:
         """Long poll: returns when the execution is terminal, or (with `after=N`) once its
         history is longer than N events, or when `timeout` seconds pass."""
@@ -482,9 +471,11 @@ class DaemonRoutes:
         out["history_length"] = record.history_length
         return _json(out)
 
+    @route("POST", "/v1/executions/{id}/wake")
     async def wake(self, request: web.Request) -> web.Response:
         return _json({"status": await operations.wake(self.d, request.match_info["id"])})
 
+    @route("POST", "/v1/executions/{id}/cancel")
     async def cancel(self, request: web.Request) -> web.Response:
         at_once = request.query.get("now", "") in ("1", "true")
         done = await operations.cancel(self.d, request.match_info["id"], at_once=at_once)
@@ -492,6 +483,7 @@ class DaemonRoutes:
         out["changed"] = done.changed
         return _json(out)
 
+    @route("POST", "/v1/executions/{id}/retry")
     async def retry(self, request: web.Request) -> web.Response:
         """A new execution of a terminal one, replaying its steps before `from` (one store
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""

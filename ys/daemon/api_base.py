@@ -221,6 +221,35 @@ class Query:
 SMALL_BODY = 16 * 1024  # a write whose body is at most this is encoded on the event loop
 
 
+ROUTE = "_ys_route"  # the attribute `route` marks a handler with
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def route(method: str, path: str) -> Callable[[H], H]:
+    """Mark a route group's method as the handler of `method path` (see `routes_of`)."""
+
+    def mark(handler: H) -> H:
+        setattr(handler, ROUTE, (method, path))
+        return handler
+
+    return mark
+
+
+def routes_of(group: object) -> list[web.RouteDef]:
+    """The routes a group's marked handlers serve, in the order they are written (a GET
+    answers HEAD too, as aiohttp's web.get does)."""
+    out = []
+    for name, fn in vars(type(group)).items():
+        spec = getattr(fn, ROUTE, None)
+        if spec is not None:
+            method, path = spec
+            handler = getattr(group, name)
+            out.append(
+                web.get(path, handler) if method == "GET" else web.route(method, path, handler)
+            )
+    return out
+
+
 async def write(
     hub: Hub,
     request: web.Request,

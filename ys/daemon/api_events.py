@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import Query, _json
+from ys.daemon.api_base import Query, _json, route
 from ys.daemon.api_requests import MAX_WAIT
 from ys.errors import DaemonUnavailable
 
@@ -39,17 +39,13 @@ class EventsQuery:
         )
 
 
+@dataclass(frozen=True)
 class EventRoutes:
     """The event stream."""
 
-    def __init__(self, d: DaemonParts) -> None:
-        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/v1/events", self.events),
-        ]
-
+    @route("GET", "/v1/events")
     async def events(self, request: web.Request) -> web.Response:
         q = EventsQuery.read(request)
         store = self.d.store

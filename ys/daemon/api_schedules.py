@@ -3,12 +3,13 @@ housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ys.daemon import operations, views
-from ys.daemon.api_base import Body, Query, _json
+from ys.daemon.api_base import Body, Query, _json, route
 from ys.daemon.api_requests import Gc, ScheduleAdd, ScheduleSet
 from ys.errors import InvalidArgument, YsError
 
@@ -19,37 +20,23 @@ if TYPE_CHECKING:
 S = "/v1/schedules/{name}"
 
 
+@dataclass(frozen=True)
 class ScheduleRoutes:
     """Schedules and housekeeping."""
 
-    def __init__(self, d: DaemonParts) -> None:
-        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.post("/v1/workflows/{name}/pause", self.workflow_pause),
-            web.post("/v1/workflows/{name}/resume", self.workflow_resume),
-            web.get("/v1/schedules", self.schedules),
-            web.post("/v1/schedules", self.schedule_add),
-            web.get(S, self.schedule),
-            web.delete(S, self.schedule_remove),
-            web.patch(S, self.schedule_set),
-            web.post(S + "/run", self.schedule_run),
-            web.post(S + "/pause", self.schedule_pause),
-            web.post(S + "/resume", self.schedule_resume),
-            web.get(S + "/next", self.schedule_next),
-            web.post("/v1/gc", self.gc),
-            web.post("/v1/backup", self.backup),
-        ]
-
+    @route("GET", "/v1/schedules")
     async def schedules(self, request: web.Request) -> web.Response:
         items = await self.d.hub.call(self.d.store.schedules)
         return _json({"schedules": [views.schedule(s) for s in items]})
 
+    @route("GET", S)
     async def schedule(self, request: web.Request) -> web.Response:
         s = await self.d.hub.call(self.d.store.schedule, request.match_info["name"])
         return _json(views.schedule(s))
 
+    @route("POST", "/v1/schedules")
     async def schedule_add(self, request: web.Request) -> web.Response:
         req = await ScheduleAdd.read(request)
         await operations.known_workflow(self.d, req.workflow)
@@ -68,28 +55,34 @@ class ScheduleRoutes:
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)
 
+    @route("PATCH", S)
     async def schedule_set(self, request: web.Request) -> web.Response:
         req = await ScheduleSet.read(request)
         s = await operations.set_schedule(self.d, request.match_info["name"], req.changes)
         return _json(views.schedule(s))
 
+    @route("POST", S + "/run")
     async def schedule_run(self, request: web.Request) -> web.Response:
         eid = await operations.run_schedule(self.d, request.match_info["name"])
         return _json({"execution_id": eid, "started": True}, 201)
 
+    @route("DELETE", S)
     async def schedule_remove(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         await self.d.hub.call(self.d.store.schedule_remove, name)
         return _json({"name": name, "removed": True})
 
+    @route("POST", S + "/pause")
     async def schedule_pause(self, request: web.Request) -> web.Response:
         s = await operations.pause_schedule(self.d, request.match_info["name"], True)
         return _json(views.schedule(s))
 
+    @route("POST", S + "/resume")
     async def schedule_resume(self, request: web.Request) -> web.Response:
         s = await operations.pause_schedule(self.d, request.match_info["name"], False)
         return _json(views.schedule(s))
 
+    @route("GET", S + "/next")
     async def schedule_next(self, request: web.Request) -> web.Response:
         from ys import cron
 
@@ -109,18 +102,22 @@ class ScheduleRoutes:
             ) from None
         return _json({"fire_times": [views.iso(t) for t in times], "paused": False})
 
+    @route("POST", "/v1/workflows/{name}/pause")
     async def workflow_pause(self, request: web.Request) -> web.Response:
         return _json(await operations.pause_workflow(self.d, request.match_info["name"], True))
 
+    @route("POST", "/v1/workflows/{name}/resume")
     async def workflow_resume(self, request: web.Request) -> web.Response:
         return _json(await operations.pause_workflow(self.d, request.match_info["name"], False))
 
+    @route("POST", "/v1/gc")
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)
         older = self.d.scheduler.retention if req.older_than is None else req.older_than
         ids = await self.d.scheduler.gc(older, req.dry_run)
         return _json({"pruned": ids, "count": len(ids), "dry_run": req.dry_run})
 
+    @route("POST", "/v1/backup")
     async def backup(self, request: web.Request) -> web.Response:
         """A consistent copy of the live SQLite database (`ys backup`); PostgreSQL has pg_dump."""
         b = await Body.read(request)

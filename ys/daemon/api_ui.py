@@ -7,12 +7,13 @@ browser can never mint a token for itself."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ys.daemon import overview, views
-from ys.daemon.api_base import _json
+from ys.daemon.api_base import _json, route
 from ys.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -22,22 +23,18 @@ if TYPE_CHECKING:
 Mint = Callable[[], tuple[str, float]]
 
 
+@dataclass(frozen=True)
 class UiRoutes:
     """The overview and dashboard tokens."""
 
-    def __init__(self, d: DaemonParts, mint: Mint | None) -> None:
-        self.d = d
-        self.mint = mint  # the mounted dashboard's; None: no dashboard is mounted
+    d: DaemonParts
+    mint: Mint | None  # the mounted dashboard's; None: no dashboard is mounted
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/v1/overview", self.overview),
-            web.post("/v1/ui/tokens", self.ui_token),
-        ]
-
+    @route("GET", "/v1/overview")
     async def overview(self, request: web.Request) -> web.Response:
         return _json(await self.d.hub.call(overview.read, self.d))
 
+    @route("POST", "/v1/ui/tokens")
     async def ui_token(self, request: web.Request) -> web.Response:
         if self.mint is None:
             raise NotFoundError("NOT_FOUND", "this daemon serves no dashboard")

@@ -3,13 +3,14 @@ code): list, get, put (compare-and-set), delete, and a step's wait for a key."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ys import codec
 from ys.daemon import views
-from ys.daemon.api_base import _json
+from ys.daemon.api_base import _json, route
 from ys.daemon.api_requests import ValuePut, ValueWait
 from ys.errors import NotFoundError
 
@@ -18,22 +19,14 @@ if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
 
 
+@dataclass(frozen=True)
 class ValueRoutes:
     """Durable values."""
 
-    def __init__(self, d: DaemonParts, deliveries: Deliveries) -> None:
-        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
-        self.deliveries = deliveries  # what a delivery's worker asks (also its channel)
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+    deliveries: Deliveries  # what a delivery's worker asks (also its channel)
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/v1/store", self.value_list),
-            web.get("/v1/store/{key}", self.value_get),
-            web.put("/v1/store/{key}", self.value_put),
-            web.delete("/v1/store/{key}", self.value_delete),
-            web.post("/v1/store/{key}/wait", self.value_wait),
-        ]
-
+    @route("GET", "/v1/store")
     async def value_list(self, request: web.Request) -> web.Response:
         items = await self.d.hub.call(self.d.store.value_list, request.query.get("prefix", ""))
         return _json(
@@ -49,6 +42,7 @@ class ValueRoutes:
             }
         )
 
+    @route("GET", "/v1/store/{key}")
     async def value_get(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
         found = await self.d.hub.call(self.d.store.value_get, key)
@@ -63,6 +57,7 @@ class ValueRoutes:
             }
         )
 
+    @route("PUT", "/v1/store/{key}")
     async def value_put(self, request: web.Request) -> web.Response:
         req = await ValuePut.read(request)
         out = await self.d.hub.call(
@@ -79,6 +74,7 @@ class ValueRoutes:
             }
         )
 
+    @route("DELETE", "/v1/store/{key}")
     async def value_delete(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
         deleted = await self.d.hub.call(self.d.store.value_delete, key)
@@ -86,6 +82,7 @@ class ValueRoutes:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
         return _json({"key": key, "deleted": True})
 
+    @route("POST", "/v1/store/{key}/wait")
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
         return _json(await self.deliveries.value_wait(request.match_info["key"], req))

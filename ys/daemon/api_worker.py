@@ -6,12 +6,13 @@ shell workflow uses them. A Python workflow's worker asks the same over its chan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid
+from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid, route
 from ys.daemon.api_requests import Outcome, SaveStep, Start, StepDeadline
 
 if TYPE_CHECKING:
@@ -22,23 +23,14 @@ if TYPE_CHECKING:
 E = "/v1/executions/{id}"
 
 
+@dataclass(frozen=True)
 class WorkerRoutes:
     """The worker's calls (fenced by the delivery token)."""
 
-    def __init__(self, d: DaemonParts, deliveries: Deliveries) -> None:
-        self.d = d  # the Daemon: store, registry, dispatcher, hub, paths
-        self.deliveries = deliveries  # what a delivery's worker asks (also its channel)
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+    deliveries: Deliveries  # what a delivery's worker asks (also its channel)
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get(E + "/run", self.run_state),
-            web.put(E + "/steps/{key}", self.save_step),
-            web.post(E + "/steps/{key}/deadline", self.step_deadline),
-            web.post(E + "/starts/{key}", self.start),
-            web.post(E + "/outcome", self.outcome),
-            web.post(E + "/lease", self.renew),
-        ]
-
+    @route("GET", E + "/run")
     async def run_state(self, request: web.Request) -> web.Response:
         execution_id, token = request.match_info["id"], delivery_token(request)
         record, steps = await self.d.hub.call(self.d.store.delivery_state, execution_id, token)
@@ -64,6 +56,7 @@ class WorkerRoutes:
             }
         )
 
+    @route("PUT", E + "/steps/{key}")
     async def save_step(self, request: web.Request) -> web.Response:
         req = await SaveStep.read(request)
         cancel = await self.deliveries.save_step_async(
@@ -71,6 +64,7 @@ class WorkerRoutes:
         )
         return _json({"cancel_requested": cancel})
 
+    @route("POST", E + "/steps/{key}/deadline")
     async def step_deadline(self, request: web.Request) -> web.Response:
         """A worker announces the limit of one step attempt before its body runs. Fenced."""
         execution_id, token = request.match_info["id"], delivery_token(request)
@@ -78,12 +72,14 @@ class WorkerRoutes:
         key = request.match_info["key"]
         return _json(await self.deliveries.deadline(execution_id, token, key, req))
 
+    @route("POST", E + "/starts/{key}")
     async def start(self, request: web.Request) -> web.Response:
         """A child start: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
         caller, key = request.match_info["id"], request.match_info["key"]
         return _json(await self.deliveries.start(caller, key, req))
 
+    @route("POST", E + "/outcome")
     async def outcome(self, request: web.Request) -> web.Response:
         req = await Outcome.read(request)
         execution_id = request.match_info["id"]
@@ -95,5 +91,6 @@ class WorkerRoutes:
             await self.deliveries.acknowledge_async(execution_id, token, req.outcome, big=big)
         )
 
+    @route("POST", E + "/lease")
     async def renew(self, request: web.Request) -> web.Response:
         return _json(await self.deliveries.renew(request.match_info["id"], delivery_token(request)))

@@ -101,25 +101,21 @@ class DispatcherTuning:
 
 class Dispatcher:
     def __init__(self, parts: DispatcherParts, tuning: DispatcherTuning) -> None:
+        self.parts = parts
+        self.tuning = tuning
         self.store = parts.store
         self.registry = parts.registry
-        self.launcher = parts.launcher
         self.paths = parts.paths
         self.hub = parts.hub
-        self.memory = parts.memory
-        self.handler_for = parts.handler_for
-        self.metrics = parts.metrics
-        self.open_channel = parts.open_channel
+        self.memory = parts.memory  # (the API shows what limits memory_max)
         self.concurrency = tuning.concurrency
         self.lease_seconds = tuning.lease_seconds
-        self.retry_base = tuning.retry_base
-        self.retry_max = tuning.retry_max
         # the cap of each delivery log, at least the least the log capture keeps
         self.log_max_bytes = max(MIN_LOG_MAX_BYTES, tuning.log_max_bytes)
         self.running: dict[str, Running] = {}
         background = Background()
         self.cancels = Cancels(self.store, self.hub, self.running, tuning.cancel_grace, background)
-        self.limits = Limits(self.store, self.hub, self.running, self.handler_for, background)
+        self.limits = Limits(self.store, self.hub, self.running, parts.handler_for, background)
         self.tails = LogTails(self.store, self.hub, parts.daemon_id)
         self.outage = Outage()
         self.starts = WorkerStart(
@@ -131,6 +127,13 @@ class Dispatcher:
         self._caught_up = False  # the last claim took everything due (it asked for more)
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
         self._task: asyncio.Task[None] | None = None
+        # what the routes and the worker channel tell it (ys.daemon.delivering, .operations),
+        # answered by the part that keeps it
+        self.cancels_requested = self.cancels.requested
+        self.ended_elsewhere = self.limits.ended_elsewhere
+        self.step_deadline = self.limits.step_deadline
+        self.use_step_key = self.limits.use_step_key
+        self.step_ending = self.limits.step_ending
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.hub.call(fn, *args, **kwargs)
@@ -199,10 +202,10 @@ class Dispatcher:
         """Run a claimed delivery, whose lease was granted no earlier than `since`
         (time.monotonic(); None: now, a moment after its claim)."""
         self.hub.notify(d.execution_id)
-        if self.metrics is not None:
-            self.metrics.deliveries_started.labels(d.workflow).inc()
+        if self.parts.metrics is not None:
+            self.parts.metrics.deliveries_started.labels(d.workflow).inc()
             if d.attempt > 1:
-                self.metrics.redeliveries.labels(d.workflow).inc()
+                self.parts.metrics.redeliveries.labels(d.workflow).inc()
         # A delivery whose lease expired may still be here, being killed: claim_due
         # released and re-claimed its execution. The new one waits until it is gone.
         prev = self.running.get(d.execution_id)
@@ -247,7 +250,7 @@ class Dispatcher:
     # -- one delivery -----------------------------------------------------------------------
 
     def retry_delay(self, attempt: int) -> float:
-        return min(self.retry_max, self.retry_base * (2.0 ** max(0, attempt - 1)))
+        return min(self.tuning.retry_max, self.tuning.retry_base * (2.0 ** max(0, attempt - 1)))
 
     async def _deliver(self, r: Running, prev: Running | None = None) -> None:
         d = r.delivery
@@ -331,9 +334,11 @@ class Dispatcher:
                 self.tails.keep(r)
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
-            if self.metrics is not None:
+            if self.parts.metrics is not None:
                 result = r.result or ("lease_lost" if r.lost else "released")
-                self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
+                self.parts.metrics.delivery_ended(
+                    d.workflow, result, time.monotonic() - r.started_at
+                )
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
 
@@ -386,7 +391,7 @@ class Dispatcher:
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
             until = lease_end(r.lease_since, self.lease_seconds)
-            worker = await self.launcher.launch(wf, env, log_path, start, until, scope)
+            worker = await self.parts.launcher.launch(wf, env, log_path, start, until, scope)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
@@ -409,10 +414,10 @@ class Dispatcher:
             return None
         try:
             if worker.channel is not None:
-                if self.open_channel is None:
+                if self.parts.open_channel is None:
                     worker.channel.close()
                 else:
-                    r.channel = self.open_channel(r, worker.channel)
+                    r.channel = self.parts.open_channel(r, worker.channel)
             record_worker(self.paths, r.proc.pid, d.execution_id)
             r.out = out
             r.pipes = [Pipe(worker.output, out.write)]
@@ -534,7 +539,7 @@ class Dispatcher:
                 reason=reason,
                 detail=detail,
                 max_attempts=r.max_attempts if counted else None,
-                on_failure=self.handler_for(d.workflow) if counted else None,
+                on_failure=self.parts.handler_for(d.workflow) if counted else None,
             )
         except LeaseLost:
             return  # the lease already expired; claim_due releases it
@@ -543,31 +548,6 @@ class Dispatcher:
             log.warning(
                 "%s: %d deliveries without an outcome; it failed", d.execution_id, d.attempt
             )
-
-    # -- what the routes and the worker channel tell it (ys.daemon.delivering, .operations) -----
-
-    def cancels_requested(self) -> None:
-        self.cancels.requested()
-
-    def ended_elsewhere(self, execution_id: str) -> None:
-        self.limits.ended_elsewhere(execution_id)
-
-    def step_deadline(
-        self,
-        execution_id: str,
-        token: str,
-        key: str,
-        timeout: float,
-        attempts: int,
-        retry_delay: float | None,
-    ) -> None:
-        self.limits.step_deadline(execution_id, token, key, timeout, attempts, retry_delay)
-
-    def use_step_key(self, execution_id: str, token: str, key: str) -> None:
-        self.limits.use_step_key(execution_id, token, key)
-
-    def step_ending(self, execution_id: str, token: str, key: str) -> None:
-        self.limits.step_ending(execution_id, token, key)
 
     async def _cancel_pending_held(self, r: Running) -> bool:
         record = await self._held_call(r, self.store.get, r.delivery.execution_id)
@@ -632,14 +612,14 @@ class Dispatcher:
                 },
             }
         try:
-            handler = self.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            handler = self.parts.handler_for(d.workflow) if outcome["status"] == "failed" else None
             await self.call(
                 self.store.acknowledge, d.execution_id, d.token, outcome, on_failure=handler
             )
             r.acknowledged = True
             r.result = outcome["status"]
-            if handler is not None and self.metrics is not None:
-                self.metrics.admissions.labels("on_failure").inc()
+            if handler is not None and self.parts.metrics is not None:
+                self.parts.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:
             pass
 
@@ -655,8 +635,8 @@ class Dispatcher:
             await asyncio.sleep(max(0.05, r.lease_expires_at - self.store.clock()))
             if self.store.clock() >= r.lease_expires_at:
                 r.lost = True
-                if self.metrics is not None:
-                    self.metrics.lease_expiries.inc()
+                if self.parts.metrics is not None:
+                    self.parts.metrics.lease_expiries.inc()
                 log.warning("%s: lease expired; killing its worker", r.delivery.execution_id)
                 if r.proc is not None:
                     kill_group(r.proc)
@@ -701,10 +681,10 @@ class Dispatcher:
         """A step of a running delivery was saved: the time since its start or its previous
         step is that step's duration (what the daemon can see of it)."""
         r = self.running.get(execution_id)
-        if r is None or r.delivery.token != token or self.metrics is None:
+        if r is None or r.delivery.token != token or self.parts.metrics is None:
             return
         now = time.monotonic()
-        self.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
+        self.parts.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
         r.last_step_at = now
 
     # -- shutdown ---------------------------------------------------------------------------
