@@ -119,12 +119,16 @@ class GroupWriter:
     def _run(self) -> None:
         while (reqs := self._next_batch()) is not None:
             started = time.perf_counter()
-            try:
-                self._commit(reqs)
-            finally:
-                answer(reqs)  # each only after its fate is committed
+            self._settle(reqs)
             if self.observe is not None:
                 self.observe(time.perf_counter() - started, len(reqs))
+
+    def _settle(self, reqs: list[Request]) -> None:
+        """Commit a batch, then answer each request, only after its fate is committed."""
+        try:
+            self._commit(reqs)
+        finally:
+            answer(reqs)
 
     def _next_batch(self) -> list[Request] | None:
         """The queued requests, at most `batch` of them (waiting for the first); None once
