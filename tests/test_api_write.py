@@ -1,12 +1,11 @@
-"""ApiBase.write: small bodies are written from the event loop, big ones through the pool."""
+"""api_base.write: small bodies are written from the event loop, big ones through the pool."""
 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
-from ys.daemon.api_base import SMALL_BODY, ApiBase
+from ys.daemon.api_base import SMALL_BODY, write
 
 
 class Request:
@@ -41,15 +40,15 @@ class Hub:
 
 def test_small_bodies_are_awaited_on_the_loop_and_big_ones_go_to_the_pool():
     store, hub = Store(), Hub()
-    api = ApiBase(SimpleNamespace(store=store, hub=hub))
 
     async def main() -> list[str]:
         return [
-            await api.write(
-                Request(0), store.admit_async, store.admit, "wf", {"a": 1}, execution_id="e"
+            await write(
+                hub, Request(0), store.admit_async, store.admit, "wf", {"a": 1}, execution_id="e"
             ),
-            await api.write(Request(SMALL_BODY), store.admit_async, store.admit, "wf", None),
-            await api.write(
+            await write(hub, Request(SMALL_BODY), store.admit_async, store.admit, "wf", None),
+            await write(
+                hub,
                 Request(SMALL_BODY + 1),
                 store.admit_async,
                 store.admit,

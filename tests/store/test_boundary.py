@@ -4,7 +4,8 @@ never `sqlite3`, `sqlite_utils` or the store's private modules, and holds no SQL
 so a second adapter needs nothing outside ys/store/ to change.
 
 And neither the daemon nor the store reads the environment: every setting is read once, in
-ys.settings, and passed to the part that uses it."""
+ys.settings, and passed to the part that uses it. And the dashboard (ys/ui/) is built over the
+daemon's parts, never the daemon over it: ys/daemon/ imports ys.ui only where it mounts it."""
 
 from __future__ import annotations
 
@@ -184,3 +185,46 @@ def test_no_module_of_the_daemon_or_the_store_reads_the_environment():
 )
 def test_the_environment_guard_tells_reads_from_mentions(source: str, uses: bool):
     assert bool(_environ_uses(ast.parse(source))) is uses
+
+
+# -- the dashboard depends on the daemon, never the daemon on the dashboard ---------------------
+
+# The one import of ys.ui under ys/daemon/: the daemon mounts the dashboard on its app.
+UI_MOUNT = {("ys/daemon/main.py", "ys.ui.server")}
+
+
+def _ui_imports(source: str, module: str) -> list[str]:
+    names = [name for _, name in _imports(ast.parse(source), module)]
+    return [n for n in names if n == "ys.ui" or n.startswith("ys.ui.")]
+
+
+def test_nothing_under_the_daemon_imports_the_dashboard_but_its_mount():
+    found = []
+    for path in sorted((PACKAGE / "daemon").rglob("*.py")):
+        name = str(path.relative_to(PACKAGE.parent))
+        found += [
+            f"{name}: imports {module}"
+            for module in _ui_imports(path.read_text(), _module_name(path))
+            if (name, module) not in UI_MOUNT
+        ]
+    assert found == [], "the daemon reaches ys.ui only where it mounts it:\n" + "\n".join(found)
+
+
+def test_the_daemon_mounts_the_dashboard():
+    """The allowed import is the mount itself (the check above passes with none at all)."""
+    main = PACKAGE / "daemon" / "main.py"
+    assert "ys.ui.server" in _ui_imports(main.read_text(), "ys.daemon.main")
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("def f():\n    from ys.ui.auth import Gate\n", ["ys.ui.auth"]),
+        ("import ys.ui.server", ["ys.ui.server"]),
+        ("from ys.ui import pages", ["ys.ui"]),
+        ("from . import ui_helpers", []),
+        ("from ys.daemon import views", []),
+    ],
+)
+def test_the_dashboard_guard_sees_every_import_of_ys_ui(source: str, found: list[str]):
+    assert _ui_imports(source, "ys.daemon.example") == found

@@ -3,13 +3,14 @@
 Errors are {"code", "message"} with the spec's codes and the HTTP status errors.py maps them
 to. Worker routes take the delivery token in the X-Ys-Token header and are fenced by it.
 
-Here: the middleware, and `Api` with the daemon and execution routes and `routes()`, the one
-list of every route. The other route groups are mixins of `Api`: the worker's calls
-(api_worker), durable values (api_values), schedules and gc (api_schedules), effects
-(api_effects) and the dashboard's overview and tokens (api_ui); the helpers they share are in
-api_base. What an operator asks (cancel, wake, retry, schedule pause and resume) is done by
+Here: the middleware, the daemon and execution routes (`DaemonRoutes`), and `Api`, which
+builds every group of routes with the daemon's parts and collects `routes()`, the one list of
+every route. The other groups: the worker's calls (api_worker), durable values (api_values),
+schedules and gc (api_schedules), effects (api_effects), the event stream (api_events) and the
+dashboard's overview and tokens (api_ui); the helpers they share are in api_base. What an
+operator asks (cancel, wake, retry, schedule pause and resume) is done by
 ys.daemon.operations, which the dashboard's buttons call too. The dashboard's pages (/ui/) are
-added to the app by ys.ui.server.
+mounted on the app by ys.daemon.main (ys.ui.server).
 """
 
 from __future__ import annotations
@@ -21,20 +22,22 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ys import __version__
 from ys.daemon import operations, views
-from ys.daemon.api_base import SMALL_BODY, Query, _json
+from ys.daemon.api_base import SMALL_BODY, Query, _json, route, routes_of, write
 from ys.daemon.api_effects import EffectRoutes
 from ys.daemon.api_events import EventRoutes
 from ys.daemon.api_requests import HistoryQuery, ListQuery, RetryRequest, Trigger, WaitQuery
 from ys.daemon.api_schedules import ScheduleRoutes
-from ys.daemon.api_ui import UiRoutes
+from ys.daemon.api_ui import Mint, UiRoutes
 from ys.daemon.api_values import ValueRoutes
 from ys.daemon.api_worker import WorkerRoutes
+from ys.daemon.delivering import Deliveries
 from ys.daemon.http import (
     SETTINGS,
     HttpSettings,
@@ -44,6 +47,9 @@ from ys.daemon.http import (
 )
 from ys.errors import DaemonUnavailable, YsError
 from ys.store.protocols import Admission
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 log = logging.getLogger("ys.api")
 # `waiting_for` of a due execution a claim passed over: its workflow's concurrency limit is
@@ -107,63 +113,40 @@ def no_tunnel(request: web.Request) -> web.Response:
     return response
 
 
-class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, UiRoutes):
-    """The daemon's routes: the daemon and execution routes here, the rest from the mixins."""
+class Api:
+    """Every route of the API, collected from its groups: each an object built with the
+    daemon's parts (and the delivery service the worker's channel shares)."""
+
+    def __init__(
+        self,
+        d: DaemonParts,
+        deliveries: Deliveries | None = None,
+        mint: Mint | None = None,
+    ) -> None:
+        deliveries = deliveries or Deliveries(d)
+        self.groups: list[object] = [
+            DaemonRoutes(d),
+            WorkerRoutes(d, deliveries),
+            ValueRoutes(d, deliveries),
+            ScheduleRoutes(d),
+            EffectRoutes(d, deliveries),
+            EventRoutes(d),
+            UiRoutes(d, mint),
+        ]
 
     def routes(self) -> list[web.RouteDef]:
-        e = "/v1/executions/{id}"
-        return [
-            web.get("/v1/version", self.version),
-            web.post("/v1/shutdown", self.shutdown),
-            web.get("/v1/workflows", self.workflows),
-            web.post("/v1/workflows/{name}/pause", self.workflow_pause),
-            web.post("/v1/workflows/{name}/resume", self.workflow_resume),
-            web.get("/v1/metrics", self.metrics),
-            web.get("/v1/events", self.events),
-            web.post("/v1/executions", self.trigger),
-            web.get("/v1/executions", self.list),
-            web.get(e, self.get),
-            web.get(e + "/describe", self.describe),
-            web.get(e + "/history", self.history),
-            web.get(e + "/timeline", self.timeline),
-            web.get(e + "/logs", self.logs),
-            web.get(e + "/wait", self.wait),
-            web.post(e + "/wake", self.wake),
-            web.post(e + "/cancel", self.cancel),
-            web.post(e + "/retry", self.retry),
-            web.get(e + "/run", self.run_state),
-            web.put(e + "/steps/{key}", self.save_step),
-            web.post(e + "/steps/{key}/deadline", self.step_deadline),
-            web.post(e + "/starts/{key}", self.start),
-            web.post(e + "/outcome", self.outcome),
-            web.post(e + "/lease", self.renew),
-            web.get("/v1/store", self.value_list),
-            web.get("/v1/store/{key}", self.value_get),
-            web.put("/v1/store/{key}", self.value_put),
-            web.delete("/v1/store/{key}", self.value_delete),
-            web.post("/v1/store/{key}/wait", self.value_wait),
-            web.get("/v1/schedules", self.schedules),
-            web.post("/v1/schedules", self.schedule_add),
-            web.get("/v1/schedules/{name}", self.schedule),
-            web.delete("/v1/schedules/{name}", self.schedule_remove),
-            web.patch("/v1/schedules/{name}", self.schedule_set),
-            web.post("/v1/schedules/{name}/run", self.schedule_run),
-            web.post("/v1/schedules/{name}/pause", self.schedule_pause),
-            web.post("/v1/schedules/{name}/resume", self.schedule_resume),
-            web.get("/v1/schedules/{name}/next", self.schedule_next),
-            web.post("/v1/gc", self.gc),
-            web.post("/v1/backup", self.backup),
-            web.get("/v1/effects", self.effects),
-            web.get("/v1/effects/{effect_id}", self.effect),
-            web.post("/v1/effects/{effect_id}/begin", self.effect_begin),
-            web.post("/v1/effects/{effect_id}/settle", self.effect_settle),
-            web.post("/v1/effects/{effect_id}/wait", self.effect_wait),
-            web.get("/v1/overview", self.overview),
-            web.post("/v1/ui/tokens", self.ui_token),
-        ]
+        return [r for g in self.groups for r in routes_of(g)]
+
+
+@dataclass(frozen=True)
+class DaemonRoutes:
+    """The daemon's own routes and the executions'."""
+
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
 
     # -- daemon -----------------------------------------------------------------------------
 
+    @route("GET", "/v1/version")
     async def version(self, request: web.Request) -> web.Response:
         p = self.d.paths
         return _json(
@@ -195,13 +178,15 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             }
         )
 
+    @route("POST", "/v1/shutdown")
     async def shutdown(self, request: web.Request) -> web.Response:
         self.d.request_stop()
         return _json({"stopping": True, "pid": os.getpid()})
 
+    @route("GET", "/v1/workflows")
     async def workflows(self, request: web.Request) -> web.Response:
-        stale = await self.call(self.d.store.stale_scripts)
-        pauses = await self.call(self.d.store.workflow_pauses)
+        stale = await self.d.hub.call(self.d.store.stale_scripts)
+        pauses = await self.d.hub.call(self.d.store.workflow_pauses)
         return _json(
             {
                 "workflows": [
@@ -216,20 +201,22 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             }
         )
 
+    @route("GET", "/v1/metrics")
     async def metrics(self, request: web.Request) -> web.Response:
         """This daemon's figures and the database's (read off the loop, then rendered)."""
         shared = None  # while the database cannot be reached: this daemon's own figures
         if self.d.store.database_up():
             with contextlib.suppress(DaemonUnavailable):
-                shared = await self.call(self.d.store.shared_counts)
+                shared = await self.d.hub.call(self.d.store.shared_counts)
         body = self.d.metrics.render(shared, self.d.store.clock())
         return web.Response(body=body, headers={"Content-Type": self.d.metrics.content_type})
 
     # -- executions -------------------------------------------------------------------------
 
+    @route("POST", "/v1/executions")
     async def trigger(self, request: web.Request) -> web.Response:
         req = await Trigger.read(request)
-        await self.known_workflow(req.workflow)
+        await operations.known_workflow(self.d, req.workflow)
         store, dispatcher = self.d.store, self.d.dispatcher
         # A small request admitted while a slot is free is claimed in its admission's
         # transaction: its worker starts as soon as that commits.
@@ -240,7 +227,8 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         if not later and len(await request.read()) <= SMALL_BODY:  # due later: not claimed now
             lease = dispatcher.reserve(req.workflow)
         if lease is None:
-            result = await self.write(
+            result = await write(
+                self.d.hub,
                 request,
                 store.admit_async,
                 store.admit,
@@ -279,10 +267,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 )
         return _json(out, 201 if result.started else 200)
 
+    @route("GET", "/v1/executions")
     async def list(self, request: web.Request) -> web.Response:
         q = ListQuery.read(request)
         now = self.d.store.clock()
-        page = await self.call(
+        page = await self.d.hub.call(
             self.d.store.list,
             statuses=q.statuses or None,
             workflow=q.workflow,
@@ -327,11 +316,13 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         if not ids:
             return {}
         store, registry = self.d.store, self.d.registry
-        out = {i: WAITING_FOR_SLOT for i in await self.call(store.slot_waits, ids)}
+        out = {i: WAITING_FOR_SLOT for i in await self.d.hub.call(store.slot_waits, ids)}
         workflows = {r.execution_id: r.workflow for r in records}
-        for i, detail in (await self.call(store.script_waits, ids)).items():
+        for i, detail in (await self.d.hub.call(store.script_waits, ids)).items():
             out[i] = registry.waiting_for(workflows[i], detail)
-        pauses = await self.call(store.workflow_pauses)  # paused: nothing claims it, whatever else
+        pauses = await self.d.hub.call(
+            store.workflow_pauses
+        )  # paused: nothing claims it, whatever else
         out.update({i: WAITING_PAUSED for i in ids if workflows[i] in pauses})
         return out
 
@@ -356,23 +347,25 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         ]
         if not ids:
             return {}
-        return dict(await self.call(self.d.store.lease_holders, ids))
+        return dict(await self.d.hub.call(self.d.store.lease_holders, ids))
 
     async def load(self, execution_id: str) -> Any:
         return await operations.load(self.d, execution_id)
 
+    @route("GET", "/v1/executions/{id}")
     async def get(self, request: web.Request) -> web.Response:
         record = await self.load(request.match_info["id"])
         waits = await self._waits([record])
         return _json(self._record(record, await self._holders([record]), waits))
 
+    @route("GET", "/v1/executions/{id}/logs")
     async def logs(self, request: web.Request) -> web.Response:
         """The ends of the execution's delivery logs kept in the database (a shared one: each
         box keeps whole logs on its own disk), with the daemon that ran each delivery."""
         execution_id = request.match_info["id"]
         await self.load(execution_id)
         attempt = Query(request).opt_whole("attempt", least=1)  # one attempt's, or every one
-        tails = await self.call(self.d.store.log_tails, execution_id, attempt)
+        tails = await self.d.hub.call(self.d.store.log_tails, execution_id, attempt)
         return _json(
             {
                 "execution_id": execution_id,
@@ -393,9 +386,10 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             }
         )
 
+    @route("GET", "/v1/executions/{id}/describe")
     async def describe(self, request: web.Request) -> web.Response:
         execution_id = request.match_info["id"]
-        d = await self.call(self.d.store.describe, execution_id)
+        d = await self.d.hub.call(self.d.store.describe, execution_id)
         out = views.describe(d)
         holder = self._holder(d.record, await self._holders([d.record]))
         if holder is not None:
@@ -408,7 +402,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             d.record.script_sha256 and now and now != d.record.script_sha256
         )
         out["effects"] = [
-            views.effect(e) for e in await self.call(self.d.store.effects, None, execution_id)
+            views.effect(e) for e in await self.d.hub.call(self.d.store.effects, None, execution_id)
         ]
         out["waiting_on"] = [
             {
@@ -416,7 +410,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
                 **({"since": views.iso(w["since"])} if "since" in w else {}),
                 **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
             }
-            for w in await self.call(self.d.store.waits, execution_id)
+            for w in await self.d.hub.call(self.d.store.waits, execution_id)
         ]
         if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
             out["waiting_for"] = WAITING_FOR_SLOT
@@ -426,15 +420,19 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             out["waiting_for"] = why
         return _json(out)
 
+    @route("GET", "/v1/executions/{id}/timeline")
     async def timeline(self, request: web.Request) -> web.Response:
         from ys.daemon import timeline
 
-        out = await self.call(timeline.read, self.d.store, request.match_info["id"], time.time())
+        out = await self.d.hub.call(
+            timeline.read, self.d.store, request.match_info["id"], time.time()
+        )
         return _json(out)
 
+    @route("GET", "/v1/executions/{id}/history")
     async def history(self, request: web.Request) -> web.Response:
         q = HistoryQuery.read(request)
-        page = await self.call(
+        page = await self.d.hub.call(
             self.d.store.history,
             request.match_info["id"],
             q.limit,
@@ -447,6 +445,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
             }
         )
 
+    @route("GET", "/v1/executions/{id}/wait")
     async def wait(self, request: web.Request) -> web.Response:
         """Long poll: returns when the execution is terminal, or (with `after=N`) once its
         history is longer than N events, or when `timeout` seconds pass."""
@@ -472,9 +471,11 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         out["history_length"] = record.history_length
         return _json(out)
 
+    @route("POST", "/v1/executions/{id}/wake")
     async def wake(self, request: web.Request) -> web.Response:
         return _json({"status": await operations.wake(self.d, request.match_info["id"])})
 
+    @route("POST", "/v1/executions/{id}/cancel")
     async def cancel(self, request: web.Request) -> web.Response:
         at_once = request.query.get("now", "") in ("1", "true")
         done = await operations.cancel(self.d, request.match_info["id"], at_once=at_once)
@@ -482,6 +483,7 @@ class Api(WorkerRoutes, ValueRoutes, ScheduleRoutes, EffectRoutes, EventRoutes, 
         out["changed"] = done.changed
         return _json(out)
 
+    @route("POST", "/v1/executions/{id}/retry")
     async def retry(self, request: web.Request) -> web.Response:
         """A new execution of a terminal one, replaying its steps before `from` (one store
         transaction); 201 with {"execution_id", "retry_of", "copied_steps"}."""
@@ -518,7 +520,4 @@ def make_app(api: Api, settings: HttpSettings | None = None) -> web.Application:
             for r in api.routes()
         ]
     )
-    from ys.ui.server import install
-
-    install(app, api)  # the dashboard's pages under /ui/ (Jinja2 loads at the first page)
     return app

@@ -1,8 +1,9 @@
 """What every group of API routes builds on: JSON responses; request bodies and query
 parameters read field by field with their checks (`Body`, `Query`: a malformed one is 400
 INVALID_ARGUMENT naming the field, never a 500), which each route's typed request in
-api_requests is parsed with; and `ApiBase`, the daemon handle the route mixins (api_worker,
-api_values, api_schedules, api_effects) and `api.Api` share.
+api_requests is parsed with; and what the route groups (api_worker, api_values,
+api_schedules, api_effects, api_events, api_ui and api's) share: a write sized to its body,
+the delivery token.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from aiohttp import web
 
 from ys.codec import MAX_DEPTH
 from ys.contract import check_object, check_seconds, check_time, json_kind
-from ys.daemon import operations
-from ys.daemon.delivering import Deliveries
 from ys.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from ys.daemon.parts import DaemonParts
+    from ys.daemon.hub import Hub
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -222,41 +221,57 @@ class Query:
 SMALL_BODY = 16 * 1024  # a write whose body is at most this is encoded on the event loop
 
 
-class ApiBase:
-    """The daemon handle every group of routes uses, and the checks they share."""
+ROUTE = "_ys_route"  # the attribute `route` marks a handler with
+H = TypeVar("H", bound=Callable[..., Any])
 
-    def __init__(self, daemon: DaemonParts) -> None:
-        self.d = daemon  # the Daemon: store, registry, dispatcher, hub, paths
-        self.deliveries = Deliveries(daemon)  # what a delivery's worker asks (also its channel)
 
-    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self.d.hub.call(fn, *args, **kwargs)
+def route(method: str, path: str) -> Callable[[H], H]:
+    """Mark a route group's method as the handler of `method path` (see `routes_of`)."""
 
-    async def write(
-        self,
-        request: web.Request,
-        small: Callable[P, Awaitable[T]],
-        big: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """A store write (admit, acknowledge) for a request whose params or result the store
-        encodes. A small body is encoded here and the write awaited (`small`, the `_async`
-        one): the group writer commits it with the other writes of its batch and answers this
-        loop once per batch, no thread hand-off. A big one is encoded in the thread pool
-        (`big`): encoding 64 KiB takes tens of ms, which would hold up every other request on
-        the loop."""
-        if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
-            return await small(*args, **kwargs)
-        return await self.call(big, *args, **kwargs)
+    def mark(handler: H) -> H:
+        setattr(handler, ROUTE, (method, path))
+        return handler
 
-    def _token(self, request: web.Request) -> str:
-        """The delivery token; checked after the body (a malformed body is refused first)."""
-        token = request.headers.get("X-Ys-Token")
-        if not token:
-            raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
-        return token
+    return mark
 
-    async def known_workflow(self, name: str) -> None:
-        """WORKFLOW_NOT_FOUND with the closest names (ys.daemon.operations)."""
-        await operations.known_workflow(self.d, name)
+
+def routes_of(group: object) -> list[web.RouteDef]:
+    """The routes a group's marked handlers serve, in the order they are written (a GET
+    answers HEAD too, as aiohttp's web.get does)."""
+    out = []
+    for name, fn in vars(type(group)).items():
+        spec = getattr(fn, ROUTE, None)
+        if spec is not None:
+            method, path = spec
+            handler = getattr(group, name)
+            out.append(
+                web.get(path, handler) if method == "GET" else web.route(method, path, handler)
+            )
+    return out
+
+
+async def write(
+    hub: Hub,
+    request: web.Request,
+    small: Callable[P, Awaitable[T]],
+    big: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """A store write (admit, acknowledge) for a request whose params or result the store
+    encodes. A small body is encoded here and the write awaited (`small`, the `_async`
+    one): the group writer commits it with the other writes of its batch and answers this
+    loop once per batch, no thread hand-off. A big one is encoded in the thread pool
+    (`big`): encoding 64 KiB takes tens of ms, which would hold up every other request on
+    the loop."""
+    if len(await request.read()) <= SMALL_BODY:  # the body as read (and inflated)
+        return await small(*args, **kwargs)
+    return await hub.call(big, *args, **kwargs)
+
+
+def delivery_token(request: web.Request) -> str:
+    """The delivery token; checked after the body (a malformed body is refused first)."""
+    token = request.headers.get("X-Ys-Token")
+    if not token:
+        raise InvalidArgument("INVALID_ARGUMENT", "this route needs the X-Ys-Token header")
+    return token

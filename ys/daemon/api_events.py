@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, Query, _json
+from ys.daemon.api_base import Query, _json, route
 from ys.daemon.api_requests import MAX_WAIT
 from ys.errors import DaemonUnavailable
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 RECHECK = 0.5  # a commit that notified nobody (a schedule's fire) is seen within this
 
@@ -36,12 +39,20 @@ class EventsQuery:
         )
 
 
-class EventRoutes(ApiBase):
+@dataclass(frozen=True)
+class EventRoutes:
+    """The event stream."""
+
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+
+    @route("GET", "/v1/events")
     async def events(self, request: web.Request) -> web.Response:
         q = EventsQuery.read(request)
         store = self.d.store
         since = None if q.since is None else max(0.0, store.clock() - q.since)
-        items, cursor = await self.call(store.event_stream, q.cursor, since=since, limit=q.limit)
+        items, cursor = await self.d.hub.call(
+            store.event_stream, q.cursor, since=since, limit=q.limit
+        )
         deadline = time.monotonic() + q.wait
         while not items and q.wait > 0:
             if self.d.hub.stopping:
@@ -50,7 +61,7 @@ class EventRoutes(ApiBase):
                     "the daemon is stopping; start it with `ys daemon start` and follow again",
                 )
             ev = self.d.hub.watch_any()  # before the read: a change in between is not missed
-            items, cursor = await self.call(store.event_stream, cursor, limit=q.limit)
+            items, cursor = await self.d.hub.call(store.event_stream, cursor, limit=q.limit)
             left = deadline - time.monotonic()
             if items or left <= 0:
                 break

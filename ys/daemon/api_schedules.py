@@ -3,29 +3,44 @@ housekeeping (/v1/gc, /v1/backup)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys.daemon import operations, views
-from ys.daemon.api_base import ApiBase, Body, Query, _json
+from ys.daemon.api_base import Body, Query, _json, route
 from ys.daemon.api_requests import Gc, ScheduleAdd, ScheduleSet
 from ys.errors import InvalidArgument, YsError
 
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
-class ScheduleRoutes(ApiBase):
+
+S = "/v1/schedules/{name}"
+
+
+@dataclass(frozen=True)
+class ScheduleRoutes:
     """Schedules and housekeeping."""
 
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+
+    @route("GET", "/v1/schedules")
     async def schedules(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.schedules)
+        items = await self.d.hub.call(self.d.store.schedules)
         return _json({"schedules": [views.schedule(s) for s in items]})
 
+    @route("GET", S)
     async def schedule(self, request: web.Request) -> web.Response:
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        s = await self.d.hub.call(self.d.store.schedule, request.match_info["name"])
         return _json(views.schedule(s))
 
+    @route("POST", "/v1/schedules")
     async def schedule_add(self, request: web.Request) -> web.Response:
         req = await ScheduleAdd.read(request)
-        await self.known_workflow(req.workflow)
-        s = await self.call(
+        await operations.known_workflow(self.d, req.workflow)
+        s = await self.d.hub.call(
             self.d.store.schedule_add,
             req.name,
             req.workflow,
@@ -40,33 +55,39 @@ class ScheduleRoutes(ApiBase):
         self.d.scheduler.poke()
         return _json(views.schedule(s), 201)
 
+    @route("PATCH", S)
     async def schedule_set(self, request: web.Request) -> web.Response:
         req = await ScheduleSet.read(request)
         s = await operations.set_schedule(self.d, request.match_info["name"], req.changes)
         return _json(views.schedule(s))
 
+    @route("POST", S + "/run")
     async def schedule_run(self, request: web.Request) -> web.Response:
         eid = await operations.run_schedule(self.d, request.match_info["name"])
         return _json({"execution_id": eid, "started": True}, 201)
 
+    @route("DELETE", S)
     async def schedule_remove(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        await self.call(self.d.store.schedule_remove, name)
+        await self.d.hub.call(self.d.store.schedule_remove, name)
         return _json({"name": name, "removed": True})
 
+    @route("POST", S + "/pause")
     async def schedule_pause(self, request: web.Request) -> web.Response:
         s = await operations.pause_schedule(self.d, request.match_info["name"], True)
         return _json(views.schedule(s))
 
+    @route("POST", S + "/resume")
     async def schedule_resume(self, request: web.Request) -> web.Response:
         s = await operations.pause_schedule(self.d, request.match_info["name"], False)
         return _json(views.schedule(s))
 
+    @route("GET", S + "/next")
     async def schedule_next(self, request: web.Request) -> web.Response:
         from ys import cron
 
         n = max(1, min(1000, Query(request).whole("n", 5)))
-        s = await self.call(self.d.store.schedule, request.match_info["name"])
+        s = await self.d.hub.call(self.d.store.schedule, request.match_info["name"])
         if s.paused:  # a paused schedule fires at no time
             return _json({"fire_times": [], "paused": True})
         after = max(self.d.store.clock(), s.cursor)
@@ -81,18 +102,22 @@ class ScheduleRoutes(ApiBase):
             ) from None
         return _json({"fire_times": [views.iso(t) for t in times], "paused": False})
 
+    @route("POST", "/v1/workflows/{name}/pause")
     async def workflow_pause(self, request: web.Request) -> web.Response:
         return _json(await operations.pause_workflow(self.d, request.match_info["name"], True))
 
+    @route("POST", "/v1/workflows/{name}/resume")
     async def workflow_resume(self, request: web.Request) -> web.Response:
         return _json(await operations.pause_workflow(self.d, request.match_info["name"], False))
 
+    @route("POST", "/v1/gc")
     async def gc(self, request: web.Request) -> web.Response:
         req = await Gc.read(request)
         older = self.d.scheduler.retention if req.older_than is None else req.older_than
         ids = await self.d.scheduler.gc(older, req.dry_run)
         return _json({"pruned": ids, "count": len(ids), "dry_run": req.dry_run})
 
+    @route("POST", "/v1/backup")
     async def backup(self, request: web.Request) -> web.Response:
         """A consistent copy of the live SQLite database (`ys backup`); PostgreSQL has pg_dump."""
         b = await Body.read(request)
@@ -106,5 +131,5 @@ class ScheduleRoutes(ApiBase):
                 "pg_restore); ys backup copies a SQLite database",
             )
         backup = getattr(self.d.store, "backup")  # noqa: B009 - SQLite's only
-        result = await self.call(backup, target)
+        result = await self.d.hub.call(backup, target)
         return _json(result)

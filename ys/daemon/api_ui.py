@@ -1,34 +1,44 @@
 """The dashboard's two API routes: `GET /v1/overview` (the Now page and `ys top` as JSON) and
 `POST /v1/ui/tokens` (a one-time token for `ys ui`'s URL). The pages themselves are served
-under /ui/ by ys.ui.server; these stay under /v1/, which `ys ui` never forwards, so a
+under /ui/ by ys.ui.server, mounted by the daemon (ys.daemon.main), which hands these routes
+the dashboard's token minting; these stay under /v1/, which `ys ui` never forwards, so a
 browser can never mint a token for itself."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys.daemon import overview, views
-from ys.daemon.api_base import ApiBase, _json
-from ys.ui.auth import Gate
+from ys.daemon.api_base import _json, route
+from ys.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
+
+# A fresh one-time token for the dashboard and when it expires (epoch seconds)
+Mint = Callable[[], tuple[str, float]]
 
 
-class UiRoutes(ApiBase):
+@dataclass(frozen=True)
+class UiRoutes:
     """The overview and dashboard tokens."""
 
-    _gate: Gate | None = None
+    d: DaemonParts
+    mint: Mint | None  # the mounted dashboard's; None: no dashboard is mounted
 
-    @property
-    def gate(self) -> Gate:
-        """The dashboard's gate, made at first use (its key lives in the runtime folder)."""
-        if self._gate is None:
-            self._gate = Gate.in_folder(self.d.paths.runtime)
-        return self._gate
-
+    @route("GET", "/v1/overview")
     async def overview(self, request: web.Request) -> web.Response:
-        return _json(await self.call(overview.read, self.d))
+        return _json(await self.d.hub.call(overview.read, self.d))
 
+    @route("POST", "/v1/ui/tokens")
     async def ui_token(self, request: web.Request) -> web.Response:
-        token, expires = self.gate.mint()
+        if self.mint is None:
+            raise NotFoundError("NOT_FOUND", "this daemon serves no dashboard")
+        token, expires = self.mint()
         return _json(
             {"token": token, "expires_at": views.iso(expires), "path": f"/ui/?token={token}"}, 201
         )

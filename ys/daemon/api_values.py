@@ -3,20 +3,32 @@ code): list, get, put (compare-and-set), delete, and a step's wait for a key."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys import codec
 from ys.daemon import views
-from ys.daemon.api_base import ApiBase, _json
+from ys.daemon.api_base import _json, route
 from ys.daemon.api_requests import ValuePut, ValueWait
 from ys.errors import NotFoundError
 
+if TYPE_CHECKING:
+    from ys.daemon.delivering import Deliveries
+    from ys.daemon.parts import DaemonParts
 
-class ValueRoutes(ApiBase):
+
+@dataclass(frozen=True)
+class ValueRoutes:
     """Durable values."""
 
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+    deliveries: Deliveries  # what a delivery's worker asks (also its channel)
+
+    @route("GET", "/v1/store")
     async def value_list(self, request: web.Request) -> web.Response:
-        items = await self.call(self.d.store.value_list, request.query.get("prefix", ""))
+        items = await self.d.hub.call(self.d.store.value_list, request.query.get("prefix", ""))
         return _json(
             {
                 "entries": [
@@ -30,9 +42,10 @@ class ValueRoutes(ApiBase):
             }
         )
 
+    @route("GET", "/v1/store/{key}")
     async def value_get(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
-        found = await self.call(self.d.store.value_get, key)
+        found = await self.d.hub.call(self.d.store.value_get, key)
         if found is None:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
         return _json(
@@ -44,9 +57,10 @@ class ValueRoutes(ApiBase):
             }
         )
 
+    @route("PUT", "/v1/store/{key}")
     async def value_put(self, request: web.Request) -> web.Response:
         req = await ValuePut.read(request)
-        out = await self.call(
+        out = await self.d.hub.call(
             self.d.store.value_put, request.match_info["key"], req.value, req.expected_version
         )
         if out.get("woken"):
@@ -60,13 +74,15 @@ class ValueRoutes(ApiBase):
             }
         )
 
+    @route("DELETE", "/v1/store/{key}")
     async def value_delete(self, request: web.Request) -> web.Response:
         key = request.match_info["key"]
-        deleted = await self.call(self.d.store.value_delete, key)
+        deleted = await self.d.hub.call(self.d.store.value_delete, key)
         if not deleted:
             raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
         return _json({"key": key, "deleted": True})
 
+    @route("POST", "/v1/store/{key}/wait")
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
         return _json(await self.deliveries.value_wait(request.match_info["key"], req))

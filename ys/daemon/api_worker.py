@@ -6,19 +6,34 @@ shell workflow uses them. A Python workflow's worker asks the same over its chan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from ys.daemon import views
-from ys.daemon.api_base import SMALL_BODY, ApiBase, _json, invalid
+from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid, route
 from ys.daemon.api_requests import Outcome, Start, StepDeadline, read_step
 
+if TYPE_CHECKING:
+    from ys.daemon.delivering import Deliveries
+    from ys.daemon.parts import DaemonParts
 
-class WorkerRoutes(ApiBase):
+
+E = "/v1/executions/{id}"
+
+
+@dataclass(frozen=True)
+class WorkerRoutes:
     """The worker's calls (fenced by the delivery token)."""
 
+    d: DaemonParts  # the Daemon: store, registry, dispatcher, hub, paths
+    deliveries: Deliveries  # what a delivery's worker asks (also its channel)
+
+    @route("GET", E + "/run")
     async def run_state(self, request: web.Request) -> web.Response:
-        execution_id, token = request.match_info["id"], self._token(request)
-        record, steps = await self.call(self.d.store.delivery_state, execution_id, token)
+        execution_id, token = request.match_info["id"], delivery_token(request)
+        record, steps = await self.d.hub.call(self.d.store.delivery_state, execution_id, token)
         key = request.query.get("step")
         if key is not None:  # `ys step` names the step it is about to take (fenced above)
             self.d.dispatcher.use_step_key(execution_id, token, key)
@@ -41,30 +56,34 @@ class WorkerRoutes(ApiBase):
             }
         )
 
+    @route("PUT", E + "/steps/{key}")
     async def save_step(self, request: web.Request) -> web.Response:
         req = await read_step(request)
         cancel = await self.deliveries.save_step_async(
-            request.match_info["id"], self._token(request), request.match_info["key"], req
+            request.match_info["id"], delivery_token(request), request.match_info["key"], req
         )
         return _json({"cancel_requested": cancel})
 
+    @route("POST", E + "/steps/{key}/deadline")
     async def step_deadline(self, request: web.Request) -> web.Response:
         """A worker announces the limit of one step attempt before its body runs. Fenced."""
-        execution_id, token = request.match_info["id"], self._token(request)
+        execution_id, token = request.match_info["id"], delivery_token(request)
         req = await StepDeadline.read(request)
         key = request.match_info["key"]
         return _json(await self.deliveries.deadline(execution_id, token, key, req))
 
+    @route("POST", E + "/starts/{key}")
     async def start(self, request: web.Request) -> web.Response:
         """A child start: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
         caller, key = request.match_info["id"], request.match_info["key"]
         return _json(await self.deliveries.start(caller, key, req))
 
+    @route("POST", E + "/outcome")
     async def outcome(self, request: web.Request) -> web.Response:
         req = await Outcome.read(request)
         execution_id = request.match_info["id"]
-        token = self._token(request)
+        token = delivery_token(request)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
         big = len(await request.read()) > SMALL_BODY  # encoded in the pool, off the loop
@@ -72,5 +91,6 @@ class WorkerRoutes(ApiBase):
             await self.deliveries.acknowledge_async(execution_id, token, req.outcome, big=big)
         )
 
+    @route("POST", E + "/lease")
     async def renew(self, request: web.Request) -> web.Response:
-        return _json(await self.deliveries.renew(request.match_info["id"], self._token(request)))
+        return _json(await self.deliveries.renew(request.match_info["id"], delivery_token(request)))

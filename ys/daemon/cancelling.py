@@ -13,42 +13,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
 
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import kill_group
 from ys.daemon.running import Running
+from ys.daemon.tasks import Background
 from ys.errors import LeaseLost
 from ys.store.protocols import Store
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 log = logging.getLogger("ys.dispatcher")
 
 
-class Cancelling:
-    """The dispatcher's cancellation methods (a mixin of Dispatcher)."""
+class Cancels:
+    """The cancellations of the deliveries in `running` (the dispatcher's)."""
 
-    store: Store
-    hub: Hub
-    running: dict[str, Running]
-    cancel_grace: float
-    _background: set[asyncio.Task[None]]
+    def __init__(
+        self,
+        store: Store,
+        hub: Hub,
+        running: dict[str, Running],
+        grace: float,
+        background: Background,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.running = running
+        self.grace = grace  # a cancelled worker's time to reach a step
+        self.background = background
 
-    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self.hub.call(fn, *args, **kwargs)
-
-    async def _cancel_pending(self, execution_id: str) -> bool:
-        record = await self.call(self.store.get, execution_id)
+    async def pending(self, execution_id: str) -> bool:
+        record = await self.hub.call(self.store.get, execution_id)
         return record is not None and record.cancel_requested and not record.terminal
 
-    async def _end_cancelled(self, r: Running, why: str) -> None:
+    async def end(self, r: Running, why: str) -> None:
         """Record the outcome `cancelled` with this delivery's token (fenced like any outcome)."""
         d = r.delivery
         try:
-            await self.call(
+            await self.hub.call(
                 self.store.acknowledge, d.execution_id, d.token, {"status": "cancelled"}
             )
         except LeaseLost:
@@ -57,21 +58,19 @@ class Cancelling:
         r.result = "cancelled"
         log.info("%s cancelled: %s", d.execution_id, why)
 
-    def cancels_requested(self) -> None:
+    def requested(self) -> None:
         """A cancellation was requested, of one execution and its attached children: each
         running delivery it reached gets the grace period to reach a step."""
-        task = asyncio.get_running_loop().create_task(self._notice_cancels())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.background.spawn(self._notice())
 
-    async def _notice_cancels(self) -> None:
+    async def _notice(self) -> None:
         for r in list(self.running.values()):
             if r.cancel_noticed or r.delivery.cancel_requested or r.acknowledged:
                 continue  # its grace period already runs
-            if await self._cancel_pending(r.delivery.execution_id):
+            if await self.pending(r.delivery.execution_id):
                 r.cancel_noticed = True
                 if r.proc is not None:
-                    self._start_grace(r)  # else _run starts it with the worker
+                    self.start_grace(r)  # else the dispatcher starts it with the worker
 
     def stepped(self, execution_id: str, token: str) -> None:
         """The delivery saved a step: a grace period that runs starts again."""
@@ -79,19 +78,19 @@ class Cancelling:
         if r is not None and r.delivery.token == token and r.grace is not None:
             r.grace.cancel()
             r.grace = None
-            self._start_grace(r)
+            self.start_grace(r)
 
-    def _start_grace(self, r: Running) -> None:
+    def start_grace(self, r: Running) -> None:
         if r.grace is None:
             r.grace = asyncio.create_task(self._kill_after_grace(r))
 
     async def _kill_after_grace(self, r: Running) -> None:
-        await asyncio.sleep(self.cancel_grace)
+        await asyncio.sleep(self.grace)
         if r.proc is not None and r.proc.returncode is None and not r.acknowledged:
             log.warning(
                 "%s: cancelled, and its worker did not reach a step within %.0f s; killing it",
                 r.delivery.execution_id,
-                self.cancel_grace,
+                self.grace,
             )
             r.cancel_killed = True
             kill_group(r.proc)

@@ -21,10 +21,12 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ys import tracing
+from ys.daemon.cancelling import Cancels
 from ys.daemon.capture import (
     DEFAULT_LOG_MAX_BYTES,
     MIN_LOG_MAX_BYTES,
@@ -37,80 +39,104 @@ from ys.daemon.cgroups import RLIMIT_AS, Choice, MemoryCgroups
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import Launcher, kill_group
 from ys.daemon.limits import SWEEP_LIMIT, Limits
+from ys.daemon.logtails import LogTails
 from ys.daemon.orphans import forget_worker, record_worker
+from ys.daemon.outage import DOWN_RETRY_MAX, DOWN_RETRY_MIN, Outage
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
-from ys.daemon.versions import copy_path
-from ys.errors import DaemonUnavailable, DatabaseUnavailable, LeaseLost, YsError
+from ys.daemon.tasks import Background
+from ys.daemon.workerstart import WorkerStart
+from ys.errors import DaemonUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.runenv import MEMORY_LIMIT_ERROR
-from ys.store.protocols import LOG_TAIL_BYTES, Delivery, RunState, Store
+from ys.store.protocols import Delivery, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
     from ys.daemon.tracing import Tracer
 
+P = ParamSpec("P")
 T = TypeVar("T")
 log = logging.getLogger("ys.dispatcher")
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
 PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
-# While the database cannot be reached, the loop tries again after a delay that doubles from
-# DOWN_RETRY_MIN up to DOWN_RETRY_MAX (docs/design.md, "On PostgreSQL": at most 5 s between tries).
-DOWN_RETRY_MIN = 0.2
-DOWN_RETRY_MAX = 5.0
 
 
-class Dispatcher(Limits):
-    def __init__(
-        self,
-        store: Store,
-        registry: Registry,
-        launcher: Launcher,
-        paths: Paths,
-        hub: Hub,
-        *,
-        concurrency: int = 4,
-        lease_seconds: float = 30.0,
-        retry_base: float = 1.0,
-        retry_max: float = 300.0,
-        cancel_grace: float = 10.0,
-        log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
-        tracer: Tracer | None = None,
-    ) -> None:
-        self.store = store
-        self.tracer = tracer  # exports traces (ys.daemon.tracing); None: tracing is off
-        self.registry = registry
-        self.launcher = launcher
-        self.paths = paths
-        self.hub = hub
-        self.concurrency = concurrency
-        self.lease_seconds = lease_seconds
-        self.retry_base = retry_base
-        self.retry_max = retry_max
-        self.cancel_grace = cancel_grace  # a cancelled worker's time to reach a step
+def _no_handler(_workflow: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class DispatcherParts:
+    """What the dispatcher works with, all given at its construction."""
+
+    store: Store
+    registry: Registry
+    launcher: Launcher
+    paths: Paths
+    hub: Hub
+    # what limits a worker's memory_max: the daemon's cgroups, else RLIMIT_AS
+    memory: MemoryCgroups = field(
+        default_factory=lambda: MemoryCgroups(Choice(RLIMIT_AS, "RLIMIT_AS per process"))
+    )
+    # the workflow a failure of a workflow admits (the daemon's handler_for)
+    handler_for: Callable[[str], str | None] = _no_handler
+    metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
+    tracer: Tracer | None = None  # exports traces (ys.daemon.tracing); None: tracing is off
+    daemon_id: str = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
+    # a Python worker's channel, served from its socket (the daemon's: ys.daemon.channel)
+    open_channel: Callable[[Running, socket.socket], Any] | None = None
+
+
+@dataclass(frozen=True)
+class DispatcherTuning:
+    concurrency: int = 4
+    lease_seconds: float = 30.0
+    retry_base: float = 1.0
+    retry_max: float = 300.0
+    cancel_grace: float = 10.0  # a cancelled worker's time to reach a step
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+
+
+class Dispatcher:
+    def __init__(self, parts: DispatcherParts, tuning: DispatcherTuning) -> None:
+        self.parts = parts
+        self.tuning = tuning
+        self.store = parts.store
+        self.registry = parts.registry
+        self.paths = parts.paths
+        self.hub = parts.hub
+        self.memory = parts.memory  # (the API shows what limits memory_max)
+        self.concurrency = tuning.concurrency
+        self.lease_seconds = tuning.lease_seconds
         # the cap of each delivery log, at least the least the log capture keeps
-        self.log_max_bytes = max(MIN_LOG_MAX_BYTES, log_max_bytes)
+        self.log_max_bytes = max(MIN_LOG_MAX_BYTES, tuning.log_max_bytes)
         self.running: dict[str, Running] = {}
-        # The workflow a failure of a workflow admits (the daemon's handler_for)
-        self.handler_for: Callable[[str], str | None] = lambda _workflow: None
-        self.metrics: Metrics | None = None  # the daemon's (ys.daemon.metrics); None in tests
-        # what limits a worker's memory_max: the daemon's cgroups, else RLIMIT_AS
-        self.memory = MemoryCgroups(Choice(RLIMIT_AS, "RLIMIT_AS per process"))
-        self.daemon_id = ""  # the daemon's ID (ys.daemon.identity), named with kept log ends
-        # A Python worker's channel, served from its socket (the daemon's: ys.daemon.channel)
-        self.open_channel: Callable[[Running, socket.socket], Any] | None = None
-        self._background: set[asyncio.Task[None]] = set()
-        self._log_tails: set[asyncio.Task[None]] = set()  # log ends being kept (shared store)
+        background = Background()
+        self.cancels = Cancels(self.store, self.hub, self.running, tuning.cancel_grace, background)
+        self.limits = Limits(self.store, self.hub, self.running, parts.handler_for, background)
+        self.tails = LogTails(self.store, self.hub, parts.daemon_id)
+        self.outage = Outage()
+        self.starts = WorkerStart(
+            self.store, self.registry, self.paths, self.hub, parts.tracer, self.lease_seconds
+        )
         self._poke = asyncio.Event()
         self._stopping = False
         self._reserved = 0  # slots reserved by admissions that claim in their transaction
         self._caught_up = False  # the last claim took everything due (it asked for more)
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
-        self._down_since: float | None = None  # when the loop lost the database (monotonic)
-        self._down_delay = DOWN_RETRY_MIN  # ... and how long it waits before it tries again
-        self._said = False  # ... and whether the loop said so (the store says a lost database)
         self._task: asyncio.Task[None] | None = None
+        # what the routes and the worker channel tell it (ys.daemon.delivering, .operations),
+        # answered by the part that keeps it
+        self.cancels_requested = self.cancels.requested
+        self.ended_elsewhere = self.limits.ended_elsewhere
+        self.step_deadline = self.limits.step_deadline
+        self.use_step_key = self.limits.use_step_key
+        self.step_ending = self.limits.step_ending
+
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.hub.call(fn, *args, **kwargs)
 
     def poke(self) -> None:
         """Something may have become due (an admission, a wake, a freed slot)."""
@@ -127,7 +153,7 @@ class Dispatcher(Limits):
             try:
                 timeout = await self._round()
             except Exception as exc:  # the database is gone (or a bug): never stop claiming
-                timeout = self._lost(exc)
+                timeout = self.outage.lost(exc)
             try:
                 await asyncio.wait_for(self._poke.wait(), timeout)
             except TimeoutError:
@@ -138,9 +164,9 @@ class Dispatcher(Limits):
         for a poke before the next round (0: at once)."""
         # Past their deadline: failed, never delivered again (ys.daemon.limits). Looked
         # for only once the earliest deadline (read before the loop last waited) is due.
-        if self._down_since is None and self.store.clock() >= self._deadline_at:
+        if not self.outage.down and self.store.clock() >= self._deadline_at:
             try:
-                if await self.expire_due() < SWEEP_LIMIT:
+                if await self.limits.expire_due() < SWEEP_LIMIT:
                     self._deadline_at = math.inf  # until the next look says otherwise
             except YsError as exc:
                 log.error("timing out failed: %s", exc)
@@ -152,19 +178,19 @@ class Dispatcher(Limits):
                 self.store.clock(), free, self.lease_seconds, self.registry.limits or None
             )
             self._caught_up = len(claimed) < free
-            self._back()
+            self.outage.back()
         for d in claimed:
             self._start(d, since)
         if claimed and len(claimed) == free:
             return 0.0  # more may be due
-        if self._down_since is not None:  # claims could not tell: the database may be back
-            return self._lost(None)
+        if self.outage.down:  # claims could not tell: the database may be back
+            return self.outage.lost(None)
         timeout = MAX_IDLE
         # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
         # due (an admitted or suspended execution past it fails without a delivery).
         full = len(self.running) >= self.concurrency
         due, deadline = await self.call(self.store.next_times)
-        self._back()
+        self.outage.back()
         self._deadline_at = math.inf if deadline is None else deadline
         nxt = deadline if full else due
         if nxt is not None:
@@ -172,41 +198,14 @@ class Dispatcher(Limits):
             timeout = min(MAX_IDLE, max(soonest, nxt - self.store.clock()) + 0.005)
         return timeout
 
-    def _lost(self, exc: BaseException | None) -> float:
-        """A round failed (`exc`; None: no claim could tell whether the database is back):
-        said once, and tried again after a backoff that doubles up to DOWN_RETRY_MAX."""
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            self._down_delay = DOWN_RETRY_MIN
-            self._said = True
-            if isinstance(exc, DatabaseUnavailable):
-                self._said = False  # the store says it, once for all its users
-                log.debug("claiming failed: %s", exc.message)
-            elif isinstance(exc, DaemonUnavailable):
-                log.error("the database cannot be reached (%s); trying again", exc.message)
-            elif isinstance(exc, YsError):
-                log.error("claiming failed (%s); trying again", exc.message)
-            else:
-                log.error("claiming failed; trying again", exc_info=exc)
-        else:
-            self._down_delay = min(DOWN_RETRY_MAX, self._down_delay * 2)
-        return self._down_delay
-
-    def _back(self) -> None:
-        """A store call of the loop worked: a lost database is back (said once)."""
-        if self._down_since is not None:
-            if self._said:
-                log.warning("claims work again (after %.1f s)", time.monotonic() - self._down_since)
-            self._down_since = None
-
     def _start(self, d: Delivery, since: float | None = None) -> None:
         """Run a claimed delivery, whose lease was granted no earlier than `since`
         (time.monotonic(); None: now, a moment after its claim)."""
         self.hub.notify(d.execution_id)
-        if self.metrics is not None:
-            self.metrics.deliveries_started.labels(d.workflow).inc()
+        if self.parts.metrics is not None:
+            self.parts.metrics.deliveries_started.labels(d.workflow).inc()
             if d.attempt > 1:
-                self.metrics.redeliveries.labels(d.workflow).inc()
+                self.parts.metrics.redeliveries.labels(d.workflow).inc()
         # A delivery whose lease expired may still be here, being killed: claim_due
         # released and re-claimed its execution. The new one waits until it is gone.
         prev = self.running.get(d.execution_id)
@@ -251,7 +250,7 @@ class Dispatcher(Limits):
     # -- one delivery -----------------------------------------------------------------------
 
     def retry_delay(self, attempt: int) -> float:
-        return min(self.retry_max, self.retry_base * (2.0 ** max(0, attempt - 1)))
+        return min(self.tuning.retry_max, self.tuning.retry_base * (2.0 ** max(0, attempt - 1)))
 
     async def _deliver(self, r: Running, prev: Running | None = None) -> None:
         d = r.delivery
@@ -269,20 +268,20 @@ class Dispatcher(Limits):
                     if d.attempt == 1
                     else "an earlier delivery ended without honouring it"
                 )
-                await self._end_cancelled(r, why)
+                await self.cancels.end(r, why)
                 return
             wf = self.registry.get(d.workflow)
             if wf is None or wf.error:  # re-checked at each claim: fixed, or chmod-ed, since?
                 wf = await self.registry.current(d.workflow)
             if wf is None or wf.error:
                 # a pinned execution runs its own version, whatever became of the script
-                kept = self._pinned(d, wf)
+                kept = self.starts.pinned(d, wf)
                 if kept is None:
                     why = "missing" if wf is None else f"broken: {wf.error}"
                     await self._unavailable(r, why)
                     return
                 wf = kept
-            wf = self._version(d, wf)
+            wf = self.starts.version(d, wf)
             r.max_attempts = wf.max_attempts
             r.memory_max = wf.options.memory_max
             code = await self._run(r, wf)
@@ -314,7 +313,7 @@ class Dispatcher(Limits):
                     if r.cancel_killed
                     else f"its worker exited with status {code}"
                 )
-                await self._end_cancelled(r, why)
+                await self.cancels.end(r, why)
                 if r.acknowledged:
                     return
             await self._release(r, code)
@@ -332,63 +331,16 @@ class Dispatcher(Limits):
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
             if self.store.shared and r.log_ended:
-                # Kept once the outcome or release is written, off its path: a slow write
-                # here must not hold the delivery (nor its lease) open.
-                task = asyncio.create_task(self._keep_log_tail(r))
-                self._log_tails.add(task)
-                task.add_done_callback(self._log_tails.discard)
+                self.tails.keep(r)
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
                 del self.running[d.execution_id]
-            if self.metrics is not None:
+            if self.parts.metrics is not None:
                 result = r.result or ("lease_lost" if r.lost else "released")
-                self.metrics.delivery_ended(d.workflow, result, time.monotonic() - r.started_at)
+                self.parts.metrics.delivery_ended(
+                    d.workflow, result, time.monotonic() - r.started_at
+                )
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
-
-    def _pinned(self, d: Delivery, wf: Workflow | None) -> Workflow | None:
-        """A pinned delivery's version kept under <data>/scripts/, as the workflow it runs
-        when its script is missing or broken now; None when it is not pinned or no copy is
-        kept (docs/design.md, "Workflow options")."""
-        if not d.pinned or d.script_sha256 is None:
-            return None
-        from dataclasses import replace
-
-        kept = self.paths.data / "scripts"
-        for kind in (wf.kind,) if wf is not None else ("python", "shell"):
-            copy = copy_path(kept, d.script_sha256, kind)
-            if copy.is_file():
-                folder = str(self.registry.folder)
-                if wf is None:
-                    return Workflow(
-                        d.workflow, kind, str(copy), sha256=d.script_sha256, folder=folder
-                    )
-                return replace(
-                    wf, kind=kind, path=str(copy), folder=folder, error=None, sha256=d.script_sha256
-                )
-        return None
-
-    def _version(self, d: Delivery, wf: Workflow) -> Workflow:
-        """The script this delivery runs: the version its claim recorded (the bytes run are
-        the bytes hashed). A Python worker reads the workflow's file and checks it is that
-        version (`_start_of` passes the hash and the kept copy); a shell script runs the
-        kept copy itself, from the workflows folder, as does any delivery of another version
-        than the file's (a pinned execution whose script was edited since its admission)."""
-        if d.script_sha256 is None:
-            return wf
-        from dataclasses import replace
-
-        copy = copy_path(self.paths.data / "scripts", d.script_sha256, wf.kind)
-        if not copy.exists():
-            log.warning(
-                "%s: version %s of %s is gone; running the current script",
-                d.execution_id,
-                d.script_sha256[:12],
-                wf.name,
-            )
-            return wf
-        if wf.kind == "python" and d.script_sha256 == wf.sha256:
-            return wf
-        return replace(wf, path=str(copy), folder=wf.folder or str(Path(wf.path).parent))
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
@@ -410,13 +362,13 @@ class Dispatcher(Limits):
             kill_group(r.proc)
         watch = asyncio.create_task(self._watch_lease(r))
         deadline = (
-            asyncio.create_task(self.watch_deadline(r))
+            asyncio.create_task(self.limits.watch_deadline(r))
             if r.delivery.deadline_at is not None
             else None
         )
         renew = asyncio.create_task(self._renew(r)) if wf.kind == "shell" else None
         if r.delivery.cancel_requested or r.cancel_noticed:
-            self._start_grace(r)
+            self.cancels.start_grace(r)
         try:
             return await r.proc.wait()
         finally:
@@ -432,14 +384,14 @@ class Dispatcher(Limits):
         log_path = self.paths.log_dir(d.execution_id) / f"{d.attempt}.log"
         r.log_path = str(log_path)
         try:
-            start = await self._start_of(r, wf)
+            start = await self.starts.start_of(r, wf)
             listed = self.registry.get(d.workflow)  # the file in the folder, not a kept copy
-            env = self._env(d, listed.path if listed is not None else wf.path)
-            traceparent = await self._traceparent(d)
+            env = self.starts.env(d, listed.path if listed is not None else wf.path)
+            traceparent = await self.starts.traceparent(d)
             if traceparent is not None:
                 env[tracing.ENV] = traceparent
             until = lease_end(r.lease_since, self.lease_seconds)
-            worker = await self.launcher.launch(wf, env, log_path, start, until, scope)
+            worker = await self.parts.launcher.launch(wf, env, log_path, start, until, scope)
         except OSError as exc:  # out of descriptors or processes: delivered again later
             r.start_error = f"the worker could not start: {exc}"
             return None
@@ -462,10 +414,10 @@ class Dispatcher(Limits):
             return None
         try:
             if worker.channel is not None:
-                if self.open_channel is None:
+                if self.parts.open_channel is None:
                     worker.channel.close()
                 else:
-                    r.channel = self.open_channel(r, worker.channel)
+                    r.channel = self.parts.open_channel(r, worker.channel)
             record_worker(self.paths, r.proc.pid, d.execution_id)
             r.out = out
             r.pipes = [Pipe(worker.output, out.write)]
@@ -492,58 +444,6 @@ class Dispatcher(Limits):
             out.close()
             raise
         return last
-
-    async def _traceparent(self, d: Delivery) -> str | None:
-        """The trace context the worker runs its steps in: the execution's span when this
-        daemon exports traces, else the caller's `traceparent` the execution was admitted with
-        (read from its run state only where the context names one)."""
-        if self.tracer is not None:
-            return await self.tracer.traceparent_for(d.execution_id)
-        state = d.state
-        if state is None or "traceparent" not in state.context_json:
-            return None
-        import json
-
-        context = json.loads(state.context_json)
-        text = context.get("traceparent") if isinstance(context, dict) else None
-        return text if isinstance(text, str) and tracing.parse(text) is not None else None
-
-    async def _start_of(self, r: Running, wf: Workflow) -> dict[str, Any] | None:
-        """A Python worker's launch: the delivery and its run state (the claim read it)."""
-        if wf.kind != "python":
-            return None
-        d = r.delivery
-        state = d.state
-        if state is None:  # a delivery from a claim that did not read it
-            record, steps = await self.call(self.store.delivery_state, d.execution_id, d.token)
-            state = RunState(record.params_json, record.context_json, steps)
-        return {
-            "execution_id": d.execution_id,
-            "attempt": d.attempt,
-            "workflow": d.workflow,
-            "script": wf.path,
-            **self._kept(d),
-            "lease_seconds": self.lease_seconds,
-            "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
-            # the store's clock (on PostgreSQL the server's) less this box's: a step's times
-            # (a sleep's wake) are the store's (docs/design.md, "On PostgreSQL")
-            "clock_offset": self.store.clock() - time.time(),
-            "params": state.params_json,
-            "context": state.context_json,
-            "cancel_requested": d.cancel_requested,
-            "steps": [
-                [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
-            ],
-        }
-
-    def _kept(self, d: Delivery) -> dict[str, str]:
-        """The version a Python delivery's claim recorded and its kept copy, which the worker
-        runs unless the script's bytes are that version; nothing when no copy is kept (the
-        claim's version is another box's, say): the worker runs the file as it is."""
-        if d.script_sha256 is None:
-            return {}
-        copy = copy_path(self.paths.data / "scripts", d.script_sha256, "python")
-        return {"sha256": d.script_sha256, "copy": str(copy)} if copy.is_file() else {}
 
     async def _finish(
         self,
@@ -577,34 +477,13 @@ class Dispatcher(Limits):
         r.last_line = last.line
         r.log_ended = True
 
-    async def _keep_log_tail(self, r: Running) -> None:
-        """On a database other daemons share, keep the end of this delivery's log there too,
-        so that `ys logs` on another box shows it (the whole log stays on this one)."""
-        d = r.delivery
-        try:
-            with open(r.log_path, "rb") as f:
-                size = f.seek(0, 2)
-                f.seek(max(0, size - LOG_TAIL_BYTES))
-                tail = f.read()
-            await self.call(
-                self.store.keep_log_tail,
-                d.execution_id,
-                d.attempt,
-                daemon_id=self.daemon_id,
-                path=r.log_path,
-                size=size,
-                tail=tail,
-            )
-        except Exception as exc:  # the outcome stands; only other boxes miss the log's end
-            log.warning("%s: the end of its log was not kept: %s", d.execution_id, exc)
-
     async def _unavailable(self, r: Running, why: str) -> None:
         """The workflow's script is missing or broken: the execution waits for it."""
         d = r.delivery
         record = await self.call(self.store.get, d.execution_id)
         if record is not None and record.cancel_requested:
             # Nothing can run to see the cancellation: it takes effect at once.
-            await self._end_cancelled(r, f"workflow {d.workflow} is {why}")
+            await self.cancels.end(r, f"workflow {d.workflow} is {why}")
             return
         log.warning("%s waits: workflow %s is %s", d.execution_id, d.workflow, why)
         r.result = "unavailable"
@@ -660,7 +539,7 @@ class Dispatcher(Limits):
                 reason=reason,
                 detail=detail,
                 max_attempts=r.max_attempts if counted else None,
-                on_failure=self.handler_for(d.workflow) if counted else None,
+                on_failure=self.parts.handler_for(d.workflow) if counted else None,
             )
         except LeaseLost:
             return  # the lease already expired; claim_due releases it
@@ -733,14 +612,14 @@ class Dispatcher(Limits):
                 },
             }
         try:
-            handler = self.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            handler = self.parts.handler_for(d.workflow) if outcome["status"] == "failed" else None
             await self.call(
                 self.store.acknowledge, d.execution_id, d.token, outcome, on_failure=handler
             )
             r.acknowledged = True
             r.result = outcome["status"]
-            if handler is not None and self.metrics is not None:
-                self.metrics.admissions.labels("on_failure").inc()
+            if handler is not None and self.parts.metrics is not None:
+                self.parts.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:
             pass
 
@@ -756,25 +635,12 @@ class Dispatcher(Limits):
             await asyncio.sleep(max(0.05, r.lease_expires_at - self.store.clock()))
             if self.store.clock() >= r.lease_expires_at:
                 r.lost = True
-                if self.metrics is not None:
-                    self.metrics.lease_expiries.inc()
+                if self.parts.metrics is not None:
+                    self.parts.metrics.lease_expiries.inc()
                 log.warning("%s: lease expired; killing its worker", r.delivery.execution_id)
                 if r.proc is not None:
                     kill_group(r.proc)
                 return
-
-    def _env(self, d: Delivery, script: str) -> dict[str, str]:
-        """The delivery's own environment variables (the launcher sets them over the
-        daemon's environment)."""
-        return {
-            "YS_EXECUTION_ID": d.execution_id,
-            "YS_DELIVERY_TOKEN": d.token,
-            "YS_SOCKET": str(self.paths.socket),
-            "YS_WORKFLOW_FILE": script,
-            "YS_ATTEMPT": str(d.attempt),
-            # what `ys step` adds to this box's clock for the store's (docs/design.md, "On PostgreSQL")
-            "YS_CLOCK_OFFSET": repr(self.store.clock() - time.time()),
-        }
 
     # -- hooks from the API -----------------------------------------------------------------
 
@@ -808,17 +674,17 @@ class Dispatcher(Limits):
         dispatcher keeps of it (a suspension, a cancel's grace restarted, its duration)."""
         if status == "waiting":
             self.mark_suspended(execution_id, token)
-        self.stepped(execution_id, token)  # a cancel's grace restarts
+        self.cancels.stepped(execution_id, token)  # a cancel's grace restarts
         self.step_saved(execution_id, token, kind)
 
     def step_saved(self, execution_id: str, token: str, kind: str) -> None:
         """A step of a running delivery was saved: the time since its start or its previous
         step is that step's duration (what the daemon can see of it)."""
         r = self.running.get(execution_id)
-        if r is None or r.delivery.token != token or self.metrics is None:
+        if r is None or r.delivery.token != token or self.parts.metrics is None:
             return
         now = time.monotonic()
-        self.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
+        self.parts.metrics.step_seconds.labels(kind).observe(now - (r.last_step_at or r.started_at))
         r.last_step_at = now
 
     # -- shutdown ---------------------------------------------------------------------------
@@ -841,8 +707,7 @@ class Dispatcher(Limits):
                     kill_group(r.proc)
             if pending:
                 await asyncio.wait(pending, timeout=10)
-        if self._log_tails:  # before the store closes
-            await asyncio.wait(set(self._log_tails), timeout=5)
+        await self.tails.wait(5)  # before the store closes
 
 
 def _close_lifeline(r: Running) -> None:

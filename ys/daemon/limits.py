@@ -22,34 +22,48 @@ import logging
 from collections.abc import Callable
 
 from ys import codec
-from ys.daemon.cancelling import Cancelling
+from ys.daemon.hub import Hub
 from ys.daemon.launcher import kill_group
 from ys.daemon.running import Running
+from ys.daemon.tasks import Background
 from ys.errors import LeaseLost, YsError
+from ys.store.protocols import Store
 from ys.values import StepWrite
 
 log = logging.getLogger("ys.dispatcher")
 SWEEP_LIMIT = 100  # past-deadline executions failed per sweep (the next sweep goes on at once)
 
 
-class Limits(Cancelling):
-    """The dispatcher's timeout and force-kill methods (a mixin of Dispatcher)."""
+class Limits:
+    """The timeouts of the deliveries in `running` (the dispatcher's), and their force-kill."""
 
-    handler_for: Callable[[str], str | None]
+    def __init__(
+        self,
+        store: Store,
+        hub: Hub,
+        running: dict[str, Running],
+        handler_for: Callable[[str], str | None],
+        background: Background,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.running = running
+        self.handler_for = handler_for  # the workflow a failure of a workflow admits
+        self.background = background
 
     # -- workflow timeouts ------------------------------------------------------------------
 
     async def expire_due(self) -> int:
         """Fail every live execution past its deadline, each in its own transaction (which
         checks the deadline again), and kill a worker of one that runs here."""
-        due = await self.call(self.store.timed_out, self.store.clock(), SWEEP_LIMIT)
+        due = await self.hub.call(self.store.timed_out, self.store.clock(), SWEEP_LIMIT)
         for execution_id, workflow in due:
             await self._time_out(execution_id, workflow)
         return len(due)
 
     async def _time_out(self, execution_id: str, workflow: str) -> None:
         try:
-            ended = await self.call(
+            ended = await self.hub.call(
                 self.store.time_out, execution_id, on_failure=self.handler_for(workflow)
             )
         except YsError as exc:
@@ -98,15 +112,13 @@ class Limits(Cancelling):
             r.check_again = True  # too), and one more after it for what came meanwhile
             return
         r.checking_end = True
-        task = asyncio.get_running_loop().create_task(self._check_ended(r))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.background.spawn(self._check_ended(r))
 
     async def _check_ended(self, r: Running) -> None:
         try:
             while True:
                 r.check_again = False
-                record = await self.call(self.store.get, r.delivery.execution_id)
+                record = await self.hub.call(self.store.get, r.delivery.execution_id)
                 if record is not None and record.terminal and not r.acknowledged:
                     self.end_here(r, f"ended {record.status} without its worker")
                 if not r.check_again or r.acknowledged:
@@ -186,7 +198,7 @@ class Limits(Cancelling):
         wake = None if retry_delay is None else now + retry_delay
         r.step_retry_at = wake
         try:
-            await self.call(
+            await self.hub.call(
                 self.store.save_step,
                 d.execution_id,
                 d.token,

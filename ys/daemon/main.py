@@ -143,7 +143,8 @@ class Daemon:
         from ys.daemon.api import Api, make_app
         from ys.daemon.cgroups import MemoryCgroups
         from ys.daemon.channel import WorkerChannel
-        from ys.daemon.dispatcher import Dispatcher
+        from ys.daemon.delivering import Deliveries
+        from ys.daemon.dispatcher import Dispatcher, DispatcherParts, DispatcherTuning
         from ys.daemon.http import HttpSettings, UnixSite
         from ys.daemon.launcher import make_launcher
         from ys.daemon.metrics import Metrics
@@ -167,23 +168,35 @@ class Daemon:
         log.info("memory_max: %s", memory.choice.detail)
         launcher = self._launcher = make_launcher(self.concurrency, self.settings.launcher)
         self._tracer = self._make_tracer(store)
+        # The worker channel answers through the delivery service, which reaches the
+        # dispatcher through the daemon: built first, it is handed to the dispatcher.
+        deliveries = Deliveries(self)
+
+        def open_channel(r: Running, sock: socket.socket) -> WorkerChannel:
+            return WorkerChannel(deliveries, r, sock)
+
         dispatcher = self._dispatcher = Dispatcher(
-            store,
-            registry,
-            launcher,
-            self.paths,
-            self.hub,
-            concurrency=self.concurrency,
-            lease_seconds=self.lease_seconds,
-            retry_base=self.settings.retry_base_seconds,
-            cancel_grace=self.settings.cancel_grace_seconds,
-            log_max_bytes=self.settings.log_max_bytes,
-            tracer=self._tracer,
+            DispatcherParts(
+                store,
+                registry,
+                launcher,
+                self.paths,
+                self.hub,
+                memory=memory,
+                handler_for=self.handler_for,
+                metrics=self.metrics,
+                tracer=self._tracer,
+                daemon_id=self.daemon_id,
+                open_channel=open_channel,
+            ),
+            DispatcherTuning(
+                concurrency=self.concurrency,
+                lease_seconds=self.lease_seconds,
+                retry_base=self.settings.retry_base_seconds,
+                cancel_grace=self.settings.cancel_grace_seconds,
+                log_max_bytes=self.settings.log_max_bytes,
+            ),
         )
-        dispatcher.handler_for = self.handler_for
-        dispatcher.daemon_id = self.daemon_id
-        dispatcher.metrics = self.metrics
-        dispatcher.memory = memory
         store.observe_commits(self.metrics.observe_commit)
         self.metrics.watch_database(store.database_up)
         scheduler = self._scheduler = Scheduler(self, self.settings.retention)
@@ -198,13 +211,13 @@ class Daemon:
             read_timeout=self.settings.read_timeout_seconds,
             keepalive_timeout=self.settings.keepalive_seconds,
         )
-        api = Api(self)
-        runner = self._runner = web.AppRunner(make_app(api, http), handle_signals=False)
+        # the dashboard: the one place the daemon reaches ys.ui (tests/store/test_boundary.py)
+        from ys.ui.server import Dashboard, install
 
-        def open_channel(r: Running, sock: socket.socket) -> WorkerChannel:
-            return WorkerChannel(api.deliveries, r, sock)
-
-        dispatcher.open_channel = open_channel
+        dashboard = Dashboard(self)
+        app = make_app(Api(self, deliveries, mint=dashboard.mint), http)
+        install(app, dashboard)
+        runner = self._runner = web.AppRunner(app, handle_signals=False)
         loop = asyncio.get_running_loop()
 
         # A shared database: other daemons' commits concern us too (SQLite: nothing to

@@ -18,12 +18,16 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ys.errors import YsError
 from ys.ui import actions, pages
+from ys.ui.auth import Gate
+
+if TYPE_CHECKING:
+    from ys.daemon.parts import DaemonParts
 
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript"}
@@ -64,15 +68,31 @@ Builder = Callable[[Any, Mapping[str, Any], Mapping[str, str]], dict[str, Any]]
 Handler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
 
 
-def install(app: web.Application, api: Any) -> None:
-    app.add_routes(Dashboard(api).routes())
+def install(app: web.Application, dashboard: Dashboard) -> None:
+    """Serve the dashboard's pages under /ui/ (Jinja2 loads at the first page)."""
+    app.add_routes(dashboard.routes())
 
 
 class Dashboard:
-    def __init__(self, api: Any) -> None:
-        self.api = api
-        self.d = api.d
+    """The dashboard over the daemon's parts (its store, hub, dispatcher; its buttons call
+    ys.daemon.operations, as the API's routes do)."""
+
+    def __init__(self, d: DaemonParts) -> None:
+        self.d = d
         self._env: Any = None
+        self._gate: Gate | None = None
+
+    @property
+    def gate(self) -> Gate:
+        """The dashboard's gate, made at first use (its key lives in the runtime folder)."""
+        if self._gate is None:
+            self._gate = Gate.in_folder(self.d.paths.runtime)
+        return self._gate
+
+    def mint(self) -> tuple[str, float]:
+        """A one-time token for `ys ui`'s URL (the daemon's POST /v1/ui/tokens) and when it
+        expires."""
+        return self.gate.mint()
 
     @property
     def env(self) -> Any:
@@ -122,7 +142,7 @@ class Dashboard:
         return guarded
 
     async def _admit(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        gate = self.api.gate
+        gate = self.gate
         cookie = request.cookies.get(gate.cookie, "")
         token = request.query.get("token")
         if token is not None and request.method == "GET":
@@ -169,7 +189,7 @@ class Dashboard:
             return self._refuse("This form came from another site.")
         form = await request.post()
         csrf = form.get("csrf")
-        if not self.api.gate.csrf_ok(cookie, csrf if isinstance(csrf, str) else None):
+        if not self.gate.csrf_ok(cookie, csrf if isinstance(csrf, str) else None):
             return self._refuse(
                 "This form is stale (its CSRF token does not match). Reload the page and try again."
             )
@@ -186,7 +206,7 @@ class Dashboard:
 
     def _context(self, cookie: str, section: str, request: web.Request | None) -> dict[str, Any]:
         return {
-            "csrf": self.api.gate.csrf(cookie) if cookie else "",
+            "csrf": self.gate.csrf(cookie) if cookie else "",
             "nav": NAV,
             "section": section,
             "path": request.path if request is not None else "/ui/",

@@ -54,7 +54,7 @@ def table(tmp_path):
     conn = connect(str(tmp_path / "w.db"))
     conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, v)")
     conn.execute("INSERT INTO t VALUES ('taken', 'first')")
-    writer = Writer(conn)  # direct mode: no thread; the tests call _commit themselves
+    writer = Writer(conn)  # direct mode: no thread; the tests call _settle themselves
     yield writer, conn
     conn.close()
 
@@ -119,7 +119,7 @@ def test_a_mixed_batch_answers_each_write_as_if_it_ran_alone(table):
         prepared("huge", 2**70),  # no SQLite integer holds it: OverflowError, not sqlite3.Error
         prepared("c"),
     ]
-    writer._commit(reqs)
+    writer._settle(reqs)
     # Once `boom` is out, a, b and taken are one run of prepared inserts: "taken" makes that
     # run fail, so all three are decided by their own bodies; d and e stay prepared.
     assert [outcome(r) for r in reqs] == [
@@ -158,7 +158,7 @@ def test_a_run_longer_than_one_insert_carries_is_split_within_the_variable_limit
         raise AssertionError("a prepared insert fell back to its transaction body")
 
     reqs = [_Request(never, [(sql, tuple(range(n, n + 40)))], n) for n in range(201)]
-    writer._commit(reqs)
+    writer._settle(reqs)
     assert [r.wait() for r in reqs] == list(range(201))
     assert conn.execute("SELECT count(*), sum(c0) FROM wide").fetchone() == (201, sum(range(201)))
 

@@ -1,6 +1,6 @@
 """The PostgreSQL group writer: requests that arrive together share one transaction.
 
-As the SQLite writer (ys/store/db.py), one thread drains a queue, runs up to `batch` write
+As the SQLite writer (ys/store/sqlite/db.py), one thread (ys.store.sql.writer) drains a queue, runs up to `batch` write
 functions in one READ COMMITTED transaction, commits, and only then answers each; a request
 that raises fails alone (the transaction is rolled back and the rest of the batch runs again
 without it). What PostgreSQL adds: a transaction that loses a deadlock to another daemon's
@@ -11,20 +11,17 @@ server's: COMMIT returns once the WAL is flushed (synchronous_commit is never tu
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any, TypeVar, cast
 
-from ys.errors import DaemonUnavailable, DatabaseUnavailable, ResourceExhausted
-from ys.store.base import Then
+from ys.errors import DatabaseUnavailable, ResourceExhausted
 from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.sql.requests import UNSET, Request, answer
+from ys.store.sql.requests import UNSET, Inserts, Request, closed_error
+from ys.store.sql.writer import GroupWriter
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
@@ -60,11 +57,14 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
 
 
-class Writer:
+class Writer(GroupWriter):
     """Runs write functions, each given the connection inside its transaction.
 
     Direct mode (group=False) runs each function in its own transaction under a lock; group
-    mode runs a thread that commits many at once (see the module docstring)."""
+    mode runs a thread (ys.store.sql.writer) that commits many at once (see the module
+    docstring)."""
+
+    thread_name = "ys-pg-writer"
 
     def __init__(
         self,
@@ -80,62 +80,20 @@ class Writer:
         # The server processes ("backend PIDs") of this writer's connections: a notification
         # sent by one of them is of this daemon's own commit (Core's listener ignores it).
         self.pids: frozenset[int] = frozenset({self.conn.info.backend_pid})
-        self.group = group
-        self.batch = batch
-        self._lock = threading.Lock()
         self._pids_lock = threading.Lock()
-        self._closed = False
-        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
         self._committing = False  # COMMIT was sent: a broken connection now leaves it unknown
-        # told (seconds, requests) after each group commit, for the metrics; off by default
-        self.observe: Callable[[float, int], None] | None = None
-        if group:
-            self._thread = threading.Thread(target=self._run, name="ys-pg-writer", daemon=True)
-            self._thread.start()
+        super().__init__(group, batch)
 
-    # -- entry points -----------------------------------------------------------------------
-
-    def write(self, fn: Callable[[Any], T]) -> T:
-        if not self.group:
-            with self._lock:
-                if self._closed:
-                    raise _closed_error()
-                req = Request(fn, None, None)
-                self._commit([req])
-                req.done = None  # answered in place: nobody waits on the lock
-                if req.error is not None:
-                    raise req.error
-                return cast(T, req.result)
-        req = Request(fn, None, None)
-        self._enqueue(req)
-        return cast(T, req.wait())
-
-    async def write_async(self, fn: Callable[[Any], T]) -> T:
-        if not self.group:
-            return await asyncio.to_thread(self.write, fn)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._enqueue(Request(fn, None, None, future))
-        return await future
-
-    def submit(self, fn: Callable[[Any], T], then: Then) -> None:
-        """`write` answered by `then(result, error)` on the writer's thread once committed
-        (or failed): quick, never blocking (as the SQLite writer's `submit`)."""
-        if not self.group:
-            try:
-                result = self.write(fn)
-            except Exception as exc:
-                then(None, exc)
-                return
-            then(result, None)
-            return
-        self._enqueue(Request(fn, None, None, None, then))
-
-    def _enqueue(self, req: Request) -> None:
+    def _direct(self, fn: Callable[[Any], T], inserts: Inserts | None, value: T | None) -> T:
         with self._lock:
             if self._closed:
-                raise _closed_error()
-            self._queue.put(req)
+                raise closed_error()
+            req = Request(fn, None, None)
+            self._commit([req])
+            req.done = None  # answered in place: nobody waits on the lock
+            if req.error is not None:
+                raise req.error
+            return cast(T, req.result)
 
     def forget_old_pids(self) -> None:
         """Only the current connection's process is ours from now on: called when the
@@ -147,45 +105,8 @@ class Writer:
             except Exception:  # being replaced: the next connection adds its own
                 self.pids = frozenset()
 
-    def close(self) -> bool:
-        """Answer what is queued, refuse what comes later, close the connection. False if
-        the writer is still busy after 10 s."""
-        with self._lock:
-            if self._closed:
-                return self._thread is None
-            self._closed = True
-            if self._thread is not None:
-                self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            if self._thread.is_alive():
-                return False
-            self._thread = None
+    def _closed_down(self) -> None:
         self.conn.close()
-        return True
-
-    # -- the group thread -------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            reqs = [first]
-            while len(reqs) < self.batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                reqs.append(nxt)
-            started = time.perf_counter()
-            self._commit(reqs)
-            if self.observe is not None:
-                self.observe(time.perf_counter() - started, len(reqs))
-            answer(reqs)
 
     def _commit(self, reqs: list[Request]) -> None:
         """Run the batch, retrying it whole after a deadlock or a serialization failure, and
@@ -310,9 +231,3 @@ class Writer:
             self.pids = self.pids | {self.conn.info.backend_pid}
         self.reach.back("writer")
         return True
-
-
-def _closed_error() -> BaseException:
-    return DaemonUnavailable(
-        "DAEMON_UNAVAILABLE", "the store is closed (the daemon is stopping); retry when it runs"
-    )

@@ -8,24 +8,18 @@ alone.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 from ys.errors import DatabaseUnavailable, ResourceExhausted, YsError
-from ys.store.base import Then
 from ys.store.sql.requests import UNSET as _UNSET
 from ys.store.sql.requests import Inserts as Inserts
 from ys.store.sql.requests import Request as _Request
-from ys.store.sql.requests import answer as _answer
-from ys.store.sql.requests import closed_error as _closed_error
+from ys.store.sql.writer import GroupWriter
 from ys.store.sqlite.dialect import Connection
 
 T = TypeVar("T")
@@ -114,12 +108,13 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise err from exc
 
 
-class Writer:
+class Writer(GroupWriter):
     """Runs write functions against one connection.
 
     Direct mode runs each function in its own transaction under a lock. Group mode runs a
-    thread that drains the queue, executes up to `batch` requests in one transaction,
-    commits, then answers each (see `_commit` for how a failing request fails alone).
+    thread (ys.store.sql.writer) that drains the queue, executes up to `batch` requests in one
+    transaction, commits, then answers each (see `_run_batch` for how a failing request fails
+    alone).
 
     A write may come prepared: `inserts`, rows computed before the transaction whose order
     does not matter, and the `value` to answer once they are committed. The group writer
@@ -131,121 +126,29 @@ class Writer:
 
     def __init__(self, conn: sqlite3.Connection, group: bool = False, batch: int = 256) -> None:
         self.conn = conn
-        self.group = group
-        self.batch = batch
-        self._lock = threading.Lock()  # direct mode: one transaction at a time; group: _closed
-        self._closed = False
-        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        # told (seconds, requests) after each group commit, for the metrics; off by default
-        self.observe: Callable[[float, int], None] | None = None
+        super().__init__(group, batch)
         self.unwritable = False  # the last write found the file could not be written
-        if group:
-            self._thread = threading.Thread(target=self._run, name="ys-writer", daemon=True)
-            self._thread.start()
 
-    def write(
+    def _direct(
         self,
         fn: Callable[[sqlite3.Connection], T],
-        inserts: Inserts | None = None,
-        value: T | None = None,
+        inserts: Inserts | None,
+        value: T | None,
     ) -> T:
-        if not self.group:
-            with self._lock:
-                if inserts is not None:
-                    try:
-                        with transaction(self.conn):
-                            _insert(self.conn, inserts)
-                        return value  # type: ignore[return-value]
-                    except Exception:
-                        pass  # rolled back: `fn` decides what the write means
-                with transaction(self.conn):
-                    return fn(self.conn)
-        req = _Request(fn, inserts, value)
-        self._enqueue(req)
-        result: T = req.wait()
-        return result
-
-    async def write_async(
-        self,
-        fn: Callable[[sqlite3.Connection], T],
-        inserts: Inserts | None = None,
-        value: T | None = None,
-    ) -> T:
-        """`write` for a coroutine: the event loop is not blocked, and a batch of writes from
-        one loop is answered with one wake-up of that loop, not one thread hand-off each."""
-        if not self.group:
-            return await asyncio.to_thread(self.write, fn, inserts, value)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Request(fn, inserts, value, future))
-        return await future
-
-    def submit(
-        self,
-        fn: Callable[[sqlite3.Connection], T],
-        then: Then,
-        inserts: Inserts | None = None,
-        value: T | None = None,
-    ) -> None:
-        """`write` answered by `then(result, error)`, called on the writer's thread once the
-        write is committed (or failed): it must be quick and must not block. Direct mode
-        calls it before returning."""
-        if not self.group:
-            try:
-                result = self.write(fn, inserts, value)
-            except Exception as exc:
-                then(None, exc)
-                return
-            then(result, None)
-            return
-        self._enqueue(_Request(fn, inserts, value, None, then))
-
-    def _enqueue(self, req: _Request) -> None:
         with self._lock:
-            if self._closed:
-                raise _closed_error()
-            self._queue.put(req)
-
-    def close(self) -> bool:
-        """Stop the group writer once the writes queued before now are answered; later writes
-        are refused. False if the writer is still busy after 10 s (then keep the connection)."""
-        with self._lock:
-            if self._closed:
-                return self._thread is None
-            self._closed = True
-            if self._thread is not None:
-                self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            if self._thread.is_alive():
-                return False
-            self._thread = None
-        return True
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            reqs = [first]
-            while len(reqs) < self.batch:
+            if inserts is not None:
                 try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                reqs.append(nxt)
-            started = time.perf_counter()
-            self._commit(reqs)
-            if self.observe is not None:
-                self.observe(time.perf_counter() - started, len(reqs))
+                    with transaction(self.conn):
+                        _insert(self.conn, inserts)
+                    return value  # type: ignore[return-value]
+                except Exception:
+                    pass  # rolled back: `fn` decides what the write means
+            with transaction(self.conn):
+                return fn(self.conn)
 
     def _commit(self, reqs: list[_Request]) -> None:
-        """Run the batch (see `_run_batch`), then answer every request in it, each only
-        after its fate is committed; if something unforeseen breaks the writer's own code,
-        the requests not yet answered get that error rather than wait forever."""
+        """Run the batch (see `_run_batch`); if something unforeseen breaks the writer's own
+        code, the requests not yet answered get that error rather than wait forever."""
         try:
             self._run_batch(reqs)
         except BaseException as exc:
@@ -254,8 +157,7 @@ class Writer:
                 if req.result is _UNSET and req.error is None:
                     req.error = err
         finally:
-            self._tell(reqs)
-            _answer(reqs)
+            self._tell(reqs)  # answered by the group writer after this (_settle)
 
     def _tell(self, reqs: list[_Request]) -> None:
         """Say once that the file cannot be written, and once that it can again (a commit
