@@ -41,6 +41,7 @@ IMPORT_ONLY = {
     "common.py": "the benches' helpers",
     "delivery.py": "needs bench/.venv-dbos (DBOS)",
     "dbos_side.py": "runs inside bench/.venv-dbos",
+    "pg_side.py": "needs bench/.venv-dbos (DBOS) and a PostgreSQL server",
     "parallel_steps.py": "run by delivery.py",
     "scaleout.py": "starts a PostgreSQL server and three sections: past this test's budget",
 }
