@@ -4,6 +4,14 @@ free of imports so a worker pays nothing to load them (docs/design.md, "Wire for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+# A user's own JSON, opaque to ys (params, a step's or a workflow's result, an error's details, a
+# durable value, an event's data as the user gave it). ys never reads fields out of it; every
+# value whose fields ys reads or writes is a frozen dataclass instead (docs/design.md, "Wire
+# formats").
+UserJson = Any
+UserObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
