@@ -21,6 +21,7 @@ from tests.support import (
     write_script,
 )
 from ys.errors import DatabaseUnavailable
+from ys.store.postgres.reach import Reach
 
 BLOCKED = """
     @ys.workflow
@@ -104,9 +105,11 @@ def test_while_the_server_is_away_the_daemon_says_so_and_stops_what_it_cannot_ho
     assert _status(home)["database"]["reachable"] is False
 
     pg_own_server.resume()
+    # Back as soon as any of the daemon's connections succeeds (the listener tries every
+    # second), not only at the writer's next claim (ys/store/postgres/reach.py)
     wait_until(
         lambda: _status(home)["database"]["reachable"] is True,
-        timeout=15,
+        timeout=3,
         message="the daemon to find its database back",
     )
     assert _database_up(home) == 1.0
@@ -120,3 +123,17 @@ def test_while_the_server_is_away_the_daemon_says_so_and_stops_what_it_cannot_ho
     assert log.count("the database cannot be reached") == 1, log[-4000:]
     assert log.count("the database answers again") == 1, log[-4000:]
     assert "Traceback" not in log and "failed in the dispatcher" not in log, log[-4000:]
+
+
+def test_the_server_is_up_again_once_any_connection_succeeds():
+    """The writer cut off at its last try (it tries again only at its next batch) does not
+    keep the state down once the listener, or a read, connected."""
+    reach = Reach()
+    reach.lost("writer", "connection refused")
+    reach.lost("listener", "connection refused")
+    assert not reach.up
+    reach.back("listener")
+    assert reach.up
+    reach.lost("writer", "connection refused")
+    reach.back("read")
+    assert reach.up

@@ -278,6 +278,7 @@ class Core:
                 # pool has none free): one connection of the read's own, which also tells
                 # at once whether the server is back.
                 with _direct(self.url) as conn:
+                    self.reach.back("read")  # it answers: up again, before the writer knows
                     return _run_read(conn, fn, snapshot)
             except psycopg.OperationalError as exc:
                 if attempt or conn is None or not (conn.broken or conn.closed):

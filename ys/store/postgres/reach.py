@@ -1,7 +1,9 @@
 """Whether the PostgreSQL server answers, as this daemon's connections last found it.
 
-The writer (its connection) and the listener (its own) each say when they could not connect
-and when they could again; the server is up while neither is cut off. The log says it once
+The writer (its connection) and the listener (its own) each say when they could not connect;
+any connection that succeeds afterwards (either of theirs, or a read's own) says the server
+answers again, so the state recovers with the first of them, not only once the one that lost
+it tries again (the writer's may not until its next claim). The log says it once
 when the server stops answering and once when it answers again, whatever fails meanwhile
 (docs/design.md, "On PostgreSQL": `ys daemon status`, `ys doctor` and `ys_database_up` read `up`).
 """
@@ -36,14 +38,12 @@ class Reach:
             log.error("the database cannot be reached (%s); trying again", _line(why))
 
     def back(self, who: str) -> None:
-        """`who` connected again."""
+        """`who` connected: the server answers, whoever was cut off before."""
         with self._lock:
-            if who not in self._cut:
+            if not self._cut:
                 return
-            self._cut.discard(who)
-            last = not self._cut
-        if last:
-            log.warning("the database answers again (after %.1f s)", time.monotonic() - self._since)
+            self._cut.clear()
+        log.warning("the database answers again (after %.1f s)", time.monotonic() - self._since)
 
 
 def _line(why: object) -> str:
