@@ -23,7 +23,7 @@ from ys.store.postgres import connect, schema
 from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import migrate
-from ys.store.postgres.writer import Writer, translate
+from ys.store.postgres.writer import Writer, bounded, translate
 from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.dialect import Dialect, FormatConnection
 from ys.store.sql.reads import verify
@@ -60,27 +60,48 @@ def _direct(url: str) -> Any:
 
 
 class _Synced:
-    """A cursor of a pipelined transaction whose `rowcount` waits for its statement's answer
-    (as `fetchone` does): a body that checks how many rows a statement changed pays that
-    round trip, one that does not check sends on."""
+    """A cursor of a pipelined transaction whose answers (`fetch*`, `rowcount`) wait for its
+    statement's result: a body that checks pays that round trip, one that does not sends on.
+
+    The wait ends what was sent with a Sync, not a bare flush (which psycopg's own fetch
+    sends): only after a Sync is the server's session "idle in transaction" while this client
+    works on the answer, so a daemon stopped there has its session ended by
+    `idle_in_transaction_session_timeout` and the event log's lock freed (ys/store/postgres/
+    writer.py; docs/design.md, "On PostgreSQL"). Same round trips either way."""
 
     __slots__ = ("cur",)
 
     def __init__(self, cur: Any) -> None:
         self.cur = cur
 
+    def _answered(self) -> Any:
+        cur = self.cur
+        # psycopg's pipeline and its wait for this statement's result (private names: a
+        # psycopg without them fails the contract suite here, never miscounts)
+        pipeline = cur.connection._pipeline
+        if pipeline is not None and cur.pgresult is None:
+            pipeline.sync()
+        cur._fetch_pipeline()
+        return cur
+
     @property
     def rowcount(self) -> int:
-        # psycopg's own wait for this statement's result, as its fetchone's (a private
-        # method: a psycopg without it fails the contract suite here, never miscounts)
-        self.cur._fetch_pipeline()
-        return int(self.cur.rowcount)
+        return int(self._answered().rowcount)
+
+    def fetchone(self) -> Any:
+        return self._answered().fetchone()
+
+    def fetchall(self) -> Any:
+        return self._answered().fetchall()
+
+    def fetchmany(self, size: int = 0) -> Any:
+        return self._answered().fetchmany(size)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.cur, name)
 
     def __iter__(self) -> Any:
-        return iter(self.cur)
+        return iter(self._answered())
 
 
 class PipelinedConnection(FormatConnection):
@@ -128,7 +149,7 @@ class Core:
                 migrate(conn)
         self.reach = Reach()
         self.writer = Writer(
-            lambda: connect(url), group=group_commit and not read_only, reach=self.reach
+            lambda: bounded(connect(url)), group=group_commit and not read_only, reach=self.reach
         )
         self.pool = ConnectionPool(
             url,

@@ -25,7 +25,13 @@ from ys.store.sql.writer import GroupWriter
 
 T = TypeVar("T")
 log = logging.getLogger("ys.store.postgres")
-TRANSIENT_RETRIES = 8  # deadlocks and serialization failures, per batch
+TRANSIENT_RETRIES = 8  # deadlocks, serialization failures and lock timeouts, per batch
+# No write transaction may hold the event log's lock across a wait on a stopped client
+# (docs/design.md, "On PostgreSQL"): the server ends a writer's session idle in a transaction
+# this long (its daemon SIGSTOPped, say), and a writer's statement waits this long for a
+# lock before it is rolled back and its batch tried again.
+IDLE_IN_TRANSACTION_SECONDS = 2.0
+LOCK_TIMEOUT_SECONDS = 5.0
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _LOCK = f"SELECT pg_advisory_xact_lock({int(EVENT_LOG_LOCK)})"
 
@@ -54,7 +60,26 @@ def translate(exc: BaseException) -> BaseException:
 def transient(exc: BaseException) -> bool:
     import psycopg
 
-    return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+    return isinstance(
+        exc,
+        psycopg.errors.DeadlockDetected
+        | psycopg.errors.SerializationFailure
+        | psycopg.errors.LockNotAvailable,  # lock_timeout
+    )
+
+
+def bounded(conn: Any) -> Any:
+    """`conn` with its waits bounded for a writer: the session ends if its transaction stays
+    idle past IDLE_IN_TRANSACTION_SECONDS, a lock is waited for LOCK_TIMEOUT_SECONDS at most."""
+    try:
+        conn.execute(
+            f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_SECONDS * 1000)}"
+        )
+        conn.execute(f"SET lock_timeout = {int(LOCK_TIMEOUT_SECONDS * 1000)}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class Writer(GroupWriter):
