@@ -163,6 +163,22 @@ def test_a_daemon_hears_another_daemons_admission(daemons):
     wait_until(heard.is_set, message="a notification (or the 1 s poll) on daemon a")
 
 
+def test_a_daemon_hears_each_change_of_another_daemons_execution_with_its_status(daemons):
+    """The status comes with the notification, so a `ys wait` on the hearing daemon reads
+    the record again only where it ended, not at each step (ys/daemon/main.py)."""
+    a, b = daemons(2)
+    heard: list[tuple[str, str]] = []
+    b.watch(lambda: None, lambda execution_id, status: heard.append((execution_id, status)))
+    a.admit("work", {}, execution_id="x")
+    (d,) = a.claim_due(now=T0, limit=1, lease_seconds=LEASE)
+    for i in range(3):
+        a.save_step("x", d.token, f"s{i}", StepWrite("step", "completed", str(i)), now=T0)
+    a.acknowledge("x", d.token, {"status": "completed", "result": None}, now=T0)
+    wait_until(lambda: ("x", "completed") in heard, message="the end heard on daemon b")
+    assert set(heard) == {("x", "running"), ("x", "completed")}, heard
+    assert heard.count(("x", "running")) >= 4 and heard[-1] == ("x", "completed"), heard
+
+
 def test_gc_on_one_daemon_while_another_writes_keeps_everything_consistent(daemons):
     a, b = daemons(2)
     for i in range(20):

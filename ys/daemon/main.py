@@ -25,6 +25,7 @@ from ys.daemon.recovery import recover
 from ys.errors import YsError
 from ys.paths import Paths
 from ys.settings import Settings
+from ys.store.protocols import TERMINAL
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -226,8 +227,8 @@ class Daemon:
         def due() -> None:
             loop.call_soon_threadsafe(dispatcher.poke)
 
-        def changed(execution_id: str) -> None:
-            loop.call_soon_threadsafe(self._changed, execution_id)
+        def changed(execution_id: str, status: str) -> None:
+            loop.call_soon_threadsafe(self._changed, execution_id, status)
 
         store.watch(due, changed)
         await runner.setup()
@@ -316,12 +317,14 @@ class Daemon:
             self._store.close()
         log.info("stopped")
 
-    def _changed(self, execution_id: str) -> None:
-        """Another daemon changed an execution: long polls on it (`ys wait`) read it again,
-        and a worker of it that runs here is killed if it ended without it (timed out, or
-        cancelled at once, on another box)."""
-        self.hub.notify(execution_id, may_end=True)
-        if self._dispatcher is not None:
+    def _changed(self, execution_id: str, status: str) -> None:
+        """Another daemon changed an execution (`status`: its status after): long polls on its
+        history (`--follow`) read it again; where it ended, `ys wait` too, and a worker of it
+        that runs here is killed (timed out, or cancelled at once, on another box). A step
+        is not an end: a `ys wait` reads the record once, not at each step."""
+        ended = status in TERMINAL
+        self.hub.notify(execution_id, may_end=ended)
+        if ended and self._dispatcher is not None:
             self._dispatcher.ended_elsewhere(execution_id)
 
     def handler_for(self, workflow: str) -> str | None:

@@ -867,11 +867,11 @@ class Store(
     clock: Callable[[], float]
 
     def watch(
-        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+        self, on_due: Callable[[], None], on_change: Callable[[str, str], None] | None = None
     ) -> None:
         """On a database other daemons write too: call `on_due` when something may have become
-        due and `on_change(execution_id)` when an execution's history grew (from another
-        thread). Where this daemon is the only writer, nothing."""
+        due and `on_change(execution_id, status)` when an execution's history grew, with its
+        status after the change (from another thread). Where this daemon is the only writer, nothing."""
         ...
 
     def database_up(self) -> bool:

@@ -164,7 +164,7 @@ class Core:
             reconnect_timeout=5.0,
             name="ys-readers",
         )
-        self._watchers: list[tuple[Callable[[], None], Callable[[str], None] | None]] = []
+        self._watchers: list[tuple[Callable[[], None], Callable[[str, str], None] | None]] = []
         self._listener: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()  # the listener has listened once
@@ -313,12 +313,12 @@ class Core:
     # -- hearing other daemons --------------------------------------------------------------
 
     def watch(
-        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+        self, on_due: Callable[[], None], on_change: Callable[[str, str], None] | None = None
     ) -> None:
         """Call `on_due` (on the listener's thread) when another daemon commits a write that
         makes something due, and at least every POLL_SECONDS in case a notification was lost (the
-        listener's connection broke, say); `on_change(execution_id)` when an execution's
-        history grew."""
+        listener's connection broke, say); `on_change(execution_id, status)` when an
+        execution's history grew (its status then: the notification carries it)."""
         self._watchers.append((on_due, on_change))
         if self._listener is None:
             self._listener = threading.Thread(
@@ -330,12 +330,14 @@ class Core:
             self._listening.wait(timeout=5.0)
 
     def _call(self, due: bool, changed: str | None) -> None:
+        """`changed`: a ys_changed payload, "<status> <execution_id>" (schema migration 16)."""
+        status, _, execution_id = (changed or "").partition(" ")
         for on_due, on_change in list(self._watchers):
             try:
                 if due:
                     on_due()
-                if on_change is not None and changed is not None:
-                    on_change(changed)
+                if on_change is not None and execution_id:
+                    on_change(execution_id, status)
             except Exception:  # a watcher's failure must not stop the listener
                 log.exception("a watcher failed")
 

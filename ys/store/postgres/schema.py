@@ -478,6 +478,18 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (hour, bucket)
     );
     """,
+    # 16: ys_changed says the execution's status with its ID ("<status> <execution_id>"), so
+    # another daemon's `ys wait` reads the record again only when it may have ended, not at
+    # each step (docs/design.md, "On PostgreSQL"). PostgreSQL only: a SQLite file has one
+    # daemon, which hears nothing.
+    """
+    CREATE OR REPLACE FUNCTION ys_notify_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('ys_changed', NEW.status || ' ' || NEW.execution_id);
+        RETURN NULL;
+    END
+    $$;
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

@@ -40,7 +40,7 @@ class PostgresStore(SqlStore):
         self.daemon_id = core.holder
 
     def watch(
-        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+        self, on_due: Callable[[], None], on_change: Callable[[str, str], None] | None = None
     ) -> None:
         """Other daemons' commits, heard through the core's listener."""
         self.core.watch(on_due, on_change)

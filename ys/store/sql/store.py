@@ -52,7 +52,7 @@ class SqlStore(
         self.lease_seconds = core.lease_seconds
 
     def watch(
-        self, on_due: Callable[[], None], on_change: Callable[[str], None] | None = None
+        self, on_due: Callable[[], None], on_change: Callable[[str, str], None] | None = None
     ) -> None:
         """Nothing to watch where this daemon is the database's only writer: it knows every
         commit (an adapter shared by many daemons overrides it)."""
