@@ -85,12 +85,12 @@ def test_each_durable_operation_is_one_request_plus_its_commit(store):
     )
     # One statement whose answer the operation waits for (a worker's write: the row, fenced
     # and locked, with what the write decides on; an admission: its INSERT, which reads the
-    # script version and returns it), then the writes and COMMIT in one batch. A claim also
-    # reads the expired leases it sweeps first and the claimed executions' steps after
-    # (ys/store/sql/claims.py).
+    # script version and returns it; a claim: the expired leases it sweeps and the due rows,
+    # asked together), then the writes and COMMIT in one batch (a claim's read of the claimed
+    # executions' steps with them: ys/store/sql/claims.py).
     assert costs == {
         "admission": 2,
-        "claim": 4,
+        "claim": 2,
         "step save": 2,
         "suspension": 2,
         "outcome": 2,

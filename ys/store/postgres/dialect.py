@@ -34,6 +34,7 @@ class PostgresDialect(Dialect):
     for_share = " FOR SHARE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     owned_leases = True
+    pipelined = True  # ys/store/postgres/writer.py
 
     def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
         """The slot group's transaction-scoped advisory lock (a hash collision of two groups

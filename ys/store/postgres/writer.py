@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 from ys.errors import DatabaseUnavailable, ResourceExhausted
 from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import EVENT_LOG_LOCK
-from ys.store.sql.requests import UNSET, Inserts, Request, closed_error
+from ys.store.sql.requests import UNSET, Inserts, Request, closed_error, settle
 from ys.store.sql.writer import GroupWriter
 
 T = TypeVar("T")
@@ -226,7 +226,7 @@ class Writer(GroupWriter):
                 raise _Unattributed() from exc
             if failed is None:
                 for req, value in zip(pending, values, strict=True):
-                    req.result = value
+                    req.result = settle(value)  # its reads came back with the COMMIT
                 return
             self._rollback()
             i, error = failed

@@ -19,6 +19,7 @@ from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.executions import append, lease_lost, load, load_leased, not_found
+from ys.store.sql.requests import Later
 from ys.store.sql.rows import LIGHT, row_to_record
 from ys.store.sql.steps import STEP_COLUMNS
 from ys.store.sql.versions import pinned_script
@@ -29,7 +30,12 @@ def release_expired_tx(
 ) -> list[str]:
     """Release expired leases (only `holder`'s when given), oldest first. SKIP LOCKED: a row
     another daemon is releasing or renewing now is its business."""
-    rows = c.execute(
+    return _release(c, _expired(c, now, limit, holder).fetchall(), now)
+
+
+def _expired(c: Any, now: float, limit: int | None, holder: str | None = None) -> Any:
+    """The expired leases' rows, asked (the cursor: its answer is read by the caller)."""
+    return c.execute(
         "SELECT execution_id FROM executions WHERE lease_token IS NOT NULL "
         "AND lease_expires_at <= ?"
         + (" AND lease_holder = ?" if holder else "")
@@ -37,7 +43,10 @@ def release_expired_tx(
         + (" LIMIT ?" if limit is not None else "")
         + c.dialect.skip_locked,
         (now, *([holder] if holder else []), *([limit] if limit is not None else [])),
-    ).fetchall()
+    )
+
+
+def _release(c: Any, rows: list[Any], now: float) -> list[str]:
     released = []
     for (execution_id,) in rows:
         record = load(c, execution_id, payload=False, lock=True)
@@ -64,29 +73,33 @@ def claim_due_tx(
     pid: int,
     limits: Mapping[str, ConcurrencyLimit] | None = None,
     heal: bool = False,
-) -> list[Delivery]:
+) -> list[Delivery] | Later:
     """Sweep expired leases (any daemon's), then lease up to `limit` due executions (with
     `heal`, after making claimable the waiters of groups with free slots: concurrency.heal).
     SKIP LOCKED (where the dialect has it): daemons claiming at once take disjoint rows; a row claimed and
     committed by another since this statement began is re-checked and left out. One of a
     workflow in `limits` is leased only if its slot group has a free slot, counted under the
     group's lock (ys/store/postgres/dialect.py says why that holds across daemons); else
-    it is marked waiting and the claim looks further."""
-    release_expired_tx(c, now, limit=max(limit, 16))
+    it is marked waiting and the claim looks further.
+
+    One question (docs/design.md, "On PostgreSQL"): the sweep's and the due rows' SELECTs go
+    out together and are answered together; what the sweep released is looked for again (a
+    second question, only then). The claimed executions' steps are read with the writes and
+    COMMIT (`with_steps`)."""
+    expired = _expired(c, now, max(limit, 16))
     if heal and limits:
+        _release(c, expired.fetchall(), now)
         concurrency.heal(c, limits)
+        due = _due(c, now, limit)
+    else:
+        due = _due(c, now, limit)  # asked with the sweep: both answered in one round trip
+        if _release(c, expired.fetchall(), now):
+            due = _due(c, now, limit)  # those released are due now: asked again
     out: list[Delivery] = []
     passed = 0
     while len(out) < limit:
         want = limit - len(out)
-        rows = c.execute(
-            f"SELECT {CLAIM_COLUMNS} FROM executions WHERE due_at <= ? "
-            "AND lease_token IS NULL AND slot_wait IS NULL "
-            + pauses.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
-            + "AND (deadline_at IS NULL OR deadline_at > ?) "
-            "ORDER BY due_at, execution_id LIMIT ?" + c.dialect.skip_locked,
-            (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
-        ).fetchall()
+        rows = due.fetchall()
         waited = 0
         for row in rows:
             delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, limits)
@@ -97,7 +110,21 @@ def claim_due_tx(
         passed += waited
         if len(rows) < want or not waited or passed >= MAX_PASSED_OVER:
             break
-    return with_steps(c, out)
+        due = _due(c, now, limit - len(out))
+    claimed: list[Delivery] | Later = with_steps(c, out, later=c.dialect.pipelined)
+    return claimed
+
+
+def _due(c: Any, now: float, want: int) -> Any:
+    """Up to `want` due executions' CLAIM_COLUMNS, asked (the cursor)."""
+    return c.execute(
+        f"SELECT {CLAIM_COLUMNS} FROM executions WHERE due_at <= ? "
+        "AND lease_token IS NULL AND slot_wait IS NULL "
+        + pauses.SKIP_PAUSED  # a paused workflow's executions wait (ys workflows pause)
+        + "AND (deadline_at IS NULL OR deadline_at > ?) "
+        "ORDER BY due_at, execution_id LIMIT ?" + c.dialect.skip_locked,
+        (now, now, want),  # past its deadline: never delivered again (`time_out` ends it)
+    )
 
 
 # What a claim reads of each due execution in its one SELECT (docs/design.md, "On
@@ -123,24 +150,31 @@ class Claimable:
         self.script: tuple[str | None, bool] = (row[-2], bool(row[-1]))
 
 
-def with_steps(c: Any, deliveries: list[Delivery]) -> list[Delivery]:
-    """The deliveries with the steps their workers start from, read in one statement."""
+def with_steps(c: Any, deliveries: list[Delivery], later: bool = False) -> Any:
+    """The deliveries with the steps their workers start from, read in one statement; with
+    `later` (a pipelining writer), a Later: the statement goes out with the writes and
+    COMMIT and is read once they are answered, no round trip of its own."""
     if not deliveries:
         return deliveries
     marks = ",".join("?" * len(deliveries))
-    steps: dict[str, list[StepRecord]] = {d.execution_id: [] for d in deliveries}
-    for row in c.execute(
+    cur = c.execute(
         f"SELECT execution_id, {STEP_COLUMNS} FROM steps WHERE execution_id IN ({marks}) "
         "ORDER BY execution_id, first_seq",
         [d.execution_id for d in deliveries],
-    ).fetchall():
-        steps[row[0]].append(StepRecord(*row[1:]))
-    out = []
-    for d in deliveries:
-        assert d.state is not None
-        state = RunState(d.state.params_json, d.state.context_json, steps[d.execution_id])
-        out.append(replace(d, state=state))
-    return out
+    )
+
+    def read() -> list[Delivery]:
+        steps: dict[str, list[StepRecord]] = {d.execution_id: [] for d in deliveries}
+        for row in cur.fetchall():
+            steps[row[0]].append(StepRecord(*row[1:]))
+        out = []
+        for d in deliveries:
+            assert d.state is not None
+            state = RunState(d.state.params_json, d.state.context_json, steps[d.execution_id])
+            out.append(replace(d, state=state))
+        return out
+
+    return Later(read) if later else read()
 
 
 def claim_new(
@@ -154,7 +188,8 @@ def claim_new(
     ).fetchone()
     delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, None)
     assert delivery is not None  # without limits a due execution is always leased
-    return with_steps(c, [delivery])[0]
+    claimed: list[Delivery] = with_steps(c, [delivery])
+    return claimed[0]
 
 
 def _claim_one(

@@ -21,13 +21,16 @@ class Dialect:
     many writers, " FOR UPDATE": two daemons never fold events onto one record at once).
     `skip_locked`: the same for a claim or sweep that must not wait on rows another writer
     holds (" FOR UPDATE SKIP LOCKED"). `owned_leases`: a lease names its holder and process
-    (`lease_holder`, `lease_pid`), so recovery releases only its own daemon's."""
+    (`lease_holder`, `lease_pid`), so recovery releases only its own daemon's. `pipelined`:
+    the writer sends a transaction's statements without waiting for each answer and settles
+    a body's `Later` (ys/store/sql/requests.py) once the batch with its COMMIT is answered."""
 
     name = "sql"
     for_update = ""
     for_share = ""  # a row read that a concurrent update must wait for (" FOR SHARE")
     skip_locked = ""
     owned_leases = False
+    pipelined = False
 
     def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
         """Hold a concurrency slot group's lock until the transaction ends (before counting,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ys import codec
 from ys.contract import (
@@ -218,7 +218,11 @@ class Executions(LeanWrites):
         if heal:
             self._healed_at = t
         holder, pid = self._core.holder, self._core.pid
-        return lambda c: claims.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal)
+        # a Later on a pipelining writer, which settles it before answering (requests.py)
+        return cast(
+            Callable[[Any], list[Delivery]],
+            lambda c: claims.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal),
+        )
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)

@@ -19,6 +19,26 @@ Inserts = list[tuple[str, tuple[Any, ...]]]
 UNSET = object()
 
 
+class Later:
+    """A body's answer read from a statement sent, not yet answered, when the body returns:
+    a writer that pipelines (PostgreSQL) sends it with the writes and COMMIT, so it costs no
+    round trip of its own, and takes the value (`settle`) once the batch is answered. Only a
+    body whose dialect says `pipelined` returns one (docs/design.md, "On PostgreSQL")."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], Any]) -> None:
+        self._read = read
+
+    def value(self) -> Any:
+        return self._read()
+
+
+def settle(value: Any) -> Any:
+    """A body's answer, a Later's read once its batch is answered."""
+    return value.value() if isinstance(value, Later) else value
+
+
 class Request:
     """One write waiting for the group writer. A thread waits on `done`, a lock held until
     the write is answered (a bare lock is the cheapest one-shot signal between threads); a
