@@ -78,6 +78,21 @@ def test_a_claim_reads_the_params_context_and_steps_its_worker_starts_from(store
     ]  # in the order first recorded
 
 
+def test_a_claim_delivers_again_at_once_what_its_sweep_released(store: Any) -> None:
+    """The sweep of expired leases and the due rows are asked together (docs/design.md, "On
+    PostgreSQL"): an execution whose lease the sweep releases is still claimed by the same
+    claim, with the steps its last delivery saved, after the executions already due."""
+    store.admit("w", None, execution_id="lapsed", now=T0)
+    d = claimed(store, "lapsed")
+    store.save_step("lapsed", d.token, "a", StepWrite("run", "completed", "1"), now=T0)
+    store.admit("w", None, execution_id="waiting", now=T0 + 1)
+    out = store.claim_due(now=T0 + LEASE + 1, limit=10, lease_seconds=LEASE)
+    assert [x.execution_id for x in out] == ["waiting", "lapsed"]
+    again = out[1]
+    assert again.attempt == 2 and again.state is not None
+    assert [(s.key, s.value) for s in again.state.steps] == [("a", "1")]
+
+
 def test_an_admission_with_a_lease_is_claimed_in_its_own_transaction(store: Any) -> None:
     admission = asyncio.run(
         store.admit_async("w", {"n": 1}, execution_id="e1", now=T0, lease_seconds=LEASE)
