@@ -12,23 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import DaemonHandle, make_home, wait_until
+from tests.upgrade_support import WORKFLOWS as UPGRADE_WORKFLOWS
 
 WORKFLOWS = {
-    "hello.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return {"greeting": step.run("greet", lambda: "hello")}
-""",
-    "boom.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    step.run("first", lambda: 1)
-    raise ValueError("boom")
-""",
+    **{k: UPGRADE_WORKFLOWS[k] for k in ("hello.py", "boom.py", "waiter.py", "pay.py")},
     "nap.py": """
 import ys
 
@@ -37,27 +24,6 @@ def main(step, params):
     before = step.run("before", lambda: "b")
     step.sleep("nap", params["seconds"])
     return {"before": before, "after": step.run("after", lambda: "a")}
-""",
-    "waiter.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return {"got": step.wait_for("approval", params["key"])}
-""",
-    "pay.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return step.effect(
-        "charge",
-        effect_id=params["eid"],
-        operation="charge",
-        input={"amount": 5},
-        perform=lambda eid: {"paid": eid},
-        lookup=lambda eid: None,
-    )
 """,
     "parent.py": """
 import ys
