@@ -11,10 +11,14 @@ import typer
 from ys.commands._opts import (
     ExecutionId,
     Json,
+    SinceFilter,
+    TagFilter,
     Timeout,
+    WorkflowFilter,
     add,
     complete_executions,
     non_empty,
+    status_filter,
     timeout_seconds,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
@@ -92,17 +96,9 @@ def ps(
 
 def list_(
     status: Annotated[
-        list[Status] | None,
-        typer.Option(
-            "--status",
-            help="Only executions with this status (repeat for several).",
-            show_default=False,
-        ),
+        list[Status] | None, status_filter("Only executions with this status (repeat for several).")
     ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option("--workflow", help="Only executions of this workflow.", show_default=False),
-    ] = None,
+    workflow: WorkflowFilter = None,
     parent: Annotated[
         str | None,
         typer.Option(
@@ -114,24 +110,8 @@ def list_(
             show_default=False,
         ),
     ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            metavar="KEY=VALUE",
-            help="Only executions with this tag (repeat: all of them).",
-            show_default=False,
-        ),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Only executions admitted in the last DUR (30s, 10m, 2h, 7d).",
-            show_default=False,
-        ),
-    ] = None,
+    tag: TagFilter = None,
+    since: SinceFilter = None,
     until: Annotated[
         str | None,
         typer.Option(
@@ -295,35 +275,14 @@ def cancel(
     ] = False,
     status: Annotated[
         list[str] | None,
-        typer.Option(
-            "--status",
-            help="Instead of ID: cancel every execution with this status (admitted, running or "
-            "suspended; repeatable; default all three when another filter is given).",
-            show_default=False,
+        status_filter(
+            "Instead of ID: cancel every execution with this status (admitted, running or "
+            "suspended; repeatable; default all three when another filter is given)."
         ),
     ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option("--workflow", help="Instead of ID: only this workflow.", show_default=False),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Instead of ID: only executions admitted in the last DUR (10m, 2h, 1d).",
-            show_default=False,
-        ),
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            metavar="KEY=VALUE",
-            help="Instead of ID: only executions with this tag (repeatable: all must match).",
-            show_default=False,
-        ),
-    ] = None,
+    workflow: WorkflowFilter = None,
+    since: SinceFilter = None,
+    tag: TagFilter = None,
     json_: Json = False,
 ) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.
