@@ -7,7 +7,8 @@ needs a daemon. `ys export` reads one snapshot, beside a running daemon too (SQL
 a reader run beside the writer; PostgreSQL is shared anyway). Writing a SQLite file needs its
 daemon stopped (one daemon owns the file: `ys import` and `ys migrate` take its lock, as `ys
 restore` does); `ys migrate` needs the source's daemon stopped, so that what moves runs in one
-place only. PostgreSQL daemons may run while an import writes: they hear of what became due.
+place only, and marks the source as moved once it is done (no daemon starts on it again).
+PostgreSQL daemons may run while an import writes: they hear of what became due.
 """
 
 from __future__ import annotations
@@ -260,11 +261,12 @@ def migrate(
     (exit 3) unless --merge: then records there with the same contents are skipped, others
     are conflicts named on stderr (exit 3). Live executions move as they are (a running one
     as due), so that daemons started on the target go on with them and run nothing twice.
-    This database is left as it was: point `database` in config.toml (or YS_DATABASE) at the
+    This database keeps its records but is marked as moved: a daemon refuses to start on it
+    (exit 3, naming the target), so point `database` in config.toml (or YS_DATABASE) at the
     target before starting daemons again. --json prints what `ys import --json` does.
     """
     from ys.paths import resolve
-    from ys.settings import load
+    from ys.settings import load, redact
     from ys.store import is_postgres, open_store
 
     paths = resolve()
@@ -292,6 +294,9 @@ def migrate(
                     )
                 tally = Tally()
                 _move(src, dst, tally, show=not json_ and sys.stderr.isatty())
+                # the data is there now, not here: no daemon starts on the source again
+                dst.mark_moved(None)
+                src.mark_moved(redact(target))
             finally:
                 dst.close()
         finally:

@@ -711,6 +711,16 @@ class Housekeeping(Protocol):
         """Store the daemon's setting `key`."""
         ...
 
+    def moved_to(self) -> str | None:
+        """Where `ys migrate` moved this database's data, or None: a daemon refuses to start
+        on a database that says so (it would run the moved executions again)."""
+        ...
+
+    def mark_moved(self, target: str | None) -> None:
+        """Record that the data was moved to `target` (shown as it is: no password in it);
+        None: the data is here (a database migrated back to)."""
+        ...
+
     def held_leases(self) -> builtins.list[tuple[str, str]]:
         """(execution ID, token) of every lease held, expired or not (recovery releases
         them)."""
