@@ -73,6 +73,17 @@ Timeout = Annotated[
     ),
 ]
 
+# Paging through executions (`ys ps`, `ys list`) and events (`ys history`).
+ExecutionsPerPage = Annotated[
+    int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
+]
+PageToken = Annotated[
+    str | None,
+    typer.Option(
+        "--page-token", help="Continue from where the previous page ended.", show_default=False
+    ),
+]
+
 # The filters that select executions (`ys list`, and `ys cancel` and `ys retry` instead of an
 # ID): the same option, the same help, in every command that has it.
 WorkflowFilter = Annotated[

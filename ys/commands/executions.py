@@ -10,7 +10,9 @@ import typer
 
 from ys.commands._opts import (
     ExecutionId,
+    ExecutionsPerPage,
     Json,
+    PageToken,
     SinceFilter,
     TagFilter,
     Timeout,
@@ -59,15 +61,8 @@ def get(execution_id: ExecutionId, json_: Json = False) -> None:
 
 
 def ps(
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
-    ] = PS_LIMIT,
-    page_token: Annotated[
-        str | None,
-        typer.Option(
-            "--page-token", help="Continue from where the previous page ended.", show_default=False
-        ),
-    ] = None,
+    limit: ExecutionsPerPage = PS_LIMIT,
+    page_token: PageToken = None,
     wide: Wide = False,
     json_: Json = False,
 ) -> None:
@@ -121,15 +116,8 @@ def list_(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
-    ] = LIST_LIMIT,
-    page_token: Annotated[
-        str | None,
-        typer.Option(
-            "--page-token", help="Continue from where the previous page ended.", show_default=False
-        ),
-    ] = None,
+    limit: ExecutionsPerPage = LIST_LIMIT,
+    page_token: PageToken = None,
     wide: Wide = False,
     json_: Json = False,
 ) -> None:
