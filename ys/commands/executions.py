@@ -48,6 +48,11 @@ class Status(StrEnum):
     cancelled = "cancelled"
 
 
+Statuses = Annotated[
+    list[Status] | None, status_filter("Only executions with this status (repeat for several).")
+]
+
+
 def get(execution_id: ExecutionId, json_: Json = False) -> None:
     """Show an execution's record: status, outcome, params, times, attempts, parent."""
     with client() as c:
@@ -90,9 +95,7 @@ def ps(
 
 
 def list_(
-    status: Annotated[
-        list[Status] | None, status_filter("Only executions with this status (repeat for several).")
-    ] = None,
+    status: Statuses = None,
     workflow: WorkflowFilter = None,
     parent: Annotated[
         str | None,

@@ -24,9 +24,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add
+from ys.commands._opts import Json, SinceFilter, WorkflowFilter, add
 from ys.commands._output import emit_json, error
-from ys.commands.executions import Status
+from ys.commands.executions import Statuses
 from ys.durations import parse_duration
 
 KINDS = ("script", "value", "effect", "schedule", "execution")
@@ -90,25 +90,9 @@ def _locked(db: Any, lock: Any, what: str) -> Iterator[None]:
 
 
 def export(
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Only executions admitted within DUR (90s, 10m, 2h, 1d).",
-            show_default=False,
-        ),
-    ] = None,
-    status: Annotated[
-        list[Status] | None,
-        typer.Option("--status", help="Only executions in this status (repeat for several)."),
-    ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option(
-            "--workflow", metavar="W", help="Only executions of workflow W.", show_default=False
-        ),
-    ] = None,
+    since: SinceFilter = None,
+    status: Statuses = None,
+    workflow: WorkflowFilter = None,
 ) -> None:
     """Write every record of the database as JSON lines on stdout (`ys export > ys.jsonl`).
 
