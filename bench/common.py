@@ -161,6 +161,14 @@ def tree_cpu_seconds(roots: list[int]) -> float:
     return sum(table[p][1] for p in seen) / os.sysconf("SC_CLK_TCK")
 
 
+def postmaster_pids(root: Path) -> list[int]:
+    """The throw-away PostgreSQL server's postmaster under `root` (the first line of its
+    postmaster.pid): pg_ctl starts it detached, so it is no descendant of the bench."""
+    for pidfile in root.rglob("postmaster.pid"):
+        return [int(pidfile.read_text().split()[0])]
+    return []
+
+
 def machine_info() -> dict[str, Any]:
     return {
         "load_average_at_start": load_average(),

@@ -50,6 +50,7 @@ from common import (
     load_average,
     machine_info,
     postgres_databases,
+    postmaster_pids,
     progress,
     ratio,
     scratch_dir,
@@ -80,13 +81,6 @@ def start_ys(home: Path, concurrency: int, database: str | None) -> tuple[Daemon
     side.name = "ys-postgres" if database is not None else "ys-sqlite"
     side.warm_up()
     return d, side
-
-
-def postmaster(scratch: Path) -> list[int]:
-    """The throw-away server's postmaster (its first line of postmaster.pid), if it is ours."""
-    for pidfile in scratch.rglob("postmaster.pid"):
-        return [int(pidfile.read_text().split()[0])]
-    return []
 
 
 def _ys_zero_threads(side: YsSide, m: int, threads: int) -> float:
@@ -166,7 +160,7 @@ def measure(
             res["dbos_info"] = dbos.call("info")
             # every process of the bench: this client, the daemons and their workers, DBOS
             # (all descendants of this process) and the PostgreSQL server (pg_ctl's: not one)
-            cpu_roots = [os.getpid(), *postmaster(scratch)]
+            cpu_roots = [os.getpid(), *postmaster_pids(scratch)]
             for r in range(rounds):
                 row: dict[str, Any] = {"load": load_average()}
                 for side in rotate(sides, r):
