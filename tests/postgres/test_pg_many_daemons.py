@@ -112,7 +112,7 @@ def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
         ).results()
         # either the wait saw the value, or the put found the waiter and woke it
         record = a.get(f"w{i}")
-        assert waited is not None or put["woken"] == 1, (i, waited, put)
+        assert waited is not None or put.woken == 1, (i, waited, put)
         assert waited is not None or record.due_at is not None, (i, waited, put, record)
 
 
@@ -136,7 +136,7 @@ def test_first_begins_of_one_effect_on_two_daemons_make_one_record(daemons):
             "charge.v1", "shop:charge:1", {"amount": 5}, "p", "charge", now=T0
         ),
     ).results()
-    assert Counter(r["status"] for r in results) == {"new": 1, "pending": 7}, results
+    assert Counter(r.status for r in results) == {"new": 1, "pending": 7}, results
     with pytest.raises(YsError) as err:
         b.effect_begin("charge.v1", "shop:charge:1", {"amount": 6}, "p", "charge", now=T0)
     assert err.value.code == "EFFECT_REQUEST_MISMATCH"

@@ -84,7 +84,7 @@ def test_a_retried_start_step_finds_its_child_and_a_settled_effect_its_result(st
     began = [b.execution_id for b in store.effect(EID).began_by]
     assert sorted(began) == ["order-7", "order-7.r1"]
     again = store.effect_begin(OP, EID, {"amount": 5}, "order-7.r1", "c", now=T0 + 12)
-    assert again["status"] == "settled"
+    assert again.status == "settled"
 
 
 def test_retry_from_a_step_copies_the_steps_before_it_and_from_the_first_none(store):

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ys.crashpoints import crash_point
-from ys.daemon import views
+from ys.daemon import answers, views
 from ys.daemon.api_base import SMALL_BODY, Body, invalid
 from ys.daemon.api_requests import (
     EffectBegin,
@@ -239,19 +239,25 @@ class WorkerChannel:
 
     async def _effect_begin(self, b: Body) -> Any:
         req = EffectBegin.of(self._ours(b))
-        return await self.deliveries.effect_begin(b.required_text("effect_id"), req)
+        return answers.effect_state(
+            await self.deliveries.effect_begin(b.required_text("effect_id"), req)
+        )
 
     async def _effect_settle(self, b: Body) -> Any:
         req = EffectSettle.of(b)
-        return await self.deliveries.effect_settle(b.required_text("effect_id"), req)
+        return answers.effect_state(
+            await self.deliveries.effect_settle(b.required_text("effect_id"), req)
+        )
 
     async def _effect_wait(self, b: Body) -> Any:
         req = EffectWait.of(self._ours(b))
-        return await self.deliveries.effect_wait(b.required_text("effect_id"), req)
+        return answers.effect_waited(
+            await self.deliveries.effect_wait(b.required_text("effect_id"), req)
+        )
 
     async def _value_wait(self, b: Body) -> Any:
         req = ValueWait.of(self._ours(b))
-        return await self.deliveries.value_wait(b.required_text("key"), req)
+        return answers.value_waited(await self.deliveries.value_wait(b.required_text("key"), req))
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         ValueWait,
     )
     from ys.daemon.parts import DaemonParts
-    from ys.store.protocols import Record
+    from ys.store.protocols import EffectState, Record, ValueFound
 
 Then = Callable[[Any, BaseException | None], None]
 
@@ -227,8 +227,8 @@ class Deliveries:
     async def get(self, execution_id: str) -> Record:
         return await operations.load(self.d, execution_id)
 
-    async def effect_begin(self, effect_id: str, req: EffectBegin) -> dict[str, Any]:
-        state: dict[str, Any] = await self.d.hub.call(
+    async def effect_begin(self, effect_id: str, req: EffectBegin) -> EffectState:
+        state: EffectState = await self.d.hub.call(
             self.d.store.effect_begin,
             req.operation,
             effect_id,
@@ -238,9 +238,9 @@ class Deliveries:
         )
         return state
 
-    async def effect_settle(self, effect_id: str, req: EffectSettle) -> dict[str, Any]:
+    async def effect_settle(self, effect_id: str, req: EffectSettle) -> EffectState:
         try:
-            state: dict[str, Any] = await self.d.hub.call(
+            state: EffectState = await self.d.hub.call(
                 self.d.store.effect_settle, req.operation, effect_id, req.result
             )
         except ValueError as exc:
@@ -248,18 +248,19 @@ class Deliveries:
         self.d.dispatcher.poke()  # settlement wakes every waiter
         return state
 
-    async def effect_wait(self, effect_id: str, req: EffectWait) -> dict[str, Any]:
-        first = await self.d.hub.call(
+    async def effect_wait(self, effect_id: str, req: EffectWait) -> float:
+        """The waiter's wake: now if the effect is settled."""
+        first: float = await self.d.hub.call(
             self.d.store.effect_wait, effect_id, req.execution_id, req.step_key, req.wake_at
         )
         self.d.dispatcher.poke()
-        return {"wake_at": first}
+        return first
 
-    async def value_wait(self, key: str, req: ValueWait) -> dict[str, Any]:
-        found = await self.d.hub.call(
+    async def value_wait(self, key: str, req: ValueWait) -> ValueFound | None:
+        found: ValueFound | None = await self.d.hub.call(
             self.d.store.value_wait, key, req.execution_id, req.step_key, req.seen, req.timeout_at
         )
-        return {"found": found}
+        return found
 
 
 async def _awaited(call: Callable[[Then], None]) -> Any:

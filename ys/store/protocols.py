@@ -37,6 +37,7 @@ from ys.store.base import (
     Effect,
     EffectBegin,
     EffectConflict,
+    EffectState,
     EffectWaiter,
     LogTail,
     Page,
@@ -47,7 +48,12 @@ from ys.store.base import (
     ScheduleAction,
     SharedCounts,
     StepRecord,
+    StoredValue,
     Then,
+    ValueEntry,
+    ValueFound,
+    ValueWaiter,
+    ValueWritten,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
 from ys.values import StepWrite
@@ -66,6 +72,7 @@ __all__ = [
     "EffectConflict",
     "EffectWaiter",
     "EffectClient",
+    "EffectState",
     "Event",
     "ExecutionClient",
     "Health",
@@ -88,8 +95,13 @@ __all__ = [
     "StepRecord",
     "StepWrite",
     "Store",
+    "StoredValue",
     "Then",
     "ValueClient",
+    "ValueEntry",
+    "ValueFound",
+    "ValueWaiter",
+    "ValueWritten",
 ]
 
 
@@ -384,15 +396,14 @@ class EffectClient(Protocol):
         step_key: str,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
-        """Create the effect record or read it: {"status": "new" | "pending"}, or
-        {"status": "settled", "result": <canonical>}; a changed operation or input is
-        EFFECT_REQUEST_MISMATCH."""
+    ) -> EffectState:
+        """Create the effect record or read it: `new` or `pending`, or `settled` with its
+        result (canonical JSON); a changed operation or input is EFFECT_REQUEST_MISMATCH."""
         ...
 
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         """Settle once and wake every waiter in the same transaction; a different later
         result is kept as a conflict report and the first one returned."""
         ...
@@ -431,16 +442,16 @@ class ValueClient(Protocol):
         expected_version: int | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ValueWritten:
         """Commit a new version (compare-and-set with expected_version; 0: must not exist)
         and wake every execution waiting on the key, in one transaction."""
         ...
 
-    def value_get(self, key: str) -> dict[str, Any] | None:
+    def value_get(self, key: str) -> StoredValue | None:
         """The key's value, version and time, or None."""
         ...
 
-    def value_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+    def value_list(self, prefix: str = "") -> builtins.list[ValueEntry]:
         """Keys starting with `prefix` (case-sensitive), in key order."""
         ...
 
@@ -457,7 +468,7 @@ class ValueClient(Protocol):
         timeout_at: float | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ValueFound | None:
         """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
         checked and registered in one transaction so no put slips between."""
         ...
@@ -627,7 +638,7 @@ class OverviewClient(Protocol):
         order and the page tokens of `list`."""
         ...
 
-    def value_waiters(self, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+    def value_waiters(self, limit: int = 1000) -> builtins.list[ValueWaiter]:
         """Who waits on which durable value, by key."""
         ...
 

@@ -1,0 +1,22 @@
+"""The worker operations' answers as JSON, written once for both edges that send them: the
+worker channel (ys/daemon/channel.py) and the worker's HTTP routes. The delivery service
+(ys.daemon.delivering) and the store answer with typed values; they become JSON only here
+(docs/design.md, "Wire formats")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ys.store.protocols import EffectState, ValueFound
+
+
+def effect_state(state: EffectState) -> dict[str, str]:
+    return state.to_json()
+
+
+def effect_waited(wake_at: float) -> dict[str, float]:
+    return {"wake_at": wake_at}
+
+
+def value_waited(found: ValueFound | None) -> dict[str, Any]:
+    return {"found": None if found is None else found.to_json()}
