@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ys import codec
+from ys.outcomes import outcome_of
 from ys.sdk import InfrastructureFailure, Step, run_workflow
 from ys.store.protocols import Delivery, Effect, Store
 from ys.values import StepWrite
@@ -359,7 +360,7 @@ class WorkflowTest:
                 max_attempts=_max_attempts(fn),
             )
             return
-        self.store.acknowledge(d.execution_id, d.token, outcome)
+        self.store.acknowledge(d.execution_id, d.token, outcome_of(outcome))
 
 
 def _max_attempts(fn: Callable[..., Any]) -> int:

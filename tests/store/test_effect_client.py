@@ -35,6 +35,7 @@ from ys.errors import (
     WorkflowEffectError,
     YsError,
 )
+from ys.outcomes import outcome_of
 from ys.store.protocols import EffectState, Store
 
 OP = "charge.v1"
@@ -55,7 +56,7 @@ def idle(store: Store, *execution_ids: str, now: float = T0) -> None:
         admitted(store, eid)
     claimed = {d.execution_id: d for d in store.claim_due(now=now, limit=len(execution_ids))}
     for eid in execution_ids:
-        store.acknowledge(eid, claimed[eid].token, {"status": "suspended"}, now=now)
+        store.acknowledge(eid, claimed[eid].token, outcome_of({"status": "suspended"}), now=now)
         assert store.get(eid).due_at is None  # type: ignore[union-attr]
 
 
@@ -442,7 +443,7 @@ def test_wake_request_resubmitted_after_a_lost_response_merges_into_the_same_pen
     assert store.events("order-42") == history  # nothing new: merged
     assert store.get("order-42").due_at == T0 + 60  # type: ignore[union-attr]
     (d,) = store.claim_due(now=T0 + 60, limit=5)
-    store.acknowledge("order-42", d.token, {"status": "suspended"}, now=T0 + 61)
+    store.acknowledge("order-42", d.token, outcome_of({"status": "suspended"}), now=T0 + 61)
     assert store.claim_due(now=T0 + 120, limit=5) == []  # one delivery, not one per request
 
 
@@ -472,7 +473,7 @@ def test_effect_records_outlive_their_executions(store: Store, db_path: Db) -> N
         store.request_wake(execution_id, T0 + 1, now=T0 + 1)
     for d in store.claim_due(now=T0 + 1, limit=5):
         store.acknowledge(
-            d.execution_id, d.token, {"status": "completed", "result": None}, now=T0 + 1
+            d.execution_id, d.token, outcome_of({"status": "completed", "result": None}), now=T0 + 1
         )
     assert {store.get(e).status for e in ("order-42", "order-43")} == {"completed"}  # type: ignore[union-attr]
 
@@ -502,7 +503,7 @@ def test_cancelling_an_execution_leaves_its_pending_effect_pending_and_settleabl
     store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0)
     assert store.cancel("order-42", now=T0 + 1)
     (d,) = store.claim_due(now=T0 + 1, limit=1)
-    store.acknowledge("order-42", d.token, {"status": "cancelled"}, now=T0 + 1)
+    store.acknowledge("order-42", d.token, outcome_of({"status": "cancelled"}), now=T0 + 1)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "pending", None)
     assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 2).status == "settled"
     assert store.get("order-42").status == "cancelled"  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from tests.store.conftest import StoreFactory
 from tests.support import REPO
 from ys.codec import decode
 from ys.errors import InvalidArgument, VersionConflict
+from ys.outcomes import outcome_of
 from ys.store.protocols import Store, StoredValue, ValueEntry
 
 
@@ -288,7 +289,7 @@ def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registration
     store.cancel(ended, now=T0)
     d = store.claim_due(now=T0)[0]
     assert d.execution_id == ended
-    store.acknowledge(ended, d.token, {"status": "cancelled"}, now=T0)
+    store.acknowledge(ended, d.token, outcome_of({"status": "cancelled"}), now=T0)
     assert store.get(ended).status == "cancelled"
 
     out = store.value_put(KEY, {"approved": True}, now=T0 + 10)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ys.store.protocols import EffectState, ValueFound
+from ys.store.protocols import EffectState, Outcome, ValueFound
 
 
 def effect_state(state: EffectState) -> dict[str, str]:
@@ -20,3 +20,8 @@ def effect_waited(wake_at: float) -> dict[str, float]:
 
 def value_waited(found: ValueFound | None) -> dict[str, Any]:
     return {"found": None if found is None else found.to_json()}
+
+
+def outcome(recorded: Outcome) -> dict[str, Any]:
+    """An acknowledgement's answer: the outcome recorded (the first terminal one wins)."""
+    return recorded.to_json()

@@ -33,15 +33,17 @@ from ys.daemon.api_requests import (
     EffectBegin,
     EffectSettle,
     EffectWait,
-    Outcome,
     Start,
     StepDeadline,
     ValueWait,
     step_of,
 )
+from ys.daemon.api_requests import Outcome as OutcomeRequest
 from ys.daemon.http import MAX_BODY
 from ys.daemon.running import Running
 from ys.errors import YsError
+from ys.outcomes import outcome_of, warnings_of
+from ys.store.protocols import Outcome
 
 if TYPE_CHECKING:
     from ys.daemon.delivering import Deliveries
@@ -181,15 +183,15 @@ class WorkerChannel:
             self.token,
             key,
             req,
-            b.any("warnings"),
-            self._answer(rid),
+            warnings_of(b.any("warnings")),
+            self._answer(rid, answers.outcome),
             "channel.after_suspend",
         )
 
     def _outcome(self, rid: Any, b: Body) -> None:
-        self.deliveries.acknowledge(
-            self.execution_id, self.token, self._outcome_of(b), self.workflow, self._answer(rid)
-        )
+        outcome = self._outcome_of(b)
+        answer = self._answer(rid, answers.outcome)
+        self.deliveries.acknowledge(self.execution_id, self.token, outcome, self.workflow, answer)
 
     def _answer(
         self, rid: Any, shape: Callable[[Any], Any] | None = None
@@ -204,17 +206,18 @@ class WorkerChannel:
 
         return then
 
-    def _outcome_of(self, b: Body) -> dict[str, Any]:
-        req = Outcome.of(b)
+    def _outcome_of(self, b: Body) -> Outcome:
+        req = OutcomeRequest.of(b)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
-        return req.outcome
+        return outcome_of(req.outcome)
 
     async def _big_outcome(self, b: Body) -> Any:
         """An outcome too big to encode on the loop: encoded and written in the pool."""
-        return await self.deliveries.acknowledge_in_pool(
+        recorded = await self.deliveries.acknowledge_in_pool(
             self.execution_id, self.token, self._outcome_of(b), self.workflow
         )
+        return answers.outcome(recorded)
 
     # -- the other requests ---------------------------------------------------------------
 

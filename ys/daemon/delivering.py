@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         ValueWait,
     )
     from ys.daemon.parts import DaemonParts
-    from ys.store.protocols import EffectState, Record, ValueFound
+    from ys.store.protocols import EffectState, Outcome, Record, ValueFound
 
 Then = Callable[[Any, BaseException | None], None]
 
@@ -75,7 +75,7 @@ class Deliveries:
         token: str,
         key: str,
         req: StepWrite,
-        warnings: Any,
+        warnings: tuple[str, ...] | None,
         then: Then,
         point: str = "",
     ) -> None:
@@ -100,7 +100,7 @@ class Deliveries:
         self,
         eid: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         workflow: str | None,
         then: Then,
         point: str = "outcome.after_commit",
@@ -121,23 +121,23 @@ class Deliveries:
         )
 
     async def acknowledge_in_pool(
-        self, eid: str, token: str, outcome: dict[str, Any], workflow: str | None
-    ) -> dict[str, Any]:
+        self, eid: str, token: str, outcome: Outcome, workflow: str | None
+    ) -> Outcome:
         """`acknowledge` for an outcome too big to encode on the loop: encoded and written in
         the thread pool."""
         disp = self.d.dispatcher
         disp.flush_output(eid, token)
         on_failure = self._handler(outcome, workflow)
         first = disp.delivering(eid, token)
-        result = await self.d.hub.call(
+        result: Outcome = await self.d.hub.call(
             self.d.store.acknowledge, eid, token, outcome, on_failure=on_failure
         )
         crash_point("outcome.after_commit")
         self._acknowledged(eid, token, result, first, on_failure)
         return result
 
-    def _handler(self, outcome: dict[str, Any], workflow: str | None) -> str | None:
-        if outcome.get("status") != "failed" or workflow is None:
+    def _handler(self, outcome: Outcome, workflow: str | None) -> str | None:
+        if outcome.status != "failed" or workflow is None:
             return None
         return self.d.handler_for(workflow)
 
@@ -152,8 +152,8 @@ class Deliveries:
     ) -> Then:
         loop = asyncio.get_running_loop()
 
-        def ended(result: Any, error: BaseException | None) -> None:  # the writer's thread
-            if error is None:
+        def ended(result: Outcome | None, error: BaseException | None) -> None:  # writer's thread
+            if result is not None:  # committed (None with the error that refused it)
                 if point:
                     crash_point(point)  # committed (a failure with its handler), not answered
                 # Before the answer: the dispatcher knows of the outcome before the worker exits.
@@ -163,9 +163,9 @@ class Deliveries:
         return ended
 
     def _acknowledged(
-        self, eid: str, token: str, result: dict[str, Any], first: bool, on_failure: str | None
+        self, eid: str, token: str, result: Outcome, first: bool, on_failure: str | None
     ) -> None:
-        status = str(result.get("status", ""))
+        status = result.status
         if on_failure is not None and first and status == "failed":
             self.d.metrics.admissions.labels("on_failure").inc()
         self.d.dispatcher.acknowledged(eid, token, status)
@@ -179,17 +179,17 @@ class Deliveries:
         return cancel
 
     async def acknowledge_async(
-        self, eid: str, token: str, outcome: dict[str, Any], *, big: bool = False
-    ) -> dict[str, Any]:
+        self, eid: str, token: str, outcome: Outcome, *, big: bool = False
+    ) -> Outcome:
         """`acknowledge` for a caller that does not know the delivery's workflow (`ys step`
         reports an outcome over HTTP): read from the record when a failure needs it."""
         workflow = None
-        if outcome.get("status") == "failed":
+        if outcome.status == "failed":
             record = await self.d.hub.call(self.d.store.get, eid)
             workflow = record.workflow if record is not None else None
         if big:
             return await self.acknowledge_in_pool(eid, token, outcome, workflow)
-        result: dict[str, Any] = await _awaited(
+        result: Outcome = await _awaited(
             lambda then: self.acknowledge(eid, token, outcome, workflow, then)
         )
         return result

@@ -56,7 +56,7 @@ from ys.store.base import (
     ValueWritten,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
-from ys.values import StepWrite
+from ys.values import Outcome, OutcomeError, StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -77,6 +77,8 @@ __all__ = [
     "ExecutionClient",
     "Health",
     "Housekeeping",
+    "Outcome",
+    "OutcomeError",
     "ObservingClient",
     "OverviewClient",
     "LogTail",
@@ -253,11 +255,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the delivery's outcome and drop its lease; a terminal one also wakes a
         caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
         same transaction. The first terminal outcome wins and is returned ever after."""
@@ -267,11 +269,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """`acknowledge` for the event loop."""
         ...
 
@@ -280,7 +282,7 @@ class ExecutionClient(Protocol):
         then: Then,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         on_failure: str | None = None,
     ) -> None:
@@ -324,7 +326,7 @@ class ExecutionClient(Protocol):
         key: str,
         step: StepWrite,
         *,
-        warnings: Any = None,
+        warnings: tuple[str, ...] | None = None,
     ) -> None:
         """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once

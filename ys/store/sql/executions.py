@@ -32,12 +32,12 @@ from ys.store.records import (
     Record,
 )
 from ys.store.sql import charts, concurrency
-from ys.store.sql.events import admission_event, new_execution_id
+from ys.store.sql.events import admission_event, new_execution_id, recorded_outcome
 from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
 from ys.store.sql.rows import tags_text as tags_text
 from ys.store.sql.steps import step_save
 from ys.store.sql.versions import waiting_for_script
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
@@ -327,15 +327,14 @@ def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
 
 def acknowledge_tx(
     c: Any, execution_id: str, token: str, event: Event, now: float, on_failure: str | None = None
-) -> dict[str, Any]:
+) -> Outcome:
     """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
     this same transaction (ys.store.sql.handlers)."""
     held = fenced(c, execution_id, token, now)
     if held is None:
         raise not_found(execution_id)
     if held.record.terminal:
-        assert held.record.outcome is not None
-        return held.record.outcome  # terminal outcomes are immutable: the first one wins
+        return recorded_outcome(held.record)  # terminal outcomes are immutable: the first wins
     record = append(
         c,
         held.check(),
@@ -351,7 +350,7 @@ def acknowledge_tx(
         from ys.store.sql.handlers import failure_handler_tx  # (imports this module)
 
         failure_handler_tx(c, record, on_failure, now)
-    return record.outcome if record.outcome is not None else {"status": "suspended"}
+    return recorded_outcome(record)
 
 
 def wake_waiting_parent(c: Any, child: Record, now: float) -> None:
@@ -395,7 +394,7 @@ def suspend_tx(
     now: float,
     error: dict[str, Any] | None,
     suspended: Event,
-) -> dict[str, Any]:
+) -> Outcome:
     """A waiting step's save and the delivery's `suspended` outcome (as `save_step_tx` then
     `acknowledge_tx`), on one read of the row and one write of it."""
     held = fenced(c, execution_id, token, now, step=key)
@@ -413,4 +412,4 @@ def suspend_tx(
         slot=held.slot,
         claimed_at=held.claimed_at,
     )
-    return record.outcome if record.outcome is not None else {"status": "suspended"}
+    return recorded_outcome(record)
