@@ -72,9 +72,9 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     assert kinds == ["admitted", "claimed", "released", "claimed"]
     assert before[2].data["reason"] == "lease_expired"
     assert (
-        b.acknowledge("x", new.token, outcome_of({"status": "completed", "result": 2}), now=later)[
-            "result"
-        ]
+        b.acknowledge(
+            "x", new.token, outcome_of({"status": "completed", "result": 2}), now=later
+        ).result
         == 2
     )
 

@@ -670,7 +670,9 @@ def test_stale_token_is_refused_and_writes_nothing(store, op, staleness):
     assert snapshot(store, "order-42") == before
     if current is not None:  # the live delivery is untouched and still owns the execution
         assert (
-            store.acknowledge("order-42", current.token, outcome_of(COMPLETED), now=now + 1)
+            store.acknowledge(
+                "order-42", current.token, outcome_of(COMPLETED), now=now + 1
+            ).to_json()
             == COMPLETED
         )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ys.contract import handler_id
 from ys.outcomes import outcome_of
+from ys.values import Outcome
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the hour
 FAILED = {
@@ -23,7 +24,7 @@ def _fail(
     outcome: dict[str, Any] = FAILED,
     on_failure: str | None = "notify",
     now: float = T0,
-) -> dict[str, Any]:
+) -> Outcome:
     [d] = store.claim_due(now=now, limit=10, lease_seconds=30)
     assert d.execution_id == execution_id
     return store.acknowledge(
