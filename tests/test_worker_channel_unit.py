@@ -77,10 +77,9 @@ class FakeApi(Deliveries):
         self.release = asyncio.Event()
         self.deadlines: list[str] = []
 
-    async def deadline(self, eid: str, token: str, key: str, req: Any) -> dict[str, Any]:
+    async def deadline(self, eid: str, token: str, key: str, req: Any) -> None:
         await self.release.wait()
         self.deadlines.append(key)
-        return {"ok": True}
 
 
 class Worker:

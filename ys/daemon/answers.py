@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.daemon import views
 from ys.store.protocols import EffectState, Outcome, ValueFound
 
 
@@ -25,3 +26,19 @@ def value_waited(found: ValueFound | None) -> dict[str, Any]:
 def outcome(recorded: Outcome) -> dict[str, Any]:
     """An acknowledgement's answer: the outcome recorded (the first terminal one wins)."""
     return recorded.to_json()
+
+
+def step_saved(cancel_requested: bool) -> dict[str, bool]:
+    return {"cancel_requested": bool(cancel_requested)}
+
+
+def deadline_set() -> dict[str, bool]:
+    return {"ok": True}
+
+
+def lease_renewed(expires_at: float) -> dict[str, str | None]:
+    return {"lease_expires_at": views.iso(expires_at)}
+
+
+def started(execution_id: str) -> dict[str, str]:
+    return {"execution_id": execution_id}

@@ -63,7 +63,7 @@ class WorkerRoutes:
         cancel = await self.deliveries.save_step_async(
             request.match_info["id"], delivery_token(request), request.match_info["key"], req
         )
-        return _json({"cancel_requested": cancel})
+        return _json(answers.step_saved(cancel))
 
     @route("POST", E + "/steps/{key}/deadline")
     async def step_deadline(self, request: web.Request) -> web.Response:
@@ -71,14 +71,15 @@ class WorkerRoutes:
         execution_id, token = request.match_info["id"], delivery_token(request)
         req = await StepDeadline.read(request)
         key = request.match_info["key"]
-        return _json(await self.deliveries.deadline(execution_id, token, key, req))
+        await self.deliveries.deadline(execution_id, token, key, req)
+        return _json(answers.deadline_set())
 
     @route("POST", E + "/starts/{key}")
     async def start(self, request: web.Request) -> web.Response:
         """A child start: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
         caller, key = request.match_info["id"], request.match_info["key"]
-        return _json(await self.deliveries.start(caller, key, req))
+        return _json(answers.started(await self.deliveries.start(caller, key, req)))
 
     @route("POST", E + "/outcome")
     async def outcome(self, request: web.Request) -> web.Response:
@@ -94,4 +95,5 @@ class WorkerRoutes:
 
     @route("POST", E + "/lease")
     async def renew(self, request: web.Request) -> web.Response:
-        return _json(await self.deliveries.renew(request.match_info["id"], delivery_token(request)))
+        expires = await self.deliveries.renew(request.match_info["id"], delivery_token(request))
+        return _json(answers.lease_renewed(expires))

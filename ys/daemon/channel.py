@@ -166,7 +166,7 @@ class WorkerChannel:
             self.token,
             key,
             req,
-            self._answer(rid, _cancel),
+            self._answer(rid, answers.step_saved),
             "channel.after_save",
         )
 
@@ -223,15 +223,15 @@ class WorkerChannel:
 
     async def _deadline(self, b: Body) -> Any:
         key = b.required_text("key")
-        return await self.deliveries.deadline(
-            self.execution_id, self.token, key, StepDeadline.of(b)
-        )
+        await self.deliveries.deadline(self.execution_id, self.token, key, StepDeadline.of(b))
+        return answers.deadline_set()
 
     async def _lease(self, b: Body) -> Any:
-        return await self.deliveries.renew(self.execution_id, self.token)
+        return answers.lease_renewed(await self.deliveries.renew(self.execution_id, self.token))
 
     async def _start(self, b: Body) -> Any:
-        return await self.deliveries.start(self.execution_id, b.required_text("key"), Start.of(b))
+        target = await self.deliveries.start(self.execution_id, b.required_text("key"), Start.of(b))
+        return answers.started(target)
 
     async def _get(self, b: Body) -> Any:
         return views.record(await self.deliveries.get(b.required_text("execution_id")))
@@ -337,7 +337,3 @@ _SLOW: dict[str, Callable[[WorkerChannel, Body], Awaitable[Any]]] = {
     "effect_wait": WorkerChannel._effect_wait,
     "value_wait": WorkerChannel._value_wait,
 }
-
-
-def _cancel(cancel: Any) -> dict[str, bool]:
-    return {"cancel_requested": bool(cancel)}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ys.contract import request_params
 from ys.crashpoints import crash_point
-from ys.daemon import operations, views
+from ys.daemon import operations
 from ys.errors import InvalidArgument
 from ys.values import StepWrite
 
@@ -196,20 +196,20 @@ class Deliveries:
 
     # -- the rarer requests, answered from the loop ------------------------------------------
 
-    async def deadline(self, eid: str, token: str, key: str, req: StepDeadline) -> dict[str, Any]:
+    async def deadline(self, eid: str, token: str, key: str, req: StepDeadline) -> None:
         """A worker announces the limit of one step attempt before its body runs: past it the
         dispatcher kills the worker and records the attempt. Fenced: the live lease's."""
         await self.d.hub.call(self.d.store.renew, eid, token)
         self.d.dispatcher.step_deadline(eid, token, key, req.timeout, req.attempts, req.retry_delay)
-        return {"ok": True}
 
-    async def renew(self, eid: str, token: str) -> dict[str, Any]:
+    async def renew(self, eid: str, token: str) -> float:
+        """The lease's new end."""
         disp = self.d.dispatcher
         expires = await self.d.store.renew_async(eid, token, lease_seconds=disp.lease_seconds)
         disp.renewed(eid, token, expires)
-        return {"lease_expires_at": views.iso(expires)}
+        return expires
 
-    async def start(self, caller: str, key: str, req: Start) -> dict[str, Any]:
+    async def start(self, caller: str, key: str, req: Start) -> str:
         """A child start: idempotent by (caller, step key), not fenced. The worker sends
         params_json, encoded once on its side; another caller may send params as an object,
         encoded once here. The store checks the text."""
@@ -217,12 +217,12 @@ class Deliveries:
         if params_json is None:
             params_json = request_params(req.params)
         await operations.known_workflow(self.d, req.workflow)  # refused as `ys trigger` is
-        target = await self.d.hub.call(
+        target: str = await self.d.hub.call(
             self.d.store.start, caller, key, req.workflow, params_json, detached=req.detached
         )
         self.d.hub.notify(target)
         self.d.dispatcher.poke()
-        return {"execution_id": target}
+        return target
 
     async def get(self, execution_id: str) -> Record:
         return await operations.load(self.d, execution_id)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ys.codec import ErrorValue
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import Admission
 from ys.store.records import (
@@ -372,7 +373,7 @@ def save_step_tx(
     key: str,
     step: StepWrite,
     now: float,
-    error: dict[str, Any] | None,
+    error: ErrorValue | None,
 ) -> bool:
     held = fenced(c, execution_id, token, now, step=key)
     if held is None:
@@ -392,7 +393,7 @@ def suspend_tx(
     key: str,
     step: StepWrite,
     now: float,
-    error: dict[str, Any] | None,
+    error: ErrorValue | None,
     suspended: Event,
 ) -> Outcome:
     """A waiting step's save and the delivery's `suspended` outcome (as `save_step_tx` then
