@@ -39,8 +39,8 @@ class OutcomeError:
     traceback: str | None = None
     cause: UserJson = None  # any durable value, the user's
 
-    def to_json(self) -> UserObject:
-        out: UserObject = {"name": self.name, "message": self.message}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "message": self.message}
         if self.code is not None:
             out["code"] = self.code
         if self.traceback is not None:
@@ -60,9 +60,9 @@ class Outcome:
     error: OutcomeError | None = None  # a failed workflow's error
     warnings: tuple[str, ...] | None = None  # what the delivery warned of (never answered)
 
-    def to_json(self) -> UserObject:
-        """The outcome as a record shows it and the worker's request is answered."""
-        out: UserObject = {"status": self.status}
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as a record shows it and the worker's request is answered (JSON)."""
+        out: dict[str, Any] = {"status": self.status}
         if self.status == "completed":
             out["result"] = self.result
         elif self.error is not None:
