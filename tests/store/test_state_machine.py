@@ -296,8 +296,8 @@ class StoreMachine(RuleBasedStateMachine):
         m.status = outcome
         self.end_delivery(m)
         if m.terminal:
-            m.outcome, m.due = result, None
-            self.first_outcomes[execution_id] = result
+            m.outcome, m.due = result.to_json(), None
+            self.first_outcomes[execution_id] = result.to_json()
 
     @precondition(lambda self: self.with_token(live=True))
     @rule(data=st.data(), delay=st.sampled_from([0.0, 5.0, 50.0]))
