@@ -228,7 +228,7 @@ class Start:
 
 @dataclass(frozen=True)
 class Outcome:
-    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, checked by the store
+    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, read by ys.outcomes.outcome_of
 
     @classmethod
     async def read(cls, request: web.Request) -> Outcome:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ys.store.records import Record
-from ys.values import StepWrite
+from ys.values import StepWrite, UserJson
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -260,3 +260,83 @@ class Effect:
     conflicts: tuple[EffectConflict, ...] = ()
     began_by: tuple[EffectBegin, ...] | None = None
     waiters: tuple[EffectWaiter, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EffectState:
+    """What a begin or a settle of an effect answers: `new` or `pending` (begun, not settled),
+    `settled` with the result, or `conflict` (a settle with another result: the first one
+    kept, the other reported)."""
+
+    status: str  # new | pending | settled | conflict
+    result_json: str | None = None  # canonical JSON of the settled result
+    conflicting_json: str | None = None  # a conflicting settle's result
+
+    def to_json(self) -> dict[str, str]:
+        """The answer on the wire (the worker channel, the HTTP route)."""
+        out = {"status": self.status}
+        if self.result_json is not None:
+            out["result"] = self.result_json
+        if self.conflicting_json is not None:
+            out["conflicting_result"] = self.conflicting_json
+        return out
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """A durable value at its current version (`value_get`)."""
+
+    key: str
+    value: UserJson  # decoded
+    version: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ValueEntry:
+    """A key in a list of durable values: its version and time, not its value."""
+
+    key: str
+    version: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ValueWritten:
+    """A put's answer: the version it committed and how many waiters it woke."""
+
+    key: str
+    version: int
+    updated_at: float
+    woken: int
+
+
+@dataclass(frozen=True)
+class ValueFound:
+    """A wait's answer when the key is at a newer version: the value as canonical JSON text,
+    which the waiting step saves as its result unchanged."""
+
+    key: str
+    value_json: str
+    version: int
+    updated_at: float
+
+    def to_json(self) -> dict[str, str | int | float]:
+        """The answer on the wire (the worker channel, the HTTP route)."""
+        return {
+            "key": self.key,
+            "value": self.value_json,
+            "version": self.version,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class ValueWaiter:
+    """An execution's step waiting for a key to pass a version."""
+
+    key: str
+    execution_id: str
+    step_key: str
+    seen_version: int
+    since: float

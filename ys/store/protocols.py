@@ -37,6 +37,7 @@ from ys.store.base import (
     Effect,
     EffectBegin,
     EffectConflict,
+    EffectState,
     EffectWaiter,
     LogTail,
     Page,
@@ -47,10 +48,15 @@ from ys.store.base import (
     ScheduleAction,
     SharedCounts,
     StepRecord,
+    StoredValue,
     Then,
+    ValueEntry,
+    ValueFound,
+    ValueWaiter,
+    ValueWritten,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
-from ys.values import StepWrite
+from ys.values import Outcome, OutcomeError, StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -66,10 +72,13 @@ __all__ = [
     "EffectConflict",
     "EffectWaiter",
     "EffectClient",
+    "EffectState",
     "Event",
     "ExecutionClient",
     "Health",
     "Housekeeping",
+    "Outcome",
+    "OutcomeError",
     "ObservingClient",
     "OverviewClient",
     "LogTail",
@@ -88,8 +97,13 @@ __all__ = [
     "StepRecord",
     "StepWrite",
     "Store",
+    "StoredValue",
     "Then",
     "ValueClient",
+    "ValueEntry",
+    "ValueFound",
+    "ValueWaiter",
+    "ValueWritten",
 ]
 
 
@@ -241,11 +255,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the delivery's outcome and drop its lease; a terminal one also wakes a
         caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
         same transaction. The first terminal outcome wins and is returned ever after."""
@@ -255,11 +269,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """`acknowledge` for the event loop."""
         ...
 
@@ -268,7 +282,7 @@ class ExecutionClient(Protocol):
         then: Then,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         on_failure: str | None = None,
     ) -> None:
@@ -312,7 +326,7 @@ class ExecutionClient(Protocol):
         key: str,
         step: StepWrite,
         *,
-        warnings: Any = None,
+        warnings: tuple[str, ...] | None = None,
     ) -> None:
         """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
@@ -384,15 +398,14 @@ class EffectClient(Protocol):
         step_key: str,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
-        """Create the effect record or read it: {"status": "new" | "pending"}, or
-        {"status": "settled", "result": <canonical>}; a changed operation or input is
-        EFFECT_REQUEST_MISMATCH."""
+    ) -> EffectState:
+        """Create the effect record or read it: `new` or `pending`, or `settled` with its
+        result (canonical JSON); a changed operation or input is EFFECT_REQUEST_MISMATCH."""
         ...
 
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         """Settle once and wake every waiter in the same transaction; a different later
         result is kept as a conflict report and the first one returned."""
         ...
@@ -431,16 +444,16 @@ class ValueClient(Protocol):
         expected_version: int | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ValueWritten:
         """Commit a new version (compare-and-set with expected_version; 0: must not exist)
         and wake every execution waiting on the key, in one transaction."""
         ...
 
-    def value_get(self, key: str) -> dict[str, Any] | None:
+    def value_get(self, key: str) -> StoredValue | None:
         """The key's value, version and time, or None."""
         ...
 
-    def value_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+    def value_list(self, prefix: str = "") -> builtins.list[ValueEntry]:
         """Keys starting with `prefix` (case-sensitive), in key order."""
         ...
 
@@ -457,7 +470,7 @@ class ValueClient(Protocol):
         timeout_at: float | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ValueFound | None:
         """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
         checked and registered in one transaction so no put slips between."""
         ...
@@ -627,7 +640,7 @@ class OverviewClient(Protocol):
         order and the page tokens of `list`."""
         ...
 
-    def value_waiters(self, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+    def value_waiters(self, limit: int = 1000) -> builtins.list[ValueWaiter]:
         """Who waits on which durable value, by key."""
         ...
 

@@ -44,7 +44,7 @@ from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, 
 from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sql.starts import cancel_tx
 from ys.store.sql.steps import STEP_COLUMNS, step_error
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
@@ -290,11 +290,11 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
         transaction (`<ID>.on-failure`, ys.store.sql.handlers)."""
         return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
@@ -303,11 +303,11 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         return await self._writer.write_async(
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
@@ -316,10 +316,10 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         now: float | None,
         on_failure: str | None,
-    ) -> Callable[[Any], dict[str, Any]]:
+    ) -> Callable[[Any], Outcome]:
         t = self._now(now)
         event = outcome_event(outcome, t)
         if on_failure is not None:
@@ -356,8 +356,8 @@ class Executions(LeanWrites):
         return lambda c: save_step_tx(c, execution_id, token, key, step, t, error)
 
     def _suspend(
-        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: dict[str, Any]
-    ) -> Callable[[Any], dict[str, Any]]:
+        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: Outcome
+    ) -> Callable[[Any], Outcome]:
         if step.kind == "run" and step.value is not None:
             codec.check_size(step.value, f"step {key!r} value")
         t = self._now(None)
