@@ -26,7 +26,7 @@ from ys.contract import (
 )
 from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
-from ys.store.protocols import STATUSES
+from ys.store.protocols import STATUSES, AdmissionContext
 from ys.values import StepWrite
 
 MAX_WAIT = 60.0  # a long poll answers at least this often
@@ -41,7 +41,7 @@ EFFECT_STATUSES = ("pending", "settled", "conflict")
 class Trigger:
     workflow: str
     params: dict[str, Any] | None
-    context: dict[str, Any] | None
+    context: AdmissionContext | None
     execution_id: str | None
     if_exists: str
     tags: dict[str, str]
@@ -67,7 +67,7 @@ class Trigger:
         return cls(
             workflow=check_workflow_name(b.required_text("workflow")),
             params=b.opt_object("params"),
-            context=context,
+            context=AdmissionContext.of(context),
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
             tags=check_tags(b.any("tags")),

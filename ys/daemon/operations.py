@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ys.errors import NotFoundError, YsError
+from ys.store.protocols import AdmissionContext
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -156,7 +157,7 @@ async def run_schedule(d: DaemonParts, name: str) -> str:
         d.store.admit,
         s.workflow,
         s.params,
-        context={"schedule": name, "manual": True},
+        context=AdmissionContext(schedule=name, manual=True),
         execution_id=f"{name}@manual-{stamp}",
     )
     d.metrics.admissions.labels("schedule").inc()

@@ -25,12 +25,14 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from ys.store.base import (
     DEFAULT_PAGE,
     LOG_TAIL_BYTES,
     Admission,
+    AdmissionContext,
+    AdmitOptions,
     ConcurrencyLimit,
     Delivery,
     Description,
@@ -40,6 +42,7 @@ from ys.store.base import (
     EffectWaiter,
     LogTail,
     Page,
+    Parent,
     Retry,
     RunningExecution,
     RunState,
@@ -58,6 +61,8 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "Admission",
+    "AdmissionContext",
+    "AdmitOptions",
     "ConcurrencyLimit",
     "Delivery",
     "Description",
@@ -74,6 +79,7 @@ __all__ = [
     "OverviewClient",
     "LogTail",
     "Page",
+    "Parent",
     "ReadClient",
     "Record",
     "Retry",
@@ -98,23 +104,11 @@ class ExecutionClient(Protocol):
     one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
     that no longer holds the lease (LEASE_LOST)."""
 
-    def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
-        due_at: float | None = None,
-    ) -> Admission:
+    def admit(self, workflow: str, params: Any = None, **given: Unpack[AdmitOptions]) -> Admission:
         """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise.
         `due_at` later than the admission time makes the first wake that late (not claimable
-        before it); earlier or None: due at once."""
+        before it); earlier or None: due at once. The options: `AdmitOptions`."""
         ...
 
     async def admit_async(
@@ -122,14 +116,8 @@ class ExecutionClient(Protocol):
         workflow: str,
         params: Any = None,
         *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
-        due_at: float | None = None,
+        **given: Unpack[AdmitOptions],
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch.
         With `lease_seconds`, a new execution is also claimed in the admission's transaction
