@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from ys.errors import InvalidArgument
-from ys.store.protocols import Store
+from ys.store.protocols import ExportLine, Store
 
 if TYPE_CHECKING:
     from ys.store.sqlite.backup import BackupFile, Restored
@@ -118,7 +118,7 @@ def check_export(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
     return check(src, name)
 
 
-def read_export(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def read_export(src: IO[str], name: str) -> Iterator[ExportLine]:
     """The records of an export `check_export` passed, for `Store.import_records`."""
     from ys.store.sql.transfer_lines import records
 

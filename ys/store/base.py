@@ -71,6 +71,34 @@ class Parent:
         }
 
 
+# The records of an export (`ys export`, `ys import`, `ys migrate`): each is one line of the
+# export file, its wire format (ys/store/sql/transfer.py, docs/design.md "Keeping and moving the
+# data"). A cell is a column's value as the format has it: canonical JSON stays text, flags
+# are booleans, bytes are base64.
+Cell = str | int | float | bool | None
+Row = dict[str, Cell]  # one row of a table, by column name
+
+
+class ExecutionLine(TypedDict):
+    """An execution with its own rows (`transfer.PARTS`, one list each)."""
+
+    kind: str  # "execution"
+    execution: Row
+    events: list[Row]
+    steps: list[Row]
+    starts: list[Row]
+    effect_begins: list[Row]
+    effect_waits: list[Row]
+    value_waits: list[Row]
+    logs: list[Row]
+
+
+# A script, value, effect or schedule: its `kind`, its row's columns and its parts' lists
+# (`transfer.KINDS`).
+RecordLine = dict[str, Cell | list[Row]]
+ExportLine = ExecutionLine | RecordLine
+
+
 class AdmitOptions(TypedDict, total=False):
     """The options of an admission, written once for `admit` and `admit_async` (keyword
     arguments; each left out takes its default)."""

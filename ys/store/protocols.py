@@ -40,6 +40,8 @@ from ys.store.base import (
     EffectBegin,
     EffectConflict,
     EffectWaiter,
+    ExecutionLine,
+    ExportLine,
     LogTail,
     Page,
     Parent,
@@ -73,6 +75,8 @@ __all__ = [
     "EffectClient",
     "Event",
     "ExecutionClient",
+    "ExecutionLine",
+    "ExportLine",
     "Health",
     "Housekeeping",
     "ObservingClient",
@@ -799,7 +803,7 @@ class TransferClient(Protocol):
 
     def export_records(
         self,
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ExportLine], None],
         *,
         since: float | None = None,
         statuses: Sequence[str] = (),
@@ -813,7 +817,7 @@ class TransferClient(Protocol):
 
     def import_records(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[ExportLine],
         on_batch: Callable[[dict[str, dict[str, int]], builtins.list[tuple[str, str]]], None],
     ) -> None:
         """Write the records not there yet, a batch per transaction; after each, `on_batch`
