@@ -14,6 +14,8 @@ import pytest
 from cli_support import DaemonHandle, one_error_line, wait_status
 from cli_support import make_home as _make_home
 
+from ys.store.protocols import ExecutionLine
+from ys.store.sql.transfer import PARTS
 from ys.store.sql.transfer_lines import encode
 
 
@@ -106,6 +108,10 @@ def test_export_then_import_into_another_home_gives_the_same_lines(exported, tmp
         done = wait_status(b, "nap-1", "completed")
         assert done["outcome"]["result"] == "rested"
         assert b.ys("get", "failed-1", "--json").returncode == 0
+
+
+def test_an_execution_line_names_every_part_of_the_format():
+    assert ExecutionLine.__required_keys__ == {"kind", "execution", *PARTS}
 
 
 def test_migrate_to_another_sqlite_file_then_refused_unless_merge(exported, tmp_path: Path):

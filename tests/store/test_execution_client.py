@@ -20,9 +20,10 @@ from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
 from ys.outcomes import outcome_of
-from ys.store.base import Delivery
+from ys.store.base import AdmissionContext, Delivery, Parent
 from ys.values import StepWrite
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 T0 = 1_000_000.0
 LEASE = 30.0
 FAR = T0 + 10_000_000
@@ -154,7 +155,13 @@ def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
         "note": "日本語",
     }
     context = {"trace_id": "abc", "tenant": {"id": 7}}
-    store.admit("charge-order", params, context=context, execution_id="order-42", now=T0)
+    store.admit(
+        "charge-order",
+        params,
+        context=AdmissionContext.of(context),
+        execution_id="order-42",
+        now=T0,
+    )
     store = store_factory.reopen(store)
     record = store.get("order-42")
     assert record.workflow == "charge-order"
@@ -166,12 +173,45 @@ def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
         record.context_json = "{}"  # type: ignore[misc]
 
 
+def test_the_context_is_stored_as_the_caller_gave_it(store):
+    given = {"schedule": 5, "manual": False, "traceparent": TRACEPARENT, "tenant": {"id": 7}}
+    context = AdmissionContext.of(given)
+    assert context.traceparent == TRACEPARENT and context.schedule is None  # 5 is the caller's
+    assert context.to_json() == given
+    store.admit("charge-order", {}, context=context, execution_id="order-42", now=T0)
+    assert store.get("order-42").context_json == codec.dumps(given)
+    fired = AdmissionContext(schedule="nightly", manual=True)
+    assert fired.to_json() == {"schedule": "nightly", "manual": True}
+    assert AdmissionContext.of(fired.to_json()) == fired
+
+
+def test_admit_and_admit_async_take_the_same_options_and_write_the_same(store):
+    options = {
+        "context": AdmissionContext.of({"who": "me"}),
+        "parent": Parent("caller-1", "ship", detached=True),
+        "tags": {"team": "a"},
+        "due_at": T0 + 600,
+        "now": T0,
+    }
+    store.admit("charge-order", {"n": 1}, execution_id="sync", **options)
+
+    async def admit() -> Any:
+        return await store.admit_async("charge-order", {"n": 1}, execution_id="async", **options)
+
+    assert asyncio.run(admit()).started
+    a, b = store.get("sync"), store.get("async")
+    assert a.parent == {"execution_id": "caller-1", "step_key": "ship", "detached": True}
+    assert dataclasses.replace(b, execution_id="sync") == a
+    first = [history(store, e)[0]["data"] for e in ("sync", "async")]
+    assert first[0] == {**first[1], "execution_id": "sync"}
+
+
 def test_delivery_reads_workflow_params_and_context_from_the_record_not_the_wake(store):
     params = {"order": "marker-5f1e", "total": 99}
     store.admit(
         "charge-order",
         params,
-        context={"tenant": "ctx-marker-9b2"},
+        context=AdmissionContext.of({"tenant": "ctx-marker-9b2"}),
         execution_id="order-42",
         now=T0,
     )
@@ -216,7 +256,13 @@ class NotDurable:
 )
 def test_admission_refuses_a_value_that_cannot_round_trip(store, params, context):
     with refused("INVALID_EXECUTION_EVENT") as info:
-        store.admit("charge-order", params, context=context, execution_id="order-42", now=T0)
+        store.admit(
+            "charge-order",
+            params,
+            context=AdmissionContext.of(context),
+            execution_id="order-42",
+            now=T0,
+        )
     assert isinstance(info.value, ExecutionAdmissionError)
     assert store.get("order-42") is None
     assert store.list().items == []

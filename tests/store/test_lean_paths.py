@@ -15,6 +15,7 @@ import pytest
 from ys import codec
 from ys.errors import InvalidArgument, LeaseLost
 from ys.outcomes import outcome_of
+from ys.store.base import AdmissionContext
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -62,7 +63,9 @@ def claimed(store: Any, eid: str) -> Any:
 
 
 def test_a_claim_reads_the_params_context_and_steps_its_worker_starts_from(store: Any) -> None:
-    store.admit("w", {"order": 42}, execution_id="e1", context={"who": "me"}, now=T0)
+    store.admit(
+        "w", {"order": 42}, execution_id="e1", context=AdmissionContext.of({"who": "me"}), now=T0
+    )
     d = claimed(store, "e1")
     assert d.state is not None
     assert codec.decode(d.state.params_json) == {"order": 42}

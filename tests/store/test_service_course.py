@@ -23,6 +23,7 @@ from ys import codec
 from ys.contract import MAX_PARAMS_BYTES
 from ys.errors import YsError
 from ys.outcomes import outcome_of
+from ys.store.base import AdmissionContext
 from ys.store.paging import history_token, parse_history_token
 from ys.values import StepWrite
 
@@ -187,7 +188,7 @@ def test_conflicting_start_is_refused_and_appends_nothing(store, workflow, param
         store.admit(
             workflow,
             params,
-            context=context,
+            context=AdmissionContext.of(context),
             execution_id="demo-1",
             if_exists="use-existing",
             now=T0 + 1,
@@ -227,7 +228,9 @@ def test_params_one_byte_over_2_mib_are_refused_and_nothing_is_stored(store, fil
 )
 def test_invalid_values_are_refused_and_nothing_is_stored(store, params, context):
     with refused("INVALID_EXECUTION_EVENT"):
-        store.admit("echo", params, context=context, execution_id="nan-1", now=T0)
+        store.admit(
+            "echo", params, context=AdmissionContext.of(context), execution_id="nan-1", now=T0
+        )
     assert_nothing_stored(store, "nan-1")
 
 

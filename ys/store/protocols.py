@@ -25,12 +25,14 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from ys.store.base import (
     DEFAULT_PAGE,
     LOG_TAIL_BYTES,
     Admission,
+    AdmissionContext,
+    AdmitOptions,
     ConcurrencyLimit,
     Delivery,
     Description,
@@ -39,8 +41,11 @@ from ys.store.base import (
     EffectConflict,
     EffectState,
     EffectWaiter,
+    ExecutionLine,
+    ExportLine,
     LogTail,
     Page,
+    Parent,
     Retry,
     RunningExecution,
     RunState,
@@ -64,6 +69,8 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "Admission",
+    "AdmissionContext",
+    "AdmitOptions",
     "ConcurrencyLimit",
     "Delivery",
     "Description",
@@ -75,6 +82,8 @@ __all__ = [
     "EffectState",
     "Event",
     "ExecutionClient",
+    "ExecutionLine",
+    "ExportLine",
     "Health",
     "Housekeeping",
     "Outcome",
@@ -83,6 +92,7 @@ __all__ = [
     "OverviewClient",
     "LogTail",
     "Page",
+    "Parent",
     "ReadClient",
     "Record",
     "Retry",
@@ -112,23 +122,11 @@ class ExecutionClient(Protocol):
     one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
     that no longer holds the lease (LEASE_LOST)."""
 
-    def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
-        due_at: float | None = None,
-    ) -> Admission:
+    def admit(self, workflow: str, params: Any = None, **given: Unpack[AdmitOptions]) -> Admission:
         """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise.
         `due_at` later than the admission time makes the first wake that late (not claimable
-        before it); earlier or None: due at once."""
+        before it); earlier or None: due at once. The options: `AdmitOptions`."""
         ...
 
     async def admit_async(
@@ -136,14 +134,8 @@ class ExecutionClient(Protocol):
         workflow: str,
         params: Any = None,
         *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
-        due_at: float | None = None,
+        **given: Unpack[AdmitOptions],
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch.
         With `lease_seconds`, a new execution is also claimed in the admission's transaction
@@ -834,7 +826,7 @@ class TransferClient(Protocol):
 
     def export_records(
         self,
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ExportLine], None],
         *,
         since: float | None = None,
         statuses: Sequence[str] = (),
@@ -848,7 +840,7 @@ class TransferClient(Protocol):
 
     def import_records(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[ExportLine],
         on_batch: Callable[[dict[str, dict[str, int]], builtins.list[tuple[str, str]]], None],
     ) -> None:
         """Write the records not there yet, a batch per transaction; after each, `on_batch`

@@ -10,6 +10,7 @@ from typing import Any
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument
 from ys.outcomes import outcome_of
+from ys.store.base import Parent
 from ys.store.records import (
     ADMITTED,
     CANCELLED,
@@ -52,7 +53,7 @@ def admission_event(
     workflow: str,
     params_json: str,
     context_json: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
@@ -68,7 +69,7 @@ def admission_event(
         "context": RawJSON(context_json),
     }
     if parent is not None:
-        data["parent"] = parent
+        data["parent"] = parent.to_json()
     if script_sha256 is not None:
         data["script_sha256"] = script_sha256
     if tags:

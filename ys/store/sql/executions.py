@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from ys.codec import ErrorValue
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
-from ys.store.base import Admission
+from ys.store.base import Admission, Parent
 from ys.store.records import (
     WAKE_REQUESTED,
     Event,
@@ -216,7 +216,7 @@ def admit_new(
     workflow: str,
     params_json: str,
     context_json: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
@@ -256,7 +256,7 @@ def admit_tx(
     context_json: str,
     execution_id: str | None,
     if_exists: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     tags: dict[str, str] | None = None,
     due_at: float | None = None,
