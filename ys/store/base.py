@@ -67,6 +67,19 @@ class ConcurrencyLimit:
     key: str | None = None
 
 
+@dataclass(frozen=True)
+class ScriptOptions:
+    """What the store keeps of a workflow's options with its current script (`set_script`),
+    for every daemon on the database to apply alike: its concurrency limit (`concurrency`,
+    `key`: the claim's), its cap on deliveries without an outcome (`max_attempts`: a lease
+    swept by any daemon counts) and the workflow its failure admits (`on_failure`)."""
+
+    concurrency: int | None = None
+    key: str | None = None
+    max_attempts: int | None = None
+    on_failure: str | None = None
+
+
 # The slot an execution of a limited workflow takes: the canonical JSON of `params[key]`, or
 # one of these (neither is JSON text, so no parameter value can take them).
 SLOT_ALL = "*"  # a limit without a key: one slot group for the whole workflow

@@ -45,6 +45,7 @@ from ys.store.base import (
     RunState,
     Schedule,
     ScheduleAction,
+    ScriptOptions,
     SharedCounts,
     StepRecord,
     Then,
@@ -59,6 +60,7 @@ __all__ = [
     "TERMINAL",
     "Admission",
     "ConcurrencyLimit",
+    "ScriptOptions",
     "Delivery",
     "Description",
     "Effect",
@@ -159,13 +161,13 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """Release expired leases, then lease up to `limit` due executions, each with a new
-        token and a `claimed` event, in one transaction. An execution of a workflow in
-        `limits` is leased only while fewer than its limit's `n` leases of its slot group
-        are held (across daemons: counted in the claim's transaction); otherwise it stays
-        due, marked waiting for a slot, until a lease of its group ends."""
+        token and a `claimed` event, in one transaction. An execution of a workflow whose
+        recorded script declares a concurrency limit (`set_script`) is leased only while
+        fewer than its limit's `n` slots of its group are held (across daemons: counted in
+        the claim's transaction); otherwise it stays due, marked waiting for a slot, until a
+        slot of its group frees."""
         ...
 
     async def claim_due_async(
@@ -173,13 +175,35 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """`claim_due` for the event loop (the dispatcher's)."""
         ...
 
     def release_expired(self, now: float | None = None) -> builtins.list[str]:
-        """Release every expired lease (its wakes pending again, a `released` event each)."""
+        """Release every expired lease (its wakes pending again, a `released` event each,
+        counted toward its workflow's recorded `max_attempts`: the last one fails it)."""
+        ...
+
+    def free_slot(self, execution_id: str) -> bool:
+        """The worker of an execution that ended without it (cancelled at once, timed out) is
+        gone: the concurrency slot it kept frees (else it frees at its lease's end)."""
+        ...
+
+    def step_deadline(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        timeout: float,
+        attempts: int,
+        retry_delay: float | None = None,
+        now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        """Renew the lease (fenced) and store with it the limit of this attempt of step `key`:
+        if the lease is swept past that limit, its sweep records the attempt failed
+        `StepTimeout` (or waiting `retry_delay` for its retry). The new lease's end."""
         ...
 
     def renew(
@@ -766,10 +790,13 @@ class ObservingClient(Protocol):
         pin: bool = False,
         timeout: float | None = None,
         now: float | None = None,
+        options: ScriptOptions | None = None,
     ) -> None:
         """Record the version of `workflow`'s script seen now: what admissions record and
-        unpinned deliveries run (`pin`: every delivery runs its admission's version), and its
-        timeout: each later admission's deadline is its admission time plus it."""
+        unpinned deliveries run (`pin`: every delivery runs its admission's version), its
+        timeout (each later admission's deadline is its admission time plus it) and the
+        `options` every daemon on the database applies: the concurrency limit claims count,
+        the `max_attempts` a lost lease counts toward, the failure handler that failure admits."""
         ...
 
     def scripts_needed(self) -> set[str]:

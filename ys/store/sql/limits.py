@@ -12,24 +12,38 @@ admits its failure handler.
   cap holds across daemons whose deliveries die with them. Releases for other reasons (a
   daemon stop, recovery at a daemon's start) do not count.
 - `cancel_now_tx`: the cancellation request, and the execution ends `cancelled` at once.
+- `release_lost_tx`: a lease that expired, swept by any daemon's claim. It counts toward
+  the workflow's `max_attempts` as recorded with its current script (`scripts`), and fails
+  the execution when that was the last; a step attempt whose stored deadline passed
+  (`step_deadline_tx`: its daemon died before its timer fired) is recorded as the daemon
+  would have (`StepTimeout`, or waiting for its retry), and the release then does not count.
 
 Each locks the execution's row first (where rows are locked: two daemons never both end it,
-and a worker's write waiting for the row finds its lease gone).
+and a worker's write waiting for the row finds its lease gone). Timed out and cancelled at
+once, an execution keeps its concurrency slot until its worker is known gone
+(concurrency.hold).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from ys import codec
 from ys.store.records import CANCELLED, FAILED, RELEASED, Event, Record
+from ys.store.sql import concurrency
 from ys.store.sql.executions import (
     append,
+    lease_lost,
     load,
     load_leased,
     not_found,
     wake_waiting_parent,
 )
 from ys.store.sql.starts import cancel_tx
+from ys.store.sql.steps import step_save
+from ys.store.sql.versions import attempts_cap
+from ys.values import StepWrite
 
 COUNTED = "worker_failed"  # the release reason that counts toward max_attempts
 LOST = "lease_expired"  # a delivery whose lease was lost: counted with the others
@@ -39,11 +53,25 @@ _LOST_LIKE = '%"reason":"' + LOST + '"%'
 
 
 def end_tx(
-    c: Any, record: Record, events: list[Event], now: float, on_failure: str | None
+    c: Any,
+    record: Record,
+    events: list[Event],
+    now: float,
+    on_failure: str | None,
+    hold_slot: bool = False,
 ) -> Record:
     """Append the events that end `record` (its row locked), drop its lease, wake its waiting
-    caller and (for a failure) admit its handler."""
-    record = append(c, record, events, clear_lease=True)
+    caller and (for a failure) admit its handler. `hold_slot`: it ends without its worker,
+    which may still run: a slot its lease held stays held (concurrency.hold)."""
+    if hold_slot:
+        slot, token, expires = c.execute(
+            "SELECT slot, lease_token, lease_expires_at FROM executions WHERE execution_id=?",
+            (record.execution_id,),
+        ).fetchone()
+        record = append(c, record, events, clear_lease=True, slot=None)
+        concurrency.hold(c, record.execution_id, slot if token else None, expires)
+    else:
+        record = append(c, record, events, clear_lease=True)
     if record.parent is not None:
         wake_waiting_parent(c, record, now)
     if record.status == FAILED and on_failure is not None:
@@ -78,7 +106,7 @@ def time_out_tx(c: Any, execution_id: str, now: float, on_failure: str | None) -
         ),
         "code": "TIMEOUT",
     }
-    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure)
+    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure, hold_slot=True)
     return True
 
 
@@ -91,26 +119,136 @@ def release_counted_tx(
     max_attempts: int | None,
     on_failure: str | None,
 ) -> bool:
+    """A delivery's release by its daemon; counted (`max_attempts` given: the daemon's cap,
+    where the store has none recorded for the workflow) it may be the last one."""
     record = load_leased(c, execution_id, token, now)
     release = Event(RELEASED, now, data)
     if data.get("reason") != COUNTED or max_attempts is None:
         append(c, record, [release], token=token, clear_lease=True)
         return False
+    cap, handler = attempts_cap(c, record.workflow)
+    return _count(
+        c, record, [release], now, cap or max_attempts, on_failure or handler, data, token
+    )
+
+
+def _count(
+    c: Any,
+    record: Record,
+    events: list[Event],
+    now: float,
+    cap: int,
+    on_failure: str | None,
+    data: dict[str, Any],
+    token: str | None = None,
+) -> bool:
+    """Release `record` with `events` (the release last), failing it if that release was the
+    `cap`-th counted one; whether it failed."""
     (earlier,) = c.execute(
         "SELECT COUNT(*) FROM events WHERE execution_id=? AND kind=? "
         "AND (data LIKE ? OR data LIKE ?)",
-        (execution_id, RELEASED, _COUNTED_LIKE, _LOST_LIKE),
+        (record.execution_id, RELEASED, _COUNTED_LIKE, _LOST_LIKE),
     ).fetchone()
-    if earlier + 1 < max_attempts:
-        append(c, record, [release], token=token, clear_lease=True)
+    if earlier + 1 < cap:
+        append(c, record, events, token=token, clear_lease=True)
         return False
     error = {
         "name": "DeliveryAttemptsExhausted",
-        "message": exhausted_message(earlier + 1, max_attempts, data.get("detail")),
+        "message": exhausted_message(earlier + 1, cap, data.get("detail")),
         "code": "DELIVERY_ATTEMPTS_EXHAUSTED",
     }
-    end_tx(c, record, [release, Event(FAILED, now, {"error": error})], now, on_failure)
+    end_tx(c, record, [*events, Event(FAILED, now, {"error": error})], now, on_failure)
     return True
+
+
+def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
+    """Release an expired lease (any daemon's, swept by a claim; its row not locked yet):
+    its overdue step attempt recorded, the release counted; whether the execution failed."""
+    record = load(c, execution_id, payload=False, lock=True)
+    assert record is not None
+    events: list[Event] = []
+    data: dict[str, Any] = {"reason": LOST, "retry_at": now}
+    step = _overdue_step(c, record, now)
+    if step is not None:
+        events.append(step[0])
+        data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
+    events.append(Event(RELEASED, now, data))
+    cap, handler = attempts_cap(c, record.workflow)
+    if cap is None or step is not None:
+        append(c, record, events, clear_lease=True)
+        return False
+    return _count(c, record, events, now, cap, handler, data)
+
+
+def step_deadline_tx(
+    c: Any,
+    execution_id: str,
+    token: str,
+    now: float,
+    expires: float,
+    key: str,
+    timeout: float,
+    attempts: int,
+    retry_delay: float | None,
+) -> float:
+    """A step attempt's limit, stored with the lease it renews (fenced in one statement): if
+    its daemon dies before the limit, the sweep of its lease records the attempt."""
+    spec = json.dumps(
+        {"key": key, "timeout": timeout, "attempts": attempts, "retry_delay": retry_delay},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    cur = c.execute(
+        "UPDATE executions SET lease_expires_at=?, step_deadline_at=?, step_deadline=? "
+        "WHERE execution_id=? AND lease_token=? AND lease_expires_at > ?",
+        (expires, now + timeout, spec, execution_id, token, now),
+    )
+    if cur.rowcount != 1:
+        exists = c.execute(
+            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
+        ).fetchone()
+        raise lease_lost(execution_id) if exists else not_found(execution_id)
+    return expires
+
+
+def _overdue_step(
+    c: Any, record: Record, now: float
+) -> tuple[Event, float | None, str] | None:
+    """The step attempt whose stored limit passed while its lease lapsed, recorded as its
+    daemon's timer would have (ys/daemon/limits.py): (its event, its retry's time, why)."""
+    row = c.execute(
+        "SELECT step_deadline FROM executions WHERE execution_id=? "
+        "AND step_deadline_at IS NOT NULL AND step_deadline_at <= ?",
+        (record.execution_id, now),
+    ).fetchone()
+    if row is None:
+        return None
+    spec = json.loads(row[0])
+    done = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='completed'",
+        (record.execution_id, spec["key"]),
+    ).fetchone()
+    if done is not None:
+        return None
+    key, timeout = spec["key"], spec["timeout"]
+    error = codec.ErrorValue(
+        "StepTimeout",
+        f"step {key!r} ran past its timeout of {timeout:g} s; its daemon was gone",
+        "STEP_TIMEOUT",
+    )
+    delay = spec.get("retry_delay")
+    wake = None if delay is None else now + delay
+    write = StepWrite(
+        "run",
+        "failed" if wake is None else "waiting",
+        codec.dumps(error),
+        attempts=spec["attempts"],
+        wake_at=wake,
+    )
+    event = step_save(c, record, key, write, now, error.to_json(), False)
+    assert event is not None
+    why = f"step {key!r} ran past its timeout while its daemon was gone"
+    return event, wake, why
 
 
 def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
@@ -122,7 +260,7 @@ def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
     cancel_tx(c, execution_id, now)
     record = load(c, execution_id, payload=False, lock=True)
     assert record is not None
-    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None)
+    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None, hold_slot=True)
     return True
 
 
