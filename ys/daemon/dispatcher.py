@@ -174,9 +174,7 @@ class Dispatcher:
         claimed: list[Delivery] = []
         since = time.monotonic()  # no later than the claims' leases start
         if free > 0:
-            claimed = await self.store.claim_due_async(
-                self.store.clock(), free, self.lease_seconds
-            )
+            claimed = await self.store.claim_due_async(self.store.clock(), free, self.lease_seconds)
             self._caught_up = len(claimed) < free
             self.outage.back()
         for d in claimed:

@@ -211,9 +211,7 @@ def step_deadline_tx(
     return expires
 
 
-def _overdue_step(
-    c: Any, record: Record, now: float
-) -> tuple[Event, float | None, str] | None:
+def _overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | None, str] | None:
     """The step attempt whose stored limit passed while its lease lapsed, recorded as its
     daemon's timer would have (ys/daemon/limits.py): (its event, its retry's time, why)."""
     row = c.execute(
