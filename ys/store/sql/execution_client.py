@@ -63,7 +63,9 @@ class Executions(LeanWrites):
         # the core's write, write_async and submit (LeanWrites' too): one lookup per write
         self._writer: Core = core
         self._clock = core.clock
-        self._healed_at = float("-inf")  # the last claim that healed slot waiters
+        # the last claim that healed slot waiters (one round trip more, at most once a
+        # second); none at start: the daemon's recovery made every waiter claimable
+        self._healed_at = core.clock()
 
     def _now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked like every time
