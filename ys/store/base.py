@@ -59,9 +59,9 @@ class RunState:
 @dataclass(frozen=True)
 class ConcurrencyLimit:
     """A workflow's `concurrency=N` (and `key=FIELD`): at most `n` of its executions hold a
-    lease at once, per value of `params[key]` when `key` is set. The claim takes the limits
-    the daemon's registry reads from the scripts now (`claim_due(limits=...)`), so an edited
-    limit applies to executions already queued."""
+    lease at once, per value of `params[key]` when `key` is set. Recorded with the workflow's
+    current script (`set_script(options=ScriptOptions(...))`), which every daemon's claims
+    read, so an edited limit applies to executions already queued, on every box."""
 
     n: int
     key: str | None = None
