@@ -40,15 +40,10 @@ from ys.store.sql.executions import (
     suspend_tx,
     wake_workflow_tx,
 )
-from ys.store.sql.limits import (
-    cancel_now_tx,
-    release_counted_tx,
-    step_deadline_tx,
-    time_out_tx,
-    timed_out,
-)
+from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
 from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sql.starts import cancel_tx
+from ys.store.sql.step_deadlines import step_deadline_tx
 from ys.store.sql.steps import STEP_COLUMNS, step_error
 from ys.values import StepWrite
 

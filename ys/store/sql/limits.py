@@ -15,7 +15,7 @@ admits its failure handler.
 - `release_lost_tx`: a lease that expired, swept by any daemon's claim. It counts toward
   the workflow's `max_attempts` as recorded with its current script (`scripts`), and fails
   the execution when that was the last; a step attempt whose stored deadline passed
-  (`step_deadline_tx`: its daemon died before its timer fired) is recorded as the daemon
+  (ys/store/sql/step_deadlines.py: its daemon died before its timer fired) is recorded as the daemon
   would have (`StepTimeout`, or waiting for its retry), and the release then does not count.
 
 Each locks the execution's row first (where rows are locked: two daemons never both end it,
@@ -26,24 +26,20 @@ once, an execution keeps its concurrency slot until its worker is known gone
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ys import codec
 from ys.store.records import CANCELLED, FAILED, RELEASED, Event, Record
 from ys.store.sql import concurrency
 from ys.store.sql.executions import (
     append,
-    lease_lost,
     load,
     load_leased,
     not_found,
     wake_waiting_parent,
 )
 from ys.store.sql.starts import cancel_tx
-from ys.store.sql.steps import step_save
+from ys.store.sql.step_deadlines import overdue_step
 from ys.store.sql.versions import attempts_cap
-from ys.values import StepWrite
 
 COUNTED = "worker_failed"  # the release reason that counts toward max_attempts
 LOST = "lease_expired"  # a delivery whose lease was lost: counted with the others
@@ -168,7 +164,7 @@ def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
     assert record is not None
     events: list[Event] = []
     data: dict[str, Any] = {"reason": LOST, "retry_at": now}
-    step = _overdue_step(c, record, now)
+    step = overdue_step(c, record, now)
     if step is not None:
         events.append(step[0])
         data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
@@ -178,75 +174,6 @@ def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
         append(c, record, events, clear_lease=True)
         return False
     return _count(c, record, events, now, cap, handler, data)
-
-
-def step_deadline_tx(
-    c: Any,
-    execution_id: str,
-    token: str,
-    now: float,
-    expires: float,
-    key: str,
-    timeout: float,
-    attempts: int,
-    retry_delay: float | None,
-) -> float:
-    """A step attempt's limit, stored with the lease it renews (fenced in one statement): if
-    its daemon dies before the limit, the sweep of its lease records the attempt."""
-    spec = json.dumps(
-        {"key": key, "timeout": timeout, "attempts": attempts, "retry_delay": retry_delay},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    cur = c.execute(
-        "UPDATE executions SET lease_expires_at=?, step_deadline_at=?, step_deadline=? "
-        "WHERE execution_id=? AND lease_token=? AND lease_expires_at > ?",
-        (expires, now + timeout, spec, execution_id, token, now),
-    )
-    if cur.rowcount != 1:
-        exists = c.execute(
-            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        raise lease_lost(execution_id) if exists else not_found(execution_id)
-    return expires
-
-
-def _overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | None, str] | None:
-    """The step attempt whose stored limit passed while its lease lapsed, recorded as its
-    daemon's timer would have (ys/daemon/limits.py): (its event, its retry's time, why)."""
-    row = c.execute(
-        "SELECT step_deadline FROM executions WHERE execution_id=? "
-        "AND step_deadline_at IS NOT NULL AND step_deadline_at <= ?",
-        (record.execution_id, now),
-    ).fetchone()
-    if row is None:
-        return None
-    spec = json.loads(row[0])
-    done = c.execute(
-        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='completed'",
-        (record.execution_id, spec["key"]),
-    ).fetchone()
-    if done is not None:
-        return None
-    key, timeout = spec["key"], spec["timeout"]
-    error = codec.ErrorValue(
-        "StepTimeout",
-        f"step {key!r} ran past its timeout of {timeout:g} s; its daemon was gone",
-        "STEP_TIMEOUT",
-    )
-    delay = spec.get("retry_delay")
-    wake = None if delay is None else now + delay
-    write = StepWrite(
-        "run",
-        "failed" if wake is None else "waiting",
-        codec.dumps(error),
-        attempts=spec["attempts"],
-        wake_at=wake,
-    )
-    event = step_save(c, record, key, write, now, error.to_json(), False)
-    assert event is not None
-    why = f"step {key!r} ran past its timeout while its daemon was gone"
-    return event, wake, why
 
 
 def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
