@@ -59,19 +59,21 @@ def run_zero(c: Any, workflow: str, m: int) -> float:
 def store_cycles(db: Path, limited: bool, n: int) -> float:
     """CPU seconds (every thread of this process) per claim + acknowledge of one zero-step
     execution, straight on a SQLite store: the claim's own cost, whoever else has the cores."""
-    from ys.store.base import ConcurrencyLimit
+    from ys.store.base import ScriptOptions
     from ys.store.sqlite import SqliteStore
     from ys.values import Outcome
 
     done = Outcome("completed")
-    limits = {"zero": ConcurrencyLimit(1000)} if limited else None
     store = SqliteStore(db)
     try:
+        # the limit recorded with the script, as a daemon does: every claim reads it there
+        options = ScriptOptions(concurrency=1000) if limited else ScriptOptions()
+        store.set_script("zero", "0" * 64, options=options, now=1_000_000.0)
         for _ in range(n):
             store.admit("zero", None, now=1_000_000.0)
         t0 = time.process_time()
         for _ in range(n):
-            (d,) = store.claim_due(now=1_000_001.0, limit=1, limits=limits)
+            (d,) = store.claim_due(now=1_000_001.0, limit=1)
             store.acknowledge(d.execution_id, d.token, done, now=1_000_001.0)
         return (time.process_time() - t0) / n
     finally:

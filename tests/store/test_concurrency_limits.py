@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.support import Threads
 from ys.outcomes import outcome_of
-from ys.store.base import SLOT_ALL, SLOT_MISSING, ConcurrencyLimit
+from ys.store.base import SLOT_ALL, SLOT_MISSING, ConcurrencyLimit, ScriptOptions
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -29,8 +29,21 @@ def admit(
     ]
 
 
+LIMITABLE = ("limited", "pay", "free")  # the workflows these tests admit
+
+
+def record_limits(store: Any, limits: Any) -> None:
+    """Record each workflow's limit with its script, as a daemon does (`set_script`): the
+    claims of every store on the database read it from there."""
+    for workflow in LIMITABLE:
+        bound = (limits or {}).get(workflow)
+        options = ScriptOptions() if bound is None else ScriptOptions(bound.n, bound.key)
+        store.set_script(workflow, "0" * 64, options=options, now=T0)
+
+
 def claim(store: Any, limits: Any, now: float = T0, limit: int = 10) -> list[Any]:
-    return store.claim_due(now=now, limit=limit, lease_seconds=LEASE, limits=limits)
+    record_limits(store, limits)
+    return store.claim_due(now=now, limit=limit, lease_seconds=LEASE)
 
 
 def leased(store: Any) -> set[str]:

@@ -198,8 +198,17 @@ class Deliveries:
 
     async def deadline(self, eid: str, token: str, key: str, req: StepDeadline) -> None:
         """A worker announces the limit of one step attempt before its body runs: past it the
-        dispatcher kills the worker and records the attempt. Fenced: the live lease's."""
-        await self.d.hub.call(self.d.store.renew, eid, token)
+        dispatcher kills the worker and records the attempt. Fenced: the live lease's. Stored
+        with the lease it renews: if this daemon dies, the sweep of the lease records it."""
+        await self.d.hub.call(
+            self.d.store.step_deadline,
+            eid,
+            token,
+            key,
+            timeout=req.timeout,
+            attempts=req.attempts,
+            retry_delay=req.retry_delay,
+        )
         self.d.dispatcher.step_deadline(eid, token, key, req.timeout, req.attempts, req.retry_delay)
 
     async def renew(self, eid: str, token: str) -> float:

@@ -174,9 +174,7 @@ class Dispatcher:
         claimed: list[Delivery] = []
         since = time.monotonic()  # no later than the claims' leases start
         if free > 0:
-            claimed = await self.store.claim_due_async(
-                self.store.clock(), free, self.lease_seconds, self.registry.limits or None
-            )
+            claimed = await self.store.claim_due_async(self.store.clock(), free, self.lease_seconds)
             self._caught_up = len(claimed) < free
             self.outage.back()
         for d in claimed:
@@ -330,6 +328,8 @@ class Dispatcher:
         except Exception:
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
+            if r.ended and (r.proc is None or r.proc.returncode is not None):
+                await self._free_slot(r)
             if self.store.shared and r.log_ended:
                 self.tails.keep(r)
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
@@ -341,6 +341,15 @@ class Dispatcher:
                 )
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
+
+    async def _free_slot(self, r: Running) -> None:
+        """The execution ended without its worker (timed out, cancelled at once), and the
+        worker is gone now: the concurrency slot it kept frees (docs/design.md, "Workflow
+        options"). Not written (the database away): it frees at the lease's end."""
+        try:
+            await self.call(self.store.free_slot, r.delivery.execution_id)
+        except YsError as exc:
+            log.warning("%s: its slot frees at its lease's end: %s", r.delivery.execution_id, exc)
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not

@@ -164,7 +164,8 @@ class Registry:
         self.uid = os.getuid()
         self.files: dict[str, Workflow] = {}  # file name -> the workflow it is
         self.workflows: dict[str, Workflow] = {}  # workflow name -> what runs (or why not)
-        # what each claim passes to the store: the limits of the workflows that declare one
+        # the limits of the workflows that declare one in this folder's copies (the store's
+        # claims apply the recorded ones; this says which not to claim at admission)
         self.limits: dict[str, ConcurrencyLimit] = {}
         self._listing: list[Workflow] = []  # every file, duplicates with their error
         self._seen: dict[str, Signature] = {}  # file name -> its signature when inspected

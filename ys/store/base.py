@@ -152,12 +152,25 @@ class RunState:
 @dataclass(frozen=True)
 class ConcurrencyLimit:
     """A workflow's `concurrency=N` (and `key=FIELD`): at most `n` of its executions hold a
-    lease at once, per value of `params[key]` when `key` is set. The claim takes the limits
-    the daemon's registry reads from the scripts now (`claim_due(limits=...)`), so an edited
-    limit applies to executions already queued."""
+    lease at once, per value of `params[key]` when `key` is set. Recorded with the workflow's
+    current script (`set_script(options=ScriptOptions(...))`), which every daemon's claims
+    read, so an edited limit applies to executions already queued, on every box."""
 
     n: int
     key: str | None = None
+
+
+@dataclass(frozen=True)
+class ScriptOptions:
+    """What the store keeps of a workflow's options with its current script (`set_script`),
+    for every daemon on the database to apply alike: its concurrency limit (`concurrency`,
+    `key`: the claim's), its cap on deliveries without an outcome (`max_attempts`: a lease
+    swept by any daemon counts) and the workflow its failure admits (`on_failure`)."""
+
+    concurrency: int | None = None
+    key: str | None = None
+    max_attempts: int | None = None
+    on_failure: str | None = None
 
 
 # The slot an execution of a limited workflow takes: the canonical JSON of `params[key]`, or

@@ -7,11 +7,11 @@ that does it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import ConcurrencyLimit, Delivery, Then
+from ys.store.base import Delivery, Then
 from ys.values import Outcome, StepWrite
 
 
@@ -26,7 +26,6 @@ class LeanWrites:
         now: float | None,
         limit: int,
         lease_seconds: float | None,
-        limits: Mapping[str, ConcurrencyLimit] | None,
     ) -> Callable[[Any], list[Delivery]]:
         raise NotImplementedError
 
@@ -55,10 +54,9 @@ class LeanWrites:
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
         result: list[Delivery] = await self._writer.write_async(
-            self._claim(now, limit, lease_seconds, limits)
+            self._claim(now, limit, lease_seconds)
         )
         return result
 

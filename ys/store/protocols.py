@@ -22,7 +22,7 @@ thread). The contract suite (tests/store/) runs every adapter against these.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Unpack
@@ -51,6 +51,7 @@ from ys.store.base import (
     RunState,
     Schedule,
     ScheduleAction,
+    ScriptOptions,
     SharedCounts,
     StepRecord,
     StoredValue,
@@ -72,6 +73,7 @@ __all__ = [
     "AdmissionContext",
     "AdmitOptions",
     "ConcurrencyLimit",
+    "ScriptOptions",
     "Delivery",
     "Description",
     "Effect",
@@ -165,13 +167,13 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """Release expired leases, then lease up to `limit` due executions, each with a new
-        token and a `claimed` event, in one transaction. An execution of a workflow in
-        `limits` is leased only while fewer than its limit's `n` leases of its slot group
-        are held (across daemons: counted in the claim's transaction); otherwise it stays
-        due, marked waiting for a slot, until a lease of its group ends."""
+        token and a `claimed` event, in one transaction. An execution of a workflow whose
+        recorded script declares a concurrency limit (`set_script`) is leased only while
+        fewer than its limit's `n` slots of its group are held (across daemons: counted in
+        the claim's transaction); otherwise it stays due, marked waiting for a slot, until a
+        slot of its group frees."""
         ...
 
     async def claim_due_async(
@@ -179,13 +181,35 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """`claim_due` for the event loop (the dispatcher's)."""
         ...
 
     def release_expired(self, now: float | None = None) -> builtins.list[str]:
-        """Release every expired lease (its wakes pending again, a `released` event each)."""
+        """Release every expired lease (its wakes pending again, a `released` event each,
+        counted toward its workflow's recorded `max_attempts`: the last one fails it)."""
+        ...
+
+    def free_slot(self, execution_id: str) -> bool:
+        """The worker of an execution that ended without it (cancelled at once, timed out) is
+        gone: the concurrency slot it kept frees (else it frees at its lease's end)."""
+        ...
+
+    def step_deadline(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        timeout: float,
+        attempts: int,
+        retry_delay: float | None = None,
+        now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        """Renew the lease (fenced) and store with it the limit of this attempt of step `key`:
+        if the lease is swept past that limit, its sweep records the attempt failed
+        `StepTimeout` (or waiting `retry_delay` for its retry). The new lease's end."""
         ...
 
     def renew(
@@ -781,10 +805,13 @@ class ObservingClient(Protocol):
         pin: bool = False,
         timeout: float | None = None,
         now: float | None = None,
+        options: ScriptOptions | None = None,
     ) -> None:
         """Record the version of `workflow`'s script seen now: what admissions record and
-        unpinned deliveries run (`pin`: every delivery runs its admission's version), and its
-        timeout: each later admission's deadline is its admission time plus it."""
+        unpinned deliveries run (`pin`: every delivery runs its admission's version), its
+        timeout (each later admission's deadline is its admission time plus it) and the
+        `options` every daemon on the database applies: the concurrency limit claims count,
+        the `max_attempts` a lost lease counts toward, the failure handler that failure admits."""
         ...
 
     def scripts_needed(self) -> set[str]:

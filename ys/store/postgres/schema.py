@@ -478,6 +478,21 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (hour, bucket)
     );
     """,
+    # 16, as SQLite's 20: limits and attempts that hold across daemons (the workflow's
+    # concurrency, key, max_attempts and failure handler with its current script; a slot held
+    # past its execution's end until its worker is gone or its lease's end; the running step
+    # attempt's deadline with the lease).
+    """
+    ALTER TABLE scripts ADD COLUMN concurrency bigint;
+    ALTER TABLE scripts ADD COLUMN concurrency_key text COLLATE "C";
+    ALTER TABLE scripts ADD COLUMN max_attempts bigint;
+    ALTER TABLE scripts ADD COLUMN on_failure text COLLATE "C";
+    ALTER TABLE executions ADD COLUMN slot_held_until double precision;
+    ALTER TABLE executions ADD COLUMN step_deadline_at double precision;
+    ALTER TABLE executions ADD COLUMN step_deadline text;
+    CREATE INDEX executions_slot_held ON executions (workflow, slot)
+        WHERE slot_held_until IS NOT NULL;
+    """,
 ]
 
 # The advisory lock that orders the event log (migration 7's trigger names it as a literal:

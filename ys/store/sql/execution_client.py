@@ -11,7 +11,7 @@ their checks here, outside the transaction, and nothing more per call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Unpack
 
@@ -29,14 +29,13 @@ from ys.store.base import (
     Admission,
     AdmissionContext,
     AdmitOptions,
-    ConcurrencyLimit,
     Delivery,
     Parent,
     StepRecord,
 )
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
-from ys.store.sql import claims, pauses
+from ys.store.sql import claims, concurrency, pauses
 from ys.store.sql.core import Core
 from ys.store.sql.events import encode_event_value, new_execution_id, outcome_event
 from ys.store.sql.executions import (
@@ -51,6 +50,7 @@ from ys.store.sql.executions import (
 from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, timed_out
 from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sql.starts import cancel_tx
+from ys.store.sql.step_deadlines import step_deadline_tx
 from ys.store.sql.steps import STEP_COLUMNS, step_error
 from ys.values import Outcome, StepWrite
 
@@ -65,7 +65,9 @@ class Executions(LeanWrites):
         # the core's write, write_async and submit (LeanWrites' too): one lookup per write
         self._writer: Core = core
         self._clock = core.clock
-        self._healed_at = float("-inf")  # the last claim that healed slot waiters
+        # the last claim that healed slot waiters (one round trip more, at most once a
+        # second); none at start: the daemon's recovery made every waiter claimable
+        self._healed_at = core.clock()
 
     def _now(self, now: float | None) -> float:
         """The time of a write: the clock's, or the caller's `now` (checked like every time
@@ -189,28 +191,47 @@ class Executions(LeanWrites):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> list[Delivery]:
-        return self._writer.write(self._claim(now, limit, lease_seconds, limits))
+        return self._writer.write(self._claim(now, limit, lease_seconds))
 
     def _claim(
-        self,
-        now: float | None,
-        limit: int,
-        lease_seconds: float | None,
-        limits: Mapping[str, ConcurrencyLimit] | None,
+        self, now: float | None, limit: int, lease_seconds: float | None
     ) -> Callable[[Any], list[Delivery]]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
-        heal = bool(limits) and not 0 <= t - self._healed_at < HEAL_EVERY
+        heal = not 0 <= t - self._healed_at < HEAL_EVERY
         if heal:
             self._healed_at = t
         holder, pid = self._core.holder, self._core.pid
-        return lambda c: claims.claim_due_tx(c, t, limit, lease, holder, pid, limits, heal)
+        return lambda c: claims.claim_due_tx(c, t, limit, lease, holder, pid, heal)
 
     def release_expired(self, now: float | None = None) -> list[str]:
         t = self._now(now)
         return self._writer.write(lambda c: claims.release_expired_tx(c, t, limit=None))
+
+    def free_slot(self, execution_id: str) -> bool:
+        return self._writer.write(lambda c: concurrency.free_held(c, execution_id))
+
+    def step_deadline(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        timeout: float,
+        attempts: int,
+        retry_delay: float | None = None,
+        now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        t = self._now(now)
+        check_time(timeout, "timeout")
+        expires = t + (self._core.lease_seconds if lease_seconds is None else lease_seconds)
+        return self._writer.write(
+            lambda c: step_deadline_tx(
+                c, execution_id, token, t, expires, key, timeout, attempts, retry_delay
+            )
+        )
 
     def renew(
         self,

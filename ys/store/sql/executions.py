@@ -206,8 +206,11 @@ def append(
 def _clear_lease(c: Any) -> str:
     """The assignments that end a lease (its holder's too, where leases name one)."""
     if c.dialect.owned_leases:
-        return ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
-    return ", lease_token=NULL, lease_expires_at=NULL"
+        return (
+            ", lease_token=NULL, lease_expires_at=NULL, lease_holder=NULL, lease_pid=NULL"
+            ", step_deadline_at=NULL, step_deadline=NULL"
+        )
+    return ", lease_token=NULL, lease_expires_at=NULL, step_deadline_at=NULL, step_deadline=NULL"
 
 
 def admit_new(
