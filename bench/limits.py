@@ -26,7 +26,6 @@ from common import machine_info, progress, scratch_dir, table
 from delivery import Daemon, _outcome, median
 
 TARGET = 0.05  # at most 5% apart
-DONE = {"status": "completed", "result": None}
 
 SOURCES = {
     "zero.py": """
@@ -60,18 +59,22 @@ def run_zero(c: Any, workflow: str, m: int) -> float:
 def store_cycles(db: Path, limited: bool, n: int) -> float:
     """CPU seconds (every thread of this process) per claim + acknowledge of one zero-step
     execution, straight on a SQLite store: the claim's own cost, whoever else has the cores."""
-    from ys.store.base import ConcurrencyLimit
+    from ys.store.base import ScriptOptions
     from ys.store.sqlite import SqliteStore
+    from ys.values import Outcome
 
-    limits = {"zero": ConcurrencyLimit(1000)} if limited else None
+    done = Outcome("completed")
     store = SqliteStore(db)
     try:
+        # the limit recorded with the script, as a daemon does: every claim reads it there
+        options = ScriptOptions(concurrency=1000) if limited else ScriptOptions()
+        store.set_script("zero", "0" * 64, options=options, now=1_000_000.0)
         for _ in range(n):
             store.admit("zero", None, now=1_000_000.0)
         t0 = time.process_time()
         for _ in range(n):
-            (d,) = store.claim_due(now=1_000_001.0, limit=1, limits=limits)
-            store.acknowledge(d.execution_id, d.token, DONE, now=1_000_001.0)
+            (d,) = store.claim_due(now=1_000_001.0, limit=1)
+            store.acknowledge(d.execution_id, d.token, done, now=1_000_001.0)
         return (time.process_time() - t0) / n
     finally:
         store.close()

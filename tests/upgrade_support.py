@@ -17,12 +17,11 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import DaemonHandle, make_home, parse_iso, wait_until
+from tests.support import DaemonHandle, claimed, kinds, make_home, parse_iso, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,15 +42,20 @@ def main(step, params):
     raise ValueError("boom")
 """,
     "nap.py": """
+import os
 import time
 
 import ys
 
+GO = {go!r}
+
 @ys.workflow
 def main(step, params):
     before = step.run("before", lambda: "b")
-    # until a wall-clock time the test chose: past the old daemon's life, soon in the new one
-    step.sleep("nap", max(0.0, params["until"] - time.time()))
+    # until a far-off time, past the test; a sleep keeps its recorded wake on every replay
+    # (`ys wake` only delivers it again), so the test ends this one by creating GO first
+    if not os.path.exists(GO):
+        step.sleep("nap", max(0.0, params["until"] - time.time()))
     return {"before": before, "after": step.run("after", lambda: "a")}
 """,
     "waiter.py": """
@@ -77,8 +81,15 @@ def main(step, params):
     )
 """,
 }
-NAP_SECONDS = 30  # the old daemon's part takes about 12 s here
+# sleep-1's wake: far past the test, whatever the load (its old part takes 12 s on a quiet box,
+# over a minute on a loaded one); today's ys ends it through nap.py's GO file, not the clock
+NAP_UNTIL = 4102444000
 IDS = ["done-1", "failed-1", "sleep-1", "cancel-1", "wait-1", "pay-1"]
+
+
+def go_file(h: DaemonHandle) -> Path:
+    """The file whose existence ends sleep-1's nap (nap.py)."""
+    return h.home / "nap.go"
 
 
 def old_venv(commit: str, root: Path) -> Path:
@@ -210,13 +221,12 @@ def write_with(
     h = make_home(root, **env)
     h.env.pop("PYTHONPATH", None)
     for name, text in WORKFLOWS.items():
-        h.write(name, text)
+        h.write(name, text.replace("{go!r}", repr(str(go_file(h)))))
     start(h, py)
     try:
         run(h, py, "trigger", "hello", "--id", "done-1")
         run(h, py, "trigger", "boom", "--id", "failed-1")
-        until = f"until={time.time() + NAP_SECONDS}"
-        run(h, py, "trigger", "nap", "--id", "sleep-1", "-p", until)
+        run(h, py, "trigger", "nap", "--id", "sleep-1", "-p", f"until={NAP_UNTIL}")
         run(h, py, "trigger", "nap", "--id", "cancel-1", "-p", "until=4102444800")
         if values:
             run(h, py, "trigger", "waiter", "--id", "wait-1", "-p", "key=approve/order-1")
@@ -261,7 +271,19 @@ def opens_with_nothing_lost(
 
         c = h.client()
         c.store_put("approve/order-1", "yes")
-        wait_until(lambda: status(h, None, "sleep-1") == "completed", timeout=NAP_SECONDS + 30)
+        # `ys wake` delivers the sleeper again, and the replay keeps the wake the old ys saved
+        deliveries = claimed(c, "sleep-1")
+        c.wake("sleep-1")
+        wait_until(
+            lambda: (
+                claimed(c, "sleep-1") == deliveries + 1 and kinds(c, "sleep-1")[-1] == "suspended"
+            ),
+            timeout=120,
+        )
+        assert run(h, None, "get", "sleep-1", "--json")["due_at"] == new["get"]["sleep-1"]["due_at"]
+        go_file(h).touch()  # then it sleeps no more
+        c.wake("sleep-1")
+        wait_until(lambda: status(h, None, "sleep-1") == "completed", timeout=120)
         assert c.get("sleep-1")["outcome"]["result"] == {"before": "b", "after": "a"}
         if values:
             wait_until(lambda: status(h, None, "wait-1") == "completed", timeout=120)

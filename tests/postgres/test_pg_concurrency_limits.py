@@ -11,7 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 from tests.support import T0, DaemonHandle, Threads, lines, make_home, wait_until
-from ys.store.base import ConcurrencyLimit
+from ys.outcomes import outcome_of
+from ys.store.base import ScriptOptions
 
 LEASE = 30.0
 DONE = {"status": "completed", "result": None}
@@ -22,7 +23,7 @@ def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemo
     accounts = ("acme", "globex")
     for i in range(24):
         stores[i % 3].admit("pay", {"account": accounts[i % 2]}, execution_id=f"pay-{i:02}")
-    limits = {"pay": ConcurrencyLimit(1, key="account")}
+    stores[0].set_script("pay", "0" * 64, options=ScriptOptions(1, key="account"))
     lock = threading.Lock()
     held: Counter[str] = Counter()
     most: Counter[str] = Counter()
@@ -34,7 +35,7 @@ def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemo
     def drain(i: int) -> None:
         deadline = time.monotonic() + 60
         while len(done) < 24 and time.monotonic() < deadline:
-            batch = stores[i].claim_due(now=T0, limit=2, lease_seconds=LEASE, limits=limits)
+            batch = stores[i].claim_due(now=T0, limit=2, lease_seconds=LEASE)
             with lock:  # counted after the claim committed, uncounted before the outcome
                 for d in batch:
                     held[account(d.execution_id)] += 1
@@ -44,7 +45,7 @@ def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemo
             for d in batch:
                 with lock:
                     held[account(d.execution_id)] -= 1
-                stores[i].acknowledge(d.execution_id, d.token, DONE)
+                stores[i].acknowledge(d.execution_id, d.token, outcome_of(DONE))
                 with lock:
                     done.append(d.execution_id)
 

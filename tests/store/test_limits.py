@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ys.errors import LeaseLost
+from ys.outcomes import outcome_of
+from ys.store.base import ScriptOptions
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -48,8 +50,10 @@ def test_time_out_fails_a_running_execution_fences_its_lease_and_admits_its_hand
     with pytest.raises(LeaseLost):
         store.save_step("slow", d.token, "s", StepWrite("run", "completed", "1"), now=T0 + 6)
     # the stale worker's outcome does not change the first one
-    ack = store.acknowledge("slow", d.token, {"status": "completed", "result": 1}, now=T0 + 7)
-    assert ack["status"] == "failed"
+    ack = store.acknowledge(
+        "slow", d.token, outcome_of({"status": "completed", "result": 1}), now=T0 + 7
+    )
+    assert ack.status == "failed"
     assert store.time_out("slow", now=T0 + 8) is False  # ended: no deadline left
     assert store.timed_out(now=T0 + 100) == []
     assert store.verify() == []
@@ -62,7 +66,7 @@ def test_a_suspended_execution_past_its_deadline_fails_without_a_delivery(store)
     store.save_step(
         "sleeps", d.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 3600), now=T0
     )
-    store.acknowledge("sleeps", d.token, {"status": "suspended"}, now=T0)
+    store.acknowledge("sleeps", d.token, outcome_of({"status": "suspended"}), now=T0)
     assert store.timed_out(now=T0 + 5) == [("sleeps", "job")]
     assert store.time_out("sleeps", now=T0 + 5) is True
     assert store.get("sleeps").status == "failed"
@@ -146,3 +150,120 @@ def test_a_group_commit_batch_and_a_failure_handler_get_their_deadlines(store_fa
     assert {e for e, _ in store.timed_out(now=T0 + 10)} == {f"b{i}" for i in range(5)}
     assert store.time_out("b0", now=T0 + 10, on_failure="notify") is True
     assert ("b0.on-failure", "notify") in store.timed_out(now=T0 + 30)
+
+
+# -- limits and attempts that hold across daemons: recorded with the script, in the database --
+
+
+def test_a_slot_of_an_execution_cancelled_at_once_is_held_until_its_worker_is_gone(store):
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(concurrency=1))
+    store.admit("job", {}, execution_id="a", now=T0)
+    store.admit("job", {}, execution_id="b", now=T0)
+    [d] = store.claim_due(now=T0, limit=2, lease_seconds=30)
+    assert d.execution_id == "a"
+    assert store.cancel("a", now=T0 + 1, at_once=True)
+    assert store.get("a").status == "cancelled"
+    # its worker may still run (being killed): the group stays full, whoever claims
+    assert store.claim_due(now=T0 + 2, limit=2, lease_seconds=30) == []
+    assert store.slot_waits(["b"]) == {"b": "*"}
+    assert store.free_slot("a") is True  # its daemon saw the worker exit
+    assert store.free_slot("a") is False
+    [d] = store.claim_due(now=T0 + 3, limit=2, lease_seconds=30)
+    assert d.execution_id == "b"
+    assert store.verify() == []
+
+
+def test_a_slot_of_a_timed_out_execution_frees_at_its_lease_end_if_no_daemon_says_so(store):
+    store.set_script("job", SHA, timeout=5, now=T0, options=ScriptOptions(concurrency=1))
+    store.admit("job", {}, execution_id="a", now=T0)
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(concurrency=1))
+    store.admit("job", {}, execution_id="b", now=T0)
+    [d] = store.claim_due(now=T0, limit=2, lease_seconds=30)
+    assert store.time_out("a", now=T0 + 5) is True
+    assert store.claim_due(now=T0 + 6, limit=2, lease_seconds=30) == []
+    assert store.claim_due(now=T0 + 29, limit=2, lease_seconds=30) == []
+    # its daemon never said its worker is gone (dead, frozen): the lease's end frees it
+    [d] = store.claim_due(now=T0 + 31, limit=2, lease_seconds=30)
+    assert d.execution_id == "b"
+
+
+def test_the_limit_recorded_with_the_script_binds_every_store_on_the_database(store_factory):
+    one, two = store_factory(), store_factory()
+    one.set_script("job", SHA, now=T0, options=ScriptOptions(concurrency=1))
+    for i in range(3):
+        one.admit("job", {}, execution_id=f"j{i}", now=T0)
+    assert len(one.claim_due(now=T0, limit=3, lease_seconds=30)) == 1
+    assert two.claim_due(now=T0, limit=3, lease_seconds=30) == []  # no limit of its own
+    # the newest recorded script's limit applies to the executions already waiting
+    two.set_script("job", "b" * 64, now=T0 + 1, options=ScriptOptions(concurrency=3))
+    assert two.wake_workflow("job", now=T0 + 1) == 2
+    assert len(two.claim_due(now=T0 + 1, limit=3, lease_seconds=30)) == 2
+
+
+def test_lost_leases_swept_by_a_claim_count_and_the_last_fails_the_execution(store):
+    options = ScriptOptions(max_attempts=2, on_failure="notify")
+    store.set_script("job", SHA, now=T0, options=options)
+    store.admit("job", {}, execution_id="lost", now=T0)
+    [d1] = store.claim_due(now=T0, limit=1, lease_seconds=1)
+    [d2] = store.claim_due(now=T0 + 5, limit=1, lease_seconds=1)  # the first lease: counted
+    assert d2.attempt == 2
+    # the second lease lost is the last: the claim that sweeps it takes only its handler
+    got = store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)
+    assert [d.execution_id for d in got] == ["lost.on-failure"]
+    record = store.get("lost")
+    assert record.status == "failed"
+    assert record.outcome["error"]["name"] == "DeliveryAttemptsExhausted"
+    assert "max_attempts=2" in record.outcome["error"]["message"]
+    assert store.get("lost.on-failure") is not None  # its handler, as the daemon's cap admits
+    with pytest.raises(LeaseLost):
+        store.save_step("lost", d1.token, "s", StepWrite("run", "completed", "1"), now=T0 + 11)
+    assert store.verify() == []
+
+
+def test_a_step_deadline_stored_with_the_lease_is_recorded_by_the_sweep(store):
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(max_attempts=1))
+    store.admit("job", {}, execution_id="stuck", now=T0)
+    [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
+    store.save_step("stuck", d.token, "before", StepWrite("run", "completed", "1"), now=T0)
+    expires = store.step_deadline(
+        "stuck", d.token, "slow", timeout=2, attempts=1, now=T0 + 1, lease_seconds=5
+    )
+    assert expires == T0 + 6  # it renews the lease too
+    # its daemon dies: the next claim past the lease records the attempt as the daemon would
+    [again] = store.claim_due(now=T0 + 7, limit=1, lease_seconds=30)
+    assert again.attempt == 2
+    steps = {s.key: s for s in store.steps("stuck")}
+    assert steps["slow"].status == "failed"
+    assert "StepTimeout" in steps["slow"].value
+    assert steps["before"].status == "completed"
+    assert {s.key: s.status for s in again.state.steps} == {"before": "completed", "slow": "failed"}
+    # a step killed for its timeout is not a delivery without an outcome: max_attempts=1 holds
+    assert store.get("stuck").status == "running"
+    with pytest.raises(LeaseLost):
+        store.step_deadline("stuck", d.token, "slow", timeout=2, attempts=1, now=T0 + 8)
+
+
+def test_a_step_with_a_retry_waits_for_it_and_a_completed_one_is_left_alone(store):
+    for eid in ("retry", "done"):
+        store.admit("job", {}, execution_id=eid, now=T0)
+    ds = {d.execution_id: d for d in store.claim_due(now=T0, limit=2, lease_seconds=5)}
+    store.step_deadline(
+        "retry",
+        ds["retry"].token,
+        "s",
+        timeout=1,
+        attempts=1,
+        retry_delay=10,
+        now=T0,
+        lease_seconds=5,
+    )
+    store.step_deadline(
+        "done", ds["done"].token, "s", timeout=1, attempts=1, now=T0, lease_seconds=5
+    )
+    store.save_step("done", ds["done"].token, "s", StepWrite("run", "completed", "1"), now=T0)
+    store.release_expired(now=T0 + 6)
+    [retry] = store.steps("retry")
+    assert (retry.status, retry.wake_at) == ("waiting", T0 + 16)
+    [done] = store.steps("done")
+    assert done.status == "completed"
+    assert store.get("retry").due_at == T0 + 16

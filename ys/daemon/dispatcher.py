@@ -50,7 +50,7 @@ from ys.errors import DaemonUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.runenv import MEMORY_LIMIT_ERROR
-from ys.store.protocols import Delivery, Store
+from ys.store.protocols import Delivery, Outcome, OutcomeError, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
@@ -174,9 +174,7 @@ class Dispatcher:
         claimed: list[Delivery] = []
         since = time.monotonic()  # no later than the claims' leases start
         if free > 0:
-            claimed = await self.store.claim_due_async(
-                self.store.clock(), free, self.lease_seconds, self.registry.limits or None
-            )
+            claimed = await self.store.claim_due_async(self.store.clock(), free, self.lease_seconds)
             self._caught_up = len(claimed) < free
             self.outage.back()
         for d in claimed:
@@ -330,6 +328,8 @@ class Dispatcher:
         except Exception:
             log.exception("delivery of %s failed in the dispatcher", d.execution_id)
         finally:
+            if r.ended and (r.proc is None or r.proc.returncode is not None):
+                await self._free_slot(r)
             if self.store.shared and r.log_ended:
                 self.tails.keep(r)
             if self.running.get(d.execution_id) is r:  # not a newer delivery of the same ID
@@ -341,6 +341,15 @@ class Dispatcher:
                 )
             self.hub.notify(d.execution_id, may_end=True)
             self.poke()
+
+    async def _free_slot(self, r: Running) -> None:
+        """The execution ended without its worker (timed out, cancelled at once), and the
+        worker is gone now: the concurrency slot it kept frees (docs/design.md, "Workflow
+        options"). Not written (the database away): it frees at the lease's end."""
+        try:
+            await self.call(self.store.free_slot, r.delivery.execution_id)
+        except YsError as exc:
+            log.warning("%s: its slot frees at its lease's end: %s", r.delivery.execution_id, exc)
 
     async def _run(self, r: Running, wf: Workflow) -> int | None:
         """Start the worker and wait for its exit: its exit status, or None when it could not
@@ -595,29 +604,20 @@ class Dispatcher:
         d = r.delivery
         assert code is not None
         if r.suspended:
-            outcome: dict[str, Any] = {"status": "suspended"}
+            outcome = Outcome("suspended")
         elif code == 0:
-            outcome = {
-                "status": "completed",
-                "result": {"exit_status": 0, "last_line": r.last_line},
-            }
+            outcome = Outcome("completed", {"exit_status": 0, "last_line": r.last_line})
         else:
             status = f"signal {-code}" if code < 0 else f"exit status {code}"
-            outcome = {
-                "status": "failed",
-                "error": {
-                    "name": "ExitStatus",
-                    "message": f"{status}: {_tail(log_path, 600)}",
-                    "code": "EXIT_STATUS",
-                },
-            }
+            message = f"{status}: {_tail(log_path, 600)}"
+            outcome = Outcome("failed", error=OutcomeError("ExitStatus", message, "EXIT_STATUS"))
         try:
-            handler = self.parts.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            handler = self.parts.handler_for(d.workflow) if outcome.status == "failed" else None
             await self.call(
                 self.store.acknowledge, d.execution_id, d.token, outcome, on_failure=handler
             )
             r.acknowledged = True
-            r.result = outcome["status"]
+            r.result = outcome.status
             if handler is not None and self.parts.metrics is not None:
                 self.parts.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:

@@ -12,7 +12,12 @@ A step attempt with a timeout is announced by its worker before the body runs
 (`step_deadline`); past the limit the dispatcher kills the worker and records the attempt
 itself: failed with `StepTimeout`, or waiting for its retry when the step's policy allows one.
 The delivery then ends without an outcome (not counted toward `max_attempts`) and the next
-one sees the recorded attempt.
+one sees the recorded attempt. The limit is stored with the lease (`store.step_deadline`), so
+if this daemon dies first, the sweep of its lease records the attempt instead.
+
+A worker killed here for an execution that ended without it keeps its concurrency slot until
+it has exited: the dispatcher then frees it (`store.free_slot`; docs/design.md, "Workflow
+options").
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from ys.daemon.hub import Hub
 from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
-from ys.errors import YsError
+from ys.errors import DatabaseMoved, YsError
 from ys.paths import Paths
 from ys.settings import Settings
-from ys.store.protocols import TERMINAL
+from ys.store.protocols import TERMINAL, ScriptOptions
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -162,6 +162,9 @@ class Daemon:
             lease_seconds=self.lease_seconds,
             daemon_id=self.daemon_id,
         )
+        moved = store.moved_to()
+        if moved is not None:  # its executions run where they went (docs/design.md)
+            raise DatabaseMoved(self.settings.database_shown(self.paths.db), moved)
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         # before the fork server starts: a child left in the daemon's cgroup would keep it
         # from giving its children the memory controller (ys.daemon.cgroups)
@@ -327,6 +330,17 @@ class Daemon:
         if ended and self._dispatcher is not None:
             self._dispatcher.ended_elsewhere(execution_id)
 
+    def _script_options(self, wf: Workflow) -> ScriptOptions:
+        """What the database keeps of `wf`'s options for every daemon (docs/design.md,
+        "Workflow options"): its limit, its attempts cap and its failure handler."""
+        limit = wf.limit
+        return ScriptOptions(
+            concurrency=None if limit is None else limit.n,
+            key=None if limit is None else limit.key,
+            max_attempts=wf.max_attempts,
+            on_failure=self.handler_for(wf.name),
+        )
+
     def handler_for(self, workflow: str) -> str | None:
         """The workflow a failure of `workflow` admits: its own `on_failure`, else the
         folder-wide one; never itself (a handler that fails would only call itself again)."""
@@ -378,7 +392,12 @@ class Daemon:
                 continue  # edited again meanwhile: the registry reports that version next
             try:
                 await self.hub.call(
-                    self.store.set_script, wf.name, wf.sha256, pin=wf.pin, timeout=wf.timeout
+                    self.store.set_script,
+                    wf.name,
+                    wf.sha256,
+                    pin=wf.pin,
+                    timeout=wf.timeout,
+                    options=self._script_options(wf),
                 )
             except YsError as exc:  # refused by the store: that script's error, not the daemon's
                 log.error("workflow %s: its version was not recorded: %s", wf.name, exc.message)

@@ -22,35 +22,47 @@ thread). The contract suite (tests/store/) runs every adapter against these.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from ys.store.base import (
     DEFAULT_PAGE,
     LOG_TAIL_BYTES,
     Admission,
+    AdmissionContext,
+    AdmitOptions,
     ConcurrencyLimit,
     Delivery,
     Description,
     Effect,
     EffectBegin,
     EffectConflict,
+    EffectState,
     EffectWaiter,
+    ExecutionLine,
+    ExportLine,
     LogTail,
     Page,
+    Parent,
     Retry,
     RunningExecution,
     RunState,
     Schedule,
     ScheduleAction,
+    ScriptOptions,
     SharedCounts,
     StepRecord,
+    StoredValue,
     Then,
+    ValueEntry,
+    ValueFound,
+    ValueWaiter,
+    ValueWritten,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
-from ys.values import StepWrite
+from ys.values import Outcome, OutcomeError, StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -58,7 +70,10 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "Admission",
+    "AdmissionContext",
+    "AdmitOptions",
     "ConcurrencyLimit",
+    "ScriptOptions",
     "Delivery",
     "Description",
     "Effect",
@@ -66,14 +81,20 @@ __all__ = [
     "EffectConflict",
     "EffectWaiter",
     "EffectClient",
+    "EffectState",
     "Event",
     "ExecutionClient",
+    "ExecutionLine",
+    "ExportLine",
     "Health",
     "Housekeeping",
+    "Outcome",
+    "OutcomeError",
     "ObservingClient",
     "OverviewClient",
     "LogTail",
     "Page",
+    "Parent",
     "ReadClient",
     "Record",
     "Retry",
@@ -88,8 +109,13 @@ __all__ = [
     "StepRecord",
     "StepWrite",
     "Store",
+    "StoredValue",
     "Then",
     "ValueClient",
+    "ValueEntry",
+    "ValueFound",
+    "ValueWaiter",
+    "ValueWritten",
 ]
 
 
@@ -98,23 +124,11 @@ class ExecutionClient(Protocol):
     one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
     that no longer holds the lease (LEASE_LOST)."""
 
-    def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
-        due_at: float | None = None,
-    ) -> Admission:
+    def admit(self, workflow: str, params: Any = None, **given: Unpack[AdmitOptions]) -> Admission:
         """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise.
         `due_at` later than the admission time makes the first wake that late (not claimable
-        before it); earlier or None: due at once."""
+        before it); earlier or None: due at once. The options: `AdmitOptions`."""
         ...
 
     async def admit_async(
@@ -122,14 +136,8 @@ class ExecutionClient(Protocol):
         workflow: str,
         params: Any = None,
         *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
-        due_at: float | None = None,
+        **given: Unpack[AdmitOptions],
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch.
         With `lease_seconds`, a new execution is also claimed in the admission's transaction
@@ -159,13 +167,13 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """Release expired leases, then lease up to `limit` due executions, each with a new
-        token and a `claimed` event, in one transaction. An execution of a workflow in
-        `limits` is leased only while fewer than its limit's `n` leases of its slot group
-        are held (across daemons: counted in the claim's transaction); otherwise it stays
-        due, marked waiting for a slot, until a lease of its group ends."""
+        token and a `claimed` event, in one transaction. An execution of a workflow whose
+        recorded script declares a concurrency limit (`set_script`) is leased only while
+        fewer than its limit's `n` slots of its group are held (across daemons: counted in
+        the claim's transaction); otherwise it stays due, marked waiting for a slot, until a
+        slot of its group frees."""
         ...
 
     async def claim_due_async(
@@ -173,13 +181,35 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-        limits: Mapping[str, ConcurrencyLimit] | None = None,
     ) -> builtins.list[Delivery]:
         """`claim_due` for the event loop (the dispatcher's)."""
         ...
 
     def release_expired(self, now: float | None = None) -> builtins.list[str]:
-        """Release every expired lease (its wakes pending again, a `released` event each)."""
+        """Release every expired lease (its wakes pending again, a `released` event each,
+        counted toward its workflow's recorded `max_attempts`: the last one fails it)."""
+        ...
+
+    def free_slot(self, execution_id: str) -> bool:
+        """The worker of an execution that ended without it (cancelled at once, timed out) is
+        gone: the concurrency slot it kept frees (else it frees at its lease's end)."""
+        ...
+
+    def step_deadline(
+        self,
+        execution_id: str,
+        token: str,
+        key: str,
+        *,
+        timeout: float,
+        attempts: int,
+        retry_delay: float | None = None,
+        now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> float:
+        """Renew the lease (fenced) and store with it the limit of this attempt of step `key`:
+        if the lease is swept past that limit, its sweep records the attempt failed
+        `StepTimeout` (or waiting `retry_delay` for its retry). The new lease's end."""
         ...
 
     def renew(
@@ -241,11 +271,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the delivery's outcome and drop its lease; a terminal one also wakes a
         caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
         same transaction. The first terminal outcome wins and is returned ever after."""
@@ -255,11 +285,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """`acknowledge` for the event loop."""
         ...
 
@@ -268,7 +298,7 @@ class ExecutionClient(Protocol):
         then: Then,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         on_failure: str | None = None,
     ) -> None:
@@ -312,7 +342,7 @@ class ExecutionClient(Protocol):
         key: str,
         step: StepWrite,
         *,
-        warnings: Any = None,
+        warnings: tuple[str, ...] | None = None,
     ) -> None:
         """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
@@ -384,15 +414,14 @@ class EffectClient(Protocol):
         step_key: str,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
-        """Create the effect record or read it: {"status": "new" | "pending"}, or
-        {"status": "settled", "result": <canonical>}; a changed operation or input is
-        EFFECT_REQUEST_MISMATCH."""
+    ) -> EffectState:
+        """Create the effect record or read it: `new` or `pending`, or `settled` with its
+        result (canonical JSON); a changed operation or input is EFFECT_REQUEST_MISMATCH."""
         ...
 
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         """Settle once and wake every waiter in the same transaction; a different later
         result is kept as a conflict report and the first one returned."""
         ...
@@ -431,16 +460,16 @@ class ValueClient(Protocol):
         expected_version: int | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ValueWritten:
         """Commit a new version (compare-and-set with expected_version; 0: must not exist)
         and wake every execution waiting on the key, in one transaction."""
         ...
 
-    def value_get(self, key: str) -> dict[str, Any] | None:
+    def value_get(self, key: str) -> StoredValue | None:
         """The key's value, version and time, or None."""
         ...
 
-    def value_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+    def value_list(self, prefix: str = "") -> builtins.list[ValueEntry]:
         """Keys starting with `prefix` (case-sensitive), in key order."""
         ...
 
@@ -457,7 +486,7 @@ class ValueClient(Protocol):
         timeout_at: float | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ValueFound | None:
         """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
         checked and registered in one transaction so no put slips between."""
         ...
@@ -627,7 +656,7 @@ class OverviewClient(Protocol):
         order and the page tokens of `list`."""
         ...
 
-    def value_waiters(self, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+    def value_waiters(self, limit: int = 1000) -> builtins.list[ValueWaiter]:
         """Who waits on which durable value, by key."""
         ...
 
@@ -711,6 +740,16 @@ class Housekeeping(Protocol):
         """Store the daemon's setting `key`."""
         ...
 
+    def moved_to(self) -> str | None:
+        """Where `ys migrate` moved this database's data, or None: a daemon refuses to start
+        on a database that says so (it would run the moved executions again)."""
+        ...
+
+    def mark_moved(self, target: str | None) -> None:
+        """Record that the data was moved to `target` (shown as it is: no password in it);
+        None: the data is here (a database migrated back to)."""
+        ...
+
     def held_leases(self) -> builtins.list[tuple[str, str]]:
         """(execution ID, token) of every lease held, expired or not (recovery releases
         them)."""
@@ -766,10 +805,13 @@ class ObservingClient(Protocol):
         pin: bool = False,
         timeout: float | None = None,
         now: float | None = None,
+        options: ScriptOptions | None = None,
     ) -> None:
         """Record the version of `workflow`'s script seen now: what admissions record and
-        unpinned deliveries run (`pin`: every delivery runs its admission's version), and its
-        timeout: each later admission's deadline is its admission time plus it."""
+        unpinned deliveries run (`pin`: every delivery runs its admission's version), its
+        timeout (each later admission's deadline is its admission time plus it) and the
+        `options` every daemon on the database applies: the concurrency limit claims count,
+        the `max_attempts` a lost lease counts toward, the failure handler that failure admits."""
         ...
 
     def scripts_needed(self) -> set[str]:
@@ -811,7 +853,7 @@ class TransferClient(Protocol):
 
     def export_records(
         self,
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ExportLine], None],
         *,
         since: float | None = None,
         statuses: Sequence[str] = (),
@@ -825,7 +867,7 @@ class TransferClient(Protocol):
 
     def import_records(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[ExportLine],
         on_batch: Callable[[dict[str, dict[str, int]], builtins.list[tuple[str, str]]], None],
     ) -> None:
         """Write the records not there yet, a batch per transaction; after each, `on_batch`

@@ -11,6 +11,7 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -18,7 +19,7 @@ from urllib.parse import urlencode
 from ys import codec, cron
 from ys.daemon import overview, timeline, views
 from ys.errors import InvalidArgument, NotFoundError, YsError
-from ys.store.protocols import STATUSES
+from ys.store.protocols import STATUSES, ValueWaiter
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -271,9 +272,9 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     prefix = q.get("prefix", "")
     waiters: dict[str, list[dict[str, Any]]] = {}
     for w in d.store.value_waiters():
-        waiters.setdefault(w["key"], []).append({**w, "since": views.iso(w["since"])})
+        waiters.setdefault(w.key, []).append(_waiter(w))
     entries = [
-        {**e, "updated_at": views.iso(e["updated_at"]), "waiters": waiters.pop(e["key"], [])}
+        {**asdict(e), "updated_at": views.iso(e.updated_at), "waiters": waiters.pop(e.key, [])}
         for e in d.store.value_list(prefix)
     ]
     # keys that are waited for but hold no value yet
@@ -286,19 +287,23 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     key = m["key"]
     found = d.store.value_get(key)
-    ws = [{**w, "since": views.iso(w["since"])} for w in d.store.value_waiters() if w["key"] == key]
+    ws = [_waiter(w) for w in d.store.value_waiters() if w.key == key]
     if found is None and not ws:
         raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
     v = (
         None
         if found is None
         else {
-            "value": codec.plain(found["value"]),
-            "version": found["version"],
-            "updated_at": views.iso(found["updated_at"]),
+            "value": codec.plain(found.value),
+            "version": found.version,
+            "updated_at": views.iso(found.updated_at),
         }
     )
     return {"key": key, "v": v, "waiters": ws}
+
+
+def _waiter(w: ValueWaiter) -> dict[str, Any]:
+    return {**asdict(w), "since": views.iso(w.since)}
 
 
 _HASHES: dict[tuple[str, int, int], str] = {}

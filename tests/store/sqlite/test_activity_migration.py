@@ -8,6 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ys.outcomes import outcome_of
 from ys.store.sqlite import SqliteStore
 
 
@@ -20,6 +21,21 @@ def undo_activity(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE {table}")
 
 
+def undo_limits(conn: sqlite3.Connection) -> None:
+    """Back to the schema before migration 20 (limits and attempts across daemons)."""
+    conn.execute("DROP INDEX executions_slot_held")
+    for table, column in (
+        ("scripts", "concurrency"),
+        ("scripts", "concurrency_key"),
+        ("scripts", "max_attempts"),
+        ("scripts", "on_failure"),
+        ("executions", "slot_held_until"),
+        ("executions", "step_deadline_at"),
+        ("executions", "step_deadline"),
+    ):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
 def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Path):
     path = tmp_path / "ys.db"
     now = time.time()
@@ -29,17 +45,19 @@ def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Pa
     store.cancel("old", now=hour - 3 * 86400, at_once=True)
     store.admit("wf", execution_id="done", now=hour - 3600)
     (d,) = store.claim_due(now=hour - 60, limit=1, lease_seconds=300)
-    store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=hour - 30)
+    store.acknowledge(
+        d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=hour - 30
+    )
     store.admit("wf", execution_id="bad", now=hour + 10)
     (d,) = store.claim_due(now=hour + 20, limit=1, lease_seconds=300)
     failed = {"status": "failed", "error": {"name": "E"}}
-    store.acknowledge(d.execution_id, d.token, failed, now=hour + 50)
+    store.acknowledge(d.execution_id, d.token, outcome_of(failed), now=hour + 50)
     store.close()
     conn = sqlite3.connect(path)
     with conn:
+        undo_limits(conn)  # migration 20, made again too
         undo_activity(conn)
-        last = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
-        conn.execute("DELETE FROM schema_migrations WHERE version = ?", (last,))
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 19")  # the pictures' on
     conn.close()
     store = SqliteStore(path)
     try:

@@ -330,7 +330,7 @@ class Core:
             self._listening.wait(timeout=5.0)
 
     def _call(self, due: bool, changed: str | None) -> None:
-        """`changed`: a ys_changed payload, "<status> <execution_id>" (schema migration 16)."""
+        """`changed`: a ys_changed payload, "<status> <execution_id>" (schema migration 17)."""
         status, _, execution_id = (changed or "").partition(" ")
         for on_due, on_change in list(self._watchers):
             try:

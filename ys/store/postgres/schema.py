@@ -478,7 +478,22 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (hour, bucket)
     );
     """,
-    # 16: ys_changed says the execution's status with its ID ("<status> <execution_id>"), so
+    # 16, as SQLite's 20: limits and attempts that hold across daemons (the workflow's
+    # concurrency, key, max_attempts and failure handler with its current script; a slot held
+    # past its execution's end until its worker is gone or its lease's end; the running step
+    # attempt's deadline with the lease).
+    """
+    ALTER TABLE scripts ADD COLUMN concurrency bigint;
+    ALTER TABLE scripts ADD COLUMN concurrency_key text COLLATE "C";
+    ALTER TABLE scripts ADD COLUMN max_attempts bigint;
+    ALTER TABLE scripts ADD COLUMN on_failure text COLLATE "C";
+    ALTER TABLE executions ADD COLUMN slot_held_until double precision;
+    ALTER TABLE executions ADD COLUMN step_deadline_at double precision;
+    ALTER TABLE executions ADD COLUMN step_deadline text;
+    CREATE INDEX executions_slot_held ON executions (workflow, slot)
+        WHERE slot_held_until IS NOT NULL;
+    """,
+    # 17: ys_changed says the execution's status with its ID ("<status> <execution_id>"), so
     # another daemon's `ys wait` reads the record again only when it may have ended, not at
     # each step (docs/design.md, "On PostgreSQL"). PostgreSQL only: a SQLite file has one
     # daemon, which hears nothing.

@@ -10,7 +10,6 @@ writer holds the file), after sweeping expired leases the same way, any daemon's
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +17,8 @@ from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, RunState, StepRe
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
-from ys.store.sql.executions import append, lease_lost, load, load_leased, not_found
+from ys.store.sql.executions import append, lease_lost, load_leased, not_found
+from ys.store.sql.limits import release_lost_tx
 from ys.store.sql.requests import Later
 from ys.store.sql.rows import LIGHT, row_to_record
 from ys.store.sql.steps import STEP_COLUMNS
@@ -49,14 +49,7 @@ def _expired(c: Any, now: float, limit: int | None, holder: str | None = None) -
 def _release(c: Any, rows: list[Any], now: float) -> list[str]:
     released = []
     for (execution_id,) in rows:
-        record = load(c, execution_id, payload=False, lock=True)
-        assert record is not None
-        append(
-            c,
-            record,
-            [Event(RELEASED, now, {"reason": "lease_expired", "retry_at": now})],
-            clear_lease=True,
-        )
+        release_lost_tx(c, execution_id, now)  # counted toward max_attempts, as any box's
         released.append(execution_id)
     return released
 
@@ -71,25 +64,25 @@ def claim_due_tx(
     lease: float,
     holder: str,
     pid: int,
-    limits: Mapping[str, ConcurrencyLimit] | None = None,
     heal: bool = False,
 ) -> list[Delivery] | Later:
     """Sweep expired leases (any daemon's), then lease up to `limit` due executions (with
     `heal`, after making claimable the waiters of groups with free slots: concurrency.heal).
     SKIP LOCKED (where the dialect has it): daemons claiming at once take disjoint rows; a row claimed and
     committed by another since this statement began is re-checked and left out. One of a
-    workflow in `limits` is leased only if its slot group has a free slot, counted under the
-    group's lock (ys/store/postgres/dialect.py says why that holds across daemons); else
-    it is marked waiting and the claim looks further.
+    workflow whose current script declares a limit (`scripts.concurrency`, read in the same
+    SELECT) is leased only if its slot group has a free slot, counted under the group's lock
+    (ys/store/postgres/dialect.py says why that holds across daemons); else it is marked
+    waiting and the claim looks further.
 
     One question (docs/design.md, "On PostgreSQL"): the sweep's and the due rows' SELECTs go
     out together and are answered together; what the sweep released is looked for again (a
     second question, only then). The claimed executions' steps are read with the writes and
     COMMIT (`with_steps`)."""
     expired = _expired(c, now, max(limit, 16))
-    if heal and limits:
+    if heal:
         _release(c, expired.fetchall(), now)
-        concurrency.heal(c, limits)
+        concurrency.heal(c, now)
         due = _due(c, now, limit)
     else:
         due = _due(c, now, limit)  # asked with the sweep: both answered in one round trip
@@ -102,7 +95,7 @@ def claim_due_tx(
         rows = due.fetchall()
         waited = 0
         for row in rows:
-            delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, limits)
+            delivery = _claim_one(c, Claimable(row), now, lease, holder, pid)
             if delivery is None:
                 waited += 1
             else:
@@ -129,25 +122,29 @@ def _due(c: Any, now: float, want: int) -> Any:
 
 # What a claim reads of each due execution in its one SELECT (docs/design.md, "On
 # PostgreSQL": one round trip per durable operation): the record, its deadline, what its
-# worker starts from and its workflow's current script.
+# worker starts from and its workflow's current script, with the concurrency limit that
+# script declares (docs/design.md, "Workflow options": the newest version's limit applies).
 CLAIM_COLUMNS = (
     f"{LIGHT}, deadline_at, params, context, "
     "(SELECT sha256 FROM scripts s WHERE s.workflow = executions.workflow), "
-    "(SELECT pin FROM scripts s WHERE s.workflow = executions.workflow)"
+    "(SELECT pin FROM scripts s WHERE s.workflow = executions.workflow), "
+    "(SELECT concurrency FROM scripts s WHERE s.workflow = executions.workflow), "
+    "(SELECT concurrency_key FROM scripts s WHERE s.workflow = executions.workflow)"
 )
 
 
 class Claimable:
     """One row of CLAIM_COLUMNS."""
 
-    __slots__ = ("record", "deadline_at", "params", "context", "script")
+    __slots__ = ("record", "deadline_at", "params", "context", "script", "bound")
 
     def __init__(self, row: Any) -> None:
-        self.record = row_to_record(row[:-5])
-        self.deadline_at: float | None = row[-5]
-        self.params: str = row[-4]
-        self.context: str = row[-3]
-        self.script: tuple[str | None, bool] = (row[-2], bool(row[-1]))
+        self.record = row_to_record(row[:-7])
+        self.deadline_at: float | None = row[-7]
+        self.params: str = row[-6]
+        self.context: str = row[-5]
+        self.script: tuple[str | None, bool] = (row[-4], bool(row[-3]))
+        self.bound = None if row[-2] is None else ConcurrencyLimit(int(row[-2]), row[-1])
 
 
 def with_steps(c: Any, deliveries: list[Delivery], later: bool = False) -> Any:
@@ -179,17 +176,15 @@ def with_steps(c: Any, deliveries: list[Delivery], later: bool = False) -> Any:
 
 def claim_new(
     c: Any, execution_id: str, now: float, lease: float, holder: str, pid: int
-) -> Delivery:
+) -> Delivery | None:
     """Lease an execution this transaction admitted (its first delivery, claimed in its
-    admission's transaction: no concurrency limit applies to its workflow). Nobody else
-    sees the row before the commit, so it needs no lock."""
+    admission's transaction), or None when its workflow's recorded limit leaves no slot
+    (it waits, as a claim would leave it). Nobody else sees the row before the commit."""
     row = c.execute(
         f"SELECT {CLAIM_COLUMNS} FROM executions WHERE execution_id=?", (execution_id,)
     ).fetchone()
-    delivery = _claim_one(c, Claimable(row), now, lease, holder, pid, None)
-    assert delivery is not None  # without limits a due execution is always leased
-    claimed: list[Delivery] = with_steps(c, [delivery])
-    return claimed[0]
+    delivery = _claim_one(c, Claimable(row), now, lease, holder, pid)
+    return None if delivery is None else with_steps(c, [delivery])[0]
 
 
 def _claim_one(
@@ -199,14 +194,13 @@ def _claim_one(
     lease: float,
     holder: str,
     pid: int,
-    limits: Mapping[str, ConcurrencyLimit] | None,
 ) -> Delivery | None:
     """Lease one due execution (its row locked), or (its slot group full) mark it waiting
     and return None. Its delivery's steps are read after (`with_steps`)."""
     record = due.record
     assert not record.terminal
     slot = None
-    bound = limits.get(record.workflow) if limits else None
+    bound = due.bound
     # Cancelled before it ever ran: no workflow code runs (cancel_seen: the dispatcher ends it
     # cancelled at once), so it needs no slot and does not wait for one.
     never_ran = record.cancel_requested and record.attempts == 0
@@ -215,7 +209,7 @@ def _claim_one(
         if bound.key is not None:
             slot = slot_of(due.params, bound.key)
         concurrency.lock(c, record.workflow, slot)
-        if concurrency.held(c, record.workflow, slot) >= bound.n:
+        if concurrency.held(c, record.workflow, slot, now) >= bound.n:
             concurrency.wait(c, record.execution_id, slot)
             return None
     token = secrets.token_hex(16)

@@ -1,5 +1,6 @@
 """Concurrency limits: the claim's side (`claim_due_tx` counts `held` slots before it leases
-an execution of a limited workflow) and the side of a lease that ends (`free`).
+an execution of a limited workflow) and the side of a lease that ends (`free`), with the limits read from the workflow's current
+script as recorded (`scripts.concurrency`, `concurrency_key`: one limit for every daemon).
 
 A limited execution's lease holds a slot: its row's `slot` names the group (the workflow's
 whole, or one value of `params[key]`, `base.slot_of`), counted over leased rows through a
@@ -9,14 +10,17 @@ that transaction clears the mark of the group's earliest waiter, which the next 
 or marks again. Every transaction that counts, takes or frees a group's slots first takes
 the group's lock (`lock`: the dialect's; SQLite needs none, one writer holds the file;
 ys/store/postgres/dialect.py says why PostgreSQL's makes the count exact across daemons).
+
+An execution ended without its worker (cancelled at once, timed out: its lease dropped so
+that the worker is fenced) keeps holding its slot while that worker may still run: its row's
+`slot_held_until` is its lease's end, until its daemon, having seen the worker exit, frees
+it (`free_held`); a daemon dead or frozen frees it by that time (docs/design.md, "Workflow
+options").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
-
-from ys.store.base import ConcurrencyLimit
 
 
 def lock(c: Any, workflow: str, slot: str) -> None:
@@ -24,13 +28,41 @@ def lock(c: Any, workflow: str, slot: str) -> None:
     c.dialect.lock_slot_group(c, workflow, slot)
 
 
-def held(c: Any, workflow: str, slot: str) -> int:
-    """How many leases of `workflow` hold a slot of group `slot` now (call under `lock`)."""
+def held(c: Any, workflow: str, slot: str, now: float) -> int:
+    """How many executions of `workflow` hold a slot of group `slot` at `now`: leased, or
+    ended without their worker and not yet known gone (call under `lock`)."""
     row = c.execute(
-        "SELECT COUNT(*) FROM executions WHERE workflow=? AND slot=? AND lease_token IS NOT NULL",
-        (workflow, slot),
+        "SELECT (SELECT COUNT(*) FROM executions WHERE workflow=? AND slot=? "
+        "AND lease_token IS NOT NULL) + (SELECT COUNT(*) FROM executions WHERE workflow=? "
+        "AND slot=? AND slot_held_until IS NOT NULL AND slot_held_until > ?)",
+        (workflow, slot, workflow, slot, now),
     ).fetchone()
     return int(row[0])
+
+
+def hold(c: Any, execution_id: str, slot: str | None, lease_expires_at: float | None) -> None:
+    """The execution ended without its worker in this transaction, its lease dropped: the
+    slot that lease held stays held until `free_held`, or its lease's end at the latest."""
+    if slot is not None and lease_expires_at is not None:
+        c.execute(
+            "UPDATE executions SET slot_held_until=? WHERE execution_id=?",
+            (lease_expires_at, execution_id),
+        )
+
+
+def free_held(c: Any, execution_id: str) -> bool:
+    """The worker of an execution that ended without it is gone: the slot it kept frees."""
+    row = c.execute(
+        "SELECT workflow, slot FROM executions WHERE execution_id=? "
+        "AND slot_held_until IS NOT NULL",
+        (execution_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    lock(c, row[0], row[1])
+    c.execute("UPDATE executions SET slot_held_until=NULL WHERE execution_id=?", (execution_id,))
+    free(c, row[0], row[1])
+    return True
 
 
 def wait(c: Any, execution_id: str, slot: str) -> None:
@@ -50,27 +82,37 @@ def free(c: Any, workflow: str, slot: str) -> None:
     )
 
 
-def heal(c: Any, limits: Mapping[str, ConcurrencyLimit]) -> None:
-    """Groups whose waiters wait on slots no lease holds get them back: as many of their
-    earliest waiters as there are free slots are claimable again. `free` hands each freed slot
-    to one waiter; if that one then ends without taking it (cancelled, timed out), nothing
-    else would. A safety net run by claims, at most once a second per store."""
-    for workflow, bound in limits.items():
-        groups = c.execute(
-            "SELECT DISTINCT slot_wait FROM executions WHERE workflow=? AND slot_wait IS NOT NULL "
-            "ORDER BY slot_wait",  # the groups' locks in one order: no deadlock between healers
-            (workflow,),
-        ).fetchall()
-        for (group,) in groups:
-            lock(c, workflow, group)  # the count sees every commit of the group's holders
-            spare = bound.n - held(c, workflow, group)
-            if spare > 0:
-                c.execute(
-                    "UPDATE executions SET slot_wait=NULL WHERE execution_id IN (SELECT "
-                    "execution_id FROM executions WHERE workflow=? AND slot_wait=? AND due_at "
-                    "IS NOT NULL ORDER BY due_at, execution_id LIMIT ?)",
-                    (workflow, group, spare),
-                )
+def heal(c: Any, now: float) -> None:
+    """Groups whose waiters wait on slots nothing holds get them back: as many of their
+    earliest waiters as there are free slots are claimable again (all of them when the
+    workflow's limit was removed). `free` hands each freed slot to one waiter; if that one
+    then ends without taking it (cancelled, timed out), nothing else would; a slot kept past
+    its execution's end frees at its time with no one to say so. A safety net run by claims,
+    at most once a second per store."""
+    c.execute(
+        "UPDATE executions SET slot_held_until=NULL WHERE slot_held_until IS NOT NULL "
+        "AND slot_held_until <= ?",
+        (now,),
+    )
+    groups = c.execute(
+        "SELECT DISTINCT x.workflow, x.slot_wait, s.concurrency FROM executions x "
+        "LEFT JOIN scripts s ON s.workflow = x.workflow WHERE x.slot_wait IS NOT NULL "
+        # the groups' locks in one order: no deadlock between healers
+        "ORDER BY x.workflow, x.slot_wait"
+    ).fetchall()
+    for workflow, group, n in groups:
+        if n is None:
+            release_waiters(c, workflow)
+            continue
+        lock(c, workflow, group)  # the count sees every commit of the group's holders
+        spare = int(n) - held(c, workflow, group, now)
+        if spare > 0:
+            c.execute(
+                "UPDATE executions SET slot_wait=NULL WHERE execution_id IN (SELECT "
+                "execution_id FROM executions WHERE workflow=? AND slot_wait=? AND due_at "
+                "IS NOT NULL ORDER BY due_at, execution_id LIMIT ?)",
+                (workflow, group, spare),
+            )
 
 
 def release_waiters(c: Any, workflow: str) -> int:

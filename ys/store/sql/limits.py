@@ -12,9 +12,16 @@ admits its failure handler.
   cap holds across daemons whose deliveries die with them. Releases for other reasons (a
   daemon stop, recovery at a daemon's start) do not count.
 - `cancel_now_tx`: the cancellation request, and the execution ends `cancelled` at once.
+- `release_lost_tx`: a lease that expired, swept by any daemon's claim. It counts toward
+  the workflow's `max_attempts` as recorded with its current script (`scripts`), and fails
+  the execution when that was the last; a step attempt whose stored deadline passed
+  (ys/store/sql/step_deadlines.py: its daemon died before its timer fired) is recorded as the daemon
+  would have (`StepTimeout`, or waiting for its retry), and the release then does not count.
 
 Each locks the execution's row first (where rows are locked: two daemons never both end it,
-and a worker's write waiting for the row finds its lease gone).
+and a worker's write waiting for the row finds its lease gone). Timed out and cancelled at
+once, an execution keeps its concurrency slot until its worker is known gone
+(concurrency.hold).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.store.records import CANCELLED, FAILED, RELEASED, Event, Record
+from ys.store.sql import concurrency
 from ys.store.sql.executions import (
     append,
     load,
@@ -30,6 +38,8 @@ from ys.store.sql.executions import (
     wake_waiting_parent,
 )
 from ys.store.sql.starts import cancel_tx
+from ys.store.sql.step_deadlines import overdue_step
+from ys.store.sql.versions import attempts_cap
 
 COUNTED = "worker_failed"  # the release reason that counts toward max_attempts
 LOST = "lease_expired"  # a delivery whose lease was lost: counted with the others
@@ -39,11 +49,25 @@ _LOST_LIKE = '%"reason":"' + LOST + '"%'
 
 
 def end_tx(
-    c: Any, record: Record, events: list[Event], now: float, on_failure: str | None
+    c: Any,
+    record: Record,
+    events: list[Event],
+    now: float,
+    on_failure: str | None,
+    hold_slot: bool = False,
 ) -> Record:
     """Append the events that end `record` (its row locked), drop its lease, wake its waiting
-    caller and (for a failure) admit its handler."""
-    record = append(c, record, events, clear_lease=True)
+    caller and (for a failure) admit its handler. `hold_slot`: it ends without its worker,
+    which may still run: a slot its lease held stays held (concurrency.hold)."""
+    if hold_slot:
+        slot, token, expires = c.execute(
+            "SELECT slot, lease_token, lease_expires_at FROM executions WHERE execution_id=?",
+            (record.execution_id,),
+        ).fetchone()
+        record = append(c, record, events, clear_lease=True, slot=None)
+        concurrency.hold(c, record.execution_id, slot if token else None, expires)
+    else:
+        record = append(c, record, events, clear_lease=True)
     if record.parent is not None:
         wake_waiting_parent(c, record, now)
     if record.status == FAILED and on_failure is not None:
@@ -78,7 +102,7 @@ def time_out_tx(c: Any, execution_id: str, now: float, on_failure: str | None) -
         ),
         "code": "TIMEOUT",
     }
-    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure)
+    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure, hold_slot=True)
     return True
 
 
@@ -91,26 +115,65 @@ def release_counted_tx(
     max_attempts: int | None,
     on_failure: str | None,
 ) -> bool:
+    """A delivery's release by its daemon; counted (`max_attempts` given: the daemon's cap,
+    where the store has none recorded for the workflow) it may be the last one."""
     record = load_leased(c, execution_id, token, now)
     release = Event(RELEASED, now, data)
     if data.get("reason") != COUNTED or max_attempts is None:
         append(c, record, [release], token=token, clear_lease=True)
         return False
+    cap, handler = attempts_cap(c, record.workflow)
+    return _count(
+        c, record, [release], now, cap or max_attempts, on_failure or handler, data, token
+    )
+
+
+def _count(
+    c: Any,
+    record: Record,
+    events: list[Event],
+    now: float,
+    cap: int,
+    on_failure: str | None,
+    data: dict[str, Any],
+    token: str | None = None,
+) -> bool:
+    """Release `record` with `events` (the release last), failing it if that release was the
+    `cap`-th counted one; whether it failed."""
     (earlier,) = c.execute(
         "SELECT COUNT(*) FROM events WHERE execution_id=? AND kind=? "
         "AND (data LIKE ? OR data LIKE ?)",
-        (execution_id, RELEASED, _COUNTED_LIKE, _LOST_LIKE),
+        (record.execution_id, RELEASED, _COUNTED_LIKE, _LOST_LIKE),
     ).fetchone()
-    if earlier + 1 < max_attempts:
-        append(c, record, [release], token=token, clear_lease=True)
+    if earlier + 1 < cap:
+        append(c, record, events, token=token, clear_lease=True)
         return False
     error = {
         "name": "DeliveryAttemptsExhausted",
-        "message": exhausted_message(earlier + 1, max_attempts, data.get("detail")),
+        "message": exhausted_message(earlier + 1, cap, data.get("detail")),
         "code": "DELIVERY_ATTEMPTS_EXHAUSTED",
     }
-    end_tx(c, record, [release, Event(FAILED, now, {"error": error})], now, on_failure)
+    end_tx(c, record, [*events, Event(FAILED, now, {"error": error})], now, on_failure)
     return True
+
+
+def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
+    """Release an expired lease (any daemon's, swept by a claim; its row not locked yet):
+    its overdue step attempt recorded, the release counted; whether the execution failed."""
+    record = load(c, execution_id, payload=False, lock=True)
+    assert record is not None
+    events: list[Event] = []
+    data: dict[str, Any] = {"reason": LOST, "retry_at": now}
+    step = overdue_step(c, record, now)
+    if step is not None:
+        events.append(step[0])
+        data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
+    events.append(Event(RELEASED, now, data))
+    cap, handler = attempts_cap(c, record.workflow)
+    if cap is None or step is not None:
+        append(c, record, events, clear_lease=True)
+        return False
+    return _count(c, record, events, now, cap, handler, data)
 
 
 def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
@@ -122,7 +185,7 @@ def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
     cancel_tx(c, execution_id, now)
     record = load(c, execution_id, payload=False, lock=True)
     assert record is not None
-    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None)
+    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None, hold_slot=True)
     return True
 
 

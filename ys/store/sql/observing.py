@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ys.contract import check_time
-from ys.store.base import LOG_TAIL_BYTES, LogTail, SharedCounts
+from ys.store.base import LOG_TAIL_BYTES, LogTail, ScriptOptions, SharedCounts
 from ys.store.paging import MAX_BATCH, check_cursor
 from ys.store.sql import versions
 from ys.store.sql.core import Core
@@ -113,15 +113,19 @@ class Observing:
         pin: bool = False,
         timeout: float | None = None,
         now: float | None = None,
+        options: ScriptOptions | None = None,
     ) -> None:
         """The version of `workflow`'s script the daemon sees now: what admissions record,
-        and what unpinned deliveries run; `timeout` counts from each later admission."""
+        and what unpinned deliveries run; `timeout` counts from each later admission, and
+        `options` apply to every daemon's claims and lease sweeps."""
         if timeout is not None:
             from ys.contract import check_time
 
             check_time(timeout, "timeout")
         t = self._core.now(now)
-        self._core.write(lambda c: versions.set_script_tx(c, workflow, sha256, pin, t, timeout))
+        self._core.write(
+            lambda c: versions.set_script_tx(c, workflow, sha256, pin, t, timeout, options)
+        )
         self._core.script_recorded(workflow, sha256)
 
     def scripts_needed(self) -> set[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import Page, RunningExecution
+from ys.store.base import Page, RunningExecution, ValueWaiter
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.records import STATUSES, Record
 from ys.store.sql import charts
@@ -117,10 +117,10 @@ def find(
     return Page(records, nxt)
 
 
-def value_waiters(c: Any, limit: int = 1000) -> list[dict[str, Any]]:
+def value_waiters(c: Any, limit: int = 1000) -> list[ValueWaiter]:
     """Who waits on which durable value, by key."""
     return [
-        {"key": r[0], "execution_id": r[1], "step_key": r[2], "seen_version": r[3], "since": r[4]}
+        ValueWaiter(*r)
         for r in c.execute(
             "SELECT key, execution_id, step_key, seen_version, registered_at FROM kv_waiters "
             "ORDER BY key, registered_at LIMIT ?",
@@ -169,7 +169,7 @@ class Overview:
             )
         )
 
-    def value_waiters(self, limit: int = 1000) -> list[dict[str, Any]]:
+    def value_waiters(self, limit: int = 1000) -> list[ValueWaiter]:
         return self._core.read(lambda c: value_waiters(c, limit))
 
     def database(self) -> dict[str, Any]:

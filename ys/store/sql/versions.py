@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ys.store.base import ScriptOptions
 from ys.store.records import Record
 
 LIVE = "('admitted', 'running', 'suspended')"
@@ -40,15 +41,30 @@ def set_script_tx(
     pin: bool,
     now: float,
     timeout: float | None = None,
+    options: ScriptOptions | None = None,
 ) -> None:
-    """Record the workflow's current version, whether it is pinned and its timeout (which
-    every later admission's deadline counts from: migration 12's trigger)."""
+    """Record the workflow's current version, whether it is pinned, its timeout (which
+    every later admission's deadline counts from: migration 12's trigger) and the options
+    every daemon's claims and lease sweeps apply (`ScriptOptions`: one limit, one cap,
+    whichever box's copy of the script a daemon loaded)."""
+    o = options or ScriptOptions()
     c.execute(
-        "INSERT INTO scripts (workflow, sha256, pin, updated_at, timeout) VALUES (?,?,?,?,?) "
+        "INSERT INTO scripts (workflow, sha256, pin, updated_at, timeout, concurrency, "
+        "concurrency_key, max_attempts, on_failure) VALUES (?,?,?,?,?,?,?,?,?) "
         "ON CONFLICT (workflow) DO UPDATE SET sha256=excluded.sha256, pin=excluded.pin, "
-        "updated_at=excluded.updated_at, timeout=excluded.timeout",
-        (workflow, sha256, pin, now, timeout),
+        "updated_at=excluded.updated_at, timeout=excluded.timeout, "
+        "concurrency=excluded.concurrency, concurrency_key=excluded.concurrency_key, "
+        "max_attempts=excluded.max_attempts, on_failure=excluded.on_failure",
+        (workflow, sha256, pin, now, timeout, o.concurrency, o.key, o.max_attempts, o.on_failure),
     )
+
+
+def attempts_cap(c: Any, workflow: str) -> tuple[int | None, str | None]:
+    """The workflow's recorded `max_attempts` and failure handler (None: none recorded)."""
+    row = c.execute(
+        "SELECT max_attempts, on_failure FROM scripts WHERE workflow=?", (workflow,)
+    ).fetchone()
+    return (None, None) if row is None else (row[0], row[1])
 
 
 def needed(c: Any) -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ys.contract import check_time
-from ys.store.protocols import Health
+from ys.store.protocols import Health, Parent
 from ys.store.sql.dialect import Dialect
 from ys.store.sql.reads import verify
 from ys.store.sqlite.admissions import admission_inserts
@@ -77,7 +77,7 @@ class Core:
         workflow: str,
         params_json: str,
         context_json: str,
-        parent: dict[str, Any] | None,
+        parent: Parent | None,
         at: float,
         tags: dict[str, str] | None,
         due_at: float | None = None,

@@ -427,6 +427,25 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (hour, bucket)
     ) WITHOUT ROWID;
     """,
+    # 20: limits and attempts that hold across daemons (docs/design.md, "Workflow
+    # options"). `scripts.concurrency`/`concurrency_key`/`max_attempts`/`on_failure`: the
+    # workflow's options as its current script declares them, which every claim and lease
+    # sweep reads (not each daemon's own copy). `slot_held_until`: an execution ended without
+    # its worker (cancelled at once, timed out) keeps its slot until its daemon says the
+    # worker is gone, or until this time (its lease's end: that daemon is dead or frozen).
+    # `step_deadline_at`/`step_deadline`: the running step attempt's limit and what to record
+    # past it, kept with the lease so that the sweep of a dead daemon's lease records it.
+    """
+    ALTER TABLE scripts ADD COLUMN concurrency INTEGER;
+    ALTER TABLE scripts ADD COLUMN concurrency_key TEXT;
+    ALTER TABLE scripts ADD COLUMN max_attempts INTEGER;
+    ALTER TABLE scripts ADD COLUMN on_failure TEXT;
+    ALTER TABLE executions ADD COLUMN slot_held_until REAL;
+    ALTER TABLE executions ADD COLUMN step_deadline_at REAL;
+    ALTER TABLE executions ADD COLUMN step_deadline TEXT;
+    CREATE INDEX executions_slot_held ON executions(workflow, slot)
+        WHERE slot_held_until IS NOT NULL;
+    """,
 ]
 
 
