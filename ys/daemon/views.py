@@ -8,7 +8,22 @@ from typing import Any
 from ys import codec
 from ys.cron import interval, zone_name
 from ys.durations import MAX_TIME, MIN_TIME
-from ys.store.protocols import Description, Effect, Record, Schedule, StepRecord
+from ys.store.protocols import (
+    ActivityBucket,
+    ConcurrencyWait,
+    DatabaseInfo,
+    Description,
+    Effect,
+    HourDurations,
+    Record,
+    Schedule,
+    SlotHistory,
+    SlotOutcome,
+    StepRecord,
+    StoreWait,
+    ValueWaiter,
+    Wait,
+)
 
 
 def iso(t: float | None) -> str | None:
@@ -156,3 +171,72 @@ def event(e: dict[str, Any]) -> dict[str, Any]:
             for k, v in data.items()
         }
     return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": data}
+
+
+# -- the rows read for people to see (ys/store/reading.py) -----------------------------------
+
+
+def slot(s: SlotOutcome) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "slot": iso(s.slot),
+        "outcome": s.outcome,
+        "why": s.why,
+        "execution_id": s.execution_id,
+        "at": iso(s.at),
+        "count": s.count,
+    }
+
+
+def slot_history(h: SlotHistory) -> dict[str, Any]:
+    return {
+        "slot": iso(h.slot),
+        "outcome": h.outcome,
+        "mark": h.mark,
+        "why": h.why,
+        "execution_id": h.execution_id,
+        "status": h.status,
+        "at": iso(h.at),
+        "count": h.count,
+        "lateness": h.lateness,
+    }
+
+
+def bucket(b: ActivityBucket) -> dict[str, Any]:
+    return {
+        "start": iso(b.start),
+        "started": b.started,
+        "completed": b.completed,
+        "failed": b.failed,
+    }
+
+
+def hour(h: HourDurations) -> dict[str, Any]:
+    return {"start": iso(h.start), "count": h.count, "p50": h.p50, "p95": h.p95}
+
+
+def wait(w: Wait) -> dict[str, Any]:
+    if isinstance(w, StoreWait):
+        return {"kind": w.kind, "key": w.key, "step_key": w.step_key, "since": iso(w.since)}
+    if isinstance(w, ConcurrencyWait):
+        return {"kind": w.kind, "workflow": w.workflow, "slot": w.slot}
+    return {
+        "kind": w.kind,
+        "effect_id": w.effect_id,
+        "step_key": w.step_key,
+        "wake_at": iso(w.wake_at),
+    }
+
+
+def value_waiter(w: ValueWaiter) -> dict[str, Any]:
+    return {
+        "key": w.key,
+        "execution_id": w.execution_id,
+        "step_key": w.step_key,
+        "seen_version": w.seen_version,
+        "since": iso(w.since),
+    }
+
+
+def database(d: DatabaseInfo) -> dict[str, Any]:
+    return {"path": d.path, "bytes": d.bytes, "schema_version": d.schema_version}

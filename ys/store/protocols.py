@@ -49,6 +49,18 @@ from ys.store.base import (
     StepRecord,
     Then,
 )
+from ys.store.reading import (
+    ActivityBucket,
+    ConcurrencyWait,
+    DatabaseInfo,
+    EffectWait,
+    HourDurations,
+    SlotHistory,
+    SlotOutcome,
+    StoreWait,
+    ValueWaiter,
+    Wait,
+)
 from ys.store.records import STATUSES, TERMINAL, Event, Record
 from ys.values import StepWrite
 
@@ -90,6 +102,17 @@ __all__ = [
     "Store",
     "Then",
     "ValueClient",
+    # the rows read for people to see (ys/store/reading.py)
+    "ActivityBucket",
+    "ConcurrencyWait",
+    "DatabaseInfo",
+    "EffectWait",
+    "HourDurations",
+    "SlotHistory",
+    "SlotOutcome",
+    "StoreWait",
+    "ValueWaiter",
+    "Wait",
 ]
 
 
@@ -567,9 +590,9 @@ class ReadClient(Protocol):
         """The execution's whole history."""
         ...
 
-    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
-        """What the execution waits on: store keys, effects, and a concurrency slot
-        ({"kind": "concurrency", "workflow", "slot"})."""
+    def waits(self, execution_id: str) -> builtins.list[Wait]:
+        """What the execution waits on: store keys (oldest registration first), effects, and
+        a concurrency slot."""
         ...
 
     def next_due_at(self) -> float | None:
@@ -627,11 +650,11 @@ class OverviewClient(Protocol):
         order and the page tokens of `list`."""
         ...
 
-    def value_waiters(self, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+    def value_waiters(self, limit: int = 1000) -> builtins.list[ValueWaiter]:
         """Who waits on which durable value, by key."""
         ...
 
-    def database(self) -> dict[str, Any]:
+    def database(self) -> DatabaseInfo:
         """Where the data is, its size and its schema version."""
         ...
 
@@ -642,38 +665,35 @@ class OverviewClient(Protocol):
         since: float | None = None,
         outcomes: tuple[str, ...] | None = None,
         limit: int = 20,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[SlotOutcome]:
         """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
         ...
 
     def activity(
         self, since: float, until: float, bucket: float, workflow: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[ActivityBucket]:
         """Executions started (admitted), completed and failed in each bucket of `bucket`
         seconds from `since` to `until` (whole minutes, whole 10 minutes for one workflow,
-        at most 1000 buckets; ValueError otherwise): {"start", "started", "completed",
-        "failed"}, oldest first; of one workflow, or of all. Read from rollups kept as
+        at most 1000 buckets; ValueError otherwise), oldest first; of one workflow, or of all. Read from rollups kept as
         executions change, never a scan."""
         ...
 
     def activity_by_workflow(
         self, since: float, until: float, bucket: float
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
+    ) -> dict[str, builtins.list[ActivityBucket]]:
         """`activity` of each workflow that saw anything in the span (whole 10 minutes), in
         one read."""
         ...
 
-    def delivery_durations(self, since: float, until: float) -> builtins.list[dict[str, Any]]:
+    def delivery_durations(self, since: float, until: float) -> builtins.list[HourDurations]:
         """Deliveries that ended in each hour from `since` to `until` (whole hours, at most a
-        week): {"start", "count", "p50", "p95"}, oldest first, the quantiles in seconds
+        week), oldest first, the quantiles in seconds
         (within 9%: log-scale buckets), None for an hour without deliveries."""
         ...
 
-    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
-        """A schedule's newest slots with what each came to and its execution's status:
-        {"slot", "outcome", "mark", "why", "execution_id", "status", "at", "count",
-        "lateness"}, where `mark` is the outcome, or "failed" when it fired and its
-        execution failed, and `lateness` the seconds from the slot to the admission."""
+    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[SlotHistory]:
+        """A schedule's newest slots with what each came to and its execution's status,
+        newest first (`SlotHistory`)."""
         ...
 
 

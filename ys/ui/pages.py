@@ -173,14 +173,7 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     desc = d.store.describe(execution_id)
     x = views.describe(desc)
     x["effects"] = [views.effect(e) for e in d.store.effects(None, execution_id)]
-    x["waiting_on"] = [
-        {
-            **w,
-            **({"since": views.iso(w["since"])} if "since" in w else {}),
-            **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
-        }
-        for w in d.store.waits(execution_id)
-    ]
+    x["waiting_on"] = [views.wait(w) for w in d.store.waits(execution_id)]
     raw = d.store.events(execution_id)
     events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(raw)]
     # "now" in steps of 15 s: a live region re-renders when its HTML changes, and an open
@@ -231,12 +224,9 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 nxt = []
         v["next"] = nxt
-        v["slots"] = [
-            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
-            for r in d.store.schedule_slots(s.name, limit=10)
-        ]
+        v["slots"] = [views.slot(r) for r in d.store.schedule_slots(s.name, limit=10)]
         v["history"] = [
-            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
+            views.slot_history(r)
             for r in reversed(d.store.schedule_history(s.name, limit=HISTORY_SLOTS))
         ]
         out.append(v)
@@ -271,7 +261,7 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     prefix = q.get("prefix", "")
     waiters: dict[str, list[dict[str, Any]]] = {}
     for w in d.store.value_waiters():
-        waiters.setdefault(w["key"], []).append({**w, "since": views.iso(w["since"])})
+        waiters.setdefault(w.key, []).append(views.value_waiter(w))
     entries = [
         {**e, "updated_at": views.iso(e["updated_at"]), "waiters": waiters.pop(e["key"], [])}
         for e in d.store.value_list(prefix)
@@ -286,7 +276,7 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     key = m["key"]
     found = d.store.value_get(key)
-    ws = [{**w, "since": views.iso(w["since"])} for w in d.store.value_waiters() if w["key"] == key]
+    ws = [views.value_waiter(w) for w in d.store.value_waiters() if w.key == key]
     if found is None and not ws:
         raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
     v = (
