@@ -801,4 +801,4 @@ def test_a_shell_steps_failed_attempt_keeps_its_error_beside_its_output(store):
     done = codec.dumps({"error": error, "status": 0, "stdout": ""})
     store.save_step("sh-1", d.token, "dump", StepWrite("run", "completed", done, attempts=2), now=T0 + 3)  # fmt: skip
     attempts = store.describe("sh-1").failed_attempts["dump"]
-    assert [(a["attempt"], a["error"]) for a in attempts] == [(1, error.to_json())]
+    assert [(a.attempt, a.error) for a in attempts] == [(1, error.to_json())]

@@ -344,7 +344,7 @@ def test_describe_reports_history_length_bytes_and_deliveries(store):
     assert description.record.history_length == len(events) == 7
     assert description.history_bytes >= sum(canonical_size(e["data"]) for e in events)
     assert [s.key for s in description.steps] == ["say"]
-    assert [(d["attempt"], d["outcome"]) for d in description.deliveries] == [
+    assert [(d.attempt, d.outcome) for d in description.deliveries] == [
         (1, "suspended"),
         (2, "completed"),
     ]

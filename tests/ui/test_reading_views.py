@@ -11,6 +11,7 @@ from ys.store.protocols import (
     DatabaseInfo,
     EffectWait,
     HourDurations,
+    PastDelivery,
     SlotHistory,
     SlotOutcome,
     StoreWait,
@@ -92,4 +93,25 @@ def test_value_waiters_and_the_database():
         "path": "/tmp/ys.db",
         "bytes": 4096,
         "schema_version": 9,
+    }
+
+
+def test_a_past_delivery_shows_detail_and_warnings_only_where_there_are_any():
+    running = PastDelivery(1, T, script_sha256="ab")
+    assert views.past_delivery(running) == {
+        "attempt": 1,
+        "started_at": AT,
+        "ended_at": None,
+        "outcome": None,
+        "script_sha256": "ab",
+    }
+    released = PastDelivery(2, T, T, "retry (worker_failed)", None, "exit 1", ("key changes",))
+    assert views.past_delivery(released) == {
+        "attempt": 2,
+        "started_at": AT,
+        "ended_at": AT,
+        "outcome": "retry (worker_failed)",
+        "script_sha256": None,
+        "detail": "exit 1",
+        "warnings": ["key changes"],
     }

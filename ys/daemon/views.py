@@ -14,7 +14,9 @@ from ys.store.protocols import (
     DatabaseInfo,
     Description,
     Effect,
+    FailedAttempt,
     HourDurations,
+    PastDelivery,
     Record,
     Schedule,
     SlotHistory,
@@ -61,7 +63,7 @@ def record(r: Record) -> dict[str, Any]:
     }
 
 
-def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def step(s: StepRecord, failed: list[FailedAttempt] | None = None) -> dict[str, Any]:
     """A step as describe shows it, with its failed attempts (from the history), oldest first."""
     out: dict[str, Any] = {
         "key": s.key,
@@ -71,7 +73,7 @@ def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str,
         "wake_at": iso(s.wake_at),
         "updated_at": iso(s.updated_at),
         "failed_attempts": [
-            {"attempt": f["attempt"], "at": iso(f["at"]), "error": f["error"]} for f in failed or []
+            {"attempt": f.attempt, "at": iso(f.at), "error": f.error} for f in failed or []
         ],
     }
     if s.value is not None:
@@ -98,10 +100,7 @@ def describe(d: Description) -> dict[str, Any]:
         ],
         effects=[],
         retries=list(d.retries),
-        deliveries=[
-            {**dlv, "started_at": iso(dlv["started_at"]), "ended_at": iso(dlv["ended_at"])}
-            for dlv in d.deliveries
-        ],
+        deliveries=[past_delivery(dlv) for dlv in d.deliveries],
     )
     return out
 
@@ -236,6 +235,22 @@ def value_waiter(w: ValueWaiter) -> dict[str, Any]:
         "seen_version": w.seen_version,
         "since": iso(w.since),
     }
+
+
+def past_delivery(p: PastDelivery) -> dict[str, Any]:
+    """A delivery as describe shows it: `detail` and `warnings` only where there are any."""
+    out: dict[str, Any] = {
+        "attempt": p.attempt,
+        "started_at": iso(p.started_at),
+        "ended_at": iso(p.ended_at),
+        "outcome": p.outcome,
+        "script_sha256": p.script_sha256,
+    }
+    if p.detail:
+        out["detail"] = p.detail
+    if p.warnings:
+        out["warnings"] = list(p.warnings)
+    return out
 
 
 def database(d: DatabaseInfo) -> dict[str, Any]:

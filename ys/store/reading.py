@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ys.values import UserJson
+
 
 @dataclass(frozen=True)
 class SlotOutcome:
@@ -101,6 +103,31 @@ class ValueWaiter:
     step_key: str
     seen_version: int
     since: float
+
+
+@dataclass(frozen=True)
+class PastDelivery:
+    """One claim of an execution as its history tells it: when it began, when and how it
+    ended (`outcome`: suspended, completed, failed, cancelled, or "retry (<reason>)"; None
+    while it runs), what it said when released (`detail`) and what it warned of."""
+
+    attempt: int | None
+    started_at: float
+    ended_at: float | None = None
+    outcome: str | None = None
+    script_sha256: str | None = None  # the script version it ran
+    detail: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """A step's attempt that failed, from its step event: `error` as the step saved it, shown
+    as is."""
+
+    attempt: int
+    at: float
+    error: UserJson
 
 
 @dataclass(frozen=True)
