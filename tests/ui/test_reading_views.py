@@ -10,11 +10,13 @@ from ys.store.protocols import (
     ConcurrencyWait,
     DatabaseInfo,
     EffectWait,
+    Event,
     HourDurations,
     PastDelivery,
     SlotHistory,
     SlotOutcome,
     StoreWait,
+    StreamEvent,
     ValueWaiter,
 )
 
@@ -114,4 +116,19 @@ def test_a_past_delivery_shows_detail_and_warnings_only_where_there_are_any():
         "script_sha256": None,
         "detail": "exit 1",
         "warnings": ["key changes"],
+    }
+
+
+def test_a_stream_event_shows_the_history_shape_with_its_execution_and_cursor():
+    from ys.daemon.api_events import event
+
+    e = StreamEvent(41, "x1", "wf", 3, Event("released", T, {"reason": "crash", "retry_at": T}))
+    assert event(e) == {
+        "execution_id": "x1",
+        "workflow": "wf",
+        "seq": 3,
+        "at": AT,
+        "kind": "released",
+        "data": {"reason": "crash", "retry_at": AT},
+        "cursor": "41",
     }

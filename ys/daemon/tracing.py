@@ -381,9 +381,9 @@ class Tracer:
             try:
                 items, after = await self.call(self.store.event_stream, cursor, limit=BATCH)
                 for item in items:
-                    if item.get("kind") in TERMINAL:
-                        await self.call(self.export, str(item["execution_id"]))
-                    done = str(item["pos"])
+                    if item.event.kind in TERMINAL:
+                        await self.call(self.export, item.execution_id)
+                    done = str(item.pos)
                 done = after
                 complained = False
             except asyncio.CancelledError:

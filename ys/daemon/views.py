@@ -14,6 +14,7 @@ from ys.store.protocols import (
     DatabaseInfo,
     Description,
     Effect,
+    Event,
     FailedAttempt,
     HourDurations,
     PastDelivery,
@@ -163,13 +164,19 @@ EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
 
 
 def event(e: dict[str, Any]) -> dict[str, Any]:
-    data = e["data"]
+    """An item of a history page ({"seq", "at", "kind", "data"}) as the API shows it."""
+    return history_event(e["seq"], Event(e["kind"], e["at"], e["data"]))
+
+
+def history_event(seq: int, e: Event) -> dict[str, Any]:
+    """The `seq`th event of a history as the API shows it."""
+    data = e.data
     if not EVENT_TIMES.isdisjoint(data):
         data = {
             k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
             for k, v in data.items()
         }
-    return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": data}
+    return {"seq": seq, "at": iso(e.at), "kind": e.kind, "data": data}
 
 
 # -- the rows read for people to see (ys/store/reading.py) -----------------------------------

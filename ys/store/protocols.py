@@ -60,6 +60,7 @@ from ys.store.reading import (
     SlotHistory,
     SlotOutcome,
     StoreWait,
+    StreamEvent,
     ValueWaiter,
     Wait,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "SlotHistory",
     "SlotOutcome",
     "StoreWait",
+    "StreamEvent",
     "ValueWaiter",
     "Wait",
 ]
@@ -777,7 +779,7 @@ class ObservingClient(Protocol):
         *,
         since: float | None = None,
         limit: int = 1000,
-    ) -> tuple[builtins.list[dict[str, Any]], str]:
+    ) -> tuple[builtins.list[StreamEvent], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them; without a cursor, from `since` (epoch seconds), else from now."""
         ...

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ys.store.records import Event
 from ys.values import UserJson
 
 
@@ -128,6 +129,18 @@ class FailedAttempt:
     attempt: int
     at: float
     error: UserJson
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One event of the stream of every execution's events (`event_stream`), in commit
+    order: `pos` is its position, the cursor just after it; `seq` its place in its history."""
+
+    pos: int
+    execution_id: str
+    workflow: str
+    seq: int
+    event: Event
 
 
 @dataclass(frozen=True)
