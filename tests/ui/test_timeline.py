@@ -75,6 +75,9 @@ def test_spans_name_each_delivery_attempt_backoff_and_wait():
     assert [s.n for s in ss if s.kind == "delivery"] == [1, 2, 3, 4]
     first = next(s for s in ss if s.kind == "attempt" and s.n == 1)
     assert first.error == "RuntimeError: flaky 0" and first.delivery == 1
+    # what its step event said: a failed attempt waits for its retry
+    assert (first.step_status, first.step_error) == ("waiting", "RuntimeError: flaky 0")
+    assert first.wake_at == T + 0.55
     backoff = next(s for s in ss if s.kind == "backoff")
     assert (backoff.start, backoff.end) == (T + 0.25, T + 0.55)
     nap = next(s for s in ss if s.key == "nap")

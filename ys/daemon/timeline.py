@@ -10,7 +10,8 @@ marked break so that a sleep of a day does not squeeze the rest into a hairline.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ys.store.protocols import TERMINAL, Event, Record
@@ -38,7 +39,21 @@ class Span:
     step_kind: str = ""
     delivery: int = 0
     error: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    # what its step event said (a step's span only): its status, its error, when it wakes
+    step_status: str | None = None
+    step_error: str | None = None
+    wake_at: float | None = None
+
+
+def _told(s: Span, said: Mapping[str, Any]) -> Span:
+    """`s` with what its step event's data said: its status, its error, when it wakes."""
+    wake = said.get("wake_at")
+    return dataclasses.replace(
+        s,
+        step_status=None if said.get("status") is None else str(said["status"]),
+        step_error=error_text(said.get("error")),
+        wake_at=None if wake is None else float(wake),
+    )
 
 
 @dataclass(frozen=True)
@@ -119,7 +134,7 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
             err = str(d.get("detail") or how) if ev.kind == "released" else None
             if ev.kind == "failed":
                 err = error_text(d.get("error"))
-            out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err, data=d))
+            out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err))
             attempt = 0
             continue
         if ev.kind != "step":
@@ -133,7 +148,8 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
             n = int(d.get("attempts") or tried.get(key, 0) + 1)
             tried[key] = n
             ended = "failed" if err is not None else status
-            out.append(Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err, d))
+            span = Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err)
+            out.append(_told(span, d))
             if status == "waiting" and d.get("wake_at") is not None:
                 wake = float(d["wake_at"])
                 out.append(Span("backoff", key, n, ev.at, max(wake, ev.at), "waiting", kind, 0))
@@ -146,31 +162,16 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
         began, _ = waiting.pop(key, (previous, attempt))
         # a wait that crossed deliveries belongs to the execution, not one delivery
         same = attempt if began >= delivery_start else 0
-        out.append(
-            Span(
-                "wait",
-                key,
-                1,
-                began,
-                ev.at,
-                status,
-                kind,
-                same,
-                err if status == "failed" else None,
-                d,
-            )
-        )
+        failed = err if status == "failed" else None
+        out.append(_told(Span("wait", key, 1, began, ev.at, status, kind, same, failed), d))
         previous = ev.at
     if attempt:
         out.append(Span("delivery", "", attempt, delivery_start, None, "running"))
     last_step = {e.data.get("key"): e.data for e in events if e.kind == "step"}
     for key, (began, in_delivery) in waiting.items():
         d = last_step.get(key, {})
-        out.append(
-            Span(
-                "wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery, data=d
-            )
-        )
+        wait = Span("wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery)
+        out.append(_told(wait, d))
     return out
 
 
@@ -196,7 +197,7 @@ def _bar(s: Span, end: float) -> Bar:
         end=max(stop, s.start),
         open=s.end is None,
         error=s.error,
-        wake_at=s.data.get("wake_at") if s.kind != "delivery" else None,
+        wake_at=s.wake_at,
     )
 
 

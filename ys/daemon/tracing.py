@@ -141,7 +141,7 @@ def build(
             "ys.workflow": record.workflow,
             "ys.step.key": s.key,
             "ys.step.kind": s.step_kind,
-            "ys.step.status": str(s.data.get("status")),
+            "ys.step.status": str(s.step_status),
             "ys.step.attempt": s.n,
         }
         if s.kind == "wait" and s.step_kind == "effect" and s.key in by_step:
@@ -149,7 +149,7 @@ def build(
             step_attrs["ys.effect.id"] = eff.effect_id
             step_attrs["ys.effect.operation"] = eff.operation
             step_attrs["ys.effect.source"] = _effect_source(eff, xid, s.key)
-        err = timeline.error_text(s.data.get("error"))
+        err = s.step_error
         if err:
             step_attrs["ys.error"] = err
         spans.append(
