@@ -20,6 +20,7 @@ from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
 from ys.store.base import Delivery
+from ys.store.protocols import HistoryEvent
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -37,7 +38,7 @@ def refused(code: str):
     assert info.value.code == code, f"expected {code}, got {info.value.code}: {info.value}"
 
 
-def history(store: Any, execution_id: str) -> list[dict[str, Any]]:
+def history(store: Any, execution_id: str) -> list[HistoryEvent]:
     return store.history(execution_id, limit=1000).items
 
 
@@ -183,7 +184,7 @@ def test_delivery_reads_workflow_params_and_context_from_the_record_not_the_wake
     delivery = claim_one(store, "order-42", T0)
     assert not {"params", "context"} & {f.name for f in dataclasses.fields(delivery)}
     for event in history(store, "order-42")[1:]:
-        text = json.dumps(event["data"])
+        text = json.dumps(event.event.data)
         assert "marker-5f1e" not in text and "ctx-marker-9b2" not in text, event
     record = store.get(delivery.execution_id)
     assert record.workflow == delivery.workflow == "charge-order"
@@ -234,7 +235,7 @@ def test_an_admission_due_later_is_not_claimable_before_its_time(store):
     record = store.get("later")
     assert (record.status, record.admitted_at, record.due_at) == ("admitted", T0, T0 + 600)
     assert claim(store, T0 + 599) == []
-    assert history(store, "later")[0]["data"]["due_at"] == T0 + 600
+    assert history(store, "later")[0].event.data["due_at"] == T0 + 600
     assert store.verify() == []  # the record is the fold of its history
     assert claimed_ids(store, T0 + 600) == ["later"]
 
@@ -248,7 +249,7 @@ def test_an_admission_due_later_is_due_now_once_woken(store):
 def test_an_admission_due_in_the_past_is_due_at_once(store):
     store.admit("backup", {}, execution_id="past", now=T0, due_at=T0 - 600)
     assert store.get("past").due_at == T0
-    assert "due_at" not in history(store, "past")[0]["data"]
+    assert "due_at" not in history(store, "past")[0].event.data
     assert claimed_ids(store, T0) == ["past"]
 
 
@@ -468,8 +469,10 @@ def test_an_outcome_s_warnings_are_kept_on_its_event_not_in_the_outcome(store):
         "status": "completed",
         "result": "ok",
     }
-    (ended,) = [e for e in store.history("order-42", limit=100).items if e["kind"] == "completed"]
-    first, second = ended["data"]["warnings"]
+    (ended,) = [
+        e for e in store.history("order-42", limit=100).items if e.event.kind == "completed"
+    ]
+    first, second = ended.event.data["warnings"]
     assert first == "a key drifts"
     assert second.startswith("xxx") and len(second) < 9000  # clipped, saying how much was cut
 

@@ -11,6 +11,7 @@ from ys.store.protocols import (
     DatabaseInfo,
     EffectWait,
     Event,
+    HistoryEvent,
     HourDurations,
     PastDelivery,
     SlotHistory,
@@ -131,4 +132,14 @@ def test_a_stream_event_shows_the_history_shape_with_its_execution_and_cursor():
         "kind": "released",
         "data": {"reason": "crash", "retry_at": AT},
         "cursor": "41",
+    }
+
+
+def test_a_history_event_shows_its_times_in_iso():
+    e = HistoryEvent(2, Event("step", T, {"key": "nap", "wake_at": T, "status": "waiting"}))
+    assert views.event(e) == {
+        "seq": 2,
+        "at": AT,
+        "kind": "step",
+        "data": {"key": "nap", "wake_at": AT, "status": "waiting"},
     }

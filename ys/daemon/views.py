@@ -16,6 +16,7 @@ from ys.store.protocols import (
     Effect,
     Event,
     FailedAttempt,
+    HistoryEvent,
     HourDurations,
     PastDelivery,
     Record,
@@ -163,9 +164,9 @@ def schedule(s: Schedule) -> dict[str, Any]:
 EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
 
 
-def event(e: dict[str, Any]) -> dict[str, Any]:
-    """An item of a history page ({"seq", "at", "kind", "data"}) as the API shows it."""
-    return history_event(e["seq"], Event(e["kind"], e["at"], e["data"]))
+def event(e: HistoryEvent) -> dict[str, Any]:
+    """An item of a history page as the API shows it."""
+    return history_event(e.seq, e.event)
 
 
 def history_event(seq: int, e: Event) -> dict[str, Any]:

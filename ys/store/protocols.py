@@ -55,6 +55,7 @@ from ys.store.reading import (
     DatabaseInfo,
     EffectWait,
     FailedAttempt,
+    HistoryEvent,
     HourDurations,
     PastDelivery,
     SlotHistory,
@@ -111,6 +112,7 @@ __all__ = [
     "DatabaseInfo",
     "EffectWait",
     "FailedAttempt",
+    "HistoryEvent",
     "HourDurations",
     "PastDelivery",
     "SlotHistory",
@@ -581,7 +583,7 @@ class ReadClient(Protocol):
     def history(
         self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
     ) -> Page:
-        """One page of the execution's events, from the page token's event on."""
+        """One page of the execution's events (`HistoryEvent`s), from the page token's event on."""
         ...
 
     def describe(self, execution_id: str) -> Description:

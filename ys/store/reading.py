@@ -132,6 +132,14 @@ class FailedAttempt:
 
 
 @dataclass(frozen=True)
+class HistoryEvent:
+    """An event of one execution's history (a `history` page's item): `seq` its place, from 1."""
+
+    seq: int
+    event: Event
+
+
+@dataclass(frozen=True)
 class StreamEvent:
     """One event of the stream of every execution's events (`event_stream`), in commit
     order: `pos` is its position, the cursor just after it; `seq` its place in its history."""

@@ -180,7 +180,8 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     # bar ending at the very now would change it at every check
     tick = time.time() // TIMELINE_TICK * TIMELINE_TICK
     picture = timeline.as_json(timeline.layout(desc.record, raw, list(desc.children), tick))
-    history = [views.event(e) for e in events[-200:]]
+    shown = max(0, len(raw) - 200)  # the newest 200
+    history = [views.history_event(i + 1, e) for i, e in enumerate(raw) if i >= shown]
     running = d.dispatcher.running.get(execution_id)
     return {
         "x": x,

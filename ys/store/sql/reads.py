@@ -11,7 +11,7 @@ from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import check_limit, history_token, parse_history_token
-from ys.store.reading import ConcurrencyWait, EffectWait, StoreWait, Wait
+from ys.store.reading import ConcurrencyWait, EffectWait, HistoryEvent, StoreWait, Wait
 from ys.store.records import Event, Record, fold, newest_retries
 from ys.store.sql import pauses
 from ys.store.sql.core import Core
@@ -41,9 +41,7 @@ def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
     if length is None:
         raise not_found(execution_id)
     evs = events(c, execution_id, start, limit) if start <= min(length[0], MAX_SEQ) else []
-    items = [
-        {"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(evs)
-    ]
+    items = [HistoryEvent(start + i, e) for i, e in enumerate(evs)]
     nxt = start + len(evs)
     return Page(items, history_token(nxt) if nxt <= length[0] else None)
 
