@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ys import __version__
 from ys.daemon import views
+from ys.daemon.shapes import BucketJson, HourJson
 from ys.store.protocols import Record, RunningExecution
 
 if TYPE_CHECKING:
@@ -57,14 +58,14 @@ def _paused(pauses: dict[str, float], due: list[dict[str, Any]]) -> None:
             r["waiting_for"] = "workflow paused"
 
 
-def activity(d: DaemonParts, t: float, span: float, bucket: float) -> list[dict[str, Any]]:
+def activity(d: DaemonParts, t: float, span: float, bucket: float) -> list[BucketJson]:
     """Executions started, completed and failed per bucket over the last `span` seconds (the
     last bucket holds `t`)."""
     until = (t // bucket + 1) * bucket
     return [views.bucket(b) for b in d.store.activity(until - span, until, bucket)]
 
 
-def durations(d: DaemonParts, t: float) -> list[dict[str, Any]]:
+def durations(d: DaemonParts, t: float) -> list[HourJson]:
     """Deliveries that ended per hour over the last 24 hours with their p50 and p95 in
     seconds (the last hour holds `t`)."""
     until = (t // 3600 + 1) * 3600

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ys.daemon.shapes import BarJson, BreakJson, RowJson, TimelineJson
 from ys.store.protocols import TERMINAL, Event, Record
 
 ENDINGS = ("released", "suspended", *sorted(TERMINAL))
@@ -299,32 +300,47 @@ def layout(record: Record, events: list[Event], children: list[Record], now: flo
     )
 
 
-def read(store: Any, execution_id: str, now: float) -> dict[str, Any]:
+def read(store: Any, execution_id: str, now: float) -> TimelineJson:
     """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`).
     EXECUTION_NOT_FOUND for an unknown ID."""
     desc = store.describe(execution_id)
     return as_json(layout(desc.record, store.events(execution_id), list(desc.children), now))
 
 
-def as_json(t: Timeline) -> dict[str, Any]:
+def as_json(t: Timeline) -> TimelineJson:
     """`layout`'s answer with its times in ISO 8601 and each stretch's length in seconds."""
     from ys.daemon.views import iso
 
-    def stretch(b: Bar | Break) -> dict[str, Any]:
-        out: dict[str, Any] = {"start": iso(b.start), "end": iso(b.end), "x0": b.x0, "x1": b.x1}
-        if isinstance(b, Bar):
-            out.update(kind=b.kind, outcome=b.outcome, open=b.open, error=b.error)
-            out["wake_at"] = iso(b.wake_at)
-        out["seconds"] = round(b.end - b.start, 3)
-        return out
+    def gap(b: Break) -> BreakJson:
+        seconds = round(b.end - b.start, 3)
+        return {
+            "start": iso(b.start),
+            "end": iso(b.end),
+            "x0": b.x0,
+            "x1": b.x1,
+            "seconds": seconds,
+        }
 
-    def row(r: Row) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": r.kind, "label": r.label}
+    def bar(b: Bar) -> BarJson:
+        return {
+            "kind": b.kind,
+            "outcome": b.outcome,
+            "start": iso(b.start),
+            "end": iso(b.end),
+            "open": b.open,
+            "error": b.error,
+            "wake_at": iso(b.wake_at),
+            "x0": b.x0,
+            "x1": b.x1,
+            "seconds": round(b.end - b.start, 3),
+        }
+
+    def row(r: Row) -> RowJson:
+        out: RowJson = {"kind": r.kind, "label": r.label, "bars": [bar(b) for b in r.bars]}
         if r.kind == "step":
             out["step_kind"] = r.step_kind
         if r.link is not None:
             out["link"] = r.link
-        out["bars"] = [stretch(b) for b in r.bars]
         return out
 
     return {
@@ -333,7 +349,7 @@ def as_json(t: Timeline) -> dict[str, Any]:
         "start": iso(t.start),
         "end": iso(t.end),
         "now": iso(t.now),
-        "breaks": [stretch(b) for b in t.breaks],
+        "breaks": [gap(b) for b in t.breaks],
         "rows": [row(r) for r in t.rows],
         "rows_left": t.rows_left,
     }

@@ -7,6 +7,17 @@ from typing import Any
 
 from ys import codec
 from ys.cron import interval, zone_name
+from ys.daemon.shapes import (
+    BucketJson,
+    DatabaseJson,
+    HistoryEventJson,
+    HourJson,
+    PastDeliveryJson,
+    SlotHistoryJson,
+    SlotJson,
+    ValueWaiterJson,
+    WaitJson,
+)
 from ys.durations import MAX_TIME, MIN_TIME
 from ys.store.protocols import (
     ActivityBucket,
@@ -164,14 +175,14 @@ def schedule(s: Schedule) -> dict[str, Any]:
 EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
 
 
-def event(e: HistoryEvent) -> dict[str, Any]:
+def event(e: HistoryEvent) -> HistoryEventJson:
     """An item of a history page as the API shows it."""
     return history_event(e.seq, e.event)
 
 
-def history_event(seq: int, e: Event) -> dict[str, Any]:
+def history_event(seq: int, e: Event) -> HistoryEventJson:
     """The `seq`th event of a history as the API shows it."""
-    data = e.data
+    data: dict[str, object] = e.data
     if not EVENT_TIMES.isdisjoint(data):
         data = {
             k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
@@ -183,7 +194,7 @@ def history_event(seq: int, e: Event) -> dict[str, Any]:
 # -- the rows read for people to see (ys/store/reading.py) -----------------------------------
 
 
-def slot(s: SlotOutcome) -> dict[str, Any]:
+def slot(s: SlotOutcome) -> SlotJson:
     return {
         "name": s.name,
         "slot": iso(s.slot),
@@ -195,7 +206,7 @@ def slot(s: SlotOutcome) -> dict[str, Any]:
     }
 
 
-def slot_history(h: SlotHistory) -> dict[str, Any]:
+def slot_history(h: SlotHistory) -> SlotHistoryJson:
     return {
         "slot": iso(h.slot),
         "outcome": h.outcome,
@@ -209,7 +220,7 @@ def slot_history(h: SlotHistory) -> dict[str, Any]:
     }
 
 
-def bucket(b: ActivityBucket) -> dict[str, Any]:
+def bucket(b: ActivityBucket) -> BucketJson:
     return {
         "start": iso(b.start),
         "started": b.started,
@@ -218,24 +229,24 @@ def bucket(b: ActivityBucket) -> dict[str, Any]:
     }
 
 
-def hour(h: HourDurations) -> dict[str, Any]:
+def hour(h: HourDurations) -> HourJson:
     return {"start": iso(h.start), "count": h.count, "p50": h.p50, "p95": h.p95}
 
 
-def wait(w: Wait) -> dict[str, Any]:
+def wait(w: Wait) -> WaitJson:
     if isinstance(w, StoreWait):
-        return {"kind": w.kind, "key": w.key, "step_key": w.step_key, "since": iso(w.since)}
+        return {"kind": "store", "key": w.key, "step_key": w.step_key, "since": iso(w.since)}
     if isinstance(w, ConcurrencyWait):
-        return {"kind": w.kind, "workflow": w.workflow, "slot": w.slot}
+        return {"kind": "concurrency", "workflow": w.workflow, "slot": w.slot}
     return {
-        "kind": w.kind,
+        "kind": "effect",
         "effect_id": w.effect_id,
         "step_key": w.step_key,
         "wake_at": iso(w.wake_at),
     }
 
 
-def value_waiter(w: ValueWaiter) -> dict[str, Any]:
+def value_waiter(w: ValueWaiter) -> ValueWaiterJson:
     return {
         "key": w.key,
         "execution_id": w.execution_id,
@@ -245,9 +256,9 @@ def value_waiter(w: ValueWaiter) -> dict[str, Any]:
     }
 
 
-def past_delivery(p: PastDelivery) -> dict[str, Any]:
+def past_delivery(p: PastDelivery) -> PastDeliveryJson:
     """A delivery as describe shows it: `detail` and `warnings` only where there are any."""
-    out: dict[str, Any] = {
+    out: PastDeliveryJson = {
         "attempt": p.attempt,
         "started_at": iso(p.started_at),
         "ended_at": iso(p.ended_at),
@@ -261,5 +272,5 @@ def past_delivery(p: PastDelivery) -> dict[str, Any]:
     return out
 
 
-def database(d: DatabaseInfo) -> dict[str, Any]:
+def database(d: DatabaseInfo) -> DatabaseJson:
     return {"path": d.path, "bytes": d.bytes, "schema_version": d.schema_version}

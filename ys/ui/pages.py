@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from ys import codec, cron
 from ys.daemon import overview, timeline, views
+from ys.daemon.shapes import ValueWaiterJson
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
 
@@ -260,7 +261,7 @@ def effect(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 
 def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     prefix = q.get("prefix", "")
-    waiters: dict[str, list[dict[str, Any]]] = {}
+    waiters: dict[str, list[ValueWaiterJson]] = {}
     for w in d.store.value_waiters():
         waiters.setdefault(w.key, []).append(views.value_waiter(w))
     entries = [
