@@ -2,7 +2,7 @@
 round, on the same disk at the same moment.
 
     .venv/bin/python bench/ab.py BEFORE_TREE [AFTER_TREE] [--rounds 3] [--k 500] [--n 30]
-                                 [--postgres | --both] [--json]
+                                 [--m 20] [--postgres | --both] [--json]
 
 A tree is a folder holding a `ys` package (a checkout, or `cp -r` of one); AFTER_TREE defaults
 to this repository. Each daemon runs `python -m ys.daemon` with that tree as its working
@@ -13,7 +13,7 @@ that tree's code; the driver (ys.Client) is this repository's for all of them. P
   CPU/step      CPU of the daemon (every thread) and of the worker, per step, from /proc and
                 time.process_time(): what the step path costs, whatever the load
   first line    trigger -> first statement of the workflow, N samples, p50 and p99
-  zero/s        20 zero-step workflows triggered then awaited, per round; and the daemon's CPU
+  zero/s        M (`--m`, 20) zero-step workflows triggered then awaited, per round; and the daemon's CPU
                 per execution over all rounds (admission, claim, launch, outcome)
 
 On SQLite by default (each daemon its own file in its own home); `--postgres` gives each
@@ -93,12 +93,12 @@ def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
     }
 
 
-def zero_round(d: D.Daemon, y: D.YsSide, daemon_us: list[float]) -> float:
-    """Zero-step workflows/s over 20; the daemon's CPU per execution goes to `daemon_us`."""
+def zero_round(d: D.Daemon, y: D.YsSide, daemon_us: list[float], m: int = 20) -> float:
+    """Zero-step workflows/s over `m`; the daemon's CPU per execution goes to `daemon_us`."""
     assert d.proc is not None
     c0 = cpu_of(d.proc.pid)
-    per_second: float = y.zero(20)["per_second"]
-    daemon_us.append((cpu_of(d.proc.pid) - c0) / 20 * 1e6)  # in clock ticks: 500 us apart
+    per_second: float = y.zero(m)["per_second"]
+    daemon_us.append((cpu_of(d.proc.pid) - c0) / m * 1e6)  # in clock ticks: 500 us apart
     return per_second
 
 
@@ -109,6 +109,7 @@ def measure(
     rounds: int,
     k: int,
     n: int,
+    m: int = 20,
 ) -> dict[str, Any]:
     """One daemon per tree (homes under `root`, each on `database()`), warmed up, then
     `rounds` rounds of every measurement on every daemon, the order rotating each round."""
@@ -129,7 +130,7 @@ def measure(
             for t, d, y in D.rotate(sides, r):
                 res[t]["steps"].append(steps_round(d, y, k))
                 res[t]["first"] += y.first(max(1, n // rounds))["samples"]
-                res[t]["zero"].append(zero_round(d, y, res[t]["zero_daemon_us"]))
+                res[t]["zero"].append(zero_round(d, y, res[t]["zero_daemon_us"], m))
     finally:
         for _, d, y in sides:
             y.close()
@@ -166,6 +167,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--k", type=int, default=500, help="steps per execution")
     ap.add_argument("--n", type=int, default=30, help="first-line samples per tree")
+    ap.add_argument("--m", type=int, default=20, help="zero-step workflows per round")
     where = ap.add_mutually_exclusive_group()
     where.add_argument(
         "--postgres", action="store_true", help="on PostgreSQL (a fresh database per daemon)"
@@ -190,7 +192,9 @@ def main() -> int:
                 database = stack.enter_context(postgres_databases(scratch)).create
             (scratch / adapter).mkdir()
             progress(f"on {adapter}")
-            out[adapter] = measure(trees, scratch / adapter, database, args.rounds, args.k, args.n)
+            out[adapter] = measure(
+                trees, scratch / adapter, database, args.rounds, args.k, args.n, args.m
+            )
             if not args.json:
                 print(report(adapter, out[adapter]), flush=True)
     if args.json:

@@ -126,6 +126,49 @@ def load_average() -> list[float] | None:
         return None
 
 
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """Linux /proc: pid -> (parent pid, CPU ticks of the process and of its reaped children)."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # fields[1] ppid; [11] utime, [12] stime, [13] cutime, [14] cstime
+        table[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    return table
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds used so far by the processes `roots` and every descendant, alive or
+    reaped (a reaped child's time is in its parent's). Two readings' difference is what the
+    trees used between them: a child that ends meanwhile moves from its own count to its
+    parent's, whole."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    seen: set[int] = set()
+    todo = [r for r in roots if r in table]
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo.extend(children.get(pid, []))
+    return sum(table[p][1] for p in seen) / os.sysconf("SC_CLK_TCK")
+
+
+def postmaster_pids(root: Path) -> list[int]:
+    """The throw-away PostgreSQL server's postmaster under `root` (the first line of its
+    postmaster.pid): pg_ctl starts it detached, so it is no descendant of the bench."""
+    for pidfile in root.rglob("postmaster.pid"):
+        return [int(pidfile.read_text().split()[0])]
+    return []
+
+
 def machine_info() -> dict[str, Any]:
     return {
         "load_average_at_start": load_average(),

@@ -17,6 +17,9 @@ rounds (this machine is shared; interleaving spreads the noise over both engines
   {"cmd": "steps", "k": K}   one workflow calling K @DBOS.step() functions (each returns a small
                              int): steps/s inside the workflow (first step start -> last step
                              end, measured by the workflow) and end to end
+  {"cmd": "par", "e": E, "k": K}
+                             E workflows of K steps each started at once, then all awaited:
+                             steps/s over the whole span (E x K / first start -> last result)
   {"cmd": "quit"}            DBOS.destroy() and exit
 
 Modes: `default` leaves DBOS's engine as DBOS builds it; `wal-normal` adds a SQLAlchemy
@@ -160,6 +163,15 @@ def main() -> int:
             "e2e_per_second": k / (t1 - t0),
         }
 
+    def run_par(e: int, k: int) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        handles = [DBOS.start_workflow(steps, k) for _ in range(e)]
+        for h in handles:
+            if h.get_result()["total"] != sum(i + 1 for i in range(k)):
+                raise RuntimeError("a steps workflow returned a wrong total")
+        seconds = time.perf_counter() - t0
+        return {"seconds": seconds, "steps_per_second": e * k / seconds}
+
     def info() -> dict[str, Any]:
         from importlib.metadata import version
 
@@ -193,6 +205,8 @@ def main() -> int:
                     res = run_zero(int(req["m"]))
                 elif cmd == "steps":
                     res = run_steps(int(req["k"]))
+                elif cmd == "par":
+                    res = run_par(int(req["e"]), int(req["k"]))
                 else:
                     raise ValueError(f"unknown command {cmd!r}")
                 answers.write(json.dumps({"ok": res}) + "\n")

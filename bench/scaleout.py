@@ -11,7 +11,12 @@
                and on SQLite, in the same run
   admissions   `--admissions` triggers from 16 threads through one daemon's socket, per store
 
-Targets (issue 14): executions/s with 2 daemons >= 1.8x one daemon, with 3 >= 2.5x.
+  CPU/exec     the CPU every process used over the scale-out run (the daemons, their workers,
+               the PostgreSQL server, this client), per execution
+
+Targets (issue 26): executions/s with 2 daemons >= 1.9x one daemon, with 3 >= 2.7x (with
+`--step-ms 200`: steps that wait, as work on other machines would); CPU per execution with
+3 daemons <= 1.15x one daemon's.
 The server is a throw-away one (tests/pg_support.PgServer) with fsync on, in bench/results/,
 or YS_BENCH_POSTGRES_URL's (its user must be allowed to CREATE DATABASE).
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -32,9 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     load_average,
     postgres_databases,
+    postmaster_pids,
     progress,
     scratch_dir,
     table,
+    tree_cpu_seconds,
 )
 from tests.support import DaemonHandle, make_home  # noqa: E402
 
@@ -74,6 +82,8 @@ def main(step, params):
 """
 
 ENV = {"YS_LEASE_SECONDS": "30"}
+SPEED_TARGETS = {2: 1.9, 3: 2.7}  # executions/s over one daemon's (issue 26)
+CPU_TARGET = 1.15  # CPU per execution with 3 daemons over one daemon's
 
 
 def homes(root: Path, n: int, url: str | None) -> list[DaemonHandle]:
@@ -102,12 +112,15 @@ def scale_out(
             with hs[i % n].client(timeout=60) as c:  # a client per thread: they are not shared
                 c.trigger("three", {"ms": step_ms, "i": i}, execution_id=ids[i])
 
+        cpu_roots = [os.getpid(), *postmaster_pids(root.parent)]
+        cpu = tree_cpu_seconds(cpu_roots)
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(trigger, range(executions)))
         for execution_id in ids:
             clients[0].wait(execution_id, timeout=600)
         seconds = time.monotonic() - started
+        cpu = tree_cpu_seconds(cpu_roots) - cpu
         claims: Counter[str] = Counter()
         ends: Counter[str] = Counter()
         for execution_id in ids:
@@ -121,6 +134,7 @@ def scale_out(
             "executions": executions,
             "seconds": round(seconds, 3),
             "executions_per_s": round(executions / seconds, 1),
+            "cpu_ms_per_execution": round(cpu * 1000 / executions, 2),
             "delivered_twice": sum(1 for v in claims.values() if v != 1),
             "ended_twice": sum(1 for v in ends.values() if v != 1),
         }
@@ -187,8 +201,10 @@ def main() -> int:
                 )
             )
         base = rows[0]["executions_per_s"]
+        base_cpu = rows[0]["cpu_ms_per_execution"]
         for r in rows:
             r["vs_one"] = round(r["executions_per_s"] / base, 2)
+            r["cpu_vs_one"] = round(r["cpu_ms_per_execution"] / base_cpu, 2) if base_cpu else 0.0
         side = []
         for name, target in (("postgresql", dbs.create()), ("sqlite", None)):
             progress(f"steps and admissions: {name}")
@@ -202,7 +218,7 @@ def main() -> int:
         return 0
     print(
         table(
-            ["daemons", "executions", "seconds", "exec/s", "vs 1", "twice"],
+            ["daemons", "executions", "seconds", "exec/s", "vs 1", "CPU ms/exec", "vs 1", "twice"],
             [
                 [
                     str(r["daemons"]),
@@ -210,6 +226,8 @@ def main() -> int:
                     str(r["seconds"]),
                     str(r["executions_per_s"]),
                     f"{r['vs_one']}x",
+                    str(r["cpu_ms_per_execution"]),
+                    f"{r['cpu_vs_one']}x",
                     str(r["delivered_twice"] + r["ended_twice"]),
                 ]
                 for r in rows
@@ -223,6 +241,14 @@ def main() -> int:
             [[s["store"], str(s["steps_per_s"]), str(s["admissions_per_s"])] for s in side],
         )
     )
+    for r in rows[1:]:
+        goal = SPEED_TARGETS.get(r["daemons"])
+        if goal is not None:
+            ok = "PASS" if r["vs_one"] >= goal else "FAIL"
+            print(f"{r['daemons']} daemons >= {goal}x one daemon's executions/s: {ok}")
+        if r["daemons"] == 3:
+            ok = "PASS" if r["cpu_vs_one"] <= CPU_TARGET else "FAIL"
+            print(f"CPU per execution with 3 daemons <= {CPU_TARGET}x one daemon's: {ok}")
     print(f"\nload average: {load_start} -> {load_average()} (2 cores: rerun if well above)")
     return 0
 

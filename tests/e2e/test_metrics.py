@@ -110,3 +110,57 @@ def test_ys_metrics_prints_the_same_families(worked):
     assert {"workflow": "bad", "status": "failed"} in [
         s["labels"] for s in families["ys_executions"]["samples"]
     ]
+
+
+WAITS = """
+    import pathlib, time
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        pathlib.Path(params["mark"]).write_text("running")
+        while not pathlib.Path(params["go"]).exists():
+            time.sleep(0.01)
+        return "done"
+"""
+
+
+def test_an_execution_claimed_at_its_admission_costs_no_claim_round(tmp_path):
+    """On an idle daemon a trigger's execution is claimed in its admission's transaction
+    and runs with that one commit: no claim round follows that would find nothing due (one
+    per trigger in a burst: docs/design.md, The store)."""
+    go, mark = tmp_path / "go", tmp_path / "mark"
+    # a lease of a minute: no renewal's commit while it runs
+    with make_home(tmp_path, YS_LEASE_SECONDS="60") as h:
+        h.write("waits.py", WAITS)
+        h.start()
+        with h.client() as c:
+            go.write_text("")
+            c.wait(c.trigger("waits", {"mark": str(tmp_path / "m0"), "go": str(go)}), timeout=60)
+            wait_until(
+                lambda: (
+                    value(
+                        c.metrics(),
+                        "ys_deliveries_ended_total",
+                        workflow="waits",
+                        result="completed",
+                    )
+                    == 1
+                )
+            )
+            seen: list[float | None] = []
+
+            def settled() -> bool:  # the end's claim round is over: two readings agree
+                seen.append(value(c.metrics(), "ys_store_commit_seconds_count"))
+                return len(seen) > 1 and seen[-1] == seen[-2]
+
+            wait_until(settled)
+            before = seen[-1]
+            go.unlink()
+            eid = c.trigger("waits", {"mark": str(mark), "go": str(go)})["execution_id"]
+            wait_until(mark.exists)  # its worker runs: the admission claimed it
+            assert c.get(eid)["attempts"] == 1
+            after = value(c.metrics(), "ys_store_commit_seconds_count")
+            go.write_text("")
+            assert c.wait(eid, timeout=60)["status"] == "completed"
+    assert before is not None and after == before + 1  # the admission's, and no other

@@ -258,7 +258,10 @@ class DaemonRoutes:
         out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.metrics.admissions.labels("trigger").inc()
-            dispatcher.poke()
+            if result.delivery is None:
+                # One claimed in its admission's transaction runs already and made nothing
+                # else due: a claim round now would find nothing (docs/design.md, The store)
+                dispatcher.poke()
             wf = await self.d.registry.current(req.workflow)
             if wf is not None and wf.error:  # admitted all the same: it waits for the fix
                 out["warning"] = (
