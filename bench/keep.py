@@ -34,7 +34,7 @@ from typing import Any
 from common import machine_info, progress, remove_db, scratch_dir
 
 from ys.store.sqlite import SqliteStore
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 
 def one_execution(store: SqliteStore, i: int, tag: str, latencies: list[float] | None) -> None:
@@ -47,7 +47,7 @@ def one_execution(store: SqliteStore, i: int, tag: str, latencies: list[float] |
             store.save_step(d.execution_id, d.token, f"s{k}", StepWrite("run", "completed", "1"))
             if latencies is not None:
                 latencies.append(time.perf_counter() - t0)
-        store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": i})
+        store.acknowledge(d.execution_id, d.token, Outcome("completed", i))
 
 
 def percentile(values: list[float], p: float) -> float:

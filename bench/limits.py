@@ -26,7 +26,6 @@ from common import machine_info, progress, scratch_dir, table
 from delivery import Daemon, _outcome, median
 
 TARGET = 0.05  # at most 5% apart
-DONE = {"status": "completed", "result": None}
 
 SOURCES = {
     "zero.py": """
@@ -62,7 +61,9 @@ def store_cycles(db: Path, limited: bool, n: int) -> float:
     execution, straight on a SQLite store: the claim's own cost, whoever else has the cores."""
     from ys.store.base import ConcurrencyLimit
     from ys.store.sqlite import SqliteStore
+    from ys.values import Outcome
 
+    done = Outcome("completed")
     limits = {"zero": ConcurrencyLimit(1000)} if limited else None
     store = SqliteStore(db)
     try:
@@ -71,7 +72,7 @@ def store_cycles(db: Path, limited: bool, n: int) -> float:
         t0 = time.process_time()
         for _ in range(n):
             (d,) = store.claim_due(now=1_000_001.0, limit=1, limits=limits)
-            store.acknowledge(d.execution_id, d.token, DONE, now=1_000_001.0)
+            store.acknowledge(d.execution_id, d.token, done, now=1_000_001.0)
         return (time.process_time() - t0) / n
     finally:
         store.close()

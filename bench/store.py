@@ -61,7 +61,7 @@ from common import (
 from ys.store.sql.events import encode_event_value
 from ys.store.sql.executions import admit_tx
 from ys.store.sqlite import SqliteStore
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 TARGET = 0.7
 RAW_SHARE = 0.5  # the paired raw run gets this fraction of --seconds
@@ -268,7 +268,7 @@ class ClaimAck(StoreWorkload):
                 deadline = now() + (seconds - watch.elapsed)
                 while self.cycles < self.admitted and now() < deadline:
                     (d,) = claim(time.time(), limit=1)
-                    ack(d.execution_id, d.token, {"status": "completed", "result": self.cycles})
+                    ack(d.execution_id, d.token, Outcome("completed", self.cycles))
                     self.cycles += 1
                     done += 1
                 watch.stop()
@@ -280,7 +280,7 @@ class ClaimAck(StoreWorkload):
                 self.extra["pool_ran_dry"] = True
                 return False
             d = got[0]
-            ack(d.execution_id, d.token, {"status": "completed", "result": i})
+            ack(d.execution_id, d.token, Outcome("completed", i))
             return True
 
         return run_threads(self.threads, seconds, op)

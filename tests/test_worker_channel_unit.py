@@ -18,7 +18,7 @@ from ys.daemon.channel import WorkerChannel
 from ys.daemon.delivering import Deliveries
 from ys.daemon.running import Running
 from ys.errors import LeaseLost
-from ys.store.protocols import Delivery
+from ys.store.protocols import Delivery, Outcome
 from ys.values import StepWrite
 
 
@@ -39,8 +39,10 @@ class FakeStore:
         else:
             self._answer(then, False, None)
 
-    def acknowledge_then(self, then: Any, eid: str, token: str, outcome: Any, **kw: Any) -> None:
-        self._answer(then, {"status": outcome["status"]}, None)
+    def acknowledge_then(
+        self, then: Any, eid: str, token: str, outcome: Outcome, **kw: Any
+    ) -> None:
+        self._answer(then, Outcome(outcome.status), None)
 
 
 class FakeDispatcher:
@@ -75,10 +77,9 @@ class FakeApi(Deliveries):
         self.release = asyncio.Event()
         self.deadlines: list[str] = []
 
-    async def deadline(self, eid: str, token: str, key: str, req: Any) -> dict[str, Any]:
+    async def deadline(self, eid: str, token: str, key: str, req: Any) -> None:
         await self.release.wait()
         self.deadlines.append(key)
-        return {"ok": True}
 
 
 class Worker:
@@ -166,6 +167,14 @@ def test_a_refused_save_is_answered_with_its_code() -> None:
         ({"id": 4, "op": "step", "key": ""}, 4, "INVALID_ARGUMENT"),
         ({"id": 5, "op": "step", "key": "k", "status": "done"}, 5, "INVALID_ARGUMENT"),
         ({"id": 6, "op": "outcome"}, 6, "INVALID_ARGUMENT"),
+        # an outcome's shape is read at the channel, before the store is asked
+        ({"id": 7, "op": "outcome", "outcome": {"status": "done"}}, 7, "INVALID_ARGUMENT"),
+        ({"id": 8, "op": "outcome", "outcome": {"status": "failed"}}, 8, "INVALID_ARGUMENT"),
+        (
+            {"id": 10, "op": "suspend", "key": "k", "status": "waiting", "warnings": "one"},
+            10,
+            "INVALID_ARGUMENT",
+        ),
     ],
 )
 def test_a_malformed_request_gets_an_error_and_the_channel_goes_on(
@@ -176,6 +185,7 @@ def test_a_malformed_request_gets_an_error_and_the_channel_goes_on(
         bad, good = await w.answers(2)
         assert bad["id"] == rid and bad["error"]["code"] == code, bad
         assert good == {"id": 9, "ok": {"cancel_requested": False}}
+        assert api.d.dispatcher.acked == []  # no outcome reached the store
 
     run(test)
 

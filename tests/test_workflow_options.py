@@ -7,10 +7,13 @@ import pytest
 
 from ys.daemon.scripts import (
     DEFAULT_MAX_ATTEMPTS,
+    DeclaredSchedule,
+    ScheduleArgs,
     WorkflowOptions,
     options_error,
     parse_header,
     parse_options,
+    schedule_args,
     split_options,
 )
 
@@ -25,10 +28,29 @@ def test_a_header_sets_every_option_and_leaves_the_schedule_apart():
         ['# ys: timeout=10m max_attempts=3 concurrency=1 key=host schedule="0 3 * * *" pin\n']
     )
     schedule, options = split_options(declared)
-    assert schedule == {"schedule": "0 3 * * *"}
+    assert schedule == DeclaredSchedule(schedule="0 3 * * *")
+    assert schedule.to_json() == {"schedule": "0 3 * * *"}  # as `ys workflows --json` shows it
     assert parse_options(options) == WorkflowOptions(
         timeout=600.0, max_attempts=3, concurrency=1, key="host", pin=True
     )
+
+
+def test_a_declared_schedule_becomes_the_arguments_of_schedule_add():
+    schedule, _ = split_options(
+        parse_header(["# ys: every=15m tz=UTC jitter=30s params='{\"a\": 1}' overlap=queue\n"])
+    )
+    assert schedule is not None and schedule.has_rule
+    assert schedule_args("w", schedule) == ScheduleArgs(
+        cron_expr=schedule_args("w", DeclaredSchedule(every=900)).cron_expr,
+        tz="UTC",
+        catch_up="once",
+        overlap="queue",
+        max_late=None,
+        jitter=30.0,
+        params={"a": 1},
+    )
+    with pytest.raises(ValueError, match="not both"):
+        schedule_args("w", DeclaredSchedule(schedule="* * * * *", every="1m"))
 
 
 def test_defaults_and_decorator_values():

@@ -14,6 +14,7 @@
     │   └── ValueTooLarge                  a value over the 2 MiB a saved value may take
     ├── NotFoundError                      EXECUTION_NOT_FOUND, WORKFLOW_NOT_FOUND, NOT_FOUND
     ├── LeaseLost                          a stale delivery token tried to write
+    ├── DatabaseMoved                      FAILED_PRECONDITION: `ys migrate` moved the data away
     └── DaemonUnavailable                  nothing answers on the socket
         └── DatabaseUnavailable            the daemon answers, its database does not
 
@@ -149,6 +150,21 @@ class VersionConflict(YsError):
 
 class LeaseLost(YsError):
     default_code = "LEASE_LOST"
+
+
+class DatabaseMoved(YsError):
+    """A database whose data `ys migrate` moved to another: no daemon starts on it, which would
+    run the moved executions a second time (docs/design.md, "Keeping and moving the data")."""
+
+    default_code = "FAILED_PRECONDITION"
+
+    def __init__(self, database: str, moved_to: str) -> None:
+        super().__init__(
+            None,
+            f"the data of {database} was moved to {moved_to} by `ys migrate`; set `database` "
+            "in config.toml (or YS_DATABASE) to that database and start the daemon there",
+            moved_to=moved_to,
+        )
 
 
 class DaemonUnavailable(YsError):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ys import codec
+from ys.outcomes import outcome_of
 from ys.sdk import InfrastructureFailure, Step, run_workflow
 from ys.store.protocols import Delivery, Effect, Store
 from ys.values import StepWrite
@@ -117,15 +118,18 @@ class _StoreBackend:
         return record(r)
 
     def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
-        return self.store.effect_begin(operation, effect_id, input, self.execution_id, key)
+        return self.store.effect_begin(
+            operation, effect_id, input, self.execution_id, key
+        ).to_json()
 
     def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
-        return self.store.effect_settle(operation, effect_id, result)
+        return self.store.effect_settle(operation, effect_id, result).to_json()
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
     ) -> dict[str, Any] | None:
-        return self.store.value_wait(store_key, self.execution_id, key, seen, timeout_at)
+        found = self.store.value_wait(store_key, self.execution_id, key, seen, timeout_at)
+        return None if found is None else found.to_json()
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
         return float(self.store.effect_wait(effect_id, self.execution_id, key, wake_at))
@@ -213,7 +217,7 @@ class WorkflowTest:
 
     def put(self, key: str, value: Any, expected_version: int | None = None) -> int:
         """`ys store put`: commit a value and wake its waiters; returns the new version."""
-        return int(self.store.value_put(key, value, expected_version)["version"])
+        return self.store.value_put(key, value, expected_version).version
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -359,7 +363,7 @@ class WorkflowTest:
                 max_attempts=_max_attempts(fn),
             )
             return
-        self.store.acknowledge(d.execution_id, d.token, outcome)
+        self.store.acknowledge(d.execution_id, d.token, outcome_of(outcome))
 
 
 def _max_attempts(fn: Callable[..., Any]) -> int:

@@ -24,3 +24,47 @@ class StepWrite:
     value: str | None  # canonical JSON text of the result or the tagged error
     attempts: int = 1
     wake_at: float | None = None  # when a waiting step is due
+
+
+OUTCOME_STATUSES = ("completed", "failed", "cancelled", "suspended")
+
+
+@dataclass(frozen=True)
+class OutcomeError:
+    """A failed outcome's error, as ys keeps it: its name and message, and what the SDK adds."""
+
+    name: str
+    message: str = ""
+    code: str | None = None
+    traceback: str | None = None
+    cause: UserJson = None  # any durable value, the user's
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "message": self.message}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.traceback is not None:
+            out["traceback"] = self.traceback
+        if self.cause is not None:
+            out["cause"] = self.cause
+        return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a delivery ended (a WorkflowRunOutcome): read from its JSON once where it enters the
+    daemon (ys.outcomes), carried to the store's write, and answered back the same way."""
+
+    status: str  # completed | failed | cancelled | suspended
+    result: UserJson = None  # a completed workflow's result
+    error: OutcomeError | None = None  # a failed workflow's error
+    warnings: tuple[str, ...] | None = None  # what the delivery warned of (never answered)
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as a record shows it and the worker's request is answered (JSON)."""
+        out: dict[str, Any] = {"status": self.status}
+        if self.status == "completed":
+            out["result"] = self.result
+        elif self.error is not None:
+            out["error"] = self.error.to_json()
+        return out

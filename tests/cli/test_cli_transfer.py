@@ -14,6 +14,8 @@ import pytest
 from cli_support import DaemonHandle, one_error_line, wait_status
 from cli_support import make_home as _make_home
 
+from ys.store.protocols import ExecutionLine
+from ys.store.sql.transfer import PARTS
 from ys.store.sql.transfer_lines import encode
 
 
@@ -106,6 +108,10 @@ def test_export_then_import_into_another_home_gives_the_same_lines(exported, tmp
         done = wait_status(b, "nap-1", "completed")
         assert done["outcome"]["result"] == "rested"
         assert b.ys("get", "failed-1", "--json").returncode == 0
+
+
+def test_an_execution_line_names_every_part_of_the_format():
+    assert ExecutionLine.__required_keys__ == {"kind", "execution", *PARTS}
 
 
 def test_migrate_to_another_sqlite_file_then_refused_unless_merge(exported, tmp_path: Path):
@@ -248,3 +254,40 @@ def test_export_with_no_daemon_upgrades_a_database_of_an_older_ys_first(tmp_path
         (line,) = [x for x in _lines(r.stdout) if x["kind"] == "execution"]
         assert line["execution"]["execution_id"] == "old-1"
         assert line["execution"]["retried_by"] is None  # the newest migration's column
+
+
+def test_migrate_marks_the_source_moved_so_no_daemon_starts_on_it_again(exported, tmp_path):
+    """The source keeps its records but says where they went: a daemon started on it (which
+    would run them a second time) is refused with one line naming the target, exit 3 (`ys
+    daemon start`: 5, the daemon's line inside), and `ys doctor` says so. Migrating back
+    into it clears the mark."""
+    h, _ = exported
+    b = make_home(tmp_path / "b")
+    with b:
+        r = h.ys("migrate", "--to", str(b.db))
+        assert r.returncode == 0, r.stderr
+        assert _executions(h.db) == ["done-1", "failed-1", "nap-1"]  # left as they were
+        try:
+            run = h.ys("daemon", "run", timeout=30)
+            assert run.returncode == 3, run.stderr
+            last = run.stderr.strip().splitlines()[-1]
+            assert last.startswith("FAILED_PRECONDITION: ") and "; " in last, last
+            assert f"moved to {b.db} by `ys migrate`" in last, last
+            start = h.ys("daemon", "start", timeout=60)
+            assert start.returncode == 5, start.stderr
+            line = one_error_line(start, "DAEMON_UNAVAILABLE")
+            assert "FAILED_PRECONDITION" in line and f"moved to {b.db}" in line, line
+        finally:
+            h.ys("daemon", "stop")
+        doctor = h.ys("doctor", "--json")
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+        assert doctor.returncode == 1
+        assert not checks["database"]["ok"], checks["database"]
+        assert f"moved to {b.db}" in checks["database"]["detail"], checks["database"]
+
+        # moved back before any daemon ran there: the source is a home again, the target not
+        r = b.ys("migrate", "--to", str(h.db), "--merge")
+        assert r.returncode == 0, r.stderr
+        h.start()
+        assert wait_status(h, "nap-1", "completed")["outcome"]["result"] == "rested"
+        assert b.ys("daemon", "run", timeout=30).returncode == 3

@@ -12,6 +12,7 @@ import time
 import pytest
 from cron_support import out_json
 
+from ys.outcomes import outcome_of
 from ys.paths import resolve
 from ys.store.sqlite import SqliteStore
 
@@ -25,7 +26,7 @@ def settle(store: SqliteStore, outcomes: dict[str, dict | None], at: float) -> N
         if outcome is None:
             store.release(d.execution_id, d.token, retry_at=at, now=at)
         else:
-            store.acknowledge(d.execution_id, d.token, outcome, now=at)
+            store.acknowledge(d.execution_id, d.token, outcome_of(outcome), now=at)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from ys import codec
 from ys.codec import ErrorValue
 from ys.errors import WorkflowEffectError
 from ys.sdk import InfrastructureFailure
-from ys.store.protocols import Store
+from ys.store.protocols import EffectState, Store
 from ys.testing import WorkflowTest
 from ys.values import StepWrite
 
@@ -81,21 +81,21 @@ def test_every_durable_value_round_trips_through_effect_input_and_result_in_the_
 ) -> None:
     effect_id = f"effect-{next(_ids)}"
     expected = normalized(value)
-    assert shared_store.effect_begin(OP, effect_id, {"v": value}, "order-42", "charge", now=T0) == {
-        "status": "new"
-    }
+    assert shared_store.effect_begin(
+        OP, effect_id, {"v": value}, "order-42", "charge", now=T0
+    ) == EffectState("new")
     # the same input (as decoded) matches the stored one: nothing was lost in the encoding
     again = shared_store.effect_begin(OP, effect_id, {"v": expected}, "order-43", "charge", now=T0)
-    assert again == {"status": "pending"}
+    assert again == EffectState("pending")
     described = shared_store.effect(effect_id)
     assert described is not None
     assert_same(described.input, {"v": expected})
 
     settled = shared_store.effect_settle(OP, effect_id, codec.dumps(value), now=T0)
-    assert settled["status"] == "settled"
+    assert settled.status == "settled"
     state = shared_store.effect_begin(OP, effect_id, {"v": value}, "order-44", "charge", now=T0)
-    assert state["status"] == "settled"
-    assert_same(codec.decode(state["result"]), expected)
+    assert state.status == "settled"
+    assert_same(codec.decode(state.result_json), expected)
 
 
 @settings(max_examples=100, deadline=None)

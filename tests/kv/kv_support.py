@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import DaemonHandle, wait_until
+from ys.outcomes import outcome_of
 
 __all__ = [
     "T0",
@@ -56,7 +57,7 @@ def suspend_waiters(
     for eid in ids:
         d = deliveries[eid]
         assert store.value_wait(key, eid, step_key, seen, None, now=now) is None
-        store.acknowledge(eid, d.token, {"status": "suspended"}, now=now)
+        store.acknowledge(eid, d.token, outcome_of({"status": "suspended"}), now=now)
         record = store.get(eid)
         assert record.status == "suspended" and record.due_at is None
     return ids

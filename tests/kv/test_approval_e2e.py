@@ -106,8 +106,8 @@ def test_two_puts_while_suspended_give_one_delivery(own_daemon: DaemonHandle) ->
     # Both puts land before any daemon can deliver: their wakes must merge.
     store = SqliteStore(daemon.db)
     try:
-        assert store.value_put(KEY, "first")["woken"] == 1
-        assert store.value_put(KEY, "second")["woken"] == 0
+        assert store.value_put(KEY, "first").woken == 1
+        assert store.value_put(KEY, "second").woken == 0
     finally:
         store.close()
 

@@ -10,6 +10,7 @@ import pytest
 from kv_support import KEY, T0
 
 from ys import codec
+from ys.store.protocols import ValueWritten
 from ys.testing import WorkflowTest
 
 
@@ -243,7 +244,7 @@ def test_a_put_between_the_check_and_the_suspension_is_not_missed(
     wt: WorkflowTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = wt.store.value_wait
-    raced: list[dict[str, Any]] = []
+    raced: list[ValueWritten] = []
 
     def store_wait_then_put(*args: Any, **kwargs: Any) -> Any:
         found = real(*args, **kwargs)
@@ -255,6 +256,6 @@ def test_a_put_between_the_check_and_the_suspension_is_not_missed(
     eid = wt.trigger("approval")
 
     assert wt.run() == 2  # suspended with the put's wake pending, so delivered again at once
-    assert raced[0]["woken"] == 1
+    assert raced[0].woken == 1
     rec = wt.get(eid)
     assert rec["status"] == "completed" and rec["outcome"]["result"] == {"approved": "raced"}

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.support import T0, DaemonHandle, Threads, lines, make_home, wait_until
+from ys.outcomes import outcome_of
 from ys.store.base import ConcurrencyLimit
 
 LEASE = 30.0
@@ -44,7 +45,7 @@ def test_three_daemons_claiming_at_once_hold_at_most_one_lease_per_account(daemo
             for d in batch:
                 with lock:
                     held[account(d.execution_id)] -= 1
-                stores[i].acknowledge(d.execution_id, d.token, DONE)
+                stores[i].acknowledge(d.execution_id, d.token, outcome_of(DONE))
                 with lock:
                     done.append(d.execution_id)
 

@@ -9,35 +9,13 @@ import json
 
 import pytest
 
-from tests.pg_support import Databases, PgServer
-from tests.support import (
-    DaemonHandle,
-    fixture_dir,
-    lines,
-    make_home,
-    prelude,
-    wait_until,
-    write_script,
-)
-
-THREE_STEPS = """
-    @ys.workflow
-    def main(step, params):
-        step.run("one", note, params["dir"], "one")
-        step.run("two", block, params["dir"], "two")
-        step.run("three", note, params["dir"], "three")
-        return "done"
-"""
+from tests.support import DaemonHandle, fixture_dir, lines, prelude, wait_until
 
 
 @pytest.fixture
-def own_home(tmp_path, pg_own_server: PgServer):
+def own_home(three_step_home):
     """A home on a new database of the test's own server, its daemon started (one)."""
-    url = Databases(pg_own_server.url).create()
-    with make_home(tmp_path, YS_DATABASE=url) as h:
-        write_script(h, "three", THREE_STEPS, prelude(start_pid=False))
-        h.start(concurrency=2)
-        yield h
+    return three_step_home(prelude(start_pid=False))
 
 
 def assert_once_each(fx, home: DaemonHandle) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import T0, Threads, wait_until
 from ys.errors import LeaseLost, YsError
+from ys.outcomes import outcome_of
 from ys.values import StepWrite
 
 LEASE = 30.0
@@ -59,7 +60,9 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     for write in (
         lambda: a.renew("x", old.token, now=later),
         lambda: a.save_step("x", old.token, "s", StepWrite("run", "completed", "1"), now=later),
-        lambda: a.acknowledge("x", old.token, {"status": "completed", "result": 1}, now=later),
+        lambda: a.acknowledge(
+            "x", old.token, outcome_of({"status": "completed", "result": 1}), now=later
+        ),
         lambda: a.release("x", old.token, now=later),
     ):
         with pytest.raises(LeaseLost):
@@ -69,7 +72,9 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     assert kinds == ["admitted", "claimed", "released", "claimed"]
     assert before[2].data["reason"] == "lease_expired"
     assert (
-        b.acknowledge("x", new.token, {"status": "completed", "result": 2}, now=later)["result"]
+        b.acknowledge(
+            "x", new.token, outcome_of({"status": "completed", "result": 2}), now=later
+        ).result
         == 2
     )
 
@@ -112,7 +117,7 @@ def test_a_put_on_one_daemon_always_wakes_a_wait_registered_on_another(daemons):
         ).results()
         # either the wait saw the value, or the put found the waiter and woke it
         record = a.get(f"w{i}")
-        assert waited is not None or put["woken"] == 1, (i, waited, put)
+        assert waited is not None or put.woken == 1, (i, waited, put)
         assert waited is not None or record.due_at is not None, (i, waited, put, record)
 
 
@@ -136,7 +141,7 @@ def test_first_begins_of_one_effect_on_two_daemons_make_one_record(daemons):
             "charge.v1", "shop:charge:1", {"amount": 5}, "p", "charge", now=T0
         ),
     ).results()
-    assert Counter(r["status"] for r in results) == {"new": 1, "pending": 7}, results
+    assert Counter(r.status for r in results) == {"new": 1, "pending": 7}, results
     with pytest.raises(YsError) as err:
         b.effect_begin("charge.v1", "shop:charge:1", {"amount": 6}, "p", "charge", now=T0)
     assert err.value.code == "EFFECT_REQUEST_MISMATCH"
@@ -168,7 +173,9 @@ def test_gc_on_one_daemon_while_another_writes_keeps_everything_consistent(daemo
     for i in range(20):
         a.admit("work", {}, execution_id=f"old{i}", now=T0)
         (d,) = a.claim_due(now=T0, limit=1, lease_seconds=LEASE)
-        a.acknowledge(d.execution_id, d.token, {"status": "completed", "result": i}, now=T0)
+        a.acknowledge(
+            d.execution_id, d.token, outcome_of({"status": "completed", "result": i}), now=T0
+        )
 
     def work(i: int) -> Any:
         if i == 0:
@@ -239,7 +246,9 @@ def test_retries_of_one_execution_from_three_daemons_at_once_take_distinct_ids(d
     a.admit("pay", {"n": 1}, execution_id="p", now=T0)
     (d,) = a.claim_due(now=T0, limit=1, lease_seconds=LEASE)
     a.save_step("p", d.token, "one", StepWrite("run", "completed", "1"), now=T0)
-    a.acknowledge("p", d.token, {"status": "failed", "error": {"name": "E", "message": "x"}})
+    a.acknowledge(
+        "p", d.token, outcome_of({"status": "failed", "error": {"name": "E", "message": "x"}})
+    )
     results = Threads(9, lambda i: stores[i % 3].retry("p", now=T0 + 1)).results()
     assert all(not isinstance(r, BaseException) for r in results), results
     assert sorted(r.execution_id for r in results) == sorted(f"p.r{n}" for n in range(1, 10))

@@ -10,35 +10,13 @@ import time
 
 import pytest
 
-from tests.pg_support import Databases, PgServer
-from tests.support import (
-    alive,
-    fixture_dir,
-    lines,
-    make_home,
-    prelude,
-    wait_until,
-    write_script,
-)
+from tests.support import alive, fixture_dir, lines, prelude, wait_until
 from ys.errors import DatabaseUnavailable
-
-BLOCKED = """
-    @ys.workflow
-    def main(step, params):
-        step.run("one", note, params["dir"], "one")
-        step.run("two", block, params["dir"], "two")
-        step.run("three", note, params["dir"], "three")
-        return "done"
-"""
 
 
 @pytest.fixture
-def home(tmp_path, pg_own_server: PgServer):
-    url = Databases(pg_own_server.url).create()
-    with make_home(tmp_path, YS_DATABASE=url) as h:
-        write_script(h, "blocked", BLOCKED, prelude(start_pid=True))
-        h.start(concurrency=2)
-        yield h
+def home(three_step_home):
+    return three_step_home(prelude(start_pid=True))
 
 
 def _status(home) -> dict:
@@ -60,7 +38,7 @@ def test_while_the_server_is_away_the_daemon_says_so_and_stops_what_it_cannot_ho
 ):
     fx = fixture_dir(tmp_path)
     with home.client() as c:
-        c.trigger("blocked", {"dir": str(fx)}, execution_id="x")
+        c.trigger("three", {"dir": str(fx)}, execution_id="x")
     started = wait_until(
         lambda: [ln for ln in lines(fx) if ln.startswith("two:start:")],
         timeout=30,

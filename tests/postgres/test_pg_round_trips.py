@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support import T0
+from ys.outcomes import outcome_of
 from ys.store.postgres import PostgresStore
 from ys.values import StepWrite
 
@@ -81,7 +82,7 @@ def test_each_durable_operation_is_one_request_plus_its_commit(store):
     assert answers and answers[0][1] is None, answers
     (d,) = store.claim_due(now=T0 + 2, limit=1)
     costs["outcome"] = counted(
-        store, lambda: store.acknowledge(d.execution_id, d.token, DONE, now=T0 + 2)
+        store, lambda: store.acknowledge(d.execution_id, d.token, outcome_of(DONE), now=T0 + 2)
     )
     # One statement whose answer the operation waits for (a worker's write: the row, fenced
     # and locked, with what the write decides on; an admission: its INSERT, which reads the

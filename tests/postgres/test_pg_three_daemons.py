@@ -8,6 +8,8 @@ import json
 import os
 import signal
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import (
@@ -37,17 +39,37 @@ def boxes(root: Path, url: str, n: int = 3) -> list[DaemonHandle]:
     return out
 
 
-def deploy(hs: list[DaemonHandle]) -> None:
-    for h in hs:  # the same workflows folder on each box
-        write_script(h, "three", THREE_STEPS, prelude(start_pid=False))
+@contextmanager
+def on_boxes(
+    root: Path, url: str, workflow: str, body: str, n: int = 3
+) -> Iterator[tuple[Path, list[DaemonHandle]]]:
+    """The test's side-effect folder and n boxes on the database `url`, each with the same
+    workflow script (`body` after tests/support.py's prelude), not started; every daemon
+    stopped afterwards."""
+    fx = root / "fx"
+    fx.mkdir()
+    hs = boxes(root, url, n)
+    try:
+        for h in hs:  # the same workflows folder on each box
+            write_script(h, workflow, body, prelude(start_pid=False))
+        yield fx, hs
+    finally:
+        for h in hs:
+            h.stop()
+
+
+def gate_started(h: DaemonHandle, fx: Path, workflow: str, execution_id: str) -> None:
+    """Start box h, trigger `workflow` there and wait until its gate step runs."""
+    h.start()
+    with h.client() as c:
+        c.trigger(workflow, {"dir": str(fx)}, execution_id=execution_id)
+    wait_until(
+        lambda: lines(fx).count("gate:start") == 1, message=f"{execution_id}'s gate to start"
+    )
 
 
 def test_300_executions_on_three_daemons_each_complete_once(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    hs = boxes(tmp_path, pg_url)
-    try:
-        deploy(hs)
+    with on_boxes(tmp_path, pg_url, "three", THREE_STEPS) as (fx, hs):
         for h in hs:
             h.start(concurrency=4)
         ids = [f"x{i:03}" for i in range(300)]
@@ -76,17 +98,10 @@ def test_300_executions_on_three_daemons_each_complete_once(tmp_path, pg_url):
         assert set(counts.values()) == {1}, [k for k, v in counts.items() if v > 1][:10]
         holders = {json.loads(h.ys("daemon", "status", "--json").stdout)["daemon_id"] for h in hs}
         assert len(holders) == 3
-    finally:
-        for h in hs:
-            h.stop()
 
 
 def test_64_identical_triggers_over_three_daemons_make_one_execution(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    hs = boxes(tmp_path, pg_url)
-    try:
-        deploy(hs)
+    with on_boxes(tmp_path, pg_url, "three", THREE_STEPS) as (fx, hs):
         for h in hs:
             h.start(concurrency=2)
 
@@ -108,9 +123,6 @@ def test_64_identical_triggers_over_three_daemons_make_one_execution(tmp_path, p
             assert c.wait("once", timeout=60)["status"] == "completed"
             assert [r["execution_id"] for r in c.list()["executions"]] == ["once"]
         assert sorted(lines(fx)) == ["once:one", "once:three", "once:two"]
-    finally:
-        for h in hs:
-            h.stop()
 
 
 GATED = """
@@ -123,16 +135,8 @@ GATED = """
 
 
 def test_cancel_on_one_box_reaches_the_worker_on_another(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "gated", GATED, prelude(start_pid=False))
-        a.start()
-        with a.client() as c:
-            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
-        wait_until(lambda: "gate:start" in lines(fx), message="the gate step to start on a")
+    with on_boxes(tmp_path, pg_url, "gated", GATED, 2) as (fx, (a, b)):
+        gate_started(a, fx, "gated", "g")
         b.start()
         cancelled = b.ys("cancel", "g", "--json")
         assert cancelled.returncode == 0, cancelled.stderr
@@ -140,22 +144,11 @@ def test_cancel_on_one_box_reaches_the_worker_on_another(tmp_path, pg_url):
         with b.client() as c:
             assert c.wait("g", timeout=60)["status"] == "cancelled"
         assert "after" not in lines(fx)  # the next step raised WorkflowCancelledError
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "gated", GATED, prelude(start_pid=False))
-        a.start()
-        with a.client() as c:
-            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
-        wait_until(lambda: lines(fx).count("gate:start") == 1, message="a's delivery")
+    with on_boxes(tmp_path, pg_url, "gated", GATED, 2) as (fx, (a, b)):
+        gate_started(a, fx, "gated", "g")
         assert a.proc is not None
         os.kill(a.proc.pid, signal.SIGSTOP)  # a and its renewals stop; its lease runs out
         try:
@@ -176,9 +169,6 @@ def test_a_daemon_stopped_past_its_lease_is_fenced_when_it_wakes(tmp_path, pg_ur
         assert kinds.count("completed") == 1 and kinds.count("claimed") == 2
         assert lines(fx).count("after") == 1
         wait_until(lambda: a.worker_pids() == [], message="a's stale worker to stop")
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 SLOW_STEPS = """
@@ -199,13 +189,8 @@ SLOW_STEPS = """
 
 
 def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    hs = boxes(tmp_path, pg_url)
     ids = [f"k{i:03}" for i in range(300)]
-    try:
-        for h in hs:
-            write_script(h, "three", SLOW_STEPS, prelude(start_pid=False))
+    with on_boxes(tmp_path, pg_url, "three", SLOW_STEPS) as (fx, hs):
         for h in hs:
             h.start(concurrency=4)
         for i, execution_id in enumerate(ids):
@@ -245,22 +230,11 @@ def test_a_daemon_killed_again_and_again_loses_nothing(tmp_path, pg_url):
         # a step body runs again only when its daemon died before saving its result: at most
         # once per running delivery per kill
         assert sum(counts.values()) - len(counts) <= kills * 4
-    finally:
-        for h in hs:
-            h.stop()
 
 
 def test_ps_and_describe_on_any_box_name_the_daemon_that_holds_the_lease(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "gated", GATED, prelude(start_pid=False))
-        a.start()
-        with a.client() as c:
-            c.trigger("gated", {"dir": str(fx)}, execution_id="g")
-        wait_until(lambda: "gate:start" in lines(fx), message="the gate step to start on a")
+    with on_boxes(tmp_path, pg_url, "gated", GATED, 2) as (fx, (a, b)):
+        gate_started(a, fx, "gated", "g")
         b.start()
         ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
         (seen,) = json.loads(b.ys("ps", "--json").stdout)["executions"]
@@ -273,9 +247,6 @@ def test_ps_and_describe_on_any_box_name_the_daemon_that_holds_the_lease(tmp_pat
         (fx / "gate.go").touch()
         with b.client() as c:
             assert c.wait("g", timeout=60)["status"] == "completed"
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 WAITER = """
@@ -288,12 +259,7 @@ WAITER = """
 
 
 def test_a_wait_for_on_one_box_is_released_by_a_store_put_on_another(tmp_path, pg_url):
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "waiter", WAITER, prelude(start_pid=False))
+    with on_boxes(tmp_path, pg_url, "waiter", WAITER, 2) as (fx, (a, b)):
         a.start()
         with a.client() as c:
             c.trigger("waiter", {"dir": str(fx), "id": "7"}, execution_id="w")
@@ -305,9 +271,6 @@ def test_a_wait_for_on_one_box_is_released_by_a_store_put_on_another(tmp_path, p
             record = c.wait("w", timeout=60)
         assert record["status"] == "completed", record
         assert lines(fx) == ["after:True"]
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 EVERY_SLOT = """
@@ -327,29 +290,24 @@ def test_three_daemons_fire_each_slot_of_a_schedule_once(tmp_path, pg_url):
     from ys.contract import slot_id
     from ys.store import open_store
 
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    now = time.time()
-    current = now - now % 60
-    slots = [current - 60 * k for k in range(10, 0, -1)]  # ten missed minutes
-    store = open_store(pg_url)
-    try:
-        store.schedule_add(
-            "tick",
-            "every",
-            "* * * * *",
-            tz="UTC",
-            params={"dir": str(fx)},
-            catch_up="all",
-            overlap="allow",
-            now=slots[0] - 30,
-        )
-    finally:
-        store.close()
-    hs = boxes(tmp_path, pg_url)
-    try:
-        for h in hs:
-            write_script(h, "every", EVERY_SLOT, prelude(start_pid=False))
+    with on_boxes(tmp_path, pg_url, "every", EVERY_SLOT) as (fx, hs):
+        now = time.time()
+        current = now - now % 60
+        slots = [current - 60 * k for k in range(10, 0, -1)]  # ten missed minutes
+        store = open_store(pg_url)
+        try:
+            store.schedule_add(
+                "tick",
+                "every",
+                "* * * * *",
+                tz="UTC",
+                params={"dir": str(fx)},
+                catch_up="all",
+                overlap="allow",
+                now=slots[0] - 30,
+            )
+        finally:
+            store.close()
         for h in hs:
             h.start(concurrency=4)
         wanted = {slot_id("tick", s) for s in slots}
@@ -365,9 +323,6 @@ def test_three_daemons_fire_each_slot_of_a_schedule_once(tmp_path, pg_url):
         counts = Counter(lines(fx))
         assert set(counts.values()) == {1}, counts
         assert len(counts) == len(wanted | extra)
-    finally:
-        for h in hs:
-            h.stop()
 
 
 CHATTY = """
@@ -381,10 +336,7 @@ CHATTY = """
 
 
 def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is(tmp_path, pg_url):
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "chatty", CHATTY, prelude(start_pid=False))
+    with on_boxes(tmp_path, pg_url, "chatty", CHATTY, 2) as (_, (a, b)):
         a.start()
         with a.client() as c:
             c.trigger("chatty", {"id": "c1"}, execution_id="c1")
@@ -413,9 +365,6 @@ def test_logs_on_another_box_show_what_the_delivery_printed_and_where_its_log_is
         with b.client() as c:  # the route's attempt filter: only that delivery's
             assert c.log_tails("c1", attempt=2)["logs"] == []
             assert [t["attempt"] for t in c.log_tails("c1", attempt=1)["logs"]] == [1]
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 CHATTY_GATED = """
@@ -432,16 +381,8 @@ def test_logs_follow_on_another_box_shows_the_end_of_a_delivery_once_it_ends(tmp
     import subprocess
     import sys
 
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "chatty", CHATTY_GATED, prelude(start_pid=False))
-        a.start()
-        with a.client() as c:
-            c.trigger("chatty", {"dir": str(fx)}, execution_id="c2")
-        wait_until(lambda: "gate:start" in lines(fx), message="c2 to run on a")
+    with on_boxes(tmp_path, pg_url, "chatty", CHATTY_GATED, 2) as (fx, (a, b)):
+        gate_started(a, fx, "chatty", "c2")
         b.start()
         ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
         running = b.ys("logs", "c2")
@@ -464,26 +405,15 @@ def test_logs_follow_on_another_box_shows_the_end_of_a_delivery_once_it_ends(tmp
         assert follower.returncode == 0, err
         assert out == "before the gate\nafter the gate\n"
         assert f"ran on daemon {ida}" in err
-    finally:
-        for h in (a, b):
-            h.stop()
 
 
 def test_logs_name_an_attempt_whose_daemon_was_killed_and_kept_no_tail(tmp_path, pg_url):
     """Box a is killed while it runs attempt 1 (no end of its log reaches the database); box
     b runs attempt 2. `ys logs` on b names attempt 1, the daemon that ran it, and that no end
     of its log was kept, instead of leaving it out."""
-    fx = tmp_path / "fx"
-    fx.mkdir()
-    a, b = boxes(tmp_path, pg_url, 2)
-    try:
-        for h in (a, b):
-            write_script(h, "chatty", CHATTY_GATED, prelude(start_pid=False))
-        a.start()
+    with on_boxes(tmp_path, pg_url, "chatty", CHATTY_GATED, 2) as (fx, (a, b)):
+        gate_started(a, fx, "chatty", "c3")
         ida = json.loads(a.ys("daemon", "status", "--json").stdout)["daemon_id"]
-        with a.client() as c:
-            c.trigger("chatty", {"dir": str(fx)}, execution_id="c3")
-        wait_until(lambda: "gate:start" in lines(fx), message="c3 to run on a")
         a.kill9()
         a.kill_workers()
         (fx / "gate.go").touch()
@@ -500,6 +430,3 @@ def test_logs_name_an_attempt_whose_daemon_was_killed_and_kept_no_tail(tmp_path,
         assert first["attempt"] == 1 and first["lost"] is True and first["text"] == ""
         assert first["daemon_id"] == ida
         assert second["attempt"] == 2 and second["text"] == "before the gate\nafter the gate\n"
-    finally:
-        for h in (a, b):
-            h.stop()

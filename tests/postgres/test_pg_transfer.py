@@ -12,23 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import DaemonHandle, make_home, wait_until
+from tests.upgrade_support import WORKFLOWS as UPGRADE_WORKFLOWS
 
 WORKFLOWS = {
-    "hello.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return {"greeting": step.run("greet", lambda: "hello")}
-""",
-    "boom.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    step.run("first", lambda: 1)
-    raise ValueError("boom")
-""",
+    **{k: UPGRADE_WORKFLOWS[k] for k in ("hello.py", "boom.py", "waiter.py", "pay.py")},
     "nap.py": """
 import ys
 
@@ -37,27 +24,6 @@ def main(step, params):
     before = step.run("before", lambda: "b")
     step.sleep("nap", params["seconds"])
     return {"before": before, "after": step.run("after", lambda: "a")}
-""",
-    "waiter.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return {"got": step.wait_for("approval", params["key"])}
-""",
-    "pay.py": """
-import ys
-
-@ys.workflow
-def main(step, params):
-    return step.effect(
-        "charge",
-        effect_id=params["eid"],
-        operation="charge",
-        input={"amount": 5},
-        perform=lambda eid: {"paid": eid},
-        lookup=lambda eid: None,
-    )
 """,
     "parent.py": """
 import ys
@@ -225,9 +191,30 @@ def test_migrate_moves_a_laptop_to_postgresql_and_refuses_a_second_time(tmp_path
         again = json.loads(r.stdout)["counts"]
         assert sum(c["imported"] for c in again.values()) == 0
         assert again["execution"]["skipped"] == counts["execution"]["imported"]
+        r = laptop.ys("daemon", "run", timeout=30)  # the laptop's file says where its data went
+        assert r.returncode == 3, r.stderr
+        assert "was moved to postgresql://" in r.stderr.strip().splitlines()[-1], r.stderr
 
     (tmp_path / "pg").mkdir()
     with make_home(tmp_path / "pg", YS_DATABASE=pg_url) as pg:
         for name, text in WORKFLOWS.items():
             pg.write(name, text)
         _runs_on(pg, d)
+
+
+def test_a_postgresql_database_moved_away_starts_no_daemon_and_doctor_says_where(tmp_path, pg_url):
+    (tmp_path / "pg").mkdir()
+    target = tmp_path / "laptop.db"
+    with make_home(tmp_path / "pg", YS_DATABASE=pg_url) as pg:
+        r = pg.ys("migrate", "--to", str(target))
+        assert r.returncode == 0, r.stderr
+        r = pg.ys("daemon", "run", timeout=30)
+        assert r.returncode == 3, r.stderr
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("FAILED_PRECONDITION: the data of "), last
+        assert f"was moved to {target} by `ys migrate`" in last, last
+        doctor = pg.ys("doctor", "--json")
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+        assert doctor.returncode == 1
+        assert not checks["database"]["ok"], checks["database"]
+        assert f"moved to {target}" in checks["database"]["detail"], checks["database"]

@@ -17,6 +17,7 @@ from starts_support import DaemonHandle, history, kinds, lines, wait_until, writ
 import ys
 from ys.errors import LeaseLost
 from ys.testing import WorkflowTest
+from ys.values import Outcome
 
 T = 1_700_000_000.0
 
@@ -191,7 +192,7 @@ def test_a_delay_suspends_after_the_unfinished_step_and_its_wake_are_recorded(
         real = t.store.acknowledge
         at_ack: list[Any] = []
 
-        def watching(execution_id: str, token: str, outcome: dict[str, Any], **kw: Any) -> Any:
+        def watching(execution_id: str, token: str, outcome: Outcome, **kw: Any) -> Any:
             # what is durable at the moment deliver resolves with its outcome
             at_ack.append((outcome, t.store.steps(execution_id), t.store.get(execution_id)))
             return real(execution_id, token, outcome, **kw)
@@ -200,7 +201,7 @@ def test_a_delay_suspends_after_the_unfinished_step_and_its_wake_are_recorded(
         eid = t.trigger("nap")
         t.run()
         outcome, steps, record = at_ack[0]
-        assert outcome == {"status": "suspended"}
+        assert outcome == Outcome("suspended")
         assert [(s.key, s.kind, s.status, s.wake_at) for s in steps] == [
             ("cooldown", "sleep", "waiting", T + 600)
         ]
@@ -254,10 +255,10 @@ def test_deliver_resolves_and_the_outcome_is_acknowledged_under_its_lease(
         other = t.trigger("wf")
         (d,) = real_claim(limit=1)
         with pytest.raises(LeaseLost):
-            real_ack(other, "not-the-token", {"status": "completed", "result": 1})
+            real_ack(other, "not-the-token", Outcome("completed", 1))
         t.advance(31)  # the lease (30 s) expires
         with pytest.raises(LeaseLost):
-            real_ack(other, d.token, {"status": "completed", "result": 1})
+            real_ack(other, d.token, Outcome("completed", 1))
         assert t.get(other)["outcome"] is None
         t.run()  # delivered again, and this delivery's acknowledgement counts
         assert t.get(other)["outcome"] == {"status": "completed", "result": 1}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support import Threads
+from ys.outcomes import outcome_of
 from ys.store.base import SLOT_ALL, SLOT_MISSING, ConcurrencyLimit
 from ys.store.protocols import ConcurrencyWait
 from ys.values import StepWrite
@@ -54,7 +55,7 @@ def test_a_slot_frees_when_the_delivery_ends_by_outcome_release_or_lease_expiry(
     ids = admit(store, "limited", 5)
     first = {d.execution_id: d for d in claim(store, TWO)}
     assert set(first) == set(ids[:2])
-    store.acknowledge(ids[0], first[ids[0]].token, DONE, now=T0 + 1)
+    store.acknowledge(ids[0], first[ids[0]].token, outcome_of(DONE), now=T0 + 1)
     (d2,) = claim(store, TWO, now=T0 + 1)
     assert d2.execution_id == ids[2]
     store.release(ids[1], first[ids[1]].token, retry_at=T0 + 100, now=T0 + 2)
@@ -73,13 +74,13 @@ def test_a_suspended_execution_holds_no_slot(store):
     store.save_step(
         a, da.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 20), now=T0
     )
-    store.acknowledge(a, da.token, {"status": "suspended"}, now=T0 + 1)
+    store.acknowledge(a, da.token, outcome_of({"status": "suspended"}), now=T0 + 1)
     (db,) = claim(store, limits, now=T0 + 1)
     assert db.execution_id == b
     # a's wake comes while b runs: a waits for the slot; b's outcome frees it for a
     assert claim(store, limits, now=T0 + 20) == []
     assert store.slot_waits([a]) == {a: SLOT_ALL}
-    store.acknowledge(b, db.token, DONE, now=T0 + 21)
+    store.acknowledge(b, db.token, outcome_of(DONE), now=T0 + 21)
     assert [d.execution_id for d in claim(store, limits, now=T0 + 21)] == [a]
 
 
@@ -139,7 +140,7 @@ def test_two_stores_on_one_database_claiming_at_once_never_hold_more_than_n(stor
         most = max(most, len(leased(one)))
         assert len(leased(one)) <= 2, (rnd, [d.execution_id for d in batch])
         for d in batch:
-            one.acknowledge(d.execution_id, d.token, DONE, now=now)
+            one.acknowledge(d.execution_id, d.token, outcome_of(DONE), now=now)
             done.append(d.execution_id)
         if len(done) == len(ids):
             break
@@ -180,7 +181,7 @@ ONE = {"limited": ConcurrencyLimit(1)}
 def test_cancel_now_of_the_woken_waiter_does_not_strand_the_next_one(store):
     a, w1, w2 = admit(store, "limited", 3)
     (da,) = claim(store, ONE)
-    store.acknowledge(a, da.token, DONE, now=T0 + 1)  # w1's turn
+    store.acknowledge(a, da.token, outcome_of(DONE), now=T0 + 1)  # w1's turn
     store.cancel(w1, at_once=True, now=T0 + 2)
     assert [d.execution_id for d in claim(store, ONE, now=T0 + 3)] == [w2]
 
@@ -188,12 +189,12 @@ def test_cancel_now_of_the_woken_waiter_does_not_strand_the_next_one(store):
 def test_a_plain_cancel_of_the_woken_waiter_does_not_strand_the_next_one(store):
     a, w1, w2 = admit(store, "limited", 3)
     (da,) = claim(store, ONE)
-    store.acknowledge(a, da.token, DONE, now=T0 + 1)
+    store.acknowledge(a, da.token, outcome_of(DONE), now=T0 + 1)
     store.cancel(w1, now=T0 + 2)
     # w1 never ran: it is claimed without a slot (to end cancelled), and w2 takes the slot
     got = {d.execution_id: d for d in claim(store, ONE, now=T0 + 3)}
     assert set(got) == {w1, w2} and got[w1].cancel_seen
-    store.acknowledge(w1, got[w1].token, {"status": "cancelled"}, now=T0 + 4)
+    store.acknowledge(w1, got[w1].token, outcome_of({"status": "cancelled"}), now=T0 + 4)
     assert leased(store) == {w2}
 
 
@@ -202,7 +203,9 @@ def test_the_woken_waiter_timing_out_does_not_strand_the_next_one(store):
     a, w1 = admit(store, "limited", 2)
     (w2,) = admit(store, "limited", 1, prefix="late", at=T0 + 5)
     (da,) = claim(store, ONE, now=T0 + 5)
-    store.acknowledge(a, da.token, DONE, now=T0 + 9.9)  # w1's turn, but its deadline comes
+    store.acknowledge(
+        a, da.token, outcome_of(DONE), now=T0 + 9.9
+    )  # w1's turn, but its deadline comes
     assert store.time_out(w1, now=T0 + 10.1)
     assert [d.execution_id for d in claim(store, ONE, now=T0 + 11.5)] == [w2]
 

@@ -35,7 +35,8 @@ from ys.errors import (
     WorkflowEffectError,
     YsError,
 )
-from ys.store.protocols import Store
+from ys.outcomes import outcome_of
+from ys.store.protocols import EffectState, Store
 
 OP = "charge.v1"
 EID = "shop:charge:order-42"
@@ -55,7 +56,7 @@ def idle(store: Store, *execution_ids: str, now: float = T0) -> None:
         admitted(store, eid)
     claimed = {d.execution_id: d for d in store.claim_due(now=now, limit=len(execution_ids))}
     for eid in execution_ids:
-        store.acknowledge(eid, claimed[eid].token, {"status": "suspended"}, now=now)
+        store.acknowledge(eid, claimed[eid].token, outcome_of({"status": "suspended"}), now=now)
         assert store.get(eid).due_at is None  # type: ignore[union-attr]
 
 
@@ -132,23 +133,23 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
 ) -> None:
     admitted(store, "order-42")
     admitted(store, "support-tool")
-    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0) == {"status": "new"}
+    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0) == EffectState("new")
     # the pending record exists before anything is performed
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "pending", None)
 
     # repeats, from the same step or from another caller, read the current state
-    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1) == {
-        "status": "pending"
-    }
+    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1) == EffectState(
+        "pending"
+    )
     assert store.effect_begin(
         OP, EID, dict(reversed(INPUT.items())), "support-tool", "check", now=T0 + 2
-    ) == {"status": "pending"}  # canonical form matches
+    ) == EffectState("pending")  # canonical form matches
 
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 3)
     for caller in ("order-42", "support-tool"):
         state = store.effect_begin(OP, EID, INPUT, caller, "charge", now=T0 + 4)
-        assert state["status"] == "settled"
-        assert codec.decode(state["result"]) == CHARGE
+        assert state.status == "settled"
+        assert codec.decode(state.result_json) == CHARGE
 
     assert len(db_path.rows("effects")) == 1
     described = store.effect(EID)
@@ -160,7 +161,7 @@ def test_begin_creates_one_effect_and_repeated_matching_calls_return_its_current
 def test_begin_settled_result_is_the_canonical_text_of_the_first_settlement(store: Store) -> None:
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0)
-    assert store.effect_begin(OP, EID, INPUT, "x", "y", now=T0)["result"] == codec.dumps(CHARGE)
+    assert store.effect_begin(OP, EID, INPUT, "x", "y", now=T0).result_json == codec.dumps(CHARGE)
 
 
 # -- begin receives changed operation or input --------------------------------------------------
@@ -195,16 +196,14 @@ def test_begin_with_changed_operation_or_input_is_rejected_without_changing_the_
     assert db_path.rows("effect_begins") == began  # the rejected caller left no trace
     # the original request still matches
     expected = "settled" if settled else "pending"
-    assert (
-        store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 2)["status"] == expected
-    )
+    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 2).status == expected
 
 
 def test_begin_compares_canonical_encodings_so_equal_values_match(store: Store) -> None:
     store.effect_begin(OP, EID, {"a": 0.0, "b": [1.5, {"y": 1, "x": 2}]}, "e", "k", now=T0)
     # key order and -0.0 (written as 0.0) do not change the canonical encoding
     same = {"b": [1.5, {"x": 2, "y": 1}], "a": -0.0}
-    assert store.effect_begin(OP, EID, same, "e", "k", now=T0)["status"] == "pending"
+    assert store.effect_begin(OP, EID, same, "e", "k", now=T0).status == "pending"
     # but 0 and 0.0 (like 1 and 1.0, or True) are different durable values
     with pytest.raises(WorkflowEffectError):
         store.effect_begin(OP, EID, {"a": 0, "b": [1.5, {"x": 2, "y": 1}]}, "e", "k", now=T0)
@@ -227,7 +226,7 @@ def test_settle_with_equal_results_concurrently_leaves_one_settled_result(
         len(stores), lambda i: stores[i].effect_settle(OP, EID, result, now=T0 + 1)
     )
 
-    assert answers == [{"status": "settled", "result": result}] * len(stores)
+    assert answers == [EffectState("settled", result)] * len(stores)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "settled", result)
     assert conflicts(db_path) == []
 
@@ -238,7 +237,7 @@ def test_settle_compares_canonical_results_so_equal_values_in_other_text_do_not_
     store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0)
     first = store.effect_settle(OP, EID, '{"amount": 49.99, "charge_id": "ch_1"}', now=T0)
     again = store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 1)
-    assert first == again == {"status": "settled", "result": codec.dumps(CHARGE)}
+    assert first == again == EffectState("settled", codec.dumps(CHARGE))
     assert conflicts(db_path) == []
 
 
@@ -254,12 +253,12 @@ def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_
 
     answers = run_together(2, lambda i: store.effect_settle(OP, EID, results[i], now=T0 + 1))
 
-    settled = [a for a in answers if a["status"] == "settled"]
-    conflicted = [a for a in answers if a["status"] == "conflict"]
+    settled = [a for a in answers if a.status == "settled"]
+    conflicted = [a for a in answers if a.status == "conflict"]
     assert len(settled) == 1 and len(conflicted) == 1
-    first = settled[0]["result"]
+    first = settled[0].result_json
     second = next(r for r in results if r != first)
-    assert conflicted[0] == {"status": "conflict", "result": first, "conflicting_result": second}
+    assert conflicted[0] == EffectState("conflict", first, second)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "settled", first)
     assert conflicts(db_path) == [(first, second)]  # one permanent report with both values
 
@@ -271,7 +270,7 @@ def test_settle_with_different_results_keeps_the_first_and_reports_one_conflict_
     assert described.conflicts[0].conflicting_result == codec.decode(second)
     assert [e.effect_id for e in store.effects(status="conflict")] == [EID]
     # and a later equal settlement still returns the first result
-    assert store.effect_settle(OP, EID, first, now=T0 + 2) == {"status": "settled", "result": first}
+    assert store.effect_settle(OP, EID, first, now=T0 + 2) == EffectState("settled", first)
 
 
 def test_settle_of_an_effect_never_begun_or_with_another_operation_is_a_runtime_invariant(
@@ -376,7 +375,7 @@ def test_settlement_racing_wait_wakes_the_waiting_execution_and_leaves_no_regist
 
         answers = run_together(2, race)
         wake_at, settled = answers[waits], answers[1 - waits]
-        assert settled["status"] == "settled"
+        assert settled.status == "settled"
         outcomes.add("wait first" if wake_at == T0 + 3600 else "settle first")
         # woken now, whichever committed first; no registration is left behind
         assert waiter_store.get(execution_id).due_at == T0 + 1  # type: ignore[union-attr]
@@ -444,7 +443,7 @@ def test_wake_request_resubmitted_after_a_lost_response_merges_into_the_same_pen
     assert store.events("order-42") == history  # nothing new: merged
     assert store.get("order-42").due_at == T0 + 60  # type: ignore[union-attr]
     (d,) = store.claim_due(now=T0 + 60, limit=5)
-    store.acknowledge("order-42", d.token, {"status": "suspended"}, now=T0 + 61)
+    store.acknowledge("order-42", d.token, outcome_of({"status": "suspended"}), now=T0 + 61)
     assert store.claim_due(now=T0 + 120, limit=5) == []  # one delivery, not one per request
 
 
@@ -474,7 +473,7 @@ def test_effect_records_outlive_their_executions(store: Store, db_path: Db) -> N
         store.request_wake(execution_id, T0 + 1, now=T0 + 1)
     for d in store.claim_due(now=T0 + 1, limit=5):
         store.acknowledge(
-            d.execution_id, d.token, {"status": "completed", "result": None}, now=T0 + 1
+            d.execution_id, d.token, outcome_of({"status": "completed", "result": None}), now=T0 + 1
         )
     assert {store.get(e).status for e in ("order-42", "order-43")} == {"completed"}  # type: ignore[union-attr]
 
@@ -486,12 +485,11 @@ def test_effect_records_outlive_their_executions(store: Store, db_path: Db) -> N
     assert effect_row(db_path, "still-pending") == (OP, codec.dumps(INPUT), "pending", None)
     # a later caller still gets the stored result, and the pending effect may still settle
     admitted(store, "order-44")
-    assert store.effect_begin(OP, EID, INPUT, "order-44", "charge", now=T0 + 2) == {
-        "status": "settled",
-        "result": codec.dumps(CHARGE),
-    }
+    assert store.effect_begin(OP, EID, INPUT, "order-44", "charge", now=T0 + 2) == EffectState(
+        "settled", codec.dumps(CHARGE)
+    )
     assert (
-        store.effect_settle(OP, "still-pending", codec.dumps(CHARGE), now=T0 + 2)["status"]
+        store.effect_settle(OP, "still-pending", codec.dumps(CHARGE), now=T0 + 2).status
         == "settled"
     )
     assert len(db_path.rows("effects")) == 2
@@ -505,9 +503,9 @@ def test_cancelling_an_execution_leaves_its_pending_effect_pending_and_settleabl
     store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0)
     assert store.cancel("order-42", now=T0 + 1)
     (d,) = store.claim_due(now=T0 + 1, limit=1)
-    store.acknowledge("order-42", d.token, {"status": "cancelled"}, now=T0 + 1)
+    store.acknowledge("order-42", d.token, outcome_of({"status": "cancelled"}), now=T0 + 1)
     assert effect_row(db_path, EID) == (OP, codec.dumps(INPUT), "pending", None)
-    assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 2)["status"] == "settled"
+    assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 2).status == "settled"
     assert store.get("order-42").status == "cancelled"  # type: ignore[union-attr]
 
 
@@ -525,14 +523,13 @@ def test_begin_settle_and_wait_take_no_delivery_token(
 
     admitted(store, "order-42")
     (d,) = store.claim_due(now=T0, limit=1)  # another delivery holds the lease
-    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1)["status"] == "new"
+    assert store.effect_begin(OP, EID, INPUT, "order-42", "charge", now=T0 + 1).status == "new"
     assert store.effect_wait(EID, "order-42", "charge", T0 + 60, now=T0 + 1) == T0 + 60
     # the lease has expired and nobody holds it: still accepted
     assert store.effect_wait(EID, "order-42", "charge", T0 + 61, now=T0 + 31) == T0 + 60
-    assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 40)["status"] == "settled"
+    assert store.effect_settle(OP, EID, codec.dumps(CHARGE), now=T0 + 40).status == "settled"
     assert (
-        store.effect_begin(OP, EID, INPUT, "support-tool", "check", now=T0 + 41)["status"]
-        == "settled"
+        store.effect_begin(OP, EID, INPUT, "support-tool", "check", now=T0 + 41).status == "settled"
     )
 
 

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from ys.errors import YsError
+from ys.outcomes import outcome_of
 
 T0 = 1_000_000.0
 
@@ -26,7 +27,9 @@ def test_events_of_every_execution_come_once_in_commit_order(store):
     store.admit("a", {}, execution_id="x", now=T0)
     store.admit("a", {}, execution_id="y", now=T0 + 1)
     [d] = store.claim_due(now=T0 + 0.5, limit=1, lease_seconds=30)
-    store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=T0 + 2)
+    store.acknowledge(
+        d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=T0 + 2
+    )
     got, _ = drain(store)
     assert [(e.execution_id, e.seq, e.event.kind) for e in got] == [
         ("x", 1, "admitted"),
@@ -52,7 +55,7 @@ def test_a_cursor_resumes_after_a_reopen_and_positions_are_not_reused_after_gc(s
     store = store_factory()
     store.admit("a", {}, execution_id="old", now=T0)
     [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
-    store.acknowledge("old", d.token, {"status": "completed", "result": 1}, now=T0)
+    store.acknowledge("old", d.token, outcome_of({"status": "completed", "result": 1}), now=T0)
     _, cursor = drain(store)
     store = store_factory.reopen(store)
     store.gc(0, now=T0 + 10)

@@ -19,10 +19,12 @@ import pytest
 from tests.support import Threads
 from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
-from ys.store.base import Delivery
+from ys.outcomes import outcome_of
+from ys.store.base import AdmissionContext, Delivery, Parent
 from ys.store.protocols import HistoryEvent
 from ys.values import StepWrite
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 T0 = 1_000_000.0
 LEASE = 30.0
 FAR = T0 + 10_000_000
@@ -70,7 +72,10 @@ def admit_and_suspend(store: Any, execution_id: str = "order-42", now: float = T
     """An execution whose first delivery suspended with no wake pending."""
     store.admit("charge-order", {"order": 42}, execution_id=execution_id, now=now)
     d = claim_one(store, execution_id, now)
-    assert store.acknowledge(execution_id, d.token, SUSPENDED, now=now + 1) == SUSPENDED
+    assert (
+        store.acknowledge(execution_id, d.token, outcome_of(SUSPENDED), now=now + 1).to_json()
+        == SUSPENDED
+    )
     assert store.get(execution_id).due_at is None
 
 
@@ -112,7 +117,7 @@ def test_id_stays_reserved_after_its_delivery_fails(store, failure):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     if failure == "failed outcome":
-        store.acknowledge("order-42", d.token, FAILED, now=T0 + 1)
+        store.acknowledge("order-42", d.token, outcome_of(FAILED), now=T0 + 1)
     elif failure == "infrastructure error":
         store.release("order-42", d.token, retry_at=T0 + 5, reason="worker crashed", now=T0 + 1)
     else:
@@ -151,7 +156,13 @@ def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
         "note": "日本語",
     }
     context = {"trace_id": "abc", "tenant": {"id": 7}}
-    store.admit("charge-order", params, context=context, execution_id="order-42", now=T0)
+    store.admit(
+        "charge-order",
+        params,
+        context=AdmissionContext.of(context),
+        execution_id="order-42",
+        now=T0,
+    )
     store = store_factory.reopen(store)
     record = store.get("order-42")
     assert record.workflow == "charge-order"
@@ -163,12 +174,45 @@ def test_get_returns_the_admitted_workflow_params_and_context(store_factory):
         record.context_json = "{}"  # type: ignore[misc]
 
 
+def test_the_context_is_stored_as_the_caller_gave_it(store):
+    given = {"schedule": 5, "manual": False, "traceparent": TRACEPARENT, "tenant": {"id": 7}}
+    context = AdmissionContext.of(given)
+    assert context.traceparent == TRACEPARENT and context.schedule is None  # 5 is the caller's
+    assert context.to_json() == given
+    store.admit("charge-order", {}, context=context, execution_id="order-42", now=T0)
+    assert store.get("order-42").context_json == codec.dumps(given)
+    fired = AdmissionContext(schedule="nightly", manual=True)
+    assert fired.to_json() == {"schedule": "nightly", "manual": True}
+    assert AdmissionContext.of(fired.to_json()) == fired
+
+
+def test_admit_and_admit_async_take_the_same_options_and_write_the_same(store):
+    options = {
+        "context": AdmissionContext.of({"who": "me"}),
+        "parent": Parent("caller-1", "ship", detached=True),
+        "tags": {"team": "a"},
+        "due_at": T0 + 600,
+        "now": T0,
+    }
+    store.admit("charge-order", {"n": 1}, execution_id="sync", **options)
+
+    async def admit() -> Any:
+        return await store.admit_async("charge-order", {"n": 1}, execution_id="async", **options)
+
+    assert asyncio.run(admit()).started
+    a, b = store.get("sync"), store.get("async")
+    assert a.parent == {"execution_id": "caller-1", "step_key": "ship", "detached": True}
+    assert dataclasses.replace(b, execution_id="sync") == a
+    first = [history(store, e)[0].event.data for e in ("sync", "async")]
+    assert first[0] == {**first[1], "execution_id": "sync"}
+
+
 def test_delivery_reads_workflow_params_and_context_from_the_record_not_the_wake(store):
     params = {"order": "marker-5f1e", "total": 99}
     store.admit(
         "charge-order",
         params,
-        context={"tenant": "ctx-marker-9b2"},
+        context=AdmissionContext.of({"tenant": "ctx-marker-9b2"}),
         execution_id="order-42",
         now=T0,
     )
@@ -213,7 +257,13 @@ class NotDurable:
 )
 def test_admission_refuses_a_value_that_cannot_round_trip(store, params, context):
     with refused("INVALID_EXECUTION_EVENT") as info:
-        store.admit("charge-order", params, context=context, execution_id="order-42", now=T0)
+        store.admit(
+            "charge-order",
+            params,
+            context=AdmissionContext.of(context),
+            execution_id="order-42",
+            now=T0,
+        )
     assert isinstance(info.value, ExecutionAdmissionError)
     assert store.get("order-42") is None
     assert store.list().items == []
@@ -281,7 +331,7 @@ def test_two_wakes_requested_before_a_delivery_are_claimed_once(store):
     assert store.request_wake("order-42", at=T0 + 1, now=T0) == "requested"
     assert store.request_wake("order-42", now=T0 + 2) == "requested"
     d = claim_one(store, "order-42", T0 + 5)
-    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 6)
+    store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 6)
     # The claim covered every pending wake: nothing is left to deliver.
     assert store.get("order-42").due_at is None
     assert claim(store, FAR) == []
@@ -300,7 +350,7 @@ def test_wake_requested_during_a_delivery_is_still_due_after_its_acknowledgement
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     assert store.request_wake("order-42", at=T0 + 5, now=T0 + 1) == "requested"
-    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 2)
+    store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 2)
     assert store.get("order-42").due_at == T0 + 5
     assert claim(store, T0 + 4) == []
     assert claimed_ids(store, T0 + 5) == ["order-42"]
@@ -310,7 +360,7 @@ def test_future_wake_requested_during_a_past_due_delivery_does_not_inherit_its_d
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0 + 10)  # the admission wake is 10 s past due
     assert store.request_wake("order-42", at=T0 + 100, now=T0 + 11) == "requested"
-    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 12)
+    store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 12)
     assert store.get("order-42").due_at == T0 + 100
     assert claim(store, T0 + 12) == []
     assert claim(store, T0 + 99) == []
@@ -391,7 +441,7 @@ def test_wake_for_a_terminal_execution_is_ignored(store, outcome):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     store.request_wake("order-42", at=T0 + 100, now=T0 + 1)
-    store.acknowledge("order-42", d.token, outcome, now=T0 + 2)
+    store.acknowledge("order-42", d.token, outcome_of(outcome), now=T0 + 2)
     # Reaching a terminal status cleared the wake requested during the delivery.
     assert store.get("order-42").due_at is None
     before = snapshot(store, "order-42")
@@ -417,8 +467,10 @@ def test_admitted_and_suspended_executions_survive_a_restart_and_are_delivered(s
         StepWrite("sleep", "waiting", None, wake_at=T0 + 600),
         now=T0 + 2,
     )
-    store.acknowledge("suspended-2", d2.token, SUSPENDED, now=T0 + 3)
-    store.acknowledge("completed-4", deliveries["completed-4"].token, COMPLETED, now=T0 + 3)
+    store.acknowledge("suspended-2", d2.token, outcome_of(SUSPENDED), now=T0 + 3)
+    store.acknowledge(
+        "completed-4", deliveries["completed-4"].token, outcome_of(COMPLETED), now=T0 + 3
+    )
     store.release("admitted-1", deliveries["admitted-1"].token, retry_at=T0 + 5, now=T0 + 3)
     ids = ["admitted-1", "suspended-2", "running-3", "completed-4"]
     before = {i: snapshot(store, i) for i in ids}
@@ -428,11 +480,11 @@ def test_admitted_and_suspended_executions_survive_a_restart_and_are_delivered(s
     assert {i: snapshot(store, i) for i in ids} == before
     assert store.verify() == []
     again = claim_one(store, "admitted-1", T0 + 5)
-    store.acknowledge("admitted-1", again.token, COMPLETED, now=T0 + 6)
+    store.acknowledge("admitted-1", again.token, outcome_of(COMPLETED), now=T0 + 6)
     # The delivery that was running when the runtime stopped is delivered again once its
     # lease expires; the suspended one when its timer is due; the completed one never.
     again = claim_one(store, "running-3", T0 + 1 + LEASE)
-    store.acknowledge("running-3", again.token, COMPLETED, now=T0 + 2 + LEASE)
+    store.acknowledge("running-3", again.token, outcome_of(COMPLETED), now=T0 + 2 + LEASE)
     assert claimed_ids(store, T0 + 599) == []
     assert claimed_ids(store, T0 + 600) == ["suspended-2"]
     assert store.get("completed-4").outcome == COMPLETED
@@ -444,7 +496,10 @@ def test_admitted_and_suspended_executions_survive_a_restart_and_are_delivered(s
 def test_suspended_acknowledgement_leaves_the_record_suspended_without_outcome(store):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    assert store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 1) == SUSPENDED
+    assert (
+        store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 1).to_json()
+        == SUSPENDED
+    )
     record = store.get("order-42")
     assert record.status == "suspended"
     assert record.outcome is None
@@ -455,7 +510,9 @@ def test_completed_acknowledgement_records_the_result(store, result):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     outcome = {"status": "completed", "result": result}
-    assert store.acknowledge("order-42", d.token, outcome, now=T0 + 1) == outcome
+    assert (
+        store.acknowledge("order-42", d.token, outcome_of(outcome), now=T0 + 1).to_json() == outcome
+    )
     record = store.get("order-42")
     assert record.status == "completed"
     assert record.outcome == outcome
@@ -465,7 +522,7 @@ def test_an_outcome_s_warnings_are_kept_on_its_event_not_in_the_outcome(store):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
     warned = {"status": "completed", "result": "ok", "warnings": ["a key drifts", "x" * 9000]}
-    assert store.acknowledge("order-42", d.token, warned, now=T0 + 1) == {
+    assert store.acknowledge("order-42", d.token, outcome_of(warned), now=T0 + 1).to_json() == {
         "status": "completed",
         "result": "ok",
     }
@@ -483,7 +540,9 @@ def test_warnings_that_are_not_a_list_of_text_are_refused_and_change_nothing(sto
     d = claim_one(store, "order-42", T0)
     before = snapshot(store, "order-42")
     with refused("INVALID_ARGUMENT"):
-        store.acknowledge("order-42", d.token, {"status": "suspended", "warnings": warnings})
+        store.acknowledge(
+            "order-42", d.token, outcome_of({"status": "suspended", "warnings": warnings})
+        )
     assert snapshot(store, "order-42") == before
 
 
@@ -491,18 +550,18 @@ def test_failed_acknowledgement_keeps_the_error_name_and_message(store_factory):
     store = store_factory()
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    returned = store.acknowledge("order-42", d.token, FAILED, now=T0 + 1)
-    assert returned["status"] == "failed"
-    assert returned["error"]["name"] == "CardDeclined"
-    assert returned["error"]["message"] == "card 4242 declined"
+    returned = store.acknowledge("order-42", d.token, outcome_of(FAILED), now=T0 + 1)
+    assert returned.status == "failed" and returned.error is not None
+    assert returned.error.name == "CardDeclined"
+    assert returned.error.message == "card 4242 declined"
     # Every later read, after a restart too, returns the same recorded error.
     for restart in (False, True):
         if restart:
             store = store_factory.reopen(store)
         record = store.get("order-42")
         assert record.status == "failed"
-        assert record.outcome == returned
-        assert store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 2) == returned
+        assert record.outcome == returned.to_json()
+        assert store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 2) == returned
 
 
 @pytest.mark.parametrize(
@@ -518,20 +577,20 @@ def test_failed_acknowledgement_keeps_the_error_name_and_message(store_factory):
 def test_second_terminal_acknowledgement_keeps_and_returns_the_first_outcome(store, first, second):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    recorded = store.acknowledge("order-42", d.token, first, now=T0 + 1)
+    recorded = store.acknowledge("order-42", d.token, outcome_of(first), now=T0 + 1)
     before = snapshot(store, "order-42")
-    assert store.acknowledge("order-42", d.token, second, now=T0 + 2) == recorded
+    assert store.acknowledge("order-42", d.token, outcome_of(second), now=T0 + 2) == recorded
     assert snapshot(store, "order-42") == before
-    assert store.get("order-42").outcome == recorded
+    assert store.get("order-42").outcome == recorded.to_json()
 
 
 @pytest.mark.parametrize("first", [COMPLETED, FAILED])
 def test_suspended_acknowledgement_after_a_terminal_one_keeps_the_terminal_outcome(store, first):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    recorded = store.acknowledge("order-42", d.token, first, now=T0 + 1)
+    recorded = store.acknowledge("order-42", d.token, outcome_of(first), now=T0 + 1)
     before = snapshot(store, "order-42")
-    assert store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 2) == recorded
+    assert store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 2) == recorded
     assert snapshot(store, "order-42") == before
     assert store.get("order-42").status == first["status"]
 
@@ -539,14 +598,17 @@ def test_suspended_acknowledgement_after_a_terminal_one_keeps_the_terminal_outco
 def test_terminal_execution_delivered_again_returns_the_recorded_outcome(store):
     store.admit("charge-order", {"order": 42}, execution_id="order-42", now=T0)
     d = claim_one(store, "order-42", T0)
-    store.acknowledge("order-42", d.token, COMPLETED, now=T0 + 1)
+    store.acknowledge("order-42", d.token, outcome_of(COMPLETED), now=T0 + 1)
     before = snapshot(store, "order-42")
     # Nothing can hand the execution to a worker again: no wake, no claim, no recovery ...
     assert store.request_wake("order-42", now=T0 + 2) == "ignored"
     assert claim(store, FAR) == []
     assert store.release_expired(now=FAR) == []
     # ... and a late report from any delivery gets the recorded outcome back.
-    assert store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 3) == COMPLETED
+    assert (
+        store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 3).to_json()
+        == COMPLETED
+    )
     assert snapshot(store, "order-42") == before
 
 
@@ -581,8 +643,10 @@ def test_renewal_extends_the_lease(store):
     # Only the execution that did not renew is delivered again at the first expiry.
     assert claimed_ids(store, T0 + LEASE) == ["order-43"]
     assert claimed_ids(store, T0 + 20 + LEASE - 1) == []
-    ack = store.acknowledge("order-42", d["order-42"].token, COMPLETED, now=T0 + 20 + LEASE - 1)
-    assert ack == COMPLETED
+    ack = store.acknowledge(
+        "order-42", d["order-42"].token, outcome_of(COMPLETED), now=T0 + 20 + LEASE - 1
+    )
+    assert ack.to_json() == COMPLETED
 
 
 def test_expired_lease_cannot_be_renewed(store):
@@ -598,11 +662,11 @@ def test_expired_lease_cannot_be_renewed(store):
 
 def _stale_write(store: Any, op: str, token: str, now: float) -> None:
     if op == "acknowledge-suspended":
-        store.acknowledge("order-42", token, SUSPENDED, now=now)
+        store.acknowledge("order-42", token, outcome_of(SUSPENDED), now=now)
     elif op == "acknowledge-completed":
-        store.acknowledge("order-42", token, COMPLETED, now=now)
+        store.acknowledge("order-42", token, outcome_of(COMPLETED), now=now)
     elif op == "acknowledge-failed":
-        store.acknowledge("order-42", token, FAILED, now=now)
+        store.acknowledge("order-42", token, outcome_of(FAILED), now=now)
     elif op == "save_step":
         store.save_step(
             "order-42",
@@ -654,7 +718,12 @@ def test_stale_token_is_refused_and_writes_nothing(store, op, staleness):
         _stale_write(store, op, token, now)
     assert snapshot(store, "order-42") == before
     if current is not None:  # the live delivery is untouched and still owns the execution
-        assert store.acknowledge("order-42", current.token, COMPLETED, now=now + 1) == COMPLETED
+        assert (
+            store.acknowledge(
+                "order-42", current.token, outcome_of(COMPLETED), now=now + 1
+            ).to_json()
+            == COMPLETED
+        )
 
 
 def test_live_token_writes_steps_and_their_wakes(store):
@@ -671,7 +740,7 @@ def test_live_token_writes_steps_and_their_wakes(store):
     assert [(s.key, s.status, s.wake_at) for s in store.steps("order-42")] == [
         ("cooldown", "waiting", T0 + 600)
     ]
-    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 2)
+    store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 2)
     assert store.get("order-42").due_at == T0 + 600
 
 
@@ -689,7 +758,7 @@ def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(stor
             StepWrite("sleep", "waiting", None, wake_at=wake),
             now=wake - 10,
         )
-        store.acknowledge("order-42", d.token, SUSPENDED, now=wake - 10)
+        store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=wake - 10)
         assert store.get("order-42").due_at == wake
         assert claim(store, wake - 1) == []
         d = claim_one(store, "order-42", wake)
@@ -699,7 +768,7 @@ def test_a_finished_sleep_then_a_new_sleep_leaves_only_the_new_wake_pending(stor
     store.save_step(
         "order-42", d.token, "c", StepWrite("sleep", "waiting", None, wake_at=T0 + 30), now=T0 + 20
     )
-    store.acknowledge("order-42", d.token, SUSPENDED, now=T0 + 20)
+    store.acknowledge("order-42", d.token, outcome_of(SUSPENDED), now=T0 + 20)
     assert store.get("order-42").due_at == T0 + 30
     assert claim(store, T0 + 20) == []
 
@@ -788,7 +857,9 @@ def test_a_failed_outcome_whose_error_fields_are_not_durable_is_refused_and_chan
     d = claim_one(store, "order-42", T0)
     before = snapshot(store, "order-42")
     with refused("INVALID_ARGUMENT"):
-        store.acknowledge("order-42", d.token, {"status": "failed", "error": error}, now=T0 + 1)
+        store.acknowledge(
+            "order-42", d.token, outcome_of({"status": "failed", "error": error}), now=T0 + 1
+        )
     assert snapshot(store, "order-42") == before
     assert store.verify() == []
 

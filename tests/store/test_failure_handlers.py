@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 from ys.contract import handler_id
+from ys.outcomes import outcome_of
+from ys.values import Outcome
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z, on the hour
 FAILED = {
@@ -22,10 +24,12 @@ def _fail(
     outcome: dict[str, Any] = FAILED,
     on_failure: str | None = "notify",
     now: float = T0,
-) -> dict[str, Any]:
+) -> Outcome:
     [d] = store.claim_due(now=now, limit=10, lease_seconds=30)
     assert d.execution_id == execution_id
-    return store.acknowledge(execution_id, d.token, outcome, now=now + 1, on_failure=on_failure)
+    return store.acknowledge(
+        execution_id, d.token, outcome_of(outcome), now=now + 1, on_failure=on_failure
+    )
 
 
 def test_a_failure_admits_one_handler_with_the_failure_in_its_params(store):
@@ -48,8 +52,8 @@ def test_a_failure_admits_one_handler_with_the_failure_in_its_params(store):
 def test_a_repeated_acknowledgement_admits_no_second_handler(store):
     store.admit("charge", {}, execution_id="order-2", now=T0)
     [d] = store.claim_due(now=T0, limit=10, lease_seconds=30)
-    store.acknowledge("order-2", d.token, FAILED, now=T0 + 1, on_failure="notify")
-    store.acknowledge("order-2", d.token, FAILED, now=T0 + 2, on_failure="notify")
+    store.acknowledge("order-2", d.token, outcome_of(FAILED), now=T0 + 1, on_failure="notify")
+    store.acknowledge("order-2", d.token, outcome_of(FAILED), now=T0 + 2, on_failure="notify")
     page = store.list(workflow="notify", limit=100)
     assert [r.execution_id for r in page.items] == ["order-2.on-failure"]
 

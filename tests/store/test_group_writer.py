@@ -13,7 +13,8 @@ import pytest
 from tests.store.test_service_course import CONCURRENT, T0, history, refused
 from tests.support import Threads
 from ys.errors import YsError
-from ys.values import StepWrite
+from ys.outcomes import outcome_of
+from ys.values import Outcome, StepWrite
 
 GENERATED_ID = re.compile(r"^echo-[0-9a-f]{19}$")
 
@@ -300,7 +301,9 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
             ("stale_renew", store.renew_async("e", "stale", now=T0 + 12)),
             (
                 "stale_ack",
-                store.acknowledge_async("e", "stale", {"status": "completed"}, now=T0 + 12),
+                store.acknowledge_async(
+                    "e", "stale", outcome_of({"status": "completed"}), now=T0 + 12
+                ),
             ),
             (
                 "bad_wake",
@@ -319,10 +322,13 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
             except YsError as exc:
                 out[name] = exc.code
         out["ack"] = await store.acknowledge_async(
-            "e", d.token, {"status": "completed", "result": 7}, now=T0 + 13
+            "e", d.token, outcome_of({"status": "completed", "result": 7}), now=T0 + 13
         )
         out["again"] = await store.acknowledge_async(
-            "e", d.token, {"status": "failed", "error": {"name": "E", "message": "m"}}, now=T0 + 14
+            "e",
+            d.token,
+            outcome_of({"status": "failed", "error": {"name": "E", "message": "m"}}),
+            now=T0 + 14,
         )
         return out
 
@@ -331,7 +337,7 @@ def test_async_worker_writes_are_fenced_like_the_sync_ones(store_factory, group_
     assert out["saved"] == [False] * 5
     assert (out["stale_step"], out["stale_renew"], out["stale_ack"]) == ("LEASE_LOST",) * 3
     assert out["bad_wake"] == "INVALID_ARGUMENT"
-    assert out["ack"] == out["again"] == {"status": "completed", "result": 7}
+    assert out["ack"] == out["again"] == Outcome("completed", 7)
     # (direct mode runs each awaited write in its own thread: they commit in any order)
     assert sorted((s.key, s.value) for s in store.steps("e")) == [
         (f"s{i}", str(i)) for i in range(5)

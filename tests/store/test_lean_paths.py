@@ -14,6 +14,8 @@ import pytest
 
 from ys import codec
 from ys.errors import InvalidArgument, LeaseLost
+from ys.outcomes import outcome_of
+from ys.store.base import AdmissionContext
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -61,7 +63,9 @@ def claimed(store: Any, eid: str) -> Any:
 
 
 def test_a_claim_reads_the_params_context_and_steps_its_worker_starts_from(store: Any) -> None:
-    store.admit("w", {"order": 42}, execution_id="e1", context={"who": "me"}, now=T0)
+    store.admit(
+        "w", {"order": 42}, execution_id="e1", context=AdmissionContext.of({"who": "me"}), now=T0
+    )
     d = claimed(store, "e1")
     assert d.state is not None
     assert codec.decode(d.state.params_json) == {"order": 42}
@@ -69,7 +73,7 @@ def test_a_claim_reads_the_params_context_and_steps_its_worker_starts_from(store
     assert d.state.steps == []
     store.save_step("e1", d.token, "b", StepWrite("run", "completed", "2"), now=T0)
     store.save_step("e1", d.token, "a", StepWrite("sleep", "waiting", None, wake_at=T0 + 5), now=T0)
-    store.acknowledge("e1", d.token, {"status": "suspended"}, now=T0)
+    store.acknowledge("e1", d.token, outcome_of({"status": "suspended"}), now=T0)
     (again,) = store.claim_due(now=T0 + 5, limit=10, lease_seconds=LEASE)
     assert again.state is not None
     assert [(s.key, s.status, s.value, s.wake_at) for s in again.state.steps] == [
@@ -94,7 +98,9 @@ def test_an_admission_with_a_lease_is_claimed_in_its_own_transaction(store: Any)
     assert store.claim_due(now=T0, limit=10, lease_seconds=LEASE) == []  # it is leased
     store.save_step("e1", d.token, "s", StepWrite("run", "completed", "1"), now=T0)
     assert (
-        store.acknowledge("e1", d.token, {"status": "completed", "result": 1}, now=T0)["status"]
+        store.acknowledge(
+            "e1", d.token, outcome_of({"status": "completed", "result": 1}), now=T0
+        ).status
         == "completed"
     )
 
@@ -162,7 +168,7 @@ def test_a_suspension_records_the_waiting_step_and_the_outcome_together(store: A
     store.suspend_then(
         answer, "e1", d.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 60)
     )
-    assert answer.wait().error is None and answer.result["status"] == "suspended"
+    assert answer.wait().error is None and answer.result.status == "suspended"
     record = store.get("e1")
     assert (record.status, record.due_at) == ("suspended", T0 + 60)
     assert [(s.key, s.status) for s in store.steps("e1")] == [("nap", "waiting")]
@@ -205,11 +211,13 @@ def test_an_outcome_answered_by_its_callback(store: Any) -> None:
     admit(store, "e1")
     d = claimed(store, "e1")
     answer = Answer()
-    store.acknowledge_then(answer, "e1", d.token, {"status": "completed", "result": [1, 2]})
-    assert answer.wait().error is None and answer.result["status"] == "completed"
+    store.acknowledge_then(
+        answer, "e1", d.token, outcome_of({"status": "completed", "result": [1, 2]})
+    )
+    assert answer.wait().error is None and answer.result.status == "completed"
     assert store.get("e1").outcome == {"status": "completed", "result": [1, 2]}
     again = Answer()
-    store.acknowledge_then(again, "e1", d.token, {"status": "completed", "result": 3})
+    store.acknowledge_then(again, "e1", d.token, outcome_of({"status": "completed", "result": 3}))
     again.wait()  # the first terminal outcome wins and is answered ever after
-    assert again.error is None and again.result["result"] == [1, 2]
+    assert again.error is None and again.result.result == [1, 2]
     assert store.get("e1").outcome == {"status": "completed", "result": [1, 2]}

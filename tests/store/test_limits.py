@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ys.errors import LeaseLost
+from ys.outcomes import outcome_of
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -48,8 +49,10 @@ def test_time_out_fails_a_running_execution_fences_its_lease_and_admits_its_hand
     with pytest.raises(LeaseLost):
         store.save_step("slow", d.token, "s", StepWrite("run", "completed", "1"), now=T0 + 6)
     # the stale worker's outcome does not change the first one
-    ack = store.acknowledge("slow", d.token, {"status": "completed", "result": 1}, now=T0 + 7)
-    assert ack["status"] == "failed"
+    ack = store.acknowledge(
+        "slow", d.token, outcome_of({"status": "completed", "result": 1}), now=T0 + 7
+    )
+    assert ack.status == "failed"
     assert store.time_out("slow", now=T0 + 8) is False  # ended: no deadline left
     assert store.timed_out(now=T0 + 100) == []
     assert store.verify() == []
@@ -62,7 +65,7 @@ def test_a_suspended_execution_past_its_deadline_fails_without_a_delivery(store)
     store.save_step(
         "sleeps", d.token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 3600), now=T0
     )
-    store.acknowledge("sleeps", d.token, {"status": "suspended"}, now=T0)
+    store.acknowledge("sleeps", d.token, outcome_of({"status": "suspended"}), now=T0)
     assert store.timed_out(now=T0 + 5) == [("sleeps", "job")]
     assert store.time_out("sleeps", now=T0 + 5) is True
     assert store.get("sleeps").status == "failed"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.store.test_execution_client import T0, claim, claim_one, refused
+from ys.outcomes import outcome_of
 
 FAILED = {"status": "failed", "error": {"name": "Boom", "message": "no"}}
 
@@ -37,7 +38,7 @@ def populate(store: Any) -> list[dict[str, Any]]:
     failing = {m["id"] for m in made[::4]}  # some fail, the rest suspend
     for d in claim(store, T0 + 100):
         outcome = FAILED if d.execution_id in failing else {"status": "suspended"}
-        store.acknowledge(d.execution_id, d.token, outcome, now=T0 + 101)
+        store.acknowledge(d.execution_id, d.token, outcome_of(outcome), now=T0 + 101)
     for m in made:
         m["status"] = store.get(m["id"]).status
     return made
@@ -118,7 +119,7 @@ def test_a_child_carries_its_callers_tags(store):
 def test_a_failure_handler_gets_the_failed_executions_tags(store):
     store.admit("build", execution_id="f", tags={"team": "a"}, now=T0)
     d = claim_one(store, "f", T0)
-    store.acknowledge("f", d.token, FAILED, now=T0 + 1, on_failure="notify")
+    store.acknowledge("f", d.token, outcome_of(FAILED), now=T0 + 1, on_failure="notify")
     import json
 
     assert json.loads(store.get("f.on-failure").params_json)["tags"] == {"team": "a"}
@@ -161,7 +162,7 @@ def test_gc_removes_a_pruned_executions_tags(store_factory):
     store = store_factory()
     store.admit("build", execution_id="g", tags={"team": "a"}, now=T0)
     d = claim_one(store, "g", T0)
-    store.acknowledge("g", d.token, FAILED, now=T0 + 1)
+    store.acknowledge("g", d.token, outcome_of(FAILED), now=T0 + 1)
     assert store.gc(10, now=T0 + 1000) == ["g"]
     assert store_factory.rows(store, "execution_tags") == []
     assert store.list(tags={"team": "a"}).items == []

@@ -5,6 +5,7 @@ order, never kept for an execution that does not exist, and pruned by gc with it
 
 from __future__ import annotations
 
+from ys.outcomes import outcome_of
 from ys.store.base import LOG_TAIL_BYTES, LogTail
 
 T0 = 1_000_000.0
@@ -14,7 +15,7 @@ DONE = {"status": "completed", "result": None}
 def delivered(store, execution_id: str) -> None:
     store.admit("w", {}, execution_id=execution_id, now=T0)
     (d,) = store.claim_due(now=T0 + 1, limit=1, lease_seconds=30)
-    store.acknowledge(d.execution_id, d.token, DONE, now=T0 + 2)
+    store.acknowledge(d.execution_id, d.token, outcome_of(DONE), now=T0 + 2)
 
 
 def test_a_kept_tail_is_read_back_per_attempt_in_order(store):

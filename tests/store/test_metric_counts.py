@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ys.outcomes import outcome_of
 from ys.store.base import Delivery
 
 T0 = 1_000_000.0
@@ -29,9 +30,12 @@ def test_executions_by_workflow_and_status_follow_admission_delivery_and_gc(stor
     }
     first, second = deliveries
     store.acknowledge(
-        first.execution_id, first.token, {"status": "completed", "result": 1}, now=T0 + 3
+        first.execution_id,
+        first.token,
+        outcome_of({"status": "completed", "result": 1}),
+        now=T0 + 3,
     )
-    store.acknowledge(second.execution_id, second.token, FAILED, now=T0 + 3)
+    store.acknowledge(second.execution_id, second.token, outcome_of(FAILED), now=T0 + 3)
     assert counts(store).executions == {
         ("a", "admitted"): 1,
         ("a", "completed"): 1,

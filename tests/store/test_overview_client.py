@@ -7,6 +7,7 @@ import pytest
 
 from tests.store.conftest import StoreFactory
 from tests.support import T0
+from ys.outcomes import outcome_of
 from ys.store.base import SLOTS_KEPT
 from ys.store.protocols import HourDurations, Store
 
@@ -61,7 +62,7 @@ def test_running_due_and_recent_failures(store: Store):
     store.acknowledge(
         first.execution_id,
         first.token,
-        {"status": "failed", "error": {"name": "E", "message": "m"}},
+        outcome_of({"status": "failed", "error": {"name": "E", "message": "m"}}),
         now=T0 + 20,
     )
     assert [r.execution_id for r in store.failed_since(T0)] == [first.execution_id]
@@ -130,14 +131,16 @@ def _fail(store: Store, execution_id: str, now: float) -> None:
     (d,) = store.claim_due(now=now, limit=1)
     assert d.execution_id == execution_id
     store.acknowledge(
-        d.execution_id, d.token, {"status": "failed", "error": {"name": "E"}}, now=now
+        d.execution_id, d.token, outcome_of({"status": "failed", "error": {"name": "E"}}), now=now
     )
 
 
 def _complete(store: Store, execution_id: str, now: float) -> None:
     (d,) = store.claim_due(now=now, limit=1)
     assert d.execution_id == execution_id
-    store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=now)
+    store.acknowledge(
+        d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=now
+    )
 
 
 B = T0 - T0 % 3600 + 3600  # a whole hour after T0: the charts read whole minutes and hours
@@ -198,7 +201,7 @@ def test_delivery_durations_per_hour_with_p50_and_p95(store: Store):
         (d,) = store.claim_due(now=B + 100 * i, limit=1, lease_seconds=120)
         took = 60.0 if i == 19 else 2.0
         done = {"status": "completed", "result": 1}
-        store.acknowledge(d.execution_id, d.token, done, now=B + 100 * i + took)
+        store.acknowledge(d.execution_id, d.token, outcome_of(done), now=B + 100 * i + took)
     store.admit("d", execution_id="r", now=B + HOUR)  # a delivery released for a retry
     (d,) = store.claim_due(now=B + HOUR + 10, limit=1)
     store.release(d.execution_id, d.token, retry_at=B + 2 * HOUR, now=B + HOUR + 10.5)

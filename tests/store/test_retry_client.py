@@ -12,6 +12,7 @@ import pytest
 
 from tests.store.test_execution_client import T0, claim, claim_one, refused
 from ys import codec
+from ys.outcomes import outcome_of
 from ys.values import StepWrite
 
 FAILED = {"status": "failed", "error": {"name": "Boom", "message": "step d broke"}}
@@ -39,7 +40,7 @@ def failed_at_fourth_step(store: Any, execution_id: str = "order-7", tags=None) 
     )
     error = codec.dumps(codec.ErrorValue("Boom", "step d broke"))
     store.save_step(execution_id, d.token, "d", StepWrite("run", "failed", error), now=T0 + 4)
-    store.acknowledge(execution_id, d.token, FAILED, now=T0 + 5)
+    store.acknowledge(execution_id, d.token, outcome_of(FAILED), now=T0 + 5)
 
 
 def test_a_retry_copies_the_steps_before_the_first_that_did_not_complete(store):
@@ -84,7 +85,7 @@ def test_a_retried_start_step_finds_its_child_and_a_settled_effect_its_result(st
     began = [b.execution_id for b in store.effect(EID).began_by]
     assert sorted(began) == ["order-7", "order-7.r1"]
     again = store.effect_begin(OP, EID, {"amount": 5}, "order-7.r1", "c", now=T0 + 12)
-    assert again["status"] == "settled"
+    assert again.status == "settled"
 
 
 def test_retry_from_a_step_copies_the_steps_before_it_and_from_the_first_none(store):
@@ -146,7 +147,7 @@ def test_a_cancelled_execution_is_retried_from_where_it_stopped(store):
     d = claim_one(store, "c-1", T0)
     store.save_step("c-1", d.token, "a", StepWrite("run", "completed", "1"), now=T0 + 1)
     store.cancel("c-1", now=T0 + 2)
-    store.acknowledge("c-1", d.token, {"status": "cancelled"}, now=T0 + 3)
+    store.acknowledge("c-1", d.token, outcome_of({"status": "cancelled"}), now=T0 + 3)
     assert store.retry("c-1", now=T0 + 4).copied_steps == ["a"]
 
 
@@ -166,13 +167,13 @@ def test_a_waiting_step_before_from_is_not_copied_and_runs_again(store):
     store.save_step(
         "w-1", d.token, "b", StepWrite("call", "waiting", codec.dumps(request)), now=T0 + 2
     )
-    store.acknowledge("w-1", d.token, {"status": "suspended"}, now=T0 + 3)
+    store.acknowledge("w-1", d.token, outcome_of({"status": "suspended"}), now=T0 + 3)
     store.request_wake("w-1", now=T0 + 4)
     d = next(x for x in claim(store, T0 + 4) if x.execution_id == "w-1")  # the child is due too
     store.save_step("w-1", d.token, "c", StepWrite("run", "completed", "3"), now=T0 + 5)
     error = codec.dumps(codec.ErrorValue("Boom", "d broke"))
     store.save_step("w-1", d.token, "d", StepWrite("run", "failed", error), now=T0 + 5)
-    store.acknowledge("w-1", d.token, FAILED, now=T0 + 6)
+    store.acknowledge("w-1", d.token, outcome_of(FAILED), now=T0 + 6)
     # by default the copy stops at the waiting call
     assert store.retry("w-1", now=T0 + 7).copied_steps == ["a"]
     # past it, the waiting call is left out (with its start request): it runs again
@@ -189,7 +190,7 @@ def test_retry_params_have_the_admission_limit(store):
     store.admit("w", {"i": 1}, execution_id="X", now=T0)
     d = claim_one(store, "X", T0)
     failed = {"status": "failed", "error": {"name": "E", "message": "m"}}
-    store.acknowledge("X", d.token, failed, now=T0 + 1)
+    store.acknowledge("X", d.token, outcome_of(failed), now=T0 + 1)
     with refused("INVALID_ARGUMENT"):
         store.retry("X", params={"a": "x" * (2 * 1024 * 1024 + 100)}, now=T0 + 2)
     assert store.get("X.r1") is None

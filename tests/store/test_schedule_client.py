@@ -11,6 +11,7 @@ import pytest
 from tests.store.conftest import StoreFactory
 from ys.contract import slot_id
 from ys.errors import InvalidArgument, YsError
+from ys.outcomes import outcome_of
 from ys.store.protocols import ScheduleAction
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC).timestamp()  # a whole hour
@@ -40,7 +41,7 @@ def finish(store, execution_id, now):
     for d in store.claim_due(now=now, limit=100):
         if d.execution_id == execution_id:
             store.acknowledge(
-                d.execution_id, d.token, {"status": "completed", "result": 1}, now=now
+                d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=now
             )
         else:
             store.release(d.execution_id, d.token, retry_at=now, now=now)
@@ -186,7 +187,7 @@ def test_a_run_that_outlasts_two_slots(store_factory: StoreFactory, policy: str)
     store.acknowledge(
         long_run.execution_id,
         long_run.token,
-        {"status": "completed", "result": None},
+        outcome_of({"status": "completed", "result": None}),
         now=T0 + 2 * HOUR + 40,
     )
     after = tick(T0 + 2 * HOUR + 50)

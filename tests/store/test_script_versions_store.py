@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ys.outcomes import outcome_of
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -60,7 +61,7 @@ def test_needed_versions_and_live_executions_under_an_older_one(store):
         x for x in store.claim_due(now=T0 + 2, limit=5, lease_seconds=30) if x.execution_id == "old"
     ] or [None]
     assert d is not None
-    store.acknowledge("old", d.token, {"status": "completed", "result": 1}, now=T0 + 3)
+    store.acknowledge("old", d.token, outcome_of({"status": "completed", "result": 1}), now=T0 + 3)
     assert store.stale_scripts() == {}
     assert store.scripts_needed() == {B}
 
@@ -74,7 +75,7 @@ def test_a_script_change_wakes_only_the_executions_that_wait_for_it(store):
     store.save_step(
         "sleeper", token, "nap", StepWrite("sleep", "waiting", None, wake_at=T0 + 3600), now=T0
     )
-    store.acknowledge("sleeper", token, {"status": "suspended"}, now=T0)
+    store.acknowledge("sleeper", token, outcome_of({"status": "suspended"}), now=T0)
     store.release(
         "blocked",
         by_id["blocked"].token,

@@ -22,6 +22,8 @@ from tests.support import Threads
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES
 from ys.errors import YsError
+from ys.outcomes import outcome_of
+from ys.store.base import AdmissionContext
 from ys.store.paging import history_token, parse_history_token
 from ys.store.protocols import Event, HistoryEvent
 from ys.values import StepWrite
@@ -189,7 +191,7 @@ def test_conflicting_start_is_refused_and_appends_nothing(store, workflow, param
         store.admit(
             workflow,
             params,
-            context=context,
+            context=AdmissionContext.of(context),
             execution_id="demo-1",
             if_exists="use-existing",
             now=T0 + 1,
@@ -229,7 +231,9 @@ def test_params_one_byte_over_2_mib_are_refused_and_nothing_is_stored(store, fil
 )
 def test_invalid_values_are_refused_and_nothing_is_stored(store, params, context):
     with refused("INVALID_EXECUTION_EVENT"):
-        store.admit("echo", params, context=context, execution_id="nan-1", now=T0)
+        store.admit(
+            "echo", params, context=AdmissionContext.of(context), execution_id="nan-1", now=T0
+        )
     assert_nothing_stored(store, "nan-1")
 
 
@@ -299,10 +303,12 @@ def _run_to_completion(store: Any, execution_id: str = "demo-1") -> list[str]:
     store.save_step(
         execution_id, d.token, "say", StepWrite("run", "completed", codec.dumps("hi")), now=T0 + 1
     )
-    store.acknowledge(execution_id, d.token, {"status": "suspended"}, now=T0 + 2)
+    store.acknowledge(execution_id, d.token, outcome_of({"status": "suspended"}), now=T0 + 2)
     store.request_wake(execution_id, at=T0 + 10, now=T0 + 3)
     (d,) = store.claim_due(now=T0 + 10, limit=1, lease_seconds=LEASE)
-    store.acknowledge(execution_id, d.token, {"status": "completed", "result": "hi"}, now=T0 + 11)
+    store.acknowledge(
+        execution_id, d.token, outcome_of({"status": "completed", "result": "hi"}), now=T0 + 11
+    )
     return ["admitted", "claimed", "step", "suspended", "wake_requested", "claimed", "completed"]
 
 
@@ -388,10 +394,15 @@ def _admit_list_fixture(store: Any) -> None:
     for d in store.claim_due(now=T0 + 3, limit=100, lease_seconds=LEASE):
         if d.execution_id in ("e1", "tie-a", "s5"):
             store.acknowledge(
-                d.execution_id, d.token, {"status": "completed", "result": 1}, now=T0 + 4
+                d.execution_id,
+                d.token,
+                outcome_of({"status": "completed", "result": 1}),
+                now=T0 + 4,
             )
         else:
-            store.acknowledge(d.execution_id, d.token, {"status": "suspended"}, now=T0 + 4)
+            store.acknowledge(
+                d.execution_id, d.token, outcome_of({"status": "suspended"}), now=T0 + 4
+            )
 
 
 def _pages(store: Any, **filters: Any) -> list[list[str]]:

@@ -17,6 +17,7 @@ from tests.support import T0, Threads
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, request_params
 from ys.errors import ExecutionAdmissionError, LeaseLost, ResourceExhausted, WorkflowStartError
+from ys.outcomes import outcome_of
 from ys.store.protocols import Store
 from ys.values import StepWrite
 
@@ -60,7 +61,9 @@ def _finish(s: Store, execution_id: str, at: float) -> None:
     """Deliver `execution_id` and acknowledge it completed (the target becomes terminal)."""
     deliveries = {d.execution_id: d for d in s.claim_due(now=at, limit=100)}
     d = deliveries[execution_id]
-    s.acknowledge(execution_id, d.token, {"status": "completed", "result": "shipped"}, now=at)
+    s.acknowledge(
+        execution_id, d.token, outcome_of({"status": "completed", "result": "shipped"}), now=at
+    )
 
 
 # -- the table ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from hypothesis.stateful import (
 
 from ys import codec
 from ys.errors import YsError
+from ys.outcomes import outcome_of
 from ys.store.base import Admission
 from ys.values import StepWrite
 
@@ -282,19 +283,21 @@ class StoreMachine(RuleBasedStateMachine):
             self.refused(
                 "LEASE_LOST",
                 execution_id,
-                lambda: store.acknowledge(execution_id, token, OUTCOMES[outcome], now=now),
+                lambda: store.acknowledge(
+                    execution_id, token, outcome_of(OUTCOMES[outcome]), now=now
+                ),
             )
             return
         if outcome == "suspended":
             sleep_step()
             m.due = earliest(m.due, now + sleep)
-        result = store.acknowledge(execution_id, token, OUTCOMES[outcome], now=now)
-        assert result == OUTCOMES[outcome]
+        result = store.acknowledge(execution_id, token, outcome_of(OUTCOMES[outcome]), now=now)
+        assert result.to_json() == OUTCOMES[outcome]
         m.status = outcome
         self.end_delivery(m)
         if m.terminal:
-            m.outcome, m.due = result, None
-            self.first_outcomes[execution_id] = result
+            m.outcome, m.due = result.to_json(), None
+            self.first_outcomes[execution_id] = result.to_json()
 
     @precondition(lambda self: self.with_token(live=True))
     @rule(data=st.data(), delay=st.sampled_from([0.0, 5.0, 50.0]))
@@ -320,8 +323,10 @@ class StoreMachine(RuleBasedStateMachine):
         m = self.model[execution_id]
         token = data.draw(st.sampled_from(m.old_tokens))
         before = self.snapshot(execution_id)
-        result = self.store.acknowledge(execution_id, token, OUTCOMES[outcome], now=self.now)
-        assert result == m.outcome
+        result = self.store.acknowledge(
+            execution_id, token, outcome_of(OUTCOMES[outcome]), now=self.now
+        )
+        assert result.to_json() == m.outcome
         assert self.snapshot(execution_id) == before
 
     @precondition(lambda self: any(m.old_tokens and not m.terminal for m in self.model.values()))
@@ -340,7 +345,7 @@ class StoreMachine(RuleBasedStateMachine):
 
         def attempt() -> object:
             if write in OUTCOMES:
-                return store.acknowledge(execution_id, token, OUTCOMES[write], now=now)
+                return store.acknowledge(execution_id, token, outcome_of(OUTCOMES[write]), now=now)
             if write == "step":
                 return store.save_step(
                     execution_id,

@@ -21,7 +21,8 @@ from tests.store.conftest import StoreFactory
 from tests.support import REPO
 from ys.codec import decode
 from ys.errors import InvalidArgument, VersionConflict
-from ys.store.protocols import Store
+from ys.outcomes import outcome_of
+from ys.store.protocols import Store, StoredValue, ValueEntry
 
 
 @pytest.fixture(params=[False, True], ids=["direct", "group-commit"])
@@ -37,17 +38,12 @@ def store(request: pytest.FixtureRequest, store_factory: StoreFactory) -> Store:
 def test_each_put_grows_the_version_by_one(store: Store) -> None:
     for expected in range(1, 6):
         out = store.value_put(KEY, {"n": expected}, now=T0 + expected)
-        assert out["version"] == expected
-        assert out["key"] == KEY and out["updated_at"] == T0 + expected
+        assert out.version == expected
+        assert out.key == KEY and out.updated_at == T0 + expected
         got = store.value_get(KEY)
-        assert got == {
-            "key": KEY,
-            "value": {"n": expected},
-            "version": expected,
-            "updated_at": T0 + expected,
-        }
+        assert got == StoredValue(KEY, {"n": expected}, expected, T0 + expected)
     other = store.value_put("approve/order-43", True, now=T0)
-    assert other["version"] == 1  # versions are per key
+    assert other.version == 1  # versions are per key
 
 
 def test_a_delete_is_a_commit_that_hides_the_key_and_a_later_put_continues_the_version(
@@ -60,8 +56,8 @@ def test_a_delete_is_a_commit_that_hides_the_key_and_a_later_put_continues_the_v
     assert store.value_delete(KEY, now=T0 + 2) is True
 
     assert store.value_get(KEY) is None
-    assert [e["key"] for e in store.value_list()] == ["approve/order-43"]
-    assert [e["key"] for e in store.value_list("approve/order-42")] == []
+    assert [e.key for e in store.value_list()] == ["approve/order-43"]
+    assert [e.key for e in store.value_list("approve/order-42")] == []
     row = store_factory.rows(store, "kv")[0]
     assert row["key"] == KEY and row["version"] == 3 and row["deleted"]  # version 3, deleted
     assert store.value_delete(KEY, now=T0 + 3) is False  # nothing to delete: no commit
@@ -69,28 +65,28 @@ def test_a_delete_is_a_commit_that_hides_the_key_and_a_later_put_continues_the_v
     assert store.value_delete("never/put", now=T0) is False
 
     out = store.value_put(KEY, "d", now=T0 + 4)
-    assert out["version"] == 4  # versions never go back, so a waiter's "seen" stays valid
-    assert store.value_get(KEY) == {"key": KEY, "value": "d", "version": 4, "updated_at": T0 + 4}
-    assert [e["key"] for e in store.value_list()] == [KEY, "approve/order-43"]
+    assert out.version == 4  # versions never go back, so a waiter's "seen" stays valid
+    assert store.value_get(KEY) == StoredValue(KEY, "d", 4, T0 + 4)
+    assert [e.key for e in store.value_list()] == [KEY, "approve/order-43"]
 
 
 # -- compare-and-set ------------------------------------------------------------------------
 
 
 def test_compare_and_set_commits_only_at_the_expected_version(store: Store) -> None:
-    assert store.value_put(KEY, "first", expected_version=0, now=T0)["version"] == 1
+    assert store.value_put(KEY, "first", expected_version=0, now=T0).version == 1
     with pytest.raises(VersionConflict) as exc:
         store.value_put(KEY, "again", expected_version=0, now=T0)  # 0 = must not exist
     assert exc.value.code == "VERSION_CONFLICT"
     assert exc.value.context["version"] == 1  # tells the caller what to read again
-    assert store.value_put(KEY, "second", expected_version=1, now=T0)["version"] == 2
-    assert store.value_get(KEY)["value"] == "second"
+    assert store.value_put(KEY, "second", expected_version=1, now=T0).version == 2
+    assert store.value_get(KEY).value == "second"
 
     store.value_delete(KEY, now=T0)  # version 3, deleted: "does not exist" again
     with pytest.raises(VersionConflict) as exc:
         store.value_put(KEY, "x", expected_version=3, now=T0)
     assert exc.value.context["version"] == 0
-    assert store.value_put(KEY, "back", expected_version=0, now=T0)["version"] == 4
+    assert store.value_put(KEY, "back", expected_version=0, now=T0).version == 4
 
 
 def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
@@ -107,13 +103,13 @@ def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
         assert exc.value.code == "VERSION_CONFLICT" and exc.value.context["version"] == 2
 
     assert store_factory.snapshot(store) == before  # value, version, waiters, records, histories
-    assert store.value_get(KEY)["value"] == "v2"
+    assert store.value_get(KEY).value == "v2"
     for eid in waiters:
         assert store.get(eid).due_at is None
         assert [w.key for w in store.waits(eid)] == [KEY]
 
     out = store.value_put(KEY, "v3", expected_version=2, now=T0 + 6)
-    assert out["version"] == 3 and out["woken"] == 3
+    assert out.version == 3 and out.woken == 3
 
 
 # -- keys and values ------------------------------------------------------------------------
@@ -133,9 +129,9 @@ def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
     ids=["slash", "256-bytes", "256-bytes-utf8", "path-like", "space", "wildcards", "dots"],
 )
 def test_a_key_is_any_printable_text_up_to_256_bytes(store: Store, key: str) -> None:
-    assert store.value_put(key, 1, now=T0)["version"] == 1
-    assert store.value_get(key)["value"] == 1
-    assert [e["key"] for e in store.value_list()] == [key]
+    assert store.value_put(key, 1, now=T0).version == 1
+    assert store.value_get(key).value == 1
+    assert [e.key for e in store.value_list()] == [key]
     assert store.value_delete(key, now=T0) is True
 
 
@@ -216,7 +212,7 @@ def test_a_value_that_is_not_durable_is_refused_and_nothing_is_stored(
         store.value_put("approve/order-43", value, now=T0 + 1)
 
     assert store_factory.snapshot(store) == before  # no version, no wake, no new key
-    assert store.value_get(KEY)["value"] == "kept"
+    assert store.value_get(KEY).value == "kept"
     assert store.value_get("approve/order-43") is None
     assert all(store.get(eid).due_at is None for eid in waiters)
 
@@ -236,7 +232,7 @@ def test_durable_values_come_back_as_they_were_put(store: Store) -> None:
     for i, value in enumerate(values):
         store.value_put(f"v/{i}", value, now=T0)
         got = store.value_get(f"v/{i}")
-        assert got is not None and got["value"] == value and got["version"] == 1
+        assert got is not None and got.value == value and got.version == 1
 
 
 # -- listing --------------------------------------------------------------------------------
@@ -262,7 +258,7 @@ def test_list_by_prefix_matches_the_prefix_literally_and_case_sensitively(store:
         store.value_put(k, k, now=T0)
 
     def listed(prefix: str) -> list[str]:
-        return [e["key"] for e in store.value_list(prefix)]
+        return [e.key for e in store.value_list(prefix)]
 
     assert listed("") == sorted(keys)  # every key, ordered by key
     assert listed("approve/") == ["approve/order-42", "approve/order-43"]
@@ -277,7 +273,7 @@ def test_list_by_prefix_matches_the_prefix_literally_and_case_sensitively(store:
     assert listed("approve/order-42") == ["approve/order-42"]
     assert listed("zzz") == []
     entry = store.value_list("b")[0]
-    assert entry == {"key": "b", "version": 1, "updated_at": T0}  # no value in a listing
+    assert entry == ValueEntry("b", 1, T0)  # no value in a listing
 
 
 # -- a put wakes its waiters ----------------------------------------------------------------
@@ -293,12 +289,12 @@ def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registration
     store.cancel(ended, now=T0)
     d = store.claim_due(now=T0)[0]
     assert d.execution_id == ended
-    store.acknowledge(ended, d.token, {"status": "cancelled"}, now=T0)
+    store.acknowledge(ended, d.token, outcome_of({"status": "cancelled"}), now=T0)
     assert store.get(ended).status == "cancelled"
 
     out = store.value_put(KEY, {"approved": True}, now=T0 + 10)
 
-    assert out["version"] == 1 and out["woken"] == 4
+    assert out.version == 1 and out.woken == 4
     for eid in waiters:
         record = store.get(eid)
         assert record.status == "suspended" and record.due_at == T0 + 10
@@ -316,7 +312,7 @@ def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registration
     assert due == set(waiters)  # each woken execution is delivered once
 
     again = store.value_put(KEY, {"approved": False}, now=T0 + 11)
-    assert again["version"] == 2 and again["woken"] == 0  # registrations were cleared
+    assert again.version == 2 and again.woken == 0  # registrations were cleared
 
 
 def test_a_delete_wakes_nobody_and_keeps_the_waiters(store: Store) -> None:
@@ -326,7 +322,7 @@ def test_a_delete_wakes_nobody_and_keeps_the_waiters(store: Store) -> None:
     for eid in waiters:
         assert store.get(eid).due_at is None
         assert [w.key for w in store.waits(eid)] == [KEY]
-    assert store.value_put(KEY, "v3", now=T0 + 2)["woken"] == 2
+    assert store.value_put(KEY, "v3", now=T0 + 2).woken == 2
 
 
 # -- a wait checks and registers in one transaction -----------------------------------------
@@ -391,9 +387,9 @@ def test_a_put_racing_the_registration_is_never_missed(store_factory: StoreFacto
             th.join(30)
         assert "found" in out and "put" in out, (i, out)
 
-        found, woken, due = out["found"], out["put"]["woken"], store.get(eid).due_at
+        found, woken, due = out["found"], out["put"].woken, store.get(eid).due_at
         if found is not None:
-            assert decode(found["value"]) == {"n": i} and found["version"] == 1
+            assert decode(found.value_json) == {"n": i} and found.version == 1
             assert woken == 0 and due is None
             assert store.waits(eid) == []
             orders["wait-saw-the-value"] += 1
@@ -414,12 +410,12 @@ def _assert_all_or_nothing(
     state before the put. Returns which one."""
     got = store.value_get(KEY)
     if after == before:
-        assert got is not None and got["version"] == 1 and got["value"] == "old"
+        assert got is not None and got.version == 1 and got.value == "old"
         for eid in waiters:
             assert store.get(eid).due_at is None
             assert [w.key for w in store.waits(eid)] == [KEY]
         return "nothing"
-    assert got is not None and got["version"] == 2 and got["value"] == {"approved": True}
+    assert got is not None and got.version == 2 and got.value == {"approved": True}
     for eid in waiters:
         record = store.get(eid)
         assert record.due_at is not None and record.due_at <= put_at, (eid, record.due_at)
@@ -445,7 +441,7 @@ def test_a_put_that_fails_part_way_through_its_wakes_leaves_neither_version_nor_
     assert _assert_all_or_nothing(store, waiters, T0 + 10, before, after) == "nothing"
 
     out = store.value_put(KEY, {"approved": True}, now=T0 + 11)
-    assert out["version"] == 2 and out["woken"] == 3
+    assert out.version == 2 and out.woken == 3
     after = store_factory.snapshot(store)
     assert _assert_all_or_nothing(store, waiters, T0 + 11, before, after) == "all"
 

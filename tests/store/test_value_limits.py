@@ -10,6 +10,7 @@ import pytest
 from ys import codec
 from ys.codec import MAX_VALUE_BYTES
 from ys.errors import ValueTooLarge
+from ys.outcomes import outcome_of
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -50,7 +51,10 @@ def test_a_completed_outcome_over_the_limit_is_refused_and_changes_nothing(store
     before = _snapshot(store)
     with pytest.raises(ValueTooLarge):
         store.acknowledge(
-            "big-1", token, {"status": "completed", "result": "z" * MAX_VALUE_BYTES}, now=T0 + 1
+            "big-1",
+            token,
+            outcome_of({"status": "completed", "result": "z" * MAX_VALUE_BYTES}),
+            now=T0 + 1,
         )
     assert _snapshot(store) == before
     assert store.verify() == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys.commands.doctor import Check, failed, passed
-from ys.errors import YsError
+from ys.errors import DatabaseMoved, YsError
 from ys.paths import Paths
 from ys.settings import Settings, config_file, load, redact
 
@@ -52,6 +52,10 @@ def check_postgres(url: str) -> list[Check]:
         ]
     except YsError as exc:
         return [failed("database", f"PostgreSQL at {shown}{_why(exc)}: {exc.message}")]
+    if report.get("moved_to"):
+        return [
+            failed("database", DatabaseMoved(f"PostgreSQL at {shown}", report["moved_to"]).message)
+        ]
     out = [passed("database", f"PostgreSQL at {shown} (server {report['server_version']})")]
     version, latest = report["schema_version"], report["latest_version"]
     if version != latest:

@@ -73,6 +73,47 @@ Timeout = Annotated[
     ),
 ]
 
+# Paging through executions (`ys ps`, `ys list`) and events (`ys history`).
+ExecutionsPerPage = Annotated[
+    int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
+]
+PageToken = Annotated[
+    str | None,
+    typer.Option(
+        "--page-token", help="Continue from where the previous page ended.", show_default=False
+    ),
+]
+
+# The filters that select executions (`ys list`, and `ys cancel` and `ys retry` instead of an
+# ID): the same option, the same help, in every command that has it.
+WorkflowFilter = Annotated[
+    str | None,
+    typer.Option("--workflow", help="Only executions of this workflow.", show_default=False),
+]
+SinceFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        metavar="DUR",
+        help="Only executions admitted in the last DUR (30s, 10m, 2h, 7d).",
+        show_default=False,
+    ),
+]
+TagFilter = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        metavar="KEY=VALUE",
+        help="Only executions with this tag (repeat: all of them).",
+        show_default=False,
+    ),
+]
+
+
+def status_filter(help: str) -> Any:
+    """--status, whose statuses (and so its help) are each command's own."""
+    return typer.Option("--status", help=help, show_default=False)
+
 
 def timeout_seconds(text: str | None) -> float | None:
     return None if text is None else parse_duration(text, "--timeout")

@@ -311,6 +311,7 @@ def check_database(paths: Paths) -> list[Check]:
         store = open_store(db, read_only=True)
         try:
             health = store.health()
+            moved = None if health.error or "settings" not in health.rows else store.moved_to()
         finally:
             store.close()
     except YsError as exc:
@@ -319,6 +320,10 @@ def check_database(paths: Paths) -> list[Check]:
         os.umask(old)
     if health.error is not None:
         return [failed("database", f"{db}: {health.error}")]
+    if moved is not None:
+        from ys.errors import DatabaseMoved
+
+        return [failed("database", DatabaseMoved(str(db), moved).message)]
     problems = [why for f in health.files if (why := _private(f, "database file", 0o600))]
     if health.integrity:
         problems.append(f"integrity_check: {_listed(health.integrity)}")

@@ -10,11 +10,17 @@ import typer
 
 from ys.commands._opts import (
     ExecutionId,
+    ExecutionsPerPage,
     Json,
+    PageToken,
+    SinceFilter,
+    TagFilter,
     Timeout,
+    WorkflowFilter,
     add,
     complete_executions,
     non_empty,
+    status_filter,
     timeout_seconds,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
@@ -42,6 +48,11 @@ class Status(StrEnum):
     cancelled = "cancelled"
 
 
+Statuses = Annotated[
+    list[Status] | None, status_filter("Only executions with this status (repeat for several).")
+]
+
+
 def get(execution_id: ExecutionId, json_: Json = False) -> None:
     """Show an execution's record: status, outcome, params, times, attempts, parent."""
     with client() as c:
@@ -55,15 +66,8 @@ def get(execution_id: ExecutionId, json_: Json = False) -> None:
 
 
 def ps(
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
-    ] = PS_LIMIT,
-    page_token: Annotated[
-        str | None,
-        typer.Option(
-            "--page-token", help="Continue from where the previous page ended.", show_default=False
-        ),
-    ] = None,
+    limit: ExecutionsPerPage = PS_LIMIT,
+    page_token: PageToken = None,
     wide: Wide = False,
     json_: Json = False,
 ) -> None:
@@ -91,18 +95,8 @@ def ps(
 
 
 def list_(
-    status: Annotated[
-        list[Status] | None,
-        typer.Option(
-            "--status",
-            help="Only executions with this status (repeat for several).",
-            show_default=False,
-        ),
-    ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option("--workflow", help="Only executions of this workflow.", show_default=False),
-    ] = None,
+    status: Statuses = None,
+    workflow: WorkflowFilter = None,
     parent: Annotated[
         str | None,
         typer.Option(
@@ -114,24 +108,8 @@ def list_(
             show_default=False,
         ),
     ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            metavar="KEY=VALUE",
-            help="Only executions with this tag (repeat: all of them).",
-            show_default=False,
-        ),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Only executions admitted in the last DUR (30s, 10m, 2h, 7d).",
-            show_default=False,
-        ),
-    ] = None,
+    tag: TagFilter = None,
+    since: SinceFilter = None,
     until: Annotated[
         str | None,
         typer.Option(
@@ -141,15 +119,8 @@ def list_(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=1000, help="At most this many executions per page.")
-    ] = LIST_LIMIT,
-    page_token: Annotated[
-        str | None,
-        typer.Option(
-            "--page-token", help="Continue from where the previous page ended.", show_default=False
-        ),
-    ] = None,
+    limit: ExecutionsPerPage = LIST_LIMIT,
+    page_token: PageToken = None,
     wide: Wide = False,
     json_: Json = False,
 ) -> None:
@@ -295,35 +266,14 @@ def cancel(
     ] = False,
     status: Annotated[
         list[str] | None,
-        typer.Option(
-            "--status",
-            help="Instead of ID: cancel every execution with this status (admitted, running or "
-            "suspended; repeatable; default all three when another filter is given).",
-            show_default=False,
+        status_filter(
+            "Instead of ID: cancel every execution with this status (admitted, running or "
+            "suspended; repeatable; default all three when another filter is given)."
         ),
     ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option("--workflow", help="Instead of ID: only this workflow.", show_default=False),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Instead of ID: only executions admitted in the last DUR (10m, 2h, 1d).",
-            show_default=False,
-        ),
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            metavar="KEY=VALUE",
-            help="Instead of ID: only executions with this tag (repeatable: all must match).",
-            show_default=False,
-        ),
-    ] = None,
+    workflow: WorkflowFilter = None,
+    since: SinceFilter = None,
+    tag: TagFilter = None,
     json_: Json = False,
 ) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add, complete_executions, non_empty
+from ys.commands._opts import Json, PageToken, add, complete_executions, non_empty
 from ys.commands._output import TERMINAL, client, emit_json, emit_json_line, fail
 
 FOLLOW_PAGE = 1000
@@ -68,12 +68,7 @@ def history(
             show_default=False,
         ),
     ] = None,
-    page_token: Annotated[
-        str | None,
-        typer.Option(
-            "--page-token", help="Continue from where the previous page ended.", show_default=False
-        ),
-    ] = None,
+    page_token: PageToken = None,
     follow_: Annotated[
         bool,
         typer.Option(

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add, complete_executions
+from ys.commands._opts import (
+    Json,
+    SinceFilter,
+    WorkflowFilter,
+    add,
+    complete_executions,
+    status_filter,
+)
 from ys.commands._output import client, emit_json, error_line, fail
 from ys.commands._params import build_params
 from ys.contract import check_retry_status
@@ -66,25 +73,12 @@ def retry(
     ] = None,
     status: Annotated[
         str | None,
-        typer.Option(
-            "--status",
-            help="Retry every execution with this status (failed or cancelled) instead of ID.",
-            show_default=False,
+        status_filter(
+            "Retry every execution with this status (failed or cancelled) instead of ID."
         ),
     ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option("--workflow", help="With --status: only this workflow.", show_default=False),
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="With --status: only executions admitted in the last DUR (10m, 2h, 1d).",
-            show_default=False,
-        ),
-    ] = None,
+    workflow: WorkflowFilter = None,
+    since: SinceFilter = None,
     again: Annotated[
         bool,
         typer.Option(

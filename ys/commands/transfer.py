@@ -7,7 +7,8 @@ needs a daemon. `ys export` reads one snapshot, beside a running daemon too (SQL
 a reader run beside the writer; PostgreSQL is shared anyway). Writing a SQLite file needs its
 daemon stopped (one daemon owns the file: `ys import` and `ys migrate` take its lock, as `ys
 restore` does); `ys migrate` needs the source's daemon stopped, so that what moves runs in one
-place only. PostgreSQL daemons may run while an import writes: they hear of what became due.
+place only, and marks the source as moved once it is done (no daemon starts on it again).
+PostgreSQL daemons may run while an import writes: they hear of what became due.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, add
+from ys.commands._opts import Json, SinceFilter, WorkflowFilter, add
 from ys.commands._output import emit_json, error
-from ys.commands.executions import Status
+from ys.commands.executions import Statuses
 from ys.durations import parse_duration
 
 KINDS = ("script", "value", "effect", "schedule", "execution")
@@ -89,25 +90,9 @@ def _locked(db: Any, lock: Any, what: str) -> Iterator[None]:
 
 
 def export(
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            metavar="DUR",
-            help="Only executions admitted within DUR (90s, 10m, 2h, 1d).",
-            show_default=False,
-        ),
-    ] = None,
-    status: Annotated[
-        list[Status] | None,
-        typer.Option("--status", help="Only executions in this status (repeat for several)."),
-    ] = None,
-    workflow: Annotated[
-        str | None,
-        typer.Option(
-            "--workflow", metavar="W", help="Only executions of workflow W.", show_default=False
-        ),
-    ] = None,
+    since: SinceFilter = None,
+    status: Statuses = None,
+    workflow: WorkflowFilter = None,
 ) -> None:
     """Write every record of the database as JSON lines on stdout (`ys export > ys.jsonl`).
 
@@ -260,11 +245,12 @@ def migrate(
     (exit 3) unless --merge: then records there with the same contents are skipped, others
     are conflicts named on stderr (exit 3). Live executions move as they are (a running one
     as due), so that daemons started on the target go on with them and run nothing twice.
-    This database is left as it was: point `database` in config.toml (or YS_DATABASE) at the
+    This database keeps its records but is marked as moved: a daemon refuses to start on it
+    (exit 3, naming the target), so point `database` in config.toml (or YS_DATABASE) at the
     target before starting daemons again. --json prints what `ys import --json` does.
     """
     from ys.paths import resolve
-    from ys.settings import load
+    from ys.settings import load, redact
     from ys.store import is_postgres, open_store
 
     paths = resolve()
@@ -292,6 +278,9 @@ def migrate(
                     )
                 tally = Tally()
                 _move(src, dst, tally, show=not json_ and sys.stderr.isatty())
+                # the data is there now, not here: no daemon starts on the source again
+                dst.mark_moved(None)
+                src.mark_moved(redact(target))
             finally:
                 dst.close()
         finally:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ys.daemon import views
+from ys.daemon import answers, views
 from ys.daemon.api_base import _json, route
 from ys.daemon.api_requests import EffectBegin, EffectSettle, EffectsQuery, EffectWait
 from ys.errors import NotFoundError
@@ -42,14 +42,17 @@ class EffectRoutes:
     @route("POST", "/v1/effects/{effect_id}/begin")
     async def effect_begin(self, request: web.Request) -> web.Response:
         req = await EffectBegin.read(request)
-        return _json(await self.deliveries.effect_begin(request.match_info["effect_id"], req))
+        state = await self.deliveries.effect_begin(request.match_info["effect_id"], req)
+        return _json(answers.effect_state(state))
 
     @route("POST", "/v1/effects/{effect_id}/settle")
     async def effect_settle(self, request: web.Request) -> web.Response:
         req = await EffectSettle.read(request)
-        return _json(await self.deliveries.effect_settle(request.match_info["effect_id"], req))
+        state = await self.deliveries.effect_settle(request.match_info["effect_id"], req)
+        return _json(answers.effect_state(state))
 
     @route("POST", "/v1/effects/{effect_id}/wait")
     async def effect_wait(self, request: web.Request) -> web.Response:
         req = await EffectWait.read(request)
-        return _json(await self.deliveries.effect_wait(request.match_info["effect_id"], req))
+        wake_at = await self.deliveries.effect_wait(request.match_info["effect_id"], req)
+        return _json(answers.effect_waited(wake_at))

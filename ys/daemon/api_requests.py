@@ -26,8 +26,8 @@ from ys.contract import (
 )
 from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
-from ys.store.protocols import STATUSES
-from ys.values import StepWrite
+from ys.store.protocols import STATUSES, AdmissionContext
+from ys.values import StepWrite, UserObject
 
 MAX_WAIT = 60.0  # a long poll answers at least this often
 STEP_STATUSES = ("completed", "failed", "waiting")
@@ -40,8 +40,8 @@ EFFECT_STATUSES = ("pending", "settled", "conflict")
 @dataclass(frozen=True)
 class Trigger:
     workflow: str
-    params: dict[str, Any] | None
-    context: dict[str, Any] | None
+    params: UserObject | None
+    context: AdmissionContext | None
     execution_id: str | None
     if_exists: str
     tags: dict[str, str]
@@ -67,7 +67,7 @@ class Trigger:
         return cls(
             workflow=check_workflow_name(b.required_text("workflow")),
             params=b.opt_object("params"),
-            context=context,
+            context=AdmissionContext.of(context),
             execution_id=b.opt_text("execution_id"),
             if_exists=b.choice("if_exists", ("fail", "use-existing"), "fail"),
             tags=check_tags(b.any("tags")),
@@ -84,7 +84,7 @@ class Trigger:
 class RetryRequest:
     new_id: str | None  # the body's `execution_id`: the retry's ID (default `<ID>.rN`)
     from_step: str | None
-    params: dict[str, Any] | None  # None: the original's
+    params: UserObject | None  # None: the original's
     again: bool = True  # false: an original that has a retry is not retried again
     if_status: str | None = None  # a retry by status (`ys retry --status`): failed/cancelled
 
@@ -228,7 +228,7 @@ class Start:
 
 @dataclass(frozen=True)
 class Outcome:
-    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, checked by the store
+    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, read by ys.outcomes.outcome_of
 
     @classmethod
     async def read(cls, request: web.Request) -> Outcome:
@@ -302,7 +302,7 @@ class ScheduleAdd:
     workflow: str
     cron: str
     tz: str
-    params: dict[str, Any] | None
+    params: UserObject | None
     catch_up: str
     overlap: str
     max_late: float | None
@@ -326,34 +326,39 @@ class ScheduleAdd:
 
 @dataclass(frozen=True)
 class ScheduleSet:
-    """`schedule set`: only the fields given change (cron or every replaces the rule)."""
+    """`schedule set`: only the fields given change (None: as it is; cron or every replaces
+    the rule)."""
 
-    changes: dict[str, Any]
+    rule: str | None = None
+    tz: str | None = None
+    params: UserObject | None = None
+    catch_up: str | None = None
+    overlap: str | None = None
+    max_late: float | None = None
+    jitter: float | None = None
 
     @classmethod
     async def read(cls, request: web.Request) -> ScheduleSet:
         b = await Body.read(request)
-        changes: dict[str, Any] = {}
-        if b.any("cron") is not None or b.any("every") is not None:
-            changes["rule"] = schedule_rule(b)
-        if b.any("tz") is not None:
-            changes["tz"] = zone_name(b.text("tz", "local"))
-        if b.any("params") is not None:
-            changes["params"] = b.opt_object("params")
-        if b.any("catch_up") is not None:
-            changes["catch_up"] = b.choice("catch_up", CATCH_UP, "once")
-        if b.any("overlap") is not None:
-            changes["overlap"] = b.choice("overlap", OVERLAP, "skip")
-        if b.any("max_late") is not None:
-            changes["max_late"] = b.opt_seconds("max_late")
-        if b.any("jitter") is not None:
-            changes["jitter"] = b.seconds("jitter", 0.0)
-        if not changes:
+
+        def given(name: str) -> bool:
+            return b.any(name) is not None
+
+        changes = cls(
+            rule=schedule_rule(b) if given("cron") or given("every") else None,
+            tz=zone_name(b.text("tz", "local")) if given("tz") else None,
+            params=b.opt_object("params") if given("params") else None,
+            catch_up=b.choice("catch_up", CATCH_UP, "once") if given("catch_up") else None,
+            overlap=b.choice("overlap", OVERLAP, "skip") if given("overlap") else None,
+            max_late=b.opt_seconds("max_late") if given("max_late") else None,
+            jitter=b.seconds("jitter", 0.0) if given("jitter") else None,
+        )
+        if changes == cls():
             raise invalid(
                 "nothing to change; give --cron or --every, --tz, params, --catch-up, "
                 "--max-late, --overlap or --jitter"
             )
-        return cls(changes)
+        return changes
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ class ScheduleRoutes:
     @route("PATCH", S)
     async def schedule_set(self, request: web.Request) -> web.Response:
         req = await ScheduleSet.read(request)
-        s = await operations.set_schedule(self.d, request.match_info["name"], req.changes)
+        s = await operations.set_schedule(self.d, request.match_info["name"], req)
         return _json(views.schedule(s))
 
     @route("POST", S + "/run")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ys import codec
-from ys.daemon import views
+from ys.daemon import answers, views
 from ys.daemon.api_base import _json, route
 from ys.daemon.api_requests import ValuePut, ValueWait
 from ys.errors import NotFoundError
@@ -32,11 +32,7 @@ class ValueRoutes:
         return _json(
             {
                 "entries": [
-                    {
-                        "key": e["key"],
-                        "version": e["version"],
-                        "updated_at": views.iso(e["updated_at"]),
-                    }
+                    {"key": e.key, "version": e.version, "updated_at": views.iso(e.updated_at)}
                     for e in items
                 ]
             }
@@ -51,9 +47,9 @@ class ValueRoutes:
         return _json(
             {
                 "key": key,
-                "value": codec.plain(found["value"]),
-                "version": found["version"],
-                "updated_at": views.iso(found["updated_at"]),
+                "value": codec.plain(found.value),
+                "version": found.version,
+                "updated_at": views.iso(found.updated_at),
             }
         )
 
@@ -63,14 +59,14 @@ class ValueRoutes:
         out = await self.d.hub.call(
             self.d.store.value_put, request.match_info["key"], req.value, req.expected_version
         )
-        if out.get("woken"):
+        if out.woken:
             self.d.dispatcher.poke()
         return _json(
             {
-                "key": out["key"],
-                "version": out["version"],
-                "updated_at": views.iso(out["updated_at"]),
-                "woken": out["woken"],
+                "key": out.key,
+                "version": out.version,
+                "updated_at": views.iso(out.updated_at),
+                "woken": out.woken,
             }
         )
 
@@ -85,4 +81,5 @@ class ValueRoutes:
     @route("POST", "/v1/store/{key}/wait")
     async def value_wait(self, request: web.Request) -> web.Response:
         req = await ValueWait.read(request)
-        return _json(await self.deliveries.value_wait(request.match_info["key"], req))
+        found = await self.deliveries.value_wait(request.match_info["key"], req)
+        return _json(answers.value_waited(found))

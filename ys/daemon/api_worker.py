@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ys.daemon import views
+from ys.daemon import answers, views
 from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid, route
 from ys.daemon.api_requests import Outcome, Start, StepDeadline, read_step
+from ys.outcomes import outcome_of
 
 if TYPE_CHECKING:
     from ys.daemon.delivering import Deliveries
@@ -62,7 +63,7 @@ class WorkerRoutes:
         cancel = await self.deliveries.save_step_async(
             request.match_info["id"], delivery_token(request), request.match_info["key"], req
         )
-        return _json({"cancel_requested": cancel})
+        return _json(answers.step_saved(cancel))
 
     @route("POST", E + "/steps/{key}/deadline")
     async def step_deadline(self, request: web.Request) -> web.Response:
@@ -70,14 +71,15 @@ class WorkerRoutes:
         execution_id, token = request.match_info["id"], delivery_token(request)
         req = await StepDeadline.read(request)
         key = request.match_info["key"]
-        return _json(await self.deliveries.deadline(execution_id, token, key, req))
+        await self.deliveries.deadline(execution_id, token, key, req)
+        return _json(answers.deadline_set())
 
     @route("POST", E + "/starts/{key}")
     async def start(self, request: web.Request) -> web.Response:
         """A child start: idempotent by (caller, step key), not fenced."""
         req = await Start.read(request)
         caller, key = request.match_info["id"], request.match_info["key"]
-        return _json(await self.deliveries.start(caller, key, req))
+        return _json(answers.started(await self.deliveries.start(caller, key, req)))
 
     @route("POST", E + "/outcome")
     async def outcome(self, request: web.Request) -> web.Response:
@@ -86,11 +88,12 @@ class WorkerRoutes:
         token = delivery_token(request)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
+        outcome = outcome_of(req.outcome)
         big = len(await request.read()) > SMALL_BODY  # encoded in the pool, off the loop
-        return _json(
-            await self.deliveries.acknowledge_async(execution_id, token, req.outcome, big=big)
-        )
+        recorded = await self.deliveries.acknowledge_async(execution_id, token, outcome, big=big)
+        return _json(answers.outcome(recorded))
 
     @route("POST", E + "/lease")
     async def renew(self, request: web.Request) -> web.Response:
-        return _json(await self.deliveries.renew(request.match_info["id"], delivery_token(request)))
+        expires = await self.deliveries.renew(request.match_info["id"], delivery_token(request))
+        return _json(answers.lease_renewed(expires))

@@ -19,7 +19,7 @@ from ys.daemon.launcher import kill_group
 from ys.daemon.running import Running
 from ys.daemon.tasks import Background
 from ys.errors import LeaseLost
-from ys.store.protocols import Store
+from ys.store.protocols import Outcome, Store
 
 log = logging.getLogger("ys.dispatcher")
 
@@ -50,7 +50,7 @@ class Cancels:
         d = r.delivery
         try:
             await self.hub.call(
-                self.store.acknowledge, d.execution_id, d.token, {"status": "cancelled"}
+                self.store.acknowledge, d.execution_id, d.token, Outcome("cancelled")
             )
         except LeaseLost:
             return  # a newer delivery owns it, and ends it as cancelled in turn

@@ -27,21 +27,23 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ys.crashpoints import crash_point
-from ys.daemon import views
+from ys.daemon import answers, views
 from ys.daemon.api_base import SMALL_BODY, Body, invalid
 from ys.daemon.api_requests import (
     EffectBegin,
     EffectSettle,
     EffectWait,
-    Outcome,
     Start,
     StepDeadline,
     ValueWait,
     step_of,
 )
+from ys.daemon.api_requests import Outcome as OutcomeRequest
 from ys.daemon.http import MAX_BODY
 from ys.daemon.running import Running
 from ys.errors import YsError
+from ys.outcomes import outcome_of, warnings_of
+from ys.store.protocols import Outcome
 
 if TYPE_CHECKING:
     from ys.daemon.delivering import Deliveries
@@ -164,7 +166,7 @@ class WorkerChannel:
             self.token,
             key,
             req,
-            self._answer(rid, _cancel),
+            self._answer(rid, answers.step_saved),
             "channel.after_save",
         )
 
@@ -181,15 +183,15 @@ class WorkerChannel:
             self.token,
             key,
             req,
-            b.any("warnings"),
-            self._answer(rid),
+            warnings_of(b.any("warnings")),
+            self._answer(rid, answers.outcome),
             "channel.after_suspend",
         )
 
     def _outcome(self, rid: Any, b: Body) -> None:
-        self.deliveries.acknowledge(
-            self.execution_id, self.token, self._outcome_of(b), self.workflow, self._answer(rid)
-        )
+        outcome = self._outcome_of(b)
+        answer = self._answer(rid, answers.outcome)
+        self.deliveries.acknowledge(self.execution_id, self.token, outcome, self.workflow, answer)
 
     def _answer(
         self, rid: Any, shape: Callable[[Any], Any] | None = None
@@ -204,31 +206,32 @@ class WorkerChannel:
 
         return then
 
-    def _outcome_of(self, b: Body) -> dict[str, Any]:
-        req = Outcome.of(b)
+    def _outcome_of(self, b: Body) -> Outcome:
+        req = OutcomeRequest.of(b)
         if req.outcome is None:
             raise invalid('outcome is required (an object: {"status": ...})')
-        return req.outcome
+        return outcome_of(req.outcome)
 
     async def _big_outcome(self, b: Body) -> Any:
         """An outcome too big to encode on the loop: encoded and written in the pool."""
-        return await self.deliveries.acknowledge_in_pool(
+        recorded = await self.deliveries.acknowledge_in_pool(
             self.execution_id, self.token, self._outcome_of(b), self.workflow
         )
+        return answers.outcome(recorded)
 
     # -- the other requests ---------------------------------------------------------------
 
     async def _deadline(self, b: Body) -> Any:
         key = b.required_text("key")
-        return await self.deliveries.deadline(
-            self.execution_id, self.token, key, StepDeadline.of(b)
-        )
+        await self.deliveries.deadline(self.execution_id, self.token, key, StepDeadline.of(b))
+        return answers.deadline_set()
 
     async def _lease(self, b: Body) -> Any:
-        return await self.deliveries.renew(self.execution_id, self.token)
+        return answers.lease_renewed(await self.deliveries.renew(self.execution_id, self.token))
 
     async def _start(self, b: Body) -> Any:
-        return await self.deliveries.start(self.execution_id, b.required_text("key"), Start.of(b))
+        target = await self.deliveries.start(self.execution_id, b.required_text("key"), Start.of(b))
+        return answers.started(target)
 
     async def _get(self, b: Body) -> Any:
         return views.record(await self.deliveries.get(b.required_text("execution_id")))
@@ -239,19 +242,25 @@ class WorkerChannel:
 
     async def _effect_begin(self, b: Body) -> Any:
         req = EffectBegin.of(self._ours(b))
-        return await self.deliveries.effect_begin(b.required_text("effect_id"), req)
+        return answers.effect_state(
+            await self.deliveries.effect_begin(b.required_text("effect_id"), req)
+        )
 
     async def _effect_settle(self, b: Body) -> Any:
         req = EffectSettle.of(b)
-        return await self.deliveries.effect_settle(b.required_text("effect_id"), req)
+        return answers.effect_state(
+            await self.deliveries.effect_settle(b.required_text("effect_id"), req)
+        )
 
     async def _effect_wait(self, b: Body) -> Any:
         req = EffectWait.of(self._ours(b))
-        return await self.deliveries.effect_wait(b.required_text("effect_id"), req)
+        return answers.effect_waited(
+            await self.deliveries.effect_wait(b.required_text("effect_id"), req)
+        )
 
     async def _value_wait(self, b: Body) -> Any:
         req = ValueWait.of(self._ours(b))
-        return await self.deliveries.value_wait(b.required_text("key"), req)
+        return answers.value_waited(await self.deliveries.value_wait(b.required_text("key"), req))
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -328,7 +337,3 @@ _SLOW: dict[str, Callable[[WorkerChannel, Body], Awaitable[Any]]] = {
     "effect_wait": WorkerChannel._effect_wait,
     "value_wait": WorkerChannel._value_wait,
 }
-
-
-def _cancel(cancel: Any) -> dict[str, bool]:
-    return {"cancel_requested": bool(cancel)}

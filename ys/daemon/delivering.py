@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ys.contract import request_params
 from ys.crashpoints import crash_point
-from ys.daemon import operations, views
+from ys.daemon import operations
 from ys.errors import InvalidArgument
 from ys.values import StepWrite
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         ValueWait,
     )
     from ys.daemon.parts import DaemonParts
-    from ys.store.protocols import Record
+    from ys.store.protocols import EffectState, Outcome, Record, ValueFound
 
 Then = Callable[[Any, BaseException | None], None]
 
@@ -75,7 +75,7 @@ class Deliveries:
         token: str,
         key: str,
         req: StepWrite,
-        warnings: Any,
+        warnings: tuple[str, ...] | None,
         then: Then,
         point: str = "",
     ) -> None:
@@ -100,7 +100,7 @@ class Deliveries:
         self,
         eid: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         workflow: str | None,
         then: Then,
         point: str = "outcome.after_commit",
@@ -121,23 +121,23 @@ class Deliveries:
         )
 
     async def acknowledge_in_pool(
-        self, eid: str, token: str, outcome: dict[str, Any], workflow: str | None
-    ) -> dict[str, Any]:
+        self, eid: str, token: str, outcome: Outcome, workflow: str | None
+    ) -> Outcome:
         """`acknowledge` for an outcome too big to encode on the loop: encoded and written in
         the thread pool."""
         disp = self.d.dispatcher
         disp.flush_output(eid, token)
         on_failure = self._handler(outcome, workflow)
         first = disp.delivering(eid, token)
-        result = await self.d.hub.call(
+        result: Outcome = await self.d.hub.call(
             self.d.store.acknowledge, eid, token, outcome, on_failure=on_failure
         )
         crash_point("outcome.after_commit")
         self._acknowledged(eid, token, result, first, on_failure)
         return result
 
-    def _handler(self, outcome: dict[str, Any], workflow: str | None) -> str | None:
-        if outcome.get("status") != "failed" or workflow is None:
+    def _handler(self, outcome: Outcome, workflow: str | None) -> str | None:
+        if outcome.status != "failed" or workflow is None:
             return None
         return self.d.handler_for(workflow)
 
@@ -152,8 +152,8 @@ class Deliveries:
     ) -> Then:
         loop = asyncio.get_running_loop()
 
-        def ended(result: Any, error: BaseException | None) -> None:  # the writer's thread
-            if error is None:
+        def ended(result: Outcome | None, error: BaseException | None) -> None:  # writer's thread
+            if result is not None:  # committed (None with the error that refused it)
                 if point:
                     crash_point(point)  # committed (a failure with its handler), not answered
                 # Before the answer: the dispatcher knows of the outcome before the worker exits.
@@ -163,9 +163,9 @@ class Deliveries:
         return ended
 
     def _acknowledged(
-        self, eid: str, token: str, result: dict[str, Any], first: bool, on_failure: str | None
+        self, eid: str, token: str, result: Outcome, first: bool, on_failure: str | None
     ) -> None:
-        status = str(result.get("status", ""))
+        status = result.status
         if on_failure is not None and first and status == "failed":
             self.d.metrics.admissions.labels("on_failure").inc()
         self.d.dispatcher.acknowledged(eid, token, status)
@@ -179,37 +179,37 @@ class Deliveries:
         return cancel
 
     async def acknowledge_async(
-        self, eid: str, token: str, outcome: dict[str, Any], *, big: bool = False
-    ) -> dict[str, Any]:
+        self, eid: str, token: str, outcome: Outcome, *, big: bool = False
+    ) -> Outcome:
         """`acknowledge` for a caller that does not know the delivery's workflow (`ys step`
         reports an outcome over HTTP): read from the record when a failure needs it."""
         workflow = None
-        if outcome.get("status") == "failed":
+        if outcome.status == "failed":
             record = await self.d.hub.call(self.d.store.get, eid)
             workflow = record.workflow if record is not None else None
         if big:
             return await self.acknowledge_in_pool(eid, token, outcome, workflow)
-        result: dict[str, Any] = await _awaited(
+        result: Outcome = await _awaited(
             lambda then: self.acknowledge(eid, token, outcome, workflow, then)
         )
         return result
 
     # -- the rarer requests, answered from the loop ------------------------------------------
 
-    async def deadline(self, eid: str, token: str, key: str, req: StepDeadline) -> dict[str, Any]:
+    async def deadline(self, eid: str, token: str, key: str, req: StepDeadline) -> None:
         """A worker announces the limit of one step attempt before its body runs: past it the
         dispatcher kills the worker and records the attempt. Fenced: the live lease's."""
         await self.d.hub.call(self.d.store.renew, eid, token)
         self.d.dispatcher.step_deadline(eid, token, key, req.timeout, req.attempts, req.retry_delay)
-        return {"ok": True}
 
-    async def renew(self, eid: str, token: str) -> dict[str, Any]:
+    async def renew(self, eid: str, token: str) -> float:
+        """The lease's new end."""
         disp = self.d.dispatcher
         expires = await self.d.store.renew_async(eid, token, lease_seconds=disp.lease_seconds)
         disp.renewed(eid, token, expires)
-        return {"lease_expires_at": views.iso(expires)}
+        return expires
 
-    async def start(self, caller: str, key: str, req: Start) -> dict[str, Any]:
+    async def start(self, caller: str, key: str, req: Start) -> str:
         """A child start: idempotent by (caller, step key), not fenced. The worker sends
         params_json, encoded once on its side; another caller may send params as an object,
         encoded once here. The store checks the text."""
@@ -217,18 +217,18 @@ class Deliveries:
         if params_json is None:
             params_json = request_params(req.params)
         await operations.known_workflow(self.d, req.workflow)  # refused as `ys trigger` is
-        target = await self.d.hub.call(
+        target: str = await self.d.hub.call(
             self.d.store.start, caller, key, req.workflow, params_json, detached=req.detached
         )
         self.d.hub.notify(target)
         self.d.dispatcher.poke()
-        return {"execution_id": target}
+        return target
 
     async def get(self, execution_id: str) -> Record:
         return await operations.load(self.d, execution_id)
 
-    async def effect_begin(self, effect_id: str, req: EffectBegin) -> dict[str, Any]:
-        state: dict[str, Any] = await self.d.hub.call(
+    async def effect_begin(self, effect_id: str, req: EffectBegin) -> EffectState:
+        state: EffectState = await self.d.hub.call(
             self.d.store.effect_begin,
             req.operation,
             effect_id,
@@ -238,9 +238,9 @@ class Deliveries:
         )
         return state
 
-    async def effect_settle(self, effect_id: str, req: EffectSettle) -> dict[str, Any]:
+    async def effect_settle(self, effect_id: str, req: EffectSettle) -> EffectState:
         try:
-            state: dict[str, Any] = await self.d.hub.call(
+            state: EffectState = await self.d.hub.call(
                 self.d.store.effect_settle, req.operation, effect_id, req.result
             )
         except ValueError as exc:
@@ -248,18 +248,19 @@ class Deliveries:
         self.d.dispatcher.poke()  # settlement wakes every waiter
         return state
 
-    async def effect_wait(self, effect_id: str, req: EffectWait) -> dict[str, Any]:
-        first = await self.d.hub.call(
+    async def effect_wait(self, effect_id: str, req: EffectWait) -> float:
+        """The waiter's wake: now if the effect is settled."""
+        first: float = await self.d.hub.call(
             self.d.store.effect_wait, effect_id, req.execution_id, req.step_key, req.wake_at
         )
         self.d.dispatcher.poke()
-        return {"wake_at": first}
+        return first
 
-    async def value_wait(self, key: str, req: ValueWait) -> dict[str, Any]:
-        found = await self.d.hub.call(
+    async def value_wait(self, key: str, req: ValueWait) -> ValueFound | None:
+        found: ValueFound | None = await self.d.hub.call(
             self.d.store.value_wait, key, req.execution_id, req.step_key, req.seen, req.timeout_at
         )
-        return {"found": found}
+        return found
 
 
 async def _awaited(call: Callable[[Then], None]) -> Any:

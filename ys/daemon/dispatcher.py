@@ -50,7 +50,7 @@ from ys.errors import DaemonUnavailable, LeaseLost, YsError
 from ys.guard import lease_end, margin
 from ys.paths import Paths
 from ys.runenv import MEMORY_LIMIT_ERROR
-from ys.store.protocols import Delivery, Store
+from ys.store.protocols import Delivery, Outcome, OutcomeError, Store
 
 if TYPE_CHECKING:
     from ys.daemon.metrics import Metrics
@@ -595,29 +595,20 @@ class Dispatcher:
         d = r.delivery
         assert code is not None
         if r.suspended:
-            outcome: dict[str, Any] = {"status": "suspended"}
+            outcome = Outcome("suspended")
         elif code == 0:
-            outcome = {
-                "status": "completed",
-                "result": {"exit_status": 0, "last_line": r.last_line},
-            }
+            outcome = Outcome("completed", {"exit_status": 0, "last_line": r.last_line})
         else:
             status = f"signal {-code}" if code < 0 else f"exit status {code}"
-            outcome = {
-                "status": "failed",
-                "error": {
-                    "name": "ExitStatus",
-                    "message": f"{status}: {_tail(log_path, 600)}",
-                    "code": "EXIT_STATUS",
-                },
-            }
+            message = f"{status}: {_tail(log_path, 600)}"
+            outcome = Outcome("failed", error=OutcomeError("ExitStatus", message, "EXIT_STATUS"))
         try:
-            handler = self.parts.handler_for(d.workflow) if outcome["status"] == "failed" else None
+            handler = self.parts.handler_for(d.workflow) if outcome.status == "failed" else None
             await self.call(
                 self.store.acknowledge, d.execution_id, d.token, outcome, on_failure=handler
             )
             r.acknowledged = True
-            r.result = outcome["status"]
+            r.result = outcome.status
             if handler is not None and self.parts.metrics is not None:
                 self.parts.metrics.admissions.labels("on_failure").inc()
         except LeaseLost:

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict
 
 from ys import runenv
 from ys.daemon.registry import Workflow
@@ -61,13 +61,59 @@ class Worker:
     lifeline: int | None = None  # a shell script's: the write end of its guard's pipe (ys.guard)
 
 
+class Limits(TypedDict):
+    """A worker's nice value and memory limit (`runenv.apply_limits`' arguments), also sent
+    with a warm worker's launch."""
+
+    nice: int | None
+    memory_max: int | None  # bytes
+    cgroup: str | None  # its cgroup v2 scope (ys.daemon.cgroups)
+
+
+class Launch(TypedDict):
+    """A Python worker's launch: the first line of its channel (JSON, the wire format the
+    worker reads in ys.worker), written by ys.daemon.workerstart."""
+
+    execution_id: str
+    attempt: int
+    workflow: str
+    script: str
+    sha256: NotRequired[str]  # the version the claim recorded, when a copy of it is kept
+    copy: NotRequired[str]  # that kept copy
+    lease_seconds: float
+    lease_since: float  # time.monotonic(), the box's: ys.guard
+    clock_offset: float  # the store's clock less this box's
+    params: str  # canonical JSON
+    context: str  # canonical JSON
+    cancel_requested: bool
+    steps: list[list[str | int | float | None]]  # key, kind, status, value, attempts, wake_at
+
+
+class WarmLaunch(Launch, Limits):
+    """A launch sent to a fork server's spare, which runs with the server's environment: the
+    delivery's own environment, folder, umask and limits go with it."""
+
+    env: dict[str, str]
+    cwd: str
+    umask: int
+
+
+class ServerMessage(TypedDict, total=False):
+    """A line from the fork server (ys.worker.forkserver): one of these members."""
+
+    exit: int  # a worker's pid, ended with `code`
+    code: int
+    spare: int | None  # a spare's pid (its socket follows), None: it could not fork
+    ready: bool
+
+
 class Launcher(Protocol):
     async def launch(
         self,
         workflow: Workflow,
         env: dict[str, str],
         log_path: Path,
-        start: dict[str, Any] | None = None,
+        start: Launch | None = None,
         lease_until: float = math.inf,
         cgroup: Path | None = None,
     ) -> Worker:
@@ -79,8 +125,8 @@ class Launcher(Protocol):
         ...
 
 
-def _launch_line(start: dict[str, Any]) -> bytes:
-    return json.dumps(start, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+def _launch_line(start: Launch | WarmLaunch | None) -> bytes:
+    return json.dumps(start or {}, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def _cwd(workflow: Workflow) -> str:
@@ -96,7 +142,7 @@ def _run_env(workflow: Workflow, env: dict[str, str]) -> dict[str, str]:
     return {**runenv.read_env_file(workflow.options.env_file), **env}
 
 
-def _limits(workflow: Workflow, cgroup: Path | None) -> dict[str, Any]:
+def _limits(workflow: Workflow, cgroup: Path | None) -> Limits:
     """Its nice value and memory limit: its cgroup, else (or should that fail) RLIMIT_AS."""
     return {
         "nice": workflow.options.nice,
@@ -121,7 +167,7 @@ def _umask(workflow: Workflow) -> int:
 def _preexec(workflow: Workflow, cgroup: Path | None) -> Callable[[], None] | None:
     """Its nice value and memory limit, set in the child before its exec."""
     limits = _limits(workflow, cgroup)
-    if not any(v is not None for v in limits.values()):
+    if all(v is None for v in (limits["nice"], limits["memory_max"], limits["cgroup"])):
         return None
     return functools.partial(runenv.apply_limits, **limits)
 
@@ -134,7 +180,7 @@ class SpawnLauncher:
         workflow: Workflow,
         env: dict[str, str],
         log_path: Path,
-        start: dict[str, Any] | None = None,
+        start: Launch | None = None,
         lease_until: float = math.inf,
         cgroup: Path | None = None,
     ) -> Worker:
@@ -193,7 +239,7 @@ class SpawnLauncher:
         if ours is not None:
             ours.setblocking(False)
             try:
-                await asyncio.get_running_loop().sock_sendall(ours, _launch_line(start or {}))
+                await asyncio.get_running_loop().sock_sendall(ours, _launch_line(start))
             except OSError as exc:  # it died at once: its exit says so
                 log.warning("the launch of a spawned worker was not written: %s", exc)
         return Worker(
@@ -335,7 +381,7 @@ class WarmLauncher:
                 if line.strip():
                     self._message(json.loads(line))
 
-    def _message(self, msg: dict[str, Any]) -> None:
+    def _message(self, msg: ServerMessage) -> None:
         if "exit" in msg:
             pid, code = int(msg["exit"]), int(msg["code"])
             proc = self._procs.pop(pid, None)
@@ -348,7 +394,7 @@ class WarmLauncher:
             if msg["spare"] is None:  # the server could not fork
                 self._hand(None)
                 return
-            spare = Spare(int(msg["spare"]), socket.socket(fileno=self._fds.popleft()))
+            spare = Spare(msg["spare"], socket.socket(fileno=self._fds.popleft()))
             spare.sock.setblocking(False)
             self._hand(spare)
         elif "ready" in msg and self._ready is not None and not self._ready.done():
@@ -421,7 +467,7 @@ class WarmLauncher:
         workflow: Workflow,
         env: dict[str, str],
         log_path: Path,
-        start: dict[str, Any] | None = None,
+        start: Launch | None = None,
         lease_until: float = math.inf,
         cgroup: Path | None = None,
     ) -> Worker:
@@ -429,15 +475,14 @@ class WarmLauncher:
             return await self.spawn.launch(workflow, env, log_path, start, lease_until, cgroup)
         # The spare runs with the server's environment, the daemon's own: the delivery's
         # variables go with the launch.
-        line = _launch_line(
-            {
-                **start,
-                "env": _run_env(workflow, env),
-                "cwd": _cwd(workflow),
-                "umask": _umask(workflow),
-                **_limits(workflow, cgroup),
-            }
-        )
+        warm: WarmLaunch = {
+            **start,
+            "env": _run_env(workflow, env),
+            "cwd": _cwd(workflow),
+            "umask": _umask(workflow),
+            **_limits(workflow, cgroup),
+        }
+        line = _launch_line(warm)
         while True:
             spare = await self._take()
             if spare is None:

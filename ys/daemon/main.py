@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ys.daemon.hub import Hub
 from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
-from ys.errors import YsError
+from ys.errors import DatabaseMoved, YsError
 from ys.paths import Paths
 from ys.settings import Settings
 
@@ -161,6 +161,9 @@ class Daemon:
             lease_seconds=self.lease_seconds,
             daemon_id=self.daemon_id,
         )
+        moved = store.moved_to()
+        if moved is not None:  # its executions run where they went (docs/design.md)
+            raise DatabaseMoved(self.settings.database_shown(self.paths.db), moved)
         registry = self._registry = Registry(self.paths.workflows, on_change=self._workflow_changed)
         # before the fork server starts: a child left in the daemon's cgroup would keep it
         # from giving its children the memory controller (ys.daemon.cgroups)

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ys.errors import NotFoundError, YsError
+from ys.store.protocols import AdmissionContext
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from ys.daemon.api_requests import ScheduleSet
     from ys.daemon.parts import DaemonParts
     from ys.store.protocols import Record, Retry, Schedule
 
@@ -114,7 +118,7 @@ async def pause_schedule(d: DaemonParts, name: str, paused: bool) -> Schedule:
     return s
 
 
-async def set_schedule(d: DaemonParts, name: str, changes: dict[str, Any]) -> Schedule:
+async def set_schedule(d: DaemonParts, name: str, changes: ScheduleSet) -> Schedule:
     """Change a schedule in place: its fired executions stay, its next slot follows the new
     rule (slots before now under the new rule never fire). One a script declares is changed in
     its script (FAILED_PRECONDITION)."""
@@ -124,18 +128,23 @@ async def set_schedule(d: DaemonParts, name: str, changes: dict[str, Any]) -> Sc
             "FAILED_PRECONDITION",
             f"schedule {name} is declared by its script; change the declaration there",
         )
-    merged: dict[str, Any] = {
-        "tz": s.tz,
-        "params": s.params,
-        "catch_up": s.catch_up,
-        "overlap": s.overlap,
-        "max_late": s.max_late,
-        "jitter": s.jitter,
-    }
-    merged.update(changes)
-    rule = merged.pop("rule", None) or s.cron
+
+    def pick(new: T | None, old: T) -> T:
+        return old if new is None else new
+
     out: Schedule = await d.hub.call(
-        d.store.schedule_add, name, s.workflow, rule, replace=True, restart=True, **merged
+        d.store.schedule_add,
+        name,
+        s.workflow,
+        changes.rule or s.cron,
+        replace=True,
+        restart=True,
+        tz=pick(changes.tz, s.tz),
+        params=pick(changes.params, s.params),
+        catch_up=pick(changes.catch_up, s.catch_up),
+        overlap=pick(changes.overlap, s.overlap),
+        max_late=pick(changes.max_late, s.max_late),
+        jitter=pick(changes.jitter, s.jitter),
     )
     d.scheduler.poke()
     return out
@@ -156,7 +165,7 @@ async def run_schedule(d: DaemonParts, name: str) -> str:
         d.store.admit,
         s.workflow,
         s.params,
-        context={"schedule": name, "manual": True},
+        context=AdmissionContext(schedule=name, manual=True),
         execution_id=f"{name}@manual-{stamp}",
     )
     d.metrics.admissions.labels("schedule").inc()
@@ -164,10 +173,18 @@ async def run_schedule(d: DaemonParts, name: str) -> str:
     return str(result.execution_id)
 
 
-async def pause_workflow(d: DaemonParts, name: str, paused: bool) -> dict[str, Any]:
+class WorkflowPaused(TypedDict):
+    """The answer of `ys pause` and `ys resume` (docs/API.md)."""
+
+    workflow: str
+    paused: bool
+    changed: bool  # False: it was so already
+
+
+async def pause_workflow(d: DaemonParts, name: str, paused: bool) -> WorkflowPaused:
     """Pause or resume a workflow's deliveries, in the store, so every daemon on it honours it
     (its executions are still admitted and wait; running deliveries finish). Resuming makes
-    the waiting ones due again: the dispatcher is told. {"workflow", "paused", "changed"}."""
+    the waiting ones due again: the dispatcher is told."""
     if paused or name not in await d.hub.call(d.store.workflow_pauses):
         await known_workflow(d, name)
     was: bool = await d.hub.call(d.store.workflow_pause, name, paused)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ys.daemon.scripts import (
+    DeclaredSchedule,
     Signature,
     WorkflowOptions,
     check_python,
@@ -51,7 +52,7 @@ class Workflow:
     path: str
     error: str | None = None
     mtime: float = 0.0
-    schedule: dict[str, Any] | None = None
+    schedule: DeclaredSchedule | None = None
     on_failure: str | None = (
         None  # the workflow its failures admit (docs/design.md, "Workflow options")
     )
@@ -80,7 +81,7 @@ class Workflow:
             "kind": self.kind,
             "path": self.path,
             "error": self.error,
-            "schedule": self.schedule,
+            "schedule": None if self.schedule is None else self.schedule.to_json(),
             "on_failure": self.on_failure,
             "pin": self.pin,
             "sha256": self.sha256,

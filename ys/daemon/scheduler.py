@@ -11,14 +11,17 @@ import asyncio
 import datetime as dt
 import logging
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ys.crashpoints import crash_point
 from ys.daemon.scripts import schedule_args
 from ys.errors import YsError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ys.daemon.parts import DaemonParts
+    from ys.daemon.registry import Workflow
     from ys.store.protocols import Schedule, ScheduleAction
 
 log = logging.getLogger("ys.scheduler")
@@ -169,18 +172,16 @@ class Scheduler:
                 "pruned %d compiled scripts unused for %.0f days", len(removed), older_than / DAY
             )
 
-    async def sync_declared(self, workflows: dict[str, Any]) -> None:
+    async def sync_declared(self, workflows: Mapping[str, Workflow]) -> None:
         """Schedules declared by scripts (decorator or `# ys:` header) follow their script."""
         store = self.d.store
         declared = {
-            name: wf
+            name: wf.schedule
             for name, wf in workflows.items()
-            if wf.error is None
-            and wf.schedule
-            and (wf.schedule.get("schedule") or wf.schedule.get("every"))
+            if wf.error is None and wf.schedule is not None and wf.schedule.has_rule
         }
         by_hand = {s.name for s in await self.d.hub.call(store.schedules) if s.source != "script"}
-        for name, wf in declared.items():
+        for name, sch in declared.items():
             if name in by_hand:  # `ys schedule add` took the name first: never overwrite it
                 log.error(
                     "workflow %s declares a schedule, but a schedule named %s was added "
@@ -190,9 +191,20 @@ class Scheduler:
                 )
                 continue
             try:
-                args = schedule_args(name, wf.schedule)
+                args = schedule_args(name, sch)
                 await self.d.hub.call(
-                    store.schedule_add, name, name, source="script", replace=True, **args
+                    store.schedule_add,
+                    name,
+                    name,
+                    args.cron_expr,
+                    tz=args.tz,
+                    params=args.params,
+                    catch_up=args.catch_up,
+                    overlap=args.overlap,
+                    max_late=args.max_late,
+                    jitter=args.jitter,
+                    source="script",
+                    replace=True,
                 )
             except (YsError, ValueError, TypeError) as exc:
                 # The registry checks declarations as it loads them; whatever the store still

@@ -13,12 +13,14 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ys import runenv
 from ys.paths import WORKFLOW_UMASK
+from ys.values import UserJson, UserObject
 
 HEADER = "# ys:"
 HEADER_LINES = 20  # the header must be near the top
@@ -41,7 +43,6 @@ OPTIONS = (
     "nice",
     "memory_max",
 )
-SCHEDULE_KEYS = ("schedule", "every", "tz", "catch_up", "overlap", "max_late", "jitter", "params")
 DEFAULT_MAX_ATTEMPTS = 10
 
 
@@ -62,7 +63,61 @@ class WorkflowOptions:
     memory_max: int | None = None  # bytes: the worker's RLIMIT_AS (ys.runenv)
 
 
-def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+# A declared value as written: a header's text (True for a bare word), or the decorator's JSON
+# value (the worker's check sends what JSON cannot carry as its repr).
+Declared = str | int | float | bool
+# The options as a script writes them, by name: `parse_options` checks them (an unknown name
+# is its error) into WorkflowOptions.
+DeclaredOptions = Mapping[str, UserJson]
+# What the decorator or the header declares before it is split (`parse_header`, `check_python`).
+Declarations = Mapping[str, UserJson]
+
+
+@dataclass(frozen=True)
+class DeclaredSchedule:
+    """The schedule a script declares (its decorator or its `# ys: schedule=...` header), as
+    written: `schedule_error` says what is wrong with it, `schedule_args` checks it into the
+    arguments of the store's `schedule_add` (docs/design.md, "Workflow options")."""
+
+    schedule: Declared | None = None  # a cron expression
+    every: Declared | None = None  # an interval (`15m`), instead of a cron expression
+    tz: Declared | None = None
+    catch_up: Declared | None = None
+    overlap: Declared | None = None
+    max_late: Declared | None = None
+    jitter: Declared | None = None
+    params: UserJson = None  # a JSON object (its text in a header): what each fire is given
+
+    @property
+    def has_rule(self) -> bool:
+        """Whether it says when to fire (a cron expression or an interval)."""
+        return bool(self.schedule or self.every)
+
+    def to_json(self) -> dict[str, UserJson]:
+        """The fields as declared (`ys workflows --json`), the ones not given left out."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+SCHEDULE_KEYS = tuple(f.name for f in fields(DeclaredSchedule))
+
+
+@dataclass(frozen=True)
+class ScheduleArgs:
+    """A declared schedule checked with the rules `ys schedule add` follows: the arguments
+    the scheduler gives the store's `schedule_add`."""
+
+    cron_expr: str
+    tz: str
+    catch_up: str
+    overlap: str
+    max_late: float | None
+    jitter: float
+    params: UserObject | None
+
+
+def split_options(
+    declared: Declarations | None,
+) -> tuple[DeclaredSchedule | None, DeclaredOptions]:
     """(schedule, options) of what a script declares: its decorator's options or its header.
     Whatever is not a schedule key is an option (an unknown one is `parse_options`' error);
     the schedule part is None when nothing is left of it."""
@@ -71,10 +126,10 @@ def split_options(declared: dict[str, Any] | None) -> tuple[dict[str, Any] | Non
     for key in list(d):
         if key not in SCHEDULE_KEYS:
             options[key] = d.pop(key)
-    return d or None, options
+    return (DeclaredSchedule(**d) if d else None), options
 
 
-def parse_options(options: dict[str, Any]) -> WorkflowOptions:
+def parse_options(options: DeclaredOptions) -> WorkflowOptions:
     """The declared options checked; ValueError saying which one is wrong and why."""
     unknown = sorted(k for k in options if k not in OPTIONS)
     if unknown:
@@ -142,7 +197,7 @@ def _count(v: Any, what: str) -> int | None:
     return v
 
 
-def options_error(options: dict[str, Any]) -> str | None:
+def options_error(options: DeclaredOptions) -> str | None:
     """Why the declared options cannot be used, or None."""
     try:
         parse_options(options)
@@ -153,12 +208,12 @@ def options_error(options: dict[str, Any]) -> str | None:
     return None
 
 
-def is_pinned(options: dict[str, Any]) -> bool:
+def is_pinned(options: DeclaredOptions) -> bool:
     pin = options.get("pin")
     return pin is True or str(pin).lower() in ("1", "true", "yes")
 
 
-async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+async def check_python(path: Path) -> tuple[str | None, Declarations | None]:
     """Import the script in a subprocess; returns (error, schedule declared by the decorator).
     The decorator's other options (on_failure, pin) come back under the key `options`."""
     proc = await asyncio.create_subprocess_exec(
@@ -190,7 +245,7 @@ async def check_python(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     if not isinstance(info, dict):
         return "the script could not be checked: its check printed no JSON object", None
     schedule = info.get("schedule")
-    declared = dict(schedule) if isinstance(schedule, dict) else {}
+    declared: dict[str, UserJson] = dict(schedule) if isinstance(schedule, dict) else {}
     options = info.get("options")
     if isinstance(options, dict) and options:
         declared["options"] = options
@@ -211,13 +266,13 @@ def read_head(path: Path, lines: int = HEADER_LINES) -> list[str]:
         os.close(fd)
 
 
-def parse_header(head: list[str]) -> dict[str, Any] | None:
+def parse_header(head: list[str]) -> Declarations | None:
     """The options of every `# ys: schedule="..." tz=...` line (shell quoting), merged, if
     there is one. Raises ValueError for a line shlex cannot split (an unclosed quote) and for
     an option given on two lines (naming both)."""
     import shlex
 
-    fields: dict[str, Any] = {}
+    given: dict[str, Declared] = {}
     where: dict[str, int] = {}  # option -> the line that gave it
     for number, line in enumerate(head, 1):
         s = line.strip()
@@ -236,11 +291,11 @@ def parse_header(head: list[str]) -> dict[str, Any] | None:
                     "give it once"
                 )
             where[k] = number
-            fields[k] = v if eq else True
-    return fields or None
+            given[k] = v if eq else True
+    return given or None
 
 
-async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+async def shell_header(path: Path) -> tuple[str | None, Declarations | None]:
     """(error, options) of a shell script's `# ys:` header, read off the event loop."""
     try:
         head = await asyncio.to_thread(read_head, path)
@@ -252,46 +307,39 @@ async def shell_header(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         return str(exc), None
 
 
-def schedule_args(name: str, sch: dict[str, Any]) -> dict[str, Any]:
+def schedule_args(name: str, sch: DeclaredSchedule) -> ScheduleArgs:
     """The `schedule_add` arguments for the schedule a script declares, checked with the rules
     `ys schedule add` follows. Raises YsError or ValueError with a readable message."""
     from ys.contract import check_schedule
     from ys.cron import zone_name
 
-    args: dict[str, Any] = {
-        "cron_expr": _rule(sch),
-        "tz": zone_name(sch.get("tz")),
-        "catch_up": str(sch.get("catch_up", "once")),
-        "overlap": str(sch.get("overlap", "skip")),
-        "max_late": _seconds(sch.get("max_late"), "max_late"),
-        "jitter": _seconds(sch.get("jitter"), "jitter") or 0.0,
-        "params": schedule_params(sch.get("params")),
-    }
+    args = ScheduleArgs(
+        cron_expr=_rule(sch),
+        tz=zone_name(sch.tz),
+        catch_up="once" if sch.catch_up is None else str(sch.catch_up),
+        overlap="skip" if sch.overlap is None else str(sch.overlap),
+        max_late=_seconds(sch.max_late, "max_late"),
+        jitter=_seconds(sch.jitter, "jitter") or 0.0,
+        params=schedule_params(sch.params),
+    )
     check_schedule(
-        name,
-        name,
-        args["cron_expr"],
-        args["tz"],
-        args["catch_up"],
-        args["overlap"],
-        args["max_late"],
-        args["jitter"],
+        name, name, args.cron_expr, args.tz, args.catch_up, args.overlap, args.max_late, args.jitter
     )
     return args
 
 
-def _rule(sch: dict[str, Any]) -> str:
+def _rule(sch: DeclaredSchedule) -> str:
     """The declared cron expression, or `every="15m"` as an interval rule (not both)."""
     from ys.cron import every_rule
 
-    if sch.get("every") is None:
-        return str(sch["schedule"])
-    if sch.get("schedule"):
+    if sch.every is None:
+        return str(sch.schedule)
+    if sch.schedule:
         raise ValueError("declare schedule= (cron) or every=, not both")
-    return every_rule(_seconds(sch["every"], "every") or 0.0)
+    return every_rule(_seconds(sch.every, "every") or 0.0)
 
 
-def schedule_params(v: Any) -> dict[str, Any] | None:
+def schedule_params(v: UserJson) -> UserObject | None:
     """The params a declared schedule fires with: a JSON object (JSON text in a header);
     ValueError saying what is wrong."""
     if v is None:
@@ -310,23 +358,23 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def schedule_error(name: str, sch: dict[str, Any] | None) -> str | None:
+def schedule_error(name: str, sch: DeclaredSchedule | None) -> str | None:
     """Why the schedule a script declares cannot be used, or None."""
     from ys.errors import YsError
 
-    if sch and "params" in sch:
+    if sch is not None and sch.params is not None:
         try:
-            schedule_params(sch["params"])
+            schedule_params(sch.params)
         except ValueError as exc:
             return str(exc)
-        if not sch.get("schedule") and not sch.get("every"):
+        if not sch.has_rule:
             return "bad params: params are what the script's schedule fires with; add a schedule"
-    if not sch or not (sch.get("schedule") or sch.get("every")):
-        if sch and sch.get("tz"):  # a zone without a schedule is still checked: a typo shows
+    if sch is None or not sch.has_rule:
+        if sch is not None and sch.tz:  # a zone without a schedule is still checked: a typo shows
             from ys.cron import zone
 
             try:
-                zone(str(sch["tz"]))
+                zone(str(sch.tz))
             except ValueError as exc:
                 return f"bad schedule: {exc}"
         return None

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ys import tracing
 from ys.daemon.hub import Hub
+from ys.daemon.launcher import Launch
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.daemon.versions import copy_path
@@ -99,7 +100,7 @@ class WorkerStart:
         text = context.get("traceparent") if isinstance(context, dict) else None
         return text if isinstance(text, str) and tracing.parse(text) is not None else None
 
-    async def start_of(self, r: Running, wf: Workflow) -> dict[str, Any] | None:
+    async def start_of(self, r: Running, wf: Workflow) -> Launch | None:
         """A Python worker's launch: the delivery and its run state (the claim read it)."""
         if wf.kind != "python":
             return None
@@ -108,12 +109,11 @@ class WorkerStart:
         if state is None:  # a delivery from a claim that did not read it
             record, steps = await self.hub.call(self.store.delivery_state, d.execution_id, d.token)
             state = RunState(record.params_json, record.context_json, steps)
-        return {
+        launch: Launch = {
             "execution_id": d.execution_id,
             "attempt": d.attempt,
             "workflow": d.workflow,
             "script": wf.path,
-            **self._kept(d),
             "lease_seconds": self.lease_seconds,
             "lease_since": r.lease_since,  # time.monotonic(), the box's: ys.guard
             # the store's clock (on PostgreSQL the server's) less this box's: a step's times
@@ -126,15 +126,18 @@ class WorkerStart:
                 [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
             ],
         }
+        self._keep(d, launch)
+        return launch
 
-    def _kept(self, d: Delivery) -> dict[str, str]:
+    def _keep(self, d: Delivery, launch: Launch) -> None:
         """The version a Python delivery's claim recorded and its kept copy, which the worker
         runs unless the script's bytes are that version; nothing when no copy is kept (the
         claim's version is another box's, say): the worker runs the file as it is."""
         if d.script_sha256 is None:
-            return {}
+            return
         copy = copy_path(self.paths.data / "scripts", d.script_sha256, "python")
-        return {"sha256": d.script_sha256, "copy": str(copy)} if copy.is_file() else {}
+        if copy.is_file():
+            launch["sha256"], launch["copy"] = d.script_sha256, str(copy)
 
     def env(self, d: Delivery, script: str) -> dict[str, str]:
         """The delivery's own environment variables (the launcher sets them over the

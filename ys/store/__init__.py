@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ys.errors import InvalidArgument
-from ys.store.protocols import Store
+from ys.store.protocols import ExportLine, Store
+
+if TYPE_CHECKING:
+    from ys.store.sqlite.backup import BackupFile, Restored
 
 
 def open_store(
@@ -83,17 +86,14 @@ def inspect_postgres(url: str) -> dict[str, Any]:
     return inspect(url)
 
 
-def check_backup(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """What a SQLite backup file holds, if this ys can open it ({"schema_version",
-    "executions"}); InvalidArgument saying what is wrong otherwise (`ys restore`)."""
+def check_backup(path: str | os.PathLike[str]) -> BackupFile:
+    """What a SQLite backup file holds, if this ys can open it; InvalidArgument saying what is wrong otherwise (`ys restore`)."""
     from ys.store.sqlite.backup import check_file
 
     return check_file(path)
 
 
-def restore_backup(
-    source: str | os.PathLike[str], database: str | os.PathLike[str]
-) -> dict[str, Any]:
+def restore_backup(source: str | os.PathLike[str], database: str | os.PathLike[str]) -> Restored:
     """Put the SQLite backup `source` in place of the file `database` (no daemon may hold it),
     the current file kept aside (`ys restore`)."""
     from ys.store.sqlite.backup import restore
@@ -118,7 +118,7 @@ def check_export(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
     return check(src, name)
 
 
-def read_export(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def read_export(src: IO[str], name: str) -> Iterator[ExportLine]:
     """The records of an export `check_export` passed, for `Store.import_records`."""
     from ys.store.sql.transfer_lines import records
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import Record
-from ys.values import StepWrite
+from ys.values import StepWrite, UserJson, UserObject
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -18,6 +18,99 @@ SLOTS_KEPT = 100  # schedule slots whose outcome is kept, per schedule, newest f
 # A write's answer, called on the writer's thread once it is committed: (result, None), or
 # (None, the error that refused it). Quick and never blocking (`save_step_then`).
 Then = Callable[[Any, BaseException | None], None]
+
+
+@dataclass(frozen=True)
+class AdmissionContext:
+    """An execution's `context` object as it is admitted (docs/design.md, "Wire formats"): the
+    fields ys writes and reads itself, and the caller's own (`ys.trigger(context=...)`, the
+    HTTP body's `context`), kept as given. `of` and `to_json` are inverses, so the stored text
+    (canonical JSON) is the caller's object exactly."""
+
+    schedule: str | None = None  # the schedule that fired it
+    manual: bool = False  # fired by `ys schedule run`, outside the schedule's slots
+    traceparent: str | None = None  # the caller's W3C trace context (docs/design.md, "Traces")
+    own: UserObject = field(default_factory=dict)  # the caller's other fields, opaque to ys
+
+    @classmethod
+    def of(cls, given: UserObject | None) -> AdmissionContext | None:
+        """The caller's object read into its fields (a field of another type than ys writes
+        stays the caller's own); None for None."""
+        if given is None:
+            return None
+        own = dict(given)
+        schedule = own.pop("schedule") if isinstance(own.get("schedule"), str) else None
+        manual = own.pop("manual") if own.get("manual") is True else False
+        trace = own.pop("traceparent") if isinstance(own.get("traceparent"), str) else None
+        return cls(schedule, manual, trace, own)
+
+    def to_json(self) -> UserObject:
+        out = dict(self.own)
+        if self.schedule is not None:
+            out["schedule"] = self.schedule
+        if self.manual:
+            out["manual"] = True
+        if self.traceparent is not None:
+            out["traceparent"] = self.traceparent
+        return out
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The execution whose step started this one (a child start), as its `admitted` event and
+    its record name it."""
+
+    execution_id: str
+    step_key: str
+    detached: bool = False  # a cancel of the parent does not reach it
+
+    def to_json(self) -> dict[str, str | bool]:
+        return {
+            "execution_id": self.execution_id,
+            "step_key": self.step_key,
+            "detached": self.detached,
+        }
+
+
+# The records of an export (`ys export`, `ys import`, `ys migrate`): each is one line of the
+# export file, its wire format (ys/store/sql/transfer.py, docs/design.md "Keeping and moving the
+# data"). A cell is a column's value as the format has it: canonical JSON stays text, flags
+# are booleans, bytes are base64.
+Cell = str | int | float | bool | None
+Row = dict[str, Cell]  # one row of a table, by column name
+
+
+class ExecutionLine(TypedDict):
+    """An execution with its own rows (`transfer.PARTS`, one list each)."""
+
+    kind: str  # "execution"
+    execution: Row
+    events: list[Row]
+    steps: list[Row]
+    starts: list[Row]
+    effect_begins: list[Row]
+    effect_waits: list[Row]
+    value_waits: list[Row]
+    logs: list[Row]
+
+
+# A script, value, effect or schedule: its `kind`, its row's columns and its parts' lists
+# (`transfer.KINDS`).
+RecordLine = dict[str, Cell | list[Row]]
+ExportLine = ExecutionLine | RecordLine
+
+
+class AdmitOptions(TypedDict, total=False):
+    """The options of an admission, written once for `admit` and `admit_async` (keyword
+    arguments; each left out takes its default)."""
+
+    context: AdmissionContext | None  # None: {}
+    execution_id: str | None  # None: a new ID (`<workflow>-<time><random>`)
+    if_exists: str  # "fail" (the default) or "use-existing"
+    parent: Parent | None  # the execution whose step started this one
+    now: float | None  # the admission time; None: the store's clock
+    tags: dict[str, str] | None
+    due_at: float | None  # its first wake; None or past: due at once
 
 
 @dataclass(frozen=True)
@@ -261,3 +354,83 @@ class Effect:
     conflicts: tuple[EffectConflict, ...] = ()
     began_by: tuple[EffectBegin, ...] | None = None
     waiters: tuple[EffectWaiter, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EffectState:
+    """What a begin or a settle of an effect answers: `new` or `pending` (begun, not settled),
+    `settled` with the result, or `conflict` (a settle with another result: the first one
+    kept, the other reported)."""
+
+    status: str  # new | pending | settled | conflict
+    result_json: str | None = None  # canonical JSON of the settled result
+    conflicting_json: str | None = None  # a conflicting settle's result
+
+    def to_json(self) -> dict[str, str]:
+        """The answer on the wire (the worker channel, the HTTP route)."""
+        out = {"status": self.status}
+        if self.result_json is not None:
+            out["result"] = self.result_json
+        if self.conflicting_json is not None:
+            out["conflicting_result"] = self.conflicting_json
+        return out
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """A durable value at its current version (`value_get`)."""
+
+    key: str
+    value: UserJson  # decoded
+    version: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ValueEntry:
+    """A key in a list of durable values: its version and time, not its value."""
+
+    key: str
+    version: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ValueWritten:
+    """A put's answer: the version it committed and how many waiters it woke."""
+
+    key: str
+    version: int
+    updated_at: float
+    woken: int
+
+
+@dataclass(frozen=True)
+class ValueFound:
+    """A wait's answer when the key is at a newer version: the value as canonical JSON text,
+    which the waiting step saves as its result unchanged."""
+
+    key: str
+    value_json: str
+    version: int
+    updated_at: float
+
+    def to_json(self) -> dict[str, str | int | float]:
+        """The answer on the wire (the worker channel, the HTTP route)."""
+        return {
+            "key": self.key,
+            "value": self.value_json,
+            "version": self.version,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class ValueWaiter:
+    """An execution's step waiting for a key to pass a version."""
+
+    key: str
+    execution_id: str
+    step_key: str
+    seen_version: int
+    since: float

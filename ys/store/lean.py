@@ -12,7 +12,7 @@ from typing import Any
 
 from ys.errors import InvalidArgument
 from ys.store.base import ConcurrencyLimit, Delivery, Then
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 
 class LeanWrites:
@@ -36,18 +36,18 @@ class LeanWrites:
         raise NotImplementedError
 
     def _suspend(
-        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: dict[str, Any]
-    ) -> Callable[[Any], dict[str, Any]]:
+        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: Outcome
+    ) -> Callable[[Any], Outcome]:
         raise NotImplementedError
 
     def _acknowledge(
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         now: float | None,
         on_failure: str | None,
-    ) -> Callable[[Any], dict[str, Any]]:
+    ) -> Callable[[Any], Outcome]:
         raise NotImplementedError
 
     async def claim_due_async(
@@ -75,16 +75,13 @@ class LeanWrites:
         key: str,
         step: StepWrite,
         *,
-        warnings: Any = None,
+        warnings: tuple[str, ...] | None = None,
     ) -> None:
         if step.status != "waiting":
             raise InvalidArgument(
                 "INVALID_ARGUMENT", f"a suspension saves a waiting step, not {step.status!r}"
             )
-        outcome: dict[str, Any] = {"status": "suspended"}
-        if warnings is not None:
-            outcome["warnings"] = warnings
-        tx = self._suspend(execution_id, token, key, step, outcome)
+        tx = self._suspend(execution_id, token, key, step, Outcome("suspended", warnings=warnings))
         self._writer.submit(tx, then)
 
     def acknowledge_then(
@@ -92,7 +89,7 @@ class LeanWrites:
         then: Then,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         on_failure: str | None = None,
     ) -> None:

@@ -25,21 +25,27 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from ys.store.base import (
     DEFAULT_PAGE,
     LOG_TAIL_BYTES,
     Admission,
+    AdmissionContext,
+    AdmitOptions,
     ConcurrencyLimit,
     Delivery,
     Description,
     Effect,
     EffectBegin,
     EffectConflict,
+    EffectState,
     EffectWaiter,
+    ExecutionLine,
+    ExportLine,
     LogTail,
     Page,
+    Parent,
     Retry,
     RunningExecution,
     RunState,
@@ -47,7 +53,12 @@ from ys.store.base import (
     ScheduleAction,
     SharedCounts,
     StepRecord,
+    StoredValue,
     Then,
+    ValueEntry,
+    ValueFound,
+    ValueWaiter,
+    ValueWritten,
 )
 from ys.store.reading import (
     ActivityBucket,
@@ -62,11 +73,10 @@ from ys.store.reading import (
     SlotOutcome,
     StoreWait,
     StreamEvent,
-    ValueWaiter,
     Wait,
 )
 from ys.store.records import STATUSES, TERMINAL, Event, Record
-from ys.values import StepWrite
+from ys.values import Outcome, OutcomeError, StepWrite
 
 # What the rest of ys may name of the store: the clients, and the values they take and return.
 __all__ = [
@@ -74,6 +84,8 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "Admission",
+    "AdmissionContext",
+    "AdmitOptions",
     "ConcurrencyLimit",
     "Delivery",
     "Description",
@@ -82,14 +94,20 @@ __all__ = [
     "EffectConflict",
     "EffectWaiter",
     "EffectClient",
+    "EffectState",
     "Event",
     "ExecutionClient",
+    "ExecutionLine",
+    "ExportLine",
     "Health",
     "Housekeeping",
+    "Outcome",
+    "OutcomeError",
     "ObservingClient",
     "OverviewClient",
     "LogTail",
     "Page",
+    "Parent",
     "ReadClient",
     "Record",
     "Retry",
@@ -104,8 +122,13 @@ __all__ = [
     "StepRecord",
     "StepWrite",
     "Store",
+    "StoredValue",
     "Then",
     "ValueClient",
+    "ValueEntry",
+    "ValueFound",
+    "ValueWaiter",
+    "ValueWritten",
     # the rows read for people to see (ys/store/reading.py)
     "ActivityBucket",
     "ConcurrencyWait",
@@ -119,7 +142,6 @@ __all__ = [
     "SlotOutcome",
     "StoreWait",
     "StreamEvent",
-    "ValueWaiter",
     "Wait",
 ]
 
@@ -129,23 +151,11 @@ class ExecutionClient(Protocol):
     one transaction; the fenced ones (renew, release, acknowledge, save_step) refuse a token
     that no longer holds the lease (LEASE_LOST)."""
 
-    def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
-        due_at: float | None = None,
-    ) -> Admission:
+    def admit(self, workflow: str, params: Any = None, **given: Unpack[AdmitOptions]) -> Admission:
         """Admit one execution (record, `admitted` event, first wake, a row per tag) or, with
         if_exists="use-existing", find the identical one; EXECUTION_ID_CONFLICT otherwise.
         `due_at` later than the admission time makes the first wake that late (not claimable
-        before it); earlier or None: due at once."""
+        before it); earlier or None: due at once. The options: `AdmitOptions`."""
         ...
 
     async def admit_async(
@@ -153,14 +163,8 @@ class ExecutionClient(Protocol):
         workflow: str,
         params: Any = None,
         *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
-        due_at: float | None = None,
+        **given: Unpack[AdmitOptions],
     ) -> Admission:
         """`admit` for the event loop: committed with the other admissions of its batch.
         With `lease_seconds`, a new execution is also claimed in the admission's transaction
@@ -272,11 +276,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the delivery's outcome and drop its lease; a terminal one also wakes a
         caller waiting on it, and a failure admits `on_failure` (`<ID>.on-failure`) in the
         same transaction. The first terminal outcome wins and is returned ever after."""
@@ -286,11 +290,11 @@ class ExecutionClient(Protocol):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """`acknowledge` for the event loop."""
         ...
 
@@ -299,7 +303,7 @@ class ExecutionClient(Protocol):
         then: Then,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         on_failure: str | None = None,
     ) -> None:
@@ -343,7 +347,7 @@ class ExecutionClient(Protocol):
         key: str,
         step: StepWrite,
         *,
-        warnings: Any = None,
+        warnings: tuple[str, ...] | None = None,
     ) -> None:
         """A waiting step's save (`step.status` is `waiting`) and the delivery's `suspended` outcome, in one transaction
         (both or neither), answered like `acknowledge_then`: the worker sends both at once
@@ -415,15 +419,14 @@ class EffectClient(Protocol):
         step_key: str,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
-        """Create the effect record or read it: {"status": "new" | "pending"}, or
-        {"status": "settled", "result": <canonical>}; a changed operation or input is
-        EFFECT_REQUEST_MISMATCH."""
+    ) -> EffectState:
+        """Create the effect record or read it: `new` or `pending`, or `settled` with its
+        result (canonical JSON); a changed operation or input is EFFECT_REQUEST_MISMATCH."""
         ...
 
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         """Settle once and wake every waiter in the same transaction; a different later
         result is kept as a conflict report and the first one returned."""
         ...
@@ -462,16 +465,16 @@ class ValueClient(Protocol):
         expected_version: int | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ValueWritten:
         """Commit a new version (compare-and-set with expected_version; 0: must not exist)
         and wake every execution waiting on the key, in one transaction."""
         ...
 
-    def value_get(self, key: str) -> dict[str, Any] | None:
+    def value_get(self, key: str) -> StoredValue | None:
         """The key's value, version and time, or None."""
         ...
 
-    def value_list(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+    def value_list(self, prefix: str = "") -> builtins.list[ValueEntry]:
         """Keys starting with `prefix` (case-sensitive), in key order."""
         ...
 
@@ -488,7 +491,7 @@ class ValueClient(Protocol):
         timeout_at: float | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ValueFound | None:
         """The value if newer than `seen`; otherwise register the waiter and its timeout wake,
         checked and registered in one transaction so no put slips between."""
         ...
@@ -739,6 +742,16 @@ class Housekeeping(Protocol):
         """Store the daemon's setting `key`."""
         ...
 
+    def moved_to(self) -> str | None:
+        """Where `ys migrate` moved this database's data, or None: a daemon refuses to start
+        on a database that says so (it would run the moved executions again)."""
+        ...
+
+    def mark_moved(self, target: str | None) -> None:
+        """Record that the data was moved to `target` (shown as it is: no password in it);
+        None: the data is here (a database migrated back to)."""
+        ...
+
     def held_leases(self) -> builtins.list[tuple[str, str]]:
         """(execution ID, token) of every lease held, expired or not (recovery releases
         them)."""
@@ -839,7 +852,7 @@ class TransferClient(Protocol):
 
     def export_records(
         self,
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ExportLine], None],
         *,
         since: float | None = None,
         statuses: Sequence[str] = (),
@@ -853,7 +866,7 @@ class TransferClient(Protocol):
 
     def import_records(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[ExportLine],
         on_batch: Callable[[dict[str, dict[str, int]], builtins.list[tuple[str, str]]], None],
     ) -> None:
         """Write the records not there yet, a batch per transaction; after each, `on_batch`

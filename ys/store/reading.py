@@ -95,18 +95,6 @@ Wait = StoreWait | EffectWait | ConcurrencyWait
 
 
 @dataclass(frozen=True)
-class ValueWaiter:
-    """An execution's step waiting on the durable value under `key`, registered at `since`,
-    for a version newer than `seen_version`."""
-
-    key: str
-    execution_id: str
-    step_key: str
-    seen_version: int
-    since: float
-
-
-@dataclass(frozen=True)
 class PastDelivery:
     """One claim of an execution as its history tells it: when it began, when and how it
     ended (`outcome`: suspended, completed, failed, cancelled, or "retry (<reason>)"; None

@@ -11,6 +11,7 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -265,7 +266,7 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     for w in d.store.value_waiters():
         waiters.setdefault(w.key, []).append(views.value_waiter(w))
     entries = [
-        {**e, "updated_at": views.iso(e["updated_at"]), "waiters": waiters.pop(e["key"], [])}
+        {**asdict(e), "updated_at": views.iso(e.updated_at), "waiters": waiters.pop(e.key, [])}
         for e in d.store.value_list(prefix)
     ]
     # keys that are waited for but hold no value yet
@@ -285,9 +286,9 @@ def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         None
         if found is None
         else {
-            "value": codec.plain(found["value"]),
-            "version": found["version"],
-            "updated_at": views.iso(found["updated_at"]),
+            "value": codec.plain(found.value),
+            "version": found.version,
+            "updated_at": views.iso(found.updated_at),
         }
     )
     return {"key": key, "v": v, "waiters": ws}

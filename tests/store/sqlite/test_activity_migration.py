@@ -8,6 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ys.outcomes import outcome_of
 from ys.store.sqlite import SqliteStore
 
 
@@ -29,11 +30,13 @@ def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Pa
     store.cancel("old", now=hour - 3 * 86400, at_once=True)
     store.admit("wf", execution_id="done", now=hour - 3600)
     (d,) = store.claim_due(now=hour - 60, limit=1, lease_seconds=300)
-    store.acknowledge(d.execution_id, d.token, {"status": "completed", "result": 1}, now=hour - 30)
+    store.acknowledge(
+        d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=hour - 30
+    )
     store.admit("wf", execution_id="bad", now=hour + 10)
     (d,) = store.claim_due(now=hour + 20, limit=1, lease_seconds=300)
     failed = {"status": "failed", "error": {"name": "E"}}
-    store.acknowledge(d.execution_id, d.token, failed, now=hour + 50)
+    store.acknowledge(d.execution_id, d.token, outcome_of(failed), now=hour + 50)
     store.close()
     conn = sqlite3.connect(path)
     with conn:

@@ -62,7 +62,8 @@ def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
 
 def inspect(url: str) -> dict[str, Any]:
     """What `ys doctor` reports, read without writing: server and schema versions, row
-    counts, and (on a migrated database) the records that differ from their history."""
+    counts, and (on a migrated database) the records that differ from their history and where
+    `ys migrate` moved the data (`moved_to`, None if it did not)."""
     from ys.store.postgres import schema
 
     with connect(url) as conn:
@@ -83,9 +84,11 @@ def inspect(url: str) -> dict[str, Any]:
                 report["rows"][table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
             from ys.store.postgres.dialect import POSTGRES
             from ys.store.sql.dialect import FormatConnection
+            from ys.store.sql.housekeeping import moved_to
             from ys.store.sql.reads import verify
 
             report["mismatches"] = verify(FormatConnection(conn, POSTGRES))
+            report["moved_to"] = moved_to(FormatConnection(conn, POSTGRES))
     return report
 
 

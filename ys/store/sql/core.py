@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from ys.store.base import Then
+from ys.store.base import Parent, Then
 from ys.store.reading import DatabaseInfo
 from ys.store.sql.dialect import Dialect
 
@@ -49,7 +49,7 @@ class Core(Protocol):
         workflow: str,
         params_json: str,
         context_json: str,
-        parent: dict[str, Any] | None,
+        parent: Parent | None,
         at: float,
         tags: dict[str, str] | None,
         due_at: float | None = None,

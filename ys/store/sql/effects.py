@@ -15,7 +15,7 @@ from typing import Any
 from ys import codec
 from ys.contract import check_effect_request, check_time
 from ys.errors import EffectInvariantError, InvalidArgument, WorkflowEffectError, YsError
-from ys.store.base import Effect, EffectBegin, EffectConflict, EffectWaiter
+from ys.store.base import Effect, EffectBegin, EffectConflict, EffectState, EffectWaiter
 from ys.store.sql.core import Core
 from ys.store.sql.executions import request_wake_tx
 
@@ -30,7 +30,7 @@ def begin_tx(
     execution_id: str,
     step_key: str,
     now: float,
-) -> dict[str, Any]:
+) -> EffectState:
     created = (
         c.execute(
             "INSERT INTO effects (effect_id, operation, input, status, created_at) "
@@ -40,7 +40,7 @@ def begin_tx(
         == 1
     )
     if created:
-        state: dict[str, Any] = {"status": "new"}
+        state = EffectState("new")
     else:
         row = c.execute(
             "SELECT operation, input, status, result FROM effects WHERE effect_id=?"
@@ -54,11 +54,7 @@ def begin_tx(
                 f"effect {effect_id!r} exists with another {what} ({row[0]}); an effect's "
                 "operation and input never change",
             )
-        state = (
-            {"status": "settled", "result": row[3]}
-            if row[2] == "settled"
-            else {"status": "pending"}
-        )
+        state = EffectState("settled", row[3]) if row[2] == "settled" else EffectState("pending")
     c.execute(
         "INSERT INTO effect_begins (effect_id, execution_id, step_key, at) "
         "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
@@ -67,9 +63,7 @@ def begin_tx(
     return state
 
 
-def settle_tx(
-    c: Any, operation: str, effect_id: str, result_json: str, now: float
-) -> dict[str, Any]:
+def settle_tx(c: Any, operation: str, effect_id: str, result_json: str, now: float) -> EffectState:
     row = c.execute(
         "SELECT operation, status, result FROM effects WHERE effect_id=?" + c.dialect.for_update,
         (effect_id,),
@@ -85,13 +79,13 @@ def settle_tx(
         )
     if row[1] == "settled":
         if row[2] == result_json:
-            return {"status": "settled", "result": row[2]}
+            return EffectState("settled", row[2])
         c.execute(
             "INSERT INTO effect_conflicts (effect_id, result, conflicting_result, at) "
             "VALUES (?,?,?,?)",
             (effect_id, row[2], result_json, now),
         )
-        return {"status": "conflict", "result": row[2], "conflicting_result": result_json}
+        return EffectState("conflict", row[2], result_json)
     c.execute(
         "UPDATE effects SET status='settled', result=?, settled_at=? WHERE effect_id=?",
         (result_json, now, effect_id),
@@ -104,7 +98,7 @@ def settle_tx(
             request_wake_tx(c, execution_id, now, now, reason=f"effect {effect_id} settled")
         except YsError:
             pass  # the waiter's record is gone (pruned): there is nothing left to wake
-    return {"status": "settled", "result": result_json}
+    return EffectState("settled", result_json)
 
 
 def wait_tx(
@@ -222,7 +216,7 @@ class Effects:
         step_key: str,
         *,
         now: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         input_json = check_effect_request(effect_id, operation, input)
         t = self._core.now(now)
         return self._core.write(
@@ -231,7 +225,7 @@ class Effects:
 
     def effect_settle(
         self, operation: str, effect_id: str, result_json: str, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> EffectState:
         result_json = codec.dumps(codec.decode(result_json))  # compared in canonical form
         t = self._core.now(now)
         return self._core.write(lambda c: settle_tx(c, operation, effect_id, result_json, t))

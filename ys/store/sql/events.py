@@ -9,7 +9,19 @@ from typing import Any
 
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument
-from ys.store.records import ADMITTED, CANCELLED, COMPLETED, FAILED, SUSPENDED, Event, RawJSON
+from ys.outcomes import outcome_of
+from ys.store.base import Parent
+from ys.store.records import (
+    ADMITTED,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    SUSPENDED,
+    Event,
+    RawJSON,
+    Record,
+)
+from ys.values import Outcome
 
 
 def encode_event_value(value: Any, path: str) -> str:
@@ -41,7 +53,7 @@ def admission_event(
     workflow: str,
     params_json: str,
     context_json: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,
@@ -57,7 +69,7 @@ def admission_event(
         "context": RawJSON(context_json),
     }
     if parent is not None:
-        data["parent"] = parent
+        data["parent"] = parent.to_json()
     if script_sha256 is not None:
         data["script_sha256"] = script_sha256
     if tags:
@@ -73,28 +85,32 @@ MAX_WARNINGS = 10
 MAX_WARNING_CHARS = 2000
 
 
-def outcome_event(outcome: dict[str, Any], at: float) -> Event:
-    """Validate a WorkflowRunOutcome and turn it into the event that records it. What the
-    delivery warned of (`warnings`: text, at most MAX_WARNINGS kept) rides on that event for
-    `describe`; replay ignores it (docs/design.md, "Warnings of a delivery")."""
+def outcome_event(outcome: Outcome, at: float) -> Event:
+    """The event that records an outcome (its shape checked where it was read, ys.outcomes).
+    What the delivery warned of (`warnings`: at most MAX_WARNINGS kept) rides on that event
+    for `describe`; replay ignores it (docs/design.md, "Warnings of a delivery")."""
     event = _outcome_event(outcome, at)
-    warnings = outcome.get("warnings")
-    if warnings is not None:
-        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-            raise InvalidArgument("INVALID_ARGUMENT", "outcome.warnings must be a list of text")
-        if warnings:
-            event.data["warnings"] = [
-                codec.clip(w, MAX_WARNING_CHARS) for w in warnings[:MAX_WARNINGS]
-            ]
+    if outcome.warnings:
+        event.data["warnings"] = [
+            codec.clip(w, MAX_WARNING_CHARS) for w in outcome.warnings[:MAX_WARNINGS]
+        ]
     return event
 
 
-def _outcome_event(outcome: dict[str, Any], at: float) -> Event:
-    status = outcome.get("status")
+def recorded_outcome(record: Record) -> Outcome:
+    """The outcome a record holds, as an acknowledgement answers it (`suspended` while it
+    has none)."""
+    if record.outcome is None:
+        return Outcome("suspended")
+    return outcome_of(record.outcome)
+
+
+def _outcome_event(outcome: Outcome, at: float) -> Event:
+    status = outcome.status
     if status == "suspended":
         return Event(SUSPENDED, at, {})
     if status == "completed":
-        result = outcome.get("result")
+        result = outcome.result
         enc = codec.encode(result, path="result")
         if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
             raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
@@ -102,19 +118,12 @@ def _outcome_event(outcome: dict[str, Any], at: float) -> Event:
         # Results are stored as plain JSON (lossless for durable values without tagged errors).
         return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
     if status == "failed":
-        error = outcome.get("error") or {}
-        if not isinstance(error, dict) or not isinstance(error.get("name"), str):
+        error = outcome.error
+        if error is None:
             raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
-        clean: dict[str, Any] = {"name": error["name"], "message": str(error.get("message", ""))}
-        for extra in ("code", "traceback"):
-            if error.get(extra) is not None:
-                if not isinstance(error[extra], str):
-                    raise InvalidArgument("INVALID_ARGUMENT", f"outcome.error.{extra} must be text")
-                clean[extra] = error[extra]
-        if error.get("cause") is not None:  # any durable value (no NaN in a stored history)
-            codec.dumps(error["cause"], path="outcome.error.cause")
-            clean["cause"] = error["cause"]
-        return Event(FAILED, at, {"error": clean})
+        if error.cause is not None:  # any durable value (no NaN in a stored history)
+            codec.dumps(error.cause, path="outcome.error.cause")
+        return Event(FAILED, at, {"error": error.to_json()})
     if status == "cancelled":
         return Event(CANCELLED, at, {})
     raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")

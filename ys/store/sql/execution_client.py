@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from ys import codec
 from ys.contract import (
@@ -25,7 +25,15 @@ from ys.contract import (
     check_workflow_name,
 )
 from ys.errors import InvalidArgument, LeaseLost
-from ys.store.base import Admission, ConcurrencyLimit, Delivery, StepRecord
+from ys.store.base import (
+    Admission,
+    AdmissionContext,
+    AdmitOptions,
+    ConcurrencyLimit,
+    Delivery,
+    Parent,
+    StepRecord,
+)
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
 from ys.store.sql import claims, pauses
@@ -44,7 +52,7 @@ from ys.store.sql.limits import cancel_now_tx, release_counted_tx, time_out_tx, 
 from ys.store.sql.rows import FULL, row_to_record
 from ys.store.sql.starts import cancel_tx
 from ys.store.sql.steps import STEP_COLUMNS, step_error
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 HEAL_EVERY = 1.0  # seconds: how often claims look for waiters of free slots (concurrency.heal)
 
@@ -66,47 +74,24 @@ class Executions(LeanWrites):
 
     # -- admission --------------------------------------------------------------------------
 
-    def admit(
-        self,
-        workflow: str,
-        params: Any = None,
-        *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
-        due_at: float | None = None,
-    ) -> Admission:
-        return self._writer.write(
-            *self._admission(
-                workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
-            )
-        )
+    def admit(self, workflow: str, params: Any = None, **given: Unpack[AdmitOptions]) -> Admission:
+        return self._writer.write(*self._admission(workflow, params, **given))
 
     async def admit_async(
         self,
         workflow: str,
         params: Any = None,
         *,
-        context: dict[str, Any] | None = None,
-        execution_id: str | None = None,
-        if_exists: str = "fail",
-        parent: dict[str, Any] | None = None,
-        now: float | None = None,
-        tags: dict[str, str] | None = None,
         lease_seconds: float | None = None,
-        due_at: float | None = None,
+        **given: Unpack[AdmitOptions],
     ) -> Admission:
         """`admit` for the daemon's event loop: checked and encoded here, committed by the
         group writer with the other admissions of its batch, answered with one wake-up."""
-        fn, inserts, value = self._admission(
-            workflow, params, context, execution_id, if_exists, parent, now, tags, due_at
-        )
+        fn, inserts, value = self._admission(workflow, params, **given)
         if lease_seconds is None:
             return await self._writer.write_async(fn, inserts, value)
-        t, lease = self._now(now), lease_seconds
+        t, lease = self._now(given.get("now")), lease_seconds
+        due_at = given.get("due_at")
         holder, pid = self._core.holder, self._core.pid
 
         def tx(c: Any) -> Admission:
@@ -124,15 +109,17 @@ class Executions(LeanWrites):
         self,
         workflow: str,
         params: Any,
-        context: dict[str, Any] | None,
-        execution_id: str | None,
-        if_exists: str,
-        parent: dict[str, Any] | None,
-        now: float | None,
+        *,
+        context: AdmissionContext | None = None,
+        execution_id: str | None = None,
+        if_exists: str = "fail",
+        parent: Parent | None = None,
+        now: float | None = None,
         tags: dict[str, str] | None = None,
         due_at: float | None = None,
     ) -> tuple[Callable[[Any], Admission], Any, Admission | None]:
-        """An admission checked and prepared: its transaction body and, where the core takes
+        """An admission checked and prepared (`admit` and `admit_async` alike, their options
+        `AdmitOptions`): its transaction body and, where the core takes
         them, its rows computed as if the ID were unused (the common case), so that the group
         writer can insert many admissions at once; if the ID is taken, the body runs and
         decides."""
@@ -144,14 +131,15 @@ class Executions(LeanWrites):
                 "INVALID_ARGUMENT", f"if_exists must be 'fail' or 'use-existing', not {if_exists!r}"
             )
         check_object(params, "params")
-        check_object(context, "context")
+        if context is not None and not isinstance(context, AdmissionContext):
+            raise InvalidArgument("INVALID_ARGUMENT", "context must be an AdmissionContext")
         params_json = encode_event_value({} if params is None else params, "params")
         if len(params_json.encode("utf-8")) > MAX_PARAMS_BYTES:
             raise InvalidArgument(
                 "INVALID_ARGUMENT",
                 f"params are {len(params_json.encode())} bytes encoded; the limit is 2 MiB",
             )
-        context_json = encode_event_value(context, "context") if context else "{}"
+        context_json = "{}" if context is None else encode_event_value(context.to_json(), "context")
         tag_map = check_tags(tags)
         at = check_time(self._now(now), "the admission time")  # the clock's reading too
         due = None if due_at is None else check_time(due_at, "due_at (the first wake)")
@@ -290,11 +278,11 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """Record the outcome; a failure admits the `on_failure` workflow in the same
         transaction (`<ID>.on-failure`, ys.store.sql.handlers)."""
         return self._writer.write(self._acknowledge(execution_id, token, outcome, now, on_failure))
@@ -303,11 +291,11 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         *,
         now: float | None = None,
         on_failure: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         return await self._writer.write_async(
             self._acknowledge(execution_id, token, outcome, now, on_failure)
         )
@@ -316,10 +304,10 @@ class Executions(LeanWrites):
         self,
         execution_id: str,
         token: str,
-        outcome: dict[str, Any],
+        outcome: Outcome,
         now: float | None,
         on_failure: str | None,
-    ) -> Callable[[Any], dict[str, Any]]:
+    ) -> Callable[[Any], Outcome]:
         t = self._now(now)
         event = outcome_event(outcome, t)
         if on_failure is not None:
@@ -356,8 +344,8 @@ class Executions(LeanWrites):
         return lambda c: save_step_tx(c, execution_id, token, key, step, t, error)
 
     def _suspend(
-        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: dict[str, Any]
-    ) -> Callable[[Any], dict[str, Any]]:
+        self, execution_id: str, token: str, key: str, step: StepWrite, outcome: Outcome
+    ) -> Callable[[Any], Outcome]:
         if step.kind == "run" and step.value is not None:
             codec.check_size(step.value, f"step {key!r} value")
         t = self._now(None)

@@ -24,20 +24,21 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ys.codec import ErrorValue
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
-from ys.store.base import Admission
+from ys.store.base import Admission, Parent
 from ys.store.records import (
     WAKE_REQUESTED,
     Event,
     Record,
 )
 from ys.store.sql import charts, concurrency
-from ys.store.sql.events import admission_event, new_execution_id
+from ys.store.sql.events import admission_event, new_execution_id, recorded_outcome
 from ys.store.sql.rows import FULL, LIGHT, new_record_row, outcome_text, project, row_to_record
 from ys.store.sql.rows import tags_text as tags_text
 from ys.store.sql.steps import step_save
 from ys.store.sql.versions import waiting_for_script
-from ys.values import StepWrite
+from ys.values import Outcome, StepWrite
 
 INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, workflow, params, context, status, outcome, "
@@ -215,7 +216,7 @@ def admit_new(
     workflow: str,
     params_json: str,
     context_json: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     tags: dict[str, str] | None = None,
     retry_of: str | None = None,
@@ -255,7 +256,7 @@ def admit_tx(
     context_json: str,
     execution_id: str | None,
     if_exists: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     tags: dict[str, str] | None = None,
     due_at: float | None = None,
@@ -327,15 +328,14 @@ def wake_workflow_tx(c: Any, workflow: str, now: float) -> int:
 
 def acknowledge_tx(
     c: Any, execution_id: str, token: str, event: Event, now: float, on_failure: str | None = None
-) -> dict[str, Any]:
+) -> Outcome:
     """Record a delivery's outcome; a failure admits `on_failure` (its handler workflow) in
     this same transaction (ys.store.sql.handlers)."""
     held = fenced(c, execution_id, token, now)
     if held is None:
         raise not_found(execution_id)
     if held.record.terminal:
-        assert held.record.outcome is not None
-        return held.record.outcome  # terminal outcomes are immutable: the first one wins
+        return recorded_outcome(held.record)  # terminal outcomes are immutable: the first wins
     record = append(
         c,
         held.check(),
@@ -351,7 +351,7 @@ def acknowledge_tx(
         from ys.store.sql.handlers import failure_handler_tx  # (imports this module)
 
         failure_handler_tx(c, record, on_failure, now)
-    return record.outcome if record.outcome is not None else {"status": "suspended"}
+    return recorded_outcome(record)
 
 
 def wake_waiting_parent(c: Any, child: Record, now: float) -> None:
@@ -373,7 +373,7 @@ def save_step_tx(
     key: str,
     step: StepWrite,
     now: float,
-    error: dict[str, Any] | None,
+    error: ErrorValue | None,
 ) -> bool:
     held = fenced(c, execution_id, token, now, step=key)
     if held is None:
@@ -393,9 +393,9 @@ def suspend_tx(
     key: str,
     step: StepWrite,
     now: float,
-    error: dict[str, Any] | None,
+    error: ErrorValue | None,
     suspended: Event,
-) -> dict[str, Any]:
+) -> Outcome:
     """A waiting step's save and the delivery's `suspended` outcome (as `save_step_tx` then
     `acknowledge_tx`), on one read of the row and one write of it."""
     held = fenced(c, execution_id, token, now, step=key)
@@ -413,4 +413,4 @@ def suspend_tx(
         slot=held.slot,
         claimed_at=held.claimed_at,
     )
-    return record.outcome if record.outcome is not None else {"status": "suspended"}
+    return recorded_outcome(record)

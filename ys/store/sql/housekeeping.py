@@ -4,7 +4,8 @@ with a child that has not ended is kept (the child's parent link must keep point
 The pictures' rollups (ys.store.sql.charts) keep their rows as long, and at least two days.
 Pruning is safe while other daemons run (each row is locked and checked again).
 
-`Housekeeping` also holds the daemon's settings, recovery's queries (held leases, what is
+`Housekeeping` also holds the daemon's settings (among them MOVED_TO, where `ys migrate` moved
+the data: no daemon starts on a database that has it), recovery's queries (held leases, what is
 due) and `ys doctor`'s checks (`health`, the adapter's: its core's). Recovery at start
 releases only the leases this daemon held (where leases name their holder: `owned_leases`);
 another daemon's expired leases are swept by claims, never by a start.
@@ -19,6 +20,14 @@ from ys.store.sql import charts, reads
 from ys.store.sql.core import Core
 
 BATCH = 500
+MOVED_TO = "moved_to"  # the settings key `ys migrate` sets on its source (docs/design.md)
+
+
+def moved_to(c: Any) -> str | None:
+    """Where `ys migrate` moved this database's data (its target, any password hidden), or
+    None."""
+    row = c.execute("SELECT value FROM settings WHERE key=?", (MOVED_TO,)).fetchone()
+    return str(row[0]) if row else None
 
 
 def candidates(c: Any, cutoff: float, limit: int = 100_000) -> list[str]:
@@ -132,6 +141,15 @@ class Housekeeping:
                 (key, value),
             )
         )
+
+    def moved_to(self) -> str | None:
+        return self._core.read(moved_to)
+
+    def mark_moved(self, target: str | None) -> None:
+        if target is None:
+            self._core.write(lambda c: c.execute("DELETE FROM settings WHERE key=?", (MOVED_TO,)))
+        else:
+            self.set_setting(MOVED_TO, target)
 
     def held_leases(self) -> list[tuple[str, str]]:
         """(execution ID, token) of every lease this daemon holds, expired or not: what

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import Page, RunningExecution
+from ys.store.base import Page, RunningExecution, ValueWaiter
 from ys.store.paging import check_limit, list_token, parse_list_token
-from ys.store.reading import ActivityBucket, DatabaseInfo, HourDurations, SlotHistory, ValueWaiter
+from ys.store.reading import ActivityBucket, DatabaseInfo, HourDurations, SlotHistory
 from ys.store.records import STATUSES, Record
 from ys.store.sql import charts
 from ys.store.sql.core import Core
@@ -121,7 +121,7 @@ def find(
 def value_waiters(c: Any, limit: int = 1000) -> list[ValueWaiter]:
     """Who waits on which durable value, by key."""
     return [
-        ValueWaiter(r[0], r[1], r[2], int(r[3]), float(r[4]))
+        ValueWaiter(*r)
         for r in c.execute(
             "SELECT key, execution_id, step_key, seen_version, registered_at FROM kv_waiters "
             "ORDER BY key, registered_at LIMIT ?",

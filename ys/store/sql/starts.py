@@ -18,6 +18,7 @@ from typing import Any
 
 from ys.contract import check_params_json, check_start
 from ys.errors import NotFoundError, WorkflowStartError
+from ys.store.base import Parent
 from ys.store.records import CANCEL_REQUESTED, Event
 from ys.store.sql.core import Core
 from ys.store.sql.executions import admit_tx, append, load, not_found
@@ -54,7 +55,7 @@ def start_tx(
                 target=row[2],
             )
         return str(row[2])
-    parent = {"execution_id": caller_id, "step_key": step_key, "detached": bool(detached)}
+    parent = Parent(caller_id, step_key, bool(detached))
     admission = admit_tx(
         c,
         workflow,

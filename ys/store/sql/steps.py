@@ -12,9 +12,9 @@ from ys.values import StepWrite
 STEP_COLUMNS = "key, kind, status, value, attempts, wake_at, updated_at"
 
 
-def step_error(value: str | None, status: str) -> dict[str, Any] | None:
-    """The error a step's value holds (a failed attempt, or a retry waiting after one), as
-    plain JSON; None for any other value. Only a tagged error's text starts so: a user key
+def step_error(value: str | None, status: str) -> codec.ErrorValue | None:
+    """The error a step's value holds (a failed attempt, or a retry waiting after one); None
+    for any other value. Only a tagged error's text starts so: a user key
     "$error" is written "$$error". A shell step's failed attempt keeps its exit status and
     output beside its error: {"error": <error>, "status": N, "stdout"...} (its first key)."""
     if value is None or status == "completed":
@@ -26,7 +26,7 @@ def step_error(value: str | None, status: str) -> dict[str, Any] | None:
         error = codec.decode(value)
     else:
         return None
-    return error.to_json() if isinstance(error, codec.ErrorValue) else None
+    return error if isinstance(error, codec.ErrorValue) else None
 
 
 def step_save(
@@ -35,7 +35,7 @@ def step_save(
     key: str,
     step: StepWrite,
     now: float,
-    error: dict[str, Any] | None,
+    error: codec.ErrorValue | None,
     done: bool,
 ) -> Event | None:
     """Write one step's row and return the event its history gains, or None when the step is
@@ -73,5 +73,5 @@ def step_save(
     if error is not None:
         # The history keeps each failed attempt's error: the step's row keeps only its last
         # value, which a retry that succeeds replaces with the result.
-        data["error"] = error
+        data["error"] = error.to_json()
     return Event(STEP, now, data)

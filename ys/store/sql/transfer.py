@@ -1,5 +1,5 @@
-"""Export and import, on any SQL engine: every record a database holds as plain records (dicts
-of JSON values), read in one snapshot and written back in transactions of a batch each
+"""Export and import, on any SQL engine: every record a database holds as plain records (the
+export's lines, `base.ExportLine`), read in one snapshot and written back in transactions of a batch each
 (`ys export`, `ys import`, `ys migrate`; the lines around them: ys/store/sql/transfer_lines.py).
 
 The format (version `FORMAT_VERSION`) names each kind's columns below; what a database keeps
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
+from ys.store.base import Cell, ExecutionLine, ExportLine, RecordLine, Row
 from ys.store.records import RELEASED, Event
 from ys.store.sql.rows import project, row_to_record
 
@@ -160,10 +161,11 @@ BATCH = 500  # executions read per statement, records written per transaction
 MOVED = "moved"  # a RELEASED event's reason: leased when exported, due where imported
 
 
-_SHAPES: dict[tuple[str, ...], tuple[list[int], list[int], Callable[[dict[str, Any]], Any]]] = {}
+Getter = Callable[[Mapping[str, object]], Any]
+_SHAPES: dict[tuple[str, ...], tuple[list[int], list[int], Getter]] = {}
 
 
-def _shape(names: tuple[str, ...]) -> tuple[list[int], list[int], Callable[[dict[str, Any]], Any]]:
+def _shape(names: tuple[str, ...]) -> tuple[list[int], list[int], Getter]:
     """Where a row's flags and bytes are, and a getter of its values in order (cached)."""
     shape = _SHAPES.get(names)
     if shape is None:
@@ -174,10 +176,10 @@ def _shape(names: tuple[str, ...]) -> tuple[list[int], list[int], Callable[[dict
     return shape
 
 
-def _out(names: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+def _out(names: tuple[str, ...], row: Sequence[Any]) -> Row:
     """A row as the format has it: flags as booleans, bytes as base64, the rest as read."""
     flags, raw, _ = _shape(names)
-    d = dict(zip(names, row, strict=True))
+    d: Row = dict(zip(names, row, strict=True))
     for i in flags:
         if row[i] is not None:
             d[names[i]] = bool(row[i])
@@ -187,7 +189,7 @@ def _out(names: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
     return d
 
 
-def _in(names: tuple[str, ...], d: dict[str, Any]) -> tuple[Any, ...]:
+def _in(names: tuple[str, ...], d: Mapping[str, object]) -> tuple[Any, ...]:
     """A record's values as a row to insert (base64 back to bytes)."""
     _, raw, get = _shape(names)
     values = get(d)
@@ -205,7 +207,7 @@ def _in(names: tuple[str, ...], d: dict[str, Any]) -> tuple[Any, ...]:
 
 def export_tx(
     c: Any,
-    emit: Callable[[dict[str, Any]], None],
+    emit: Callable[[ExportLine], None],
     *,
     since: float | None = None,
     statuses: Sequence[str] = (),
@@ -230,12 +232,12 @@ def export_tx(
                 break
             records = [_out(cols, r) for r in rows]
             keys = [r[key] for r in records]
-            for name, part in parts.items():
-                found = _parts(c, part, keys)
-                for r in records:
-                    r[name] = found.get(r[key], [])
+            found = {name: _parts(c, part, keys) for name, part in parts.items()}
             for r in records:
-                emit({"kind": kind, **r})
+                line: RecordLine = {"kind": kind, **r}
+                for name in parts:
+                    line[name] = found[name].get(r[key], [])
+                emit(line)
             counts[kind] += len(records)
             after = keys[-1]
     where: list[str] = []
@@ -264,12 +266,21 @@ def export_tx(
         ids = [r["execution_id"] for r in records]
         by_part = {name: _parts(c, part, ids) for name, part in PARTS.items()}
         for r, row in zip(records, rows, strict=True):
-            line: dict[str, Any] = {"kind": "execution", "execution": r}
-            for name in PARTS:
-                line[name] = by_part[name].get(r["execution_id"], [])
+            eid = r["execution_id"]
+            done: ExecutionLine = {
+                "kind": "execution",
+                "execution": r,
+                "events": by_part["events"].get(eid, []),
+                "steps": by_part["steps"].get(eid, []),
+                "starts": by_part["starts"].get(eid, []),
+                "effect_begins": by_part["effect_begins"].get(eid, []),
+                "effect_waits": by_part["effect_waits"].get(eid, []),
+                "value_waits": by_part["value_waits"].get(eid, []),
+                "logs": by_part["logs"].get(eid, []),
+            }
             if row[-2]:
-                _moved(line, row[-1])
-            emit(line)
+                _moved(done, row[-1])
+            emit(done)
         counts["execution"] += len(records)
         after = ids[-1]
     return counts
@@ -277,14 +288,14 @@ def export_tx(
 
 def _parts(
     c: Any, part: tuple[str, str, tuple[str, ...], str], keys: list[Any]
-) -> dict[Any, list[dict[str, Any]]]:
+) -> dict[Cell, list[Row]]:
     table, owner, cols, order = part
     rows = c.execute(
         f"SELECT {owner}, {', '.join(cols)} FROM {table} WHERE {owner} IN "
         f"({','.join('?' * len(keys))}) ORDER BY {owner}, {order}",
         keys,
     ).fetchall()
-    out: dict[Any, list[dict[str, Any]]] = {}
+    out: dict[Cell, list[Row]] = {}
     for row in rows:
         out.setdefault(row[0], []).append(_out(cols, row[1:]))
     return out
@@ -297,13 +308,13 @@ _RECORD = (
 ).split(", ")  # rows.RECORD_COLUMNS, the order row_to_record reads
 
 
-def _moved(line: dict[str, Any], expires: float) -> None:
+def _moved(line: ExecutionLine, expires: float) -> None:
     """A leased execution as it is once its lease ends: released then, due (as a daemon's
     recovery would leave it, `release_expired_tx`). The lease's end is a fact of the
     database, so two exports of it write the same lines (an import again skips it)."""
     e = line["execution"]
     prior = row_to_record(tuple(e[k] for k in _RECORD))
-    at = max(expires, e["updated_at"])
+    at = max(expires, cast(float, e["updated_at"]))
     record, rows, nbytes = project(prior, [Event(RELEASED, at, {"reason": MOVED, "retry_at": at})])
     e.update(
         status=record.status,
@@ -312,7 +323,7 @@ def _moved(line: dict[str, Any], expires: float) -> None:
         covered_due_at=record.covered_due_at,
         prior_status=record.prior_status,
         history_length=record.history_length,
-        history_bytes=e["history_bytes"] + nbytes,
+        history_bytes=cast(int, e["history_bytes"]) + nbytes,
     )
     line["events"] += [dict(zip(("seq", "at", "kind", "data"), r[1:], strict=True)) for r in rows]
 
@@ -327,7 +338,7 @@ def timed_workflows(c: Any) -> set[str]:
 
 
 def import_tx(
-    c: Any, records: Iterable[dict[str, Any]], timed: set[str]
+    c: Any, records: Iterable[ExportLine], timed: set[str]
 ) -> tuple[dict[str, dict[str, int]], list[tuple[str, str]]]:
     """Write `records` (one transaction: the caller's) where they are not there yet. Returns
     the counts per kind ({"imported", "skipped", "conflicts"}) and the conflicts (kind, name):
@@ -335,16 +346,17 @@ def import_tx(
     go in table by table, one statement each for the whole batch."""
     counts = {k: {"imported": 0, "skipped": 0, "conflicts": 0} for k in ORDER}
     conflicts: list[tuple[str, str]] = []
-    executions: list[dict[str, Any]] = []
-    for rec in records:
-        kind = rec["kind"]
+    executions: list[ExecutionLine] = []
+    for line in records:  # each of the kind it names (the lines' check: transfer_lines)
+        kind = cast(str, line["kind"])
         if kind == "execution":
-            executions.append(rec)
+            executions.append(cast(ExecutionLine, line))
             continue
+        rec = cast(RecordLine, line)
         name = rec[KINDS[kind][1]]
         outcome = _standalone(c, kind, rec)
         if kind == "script" and rec.get("timeout") is not None:
-            timed.add(rec["workflow"])
+            timed.add(cast(str, rec["workflow"]))
         counts[kind][outcome] += 1
         if outcome == "conflicts":
             conflicts.append((kind, str(name)))
@@ -363,7 +375,7 @@ def _insert(c: Any, table: str, names: Sequence[str], rows: list[tuple[Any, ...]
         )
 
 
-def _standalone(c: Any, kind: str, rec: dict[str, Any]) -> str:
+def _standalone(c: Any, kind: str, rec: RecordLine) -> str:
     table, key, cols, parts = KINDS[kind]
     row = c.execute(
         f"SELECT {', '.join(cols)} FROM {table} WHERE {key} = ?", (rec[key],)
@@ -373,19 +385,20 @@ def _standalone(c: Any, kind: str, rec: dict[str, Any]) -> str:
         return "skipped" if there == {k: rec[k] for k in cols} else "conflicts"
     _insert(c, table, cols, [_in(cols, rec)])
     for name, (ptable, owner, pcols, _) in parts.items():
-        _insert(c, ptable, (owner, *pcols), [(rec[key], *_in(pcols, p)) for p in rec[name]])
+        rows = cast(list[Row], rec[name])
+        _insert(c, ptable, (owner, *pcols), [(rec[key], *_in(pcols, p)) for p in rows])
     return "imported"
 
 
-def _history(rec: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _history(rec: ExecutionLine) -> list[tuple[Any, ...]]:
     return [(v["seq"], v["at"], v["kind"], v["data"]) for v in rec["events"]]
 
 
-def _executions(c: Any, recs: list[dict[str, Any]], timed: set[str]) -> list[tuple[str, str]]:
+def _executions(c: Any, recs: list[ExecutionLine], timed: set[str]) -> list[tuple[str, str]]:
     """The batch's executions written where new; (ID, outcome) of each, in order."""
     if not recs:
         return []
-    ids = [r["execution"]["execution_id"] for r in recs]
+    ids = [cast(str, r["execution"]["execution_id"]) for r in recs]
     there = {
         r[0]
         for r in c.execute(
@@ -394,7 +407,7 @@ def _executions(c: Any, recs: list[dict[str, Any]], timed: set[str]) -> list[tup
         ).fetchall()
     }
     out: list[tuple[str, str]] = []
-    new: dict[str, dict[str, Any]] = {}
+    new: dict[str, ExecutionLine] = {}
     for eid, rec in zip(ids, recs, strict=True):
         if eid in there:
             stored = c.execute(
@@ -414,11 +427,11 @@ def _executions(c: Any, recs: list[dict[str, Any]], timed: set[str]) -> list[tup
         (k, v, r["execution"]["admitted_at"], r["execution"]["execution_id"])
         for r in fresh
         if r["execution"]["tags"]
-        for k, v in json.loads(r["execution"]["tags"]).items()
+        for k, v in json.loads(cast(str, r["execution"]["tags"])).items()
     ]
     _insert(c, "execution_tags", ("key", "value", "admitted_at", "execution_id"), tags)
     for name, (table, owner, cols, _) in PARTS.items():
-        rows = [(eid, *_in(cols, p)) for eid, r in new.items() for p in r[name]]
+        rows = [(eid, *_in(cols, p)) for eid, r in new.items() for p in _part(r, name)]
         _insert(c, table, (owner, *cols), rows)
     for r in fresh:  # an admission trigger gave these a deadline of its own
         e = r["execution"]
@@ -428,6 +441,11 @@ def _executions(c: Any, recs: list[dict[str, Any]], timed: set[str]) -> list[tup
                 (e["deadline_at"], e["execution_id"]),
             )
     return out
+
+
+def _part(line: ExecutionLine, name: str) -> list[Row]:
+    """An execution's rows of one part (a name of `PARTS`)."""
+    return cast(list[Row], line[name])  # type: ignore[literal-required]
 
 
 def holds_executions(c: Any) -> bool:
@@ -450,7 +468,7 @@ class Transfers:
 
     def export_records(
         self,
-        emit: Callable[[dict[str, Any]], None],
+        emit: Callable[[ExportLine], None],
         *,
         since: float | None = None,
         statuses: Sequence[str] = (),
@@ -462,11 +480,11 @@ class Transfers:
 
     def import_records(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[ExportLine],
         on_batch: Callable[[dict[str, dict[str, int]], list[tuple[str, str]]], None],
     ) -> None:
         timed: set[str] = self._core.read(timed_workflows)
-        batch: list[dict[str, Any]] = []
+        batch: list[ExportLine] = []
 
         def flush() -> None:
             nonlocal timed

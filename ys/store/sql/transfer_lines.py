@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Iterator, Mapping
+from typing import IO, Any, cast
 
 from ys.errors import InvalidArgument
+from ys.store.base import ExportLine
 from ys.store.sql.transfer import COLUMNS, FORMAT_VERSION, ORDER
 
 FORMAT = "ys-export"
@@ -26,7 +27,11 @@ _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _TAIL = len(',"check":"') + 32 + len('"}')
 
 
-def encode(obj: dict[str, Any]) -> str:
+# A line as read, before its shape is checked (the header, the end, or a record).
+Decoded = dict[str, object]
+
+
+def encode(obj: Mapping[str, object]) -> str:
     """One line (with its newline) of the export."""
     return line_of(_DUMPS(obj))
 
@@ -53,7 +58,7 @@ def _bad(name: str, n: int, why: str) -> InvalidArgument:
     )
 
 
-def decode(line: str, name: str, n: int) -> dict[str, Any]:
+def decode(line: str, name: str, n: int) -> Decoded:
     """A line's object, once its check holds."""
     _checked_kind(line, name, n)
     text = line.rstrip("\n")
@@ -64,7 +69,7 @@ def decode(line: str, name: str, n: int) -> dict[str, Any]:
         raise _bad(name, n, "the line is not JSON") from None
     if not isinstance(obj, dict):
         raise _bad(name, n, "the line is not a JSON object")
-    return obj
+    return cast(Decoded, obj)
 
 
 _WANT = {
@@ -77,10 +82,10 @@ _WANT = {
 }
 
 
-def _shape(obj: dict[str, Any], name: str, n: int) -> None:
+def _shape(obj: Decoded, name: str, n: int) -> None:
     """The record has the format's members, each part a list of rows with their columns."""
     kind = obj.get("kind")
-    want = _WANT.get(kind)  # type: ignore[arg-type]
+    want = _WANT.get(kind) if isinstance(kind, str) else None
     if want is None:
         raise _bad(name, n, f"unknown kind {kind!r}")
     members, outer, parts = want
@@ -90,8 +95,11 @@ def _shape(obj: dict[str, Any], name: str, n: int) -> None:
         ok = ok and obj.keys() == outer
     for part, pcols in parts:
         rows = obj.get(part)
-        ok = ok and isinstance(rows, list)
-        ok = ok and all(isinstance(r, dict) and r.keys() == pcols for r in rows or [])
+        ok = (
+            ok
+            and isinstance(rows, list)
+            and all(isinstance(r, dict) and r.keys() == pcols for r in rows)
+        )
     if not ok:
         raise _bad(
             name, n, f"the {kind} record does not have the members of format {FORMAT_VERSION}"
@@ -105,7 +113,7 @@ def check(src: IO[str], name: str) -> tuple[IO[str], dict[str, int]]:
     seekable = src.seekable()
     copy: IO[str] = src if seekable else tempfile.TemporaryFile("w+", encoding="utf-8")
     counts = dict.fromkeys(ORDER, 0)
-    ended: dict[str, Any] | None = None
+    ended: Decoded | None = None
     n = 0
     try:
         for n, line in enumerate(src, 1):  # noqa: B007 - n is the count of lines after
@@ -159,7 +167,7 @@ def _checked_kind(line: str, name: str, n: int) -> str:
     return kind
 
 
-def _header(obj: dict[str, Any], name: str) -> None:
+def _header(obj: Decoded, name: str) -> None:
     if obj.get("kind") != "header" or obj.get("format") != FORMAT:
         raise _bad(name, 1, "not the header of a ys export")
     version = obj.get("version")
@@ -173,7 +181,7 @@ def _header(obj: dict[str, Any], name: str) -> None:
         )
 
 
-def records(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
+def records(src: IO[str], name: str) -> Iterator[ExportLine]:
     """The records of a checked export (`check`), header and end left out, each line checked
     again as it is read."""
     for n, line in enumerate(src, 1):
@@ -182,7 +190,7 @@ def records(src: IO[str], name: str) -> Iterator[dict[str, Any]]:
         obj = decode(line, name, n)
         if obj.get("kind") != "end":
             _shape(obj, name, n)
-            yield obj
+            yield cast(ExportLine, obj)  # its members are the format's (`_shape`)
 
 
 def write(store: Any, out: IO[str], **filters: Any) -> dict[str, int]:

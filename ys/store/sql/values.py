@@ -18,6 +18,7 @@ from typing import Any
 from ys import codec
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_time
 from ys.errors import InvalidArgument, NotFoundError, VersionConflict
+from ys.store.base import StoredValue, ValueEntry, ValueFound, ValueWritten
 from ys.store.sql.core import Core
 from ys.store.sql.executions import request_wake_tx
 
@@ -39,7 +40,7 @@ def encode_value(value: Any) -> str:
     return enc.canonical
 
 
-def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) -> dict[str, Any]:
+def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) -> ValueWritten:
     lock_key(c, key)
     row = c.execute("SELECT version, deleted FROM kv WHERE key=?", (key,)).fetchone()
     current = 0 if row is None or row[1] else int(row[0])
@@ -65,26 +66,26 @@ def put_tx(c: Any, key: str, value_json: str, expected: int | None, now: float) 
             request_wake_tx(c, execution_id, now, now, reason=f"store key {key} changed")
         except NotFoundError:
             pass  # the waiter's record was pruned
-    return {"key": key, "version": version, "updated_at": now, "woken": len(woken)}
+    return ValueWritten(key, version, now, len(woken))
 
 
-def get(c: Any, key: str) -> dict[str, Any] | None:
+def get(c: Any, key: str) -> StoredValue | None:
     row = c.execute(
         "SELECT value, version, updated_at FROM kv WHERE key=? AND NOT deleted", (key,)
     ).fetchone()
     if row is None:
         return None
-    return {"key": key, "value": codec.decode(row[0]), "version": row[1], "updated_at": row[2]}
+    return StoredValue(key, codec.decode(row[0]), int(row[1]), row[2])
 
 
-def list_keys(c: Any, prefix: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+def list_keys(c: Any, prefix: str = "", limit: int = 1000) -> list[ValueEntry]:
     match, pattern = c.dialect.starts_with("key", prefix)  # case-sensitive on every engine
     rows = c.execute(
         f"SELECT key, version, updated_at FROM kv WHERE NOT deleted AND {match} "
         "ORDER BY key LIMIT ?",
         (pattern, limit),
     ).fetchall()
-    return [{"key": r[0], "version": r[1], "updated_at": r[2]} for r in rows]
+    return [ValueEntry(r[0], int(r[1]), r[2]) for r in rows]
 
 
 def delete_tx(c: Any, key: str, now: float) -> bool:
@@ -105,7 +106,7 @@ def wait_tx(
     seen: int,
     timeout_at: float | None,
     now: float,
-) -> dict[str, Any] | None:
+) -> ValueFound | None:
     """The value if the key exists at a version above `seen`; otherwise register the waiter
     (and its timeout wake) and return None, or, once timeout_at has passed, only return None.
     One transaction, under the key's lock: no put is ever missed."""
@@ -116,7 +117,7 @@ def wait_tx(
     forget = "DELETE FROM kv_waiters WHERE key=? AND execution_id=? AND step_key=?"
     if row is not None and int(row[1]) > seen:
         c.execute(forget, (key, execution_id, step_key))
-        return {"key": key, "value": row[0], "version": row[1], "updated_at": row[2]}
+        return ValueFound(key, row[0], int(row[1]), row[2])
     if timeout_at is not None and timeout_at <= now:
         c.execute(forget, (key, execution_id, step_key))  # timed out: only check
         return None
@@ -143,16 +144,16 @@ class Values:
 
     def value_put(
         self, key: str, value: Any, expected_version: int | None = None, *, now: float | None = None
-    ) -> dict[str, Any]:
+    ) -> ValueWritten:
         check_key(key)
         value_json = encode_value(value)
         t = self._core.now(now)
         return self._core.write(lambda c: put_tx(c, key, value_json, expected_version, t))
 
-    def value_get(self, key: str) -> dict[str, Any] | None:
+    def value_get(self, key: str) -> StoredValue | None:
         return self._core.read(lambda c: get(c, key))
 
-    def value_list(self, prefix: str = "") -> list[dict[str, Any]]:
+    def value_list(self, prefix: str = "") -> list[ValueEntry]:
         return self._core.read(lambda c: list_keys(c, prefix))
 
     def value_delete(self, key: str, *, now: float | None = None) -> bool:
@@ -168,7 +169,7 @@ class Values:
         timeout_at: float | None = None,
         *,
         now: float | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ValueFound | None:
         check_key(key)
         if isinstance(seen, bool) or not isinstance(seen, int) or not 0 <= seen < 2**63:
             raise InvalidArgument(

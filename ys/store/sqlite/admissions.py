@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.store.base import Parent
 from ys.store.sql.events import admission_event
 from ys.store.sql.rows import new_record_row, project, tag_rows
 
@@ -27,7 +28,7 @@ def admission_inserts(
     workflow: str,
     params_json: str,
     context_json: str,
-    parent: dict[str, Any] | None,
+    parent: Parent | None,
     at: float,
     script_sha256: str | None = None,
     tags: dict[str, str] | None = None,

@@ -14,13 +14,36 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote
 
 from ys.errors import InvalidArgument
 from ys.store.sqlite.schema import MIGRATIONS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class BackupFile(TypedDict):
+    """What a checked backup file holds (`ys restore` checks it first)."""
+
+    schema_version: int
+    executions: int
+
+
+class Backup(BackupFile):
+    """`ys backup --json` (and POST /v1/backup): the copy written."""
+
+    path: str
+    bytes: int
+    seconds: float
+
+
+class Restored(BackupFile):
+    """`ys restore --json`: the backup put in place, the file it replaced kept aside."""
+
+    restored: str
+    database: str
+    kept_aside: str | None
 
 
 def _fsync(path: str | os.PathLike[str]) -> None:
@@ -31,9 +54,8 @@ def _fsync(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def check_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """What a file is, if it is a ys database this ys can open: {"schema_version",
-    "executions"}. InvalidArgument (exit 2) saying what is wrong otherwise: not there, not a
+def check_file(path: str | os.PathLike[str]) -> BackupFile:
+    """What a file is, if it is a ys database this ys can open. InvalidArgument (exit 2) saying what is wrong otherwise: not there, not a
     SQLite file, not a ys database, damaged, or written by a newer ys."""
     p = Path(path)
     try:
@@ -92,10 +114,9 @@ def _refuse_existing(target: Path) -> None:
         )
 
 
-def backup(conn: sqlite3.Connection, target: str | os.PathLike[str]) -> dict[str, Any]:
+def backup(conn: sqlite3.Connection, target: str | os.PathLike[str]) -> Backup:
     """Copy the database `conn` reads into `target` (a new file): one snapshot, fsynced and
-    checked before it gets its name. Returns {"path", "bytes", "seconds", "executions",
-    "schema_version"}; nothing is left under `target` if any of it fails."""
+    checked before it gets its name; nothing is left under `target` if any of it fails."""
     started = time.monotonic()
     dest = Path(target)
     if not dest.is_absolute():
@@ -126,11 +147,10 @@ def backup(conn: sqlite3.Connection, target: str | os.PathLike[str]) -> dict[str
     }
 
 
-def restore(source: str | os.PathLike[str], db: str | os.PathLike[str]) -> dict[str, Any]:
+def restore(source: str | os.PathLike[str], db: str | os.PathLike[str]) -> Restored:
     """Put the backup `source` in place of the database `db` (no daemon may hold it: the caller
     holds its lock). The current file, with its -wal and -shm, is kept aside as
-    `<db>.before-restore-<time>`; returns {"restored", "kept_aside", "executions",
-    "schema_version"}."""
+    `<db>.before-restore-<time>`."""
     src, dbp = Path(source), Path(db)
     info = check_file(src)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

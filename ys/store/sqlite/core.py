@@ -10,10 +10,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ys.contract import check_time
-from ys.store.protocols import Health
+from ys.store.protocols import Health, Parent
 from ys.store.reading import DatabaseInfo
 from ys.store.sql.dialect import Dialect
 from ys.store.sql.reads import verify
@@ -78,7 +78,7 @@ class Core:
         workflow: str,
         params_json: str,
         context_json: str,
-        parent: dict[str, Any] | None,
+        parent: Parent | None,
         at: float,
         tags: dict[str, str] | None,
         due_at: float | None = None,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ys.store.sql.store import SqlStore
 from ys.store.sqlite.core import DEFAULT_LEASE_SECONDS, Core
+
+if TYPE_CHECKING:
+    from ys.store.sqlite.backup import Backup
 
 
 class SqliteStore(SqlStore):
@@ -43,7 +46,7 @@ class SqliteStore(SqlStore):
         answer DATABASE_UNAVAILABLE until one goes through again."""
         return not self.core.writer.unwritable
 
-    def backup(self, target: str) -> dict[str, Any]:
+    def backup(self, target: str) -> Backup:
         """A checked copy of the file at `target` (a new file), taken while the writer goes on
         (`ys.store.sqlite.backup`)."""
         import sqlite3
