@@ -241,7 +241,10 @@ class WorkflowTest:
         token = None
         while True:
             page = self.store.history(execution_id, limit=1000, page_token=token)
-            out += page.items
+            out += [
+                {"seq": h.seq, "at": h.event.at, "kind": h.event.kind, "data": h.event.data}
+                for h in page.items
+            ]
             token = page.next_page_token
             if not token:
                 return out

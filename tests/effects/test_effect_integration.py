@@ -352,8 +352,10 @@ def test_effect_client_failing_in_process_releases_the_lease_with_client_unavail
         assert t.store.held_leases() == []
         assert t.store.steps(eid) == []
         (delivery,) = t.store.describe(eid).deliveries
-        assert delivery["outcome"] == "retry (worker_failed)"
-        assert delivery["detail"].startswith("EFFECT_CLIENT_UNAVAILABLE")
+        assert delivery.outcome == "retry (worker_failed)"
+        assert delivery.detail is not None and delivery.detail.startswith(
+            "EFFECT_CLIENT_UNAVAILABLE"
+        )
         assert t.store.effect("eff") is None or t.store.effect("eff").status == "pending"  # type: ignore[union-attr]
 
         if method == "effect_wait":

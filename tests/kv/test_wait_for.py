@@ -58,7 +58,7 @@ def test_a_wait_suspends_and_a_put_wakes_it_once_and_it_completes_with_the_value
     assert wt.run() == 1
     assert wt.get(eid)["status"] == "suspended"
     assert wt.get(eid)["due_at"] is None  # no timeout: only a put can wake it
-    assert [(w["kind"], w["key"], w["step_key"]) for w in wt.store.waits(eid)] == [
+    assert [(w.kind, w.key, w.step_key) for w in wt.store.waits(eid)] == [
         ("store", KEY, "approval")
     ]
     wt.advance(86400)
@@ -231,9 +231,7 @@ def test_a_deleted_key_counts_as_absent_and_the_next_put_is_newer(wt: WorkflowTe
 def test_the_registration_and_its_timeout_wake_are_recorded_together(wt: WorkflowTest) -> None:
     eid = wt.trigger("approval", {"timeout": 90})
     assert wt.run() == 1
-    assert [(w["key"], w["step_key"], w["since"]) for w in wt.store.waits(eid)] == [
-        (KEY, "approval", T0)
-    ]
+    assert [(w.key, w.step_key, w.since) for w in wt.store.waits(eid)] == [(KEY, "approval", T0)]
     assert wt.store.get(eid).due_at == T0 + 90
     wake = [e for e in wt.store.events(eid) if e.kind == "wake_requested"]
     assert [e.data["due_at"] for e in wake] == [T0 + 90]

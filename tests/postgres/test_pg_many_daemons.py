@@ -252,7 +252,7 @@ def test_the_event_stream_follows_commit_order_across_daemons(daemons, pg_url):
         slow_write.join(timeout=30)
     fast_write.join(timeout=30)
     more, _ = a.event_stream(cursor)
-    got = [(e["execution_id"], e["kind"]) for e in seen + more]
+    got = [(e.execution_id, e.event.kind) for e in seen + more]
     assert got == [("x", "wake_requested"), ("y", "admitted")]
 
 

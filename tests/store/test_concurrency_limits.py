@@ -10,6 +10,7 @@ from typing import Any
 from tests.support import Threads
 from ys.outcomes import outcome_of
 from ys.store.base import SLOT_ALL, SLOT_MISSING, ConcurrencyLimit, ScriptOptions
+from ys.store.protocols import ConcurrencyWait
 from ys.values import StepWrite
 
 T0 = 1_000_000.0
@@ -115,9 +116,7 @@ def test_a_key_limits_each_value_apart_and_a_missing_field_is_a_value_of_its_own
 def test_waits_say_the_execution_waits_for_a_concurrency_slot(store):
     admit(store, "limited", 3)
     claim(store, TWO)
-    assert store.waits("limited-02") == [
-        {"kind": "concurrency", "workflow": "limited", "slot": SLOT_ALL}
-    ]
+    assert store.waits("limited-02") == [ConcurrencyWait("limited", SLOT_ALL)]
     assert store.waits("limited-00") == []
 
 

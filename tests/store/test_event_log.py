@@ -31,13 +31,13 @@ def test_events_of_every_execution_come_once_in_commit_order(store):
         d.execution_id, d.token, outcome_of({"status": "completed", "result": 1}), now=T0 + 2
     )
     got, _ = drain(store)
-    assert [(e["execution_id"], e["seq"], e["kind"]) for e in got] == [
+    assert [(e.execution_id, e.seq, e.event.kind) for e in got] == [
         ("x", 1, "admitted"),
         ("y", 1, "admitted"),
         ("x", 2, "claimed"),
         ("x", 3, "completed"),
     ]
-    assert [e["pos"] for e in got] == sorted({e["pos"] for e in got})
+    assert [e.pos for e in got] == sorted({e.pos for e in got})
 
 
 def test_a_batch_of_the_group_writer_is_streamed_whole(store_factory):
@@ -48,7 +48,7 @@ def test_a_batch_of_the_group_writer_is_streamed_whole(store_factory):
 
     asyncio.run(admit_many())
     got, _ = drain(store)
-    assert len(got) == 40 and len({e["execution_id"] for e in got}) == 40
+    assert len(got) == 40 and len({e.execution_id for e in got}) == 40
 
 
 def test_a_cursor_resumes_after_a_reopen_and_positions_are_not_reused_after_gc(store_factory):
@@ -61,10 +61,10 @@ def test_a_cursor_resumes_after_a_reopen_and_positions_are_not_reused_after_gc(s
     store.gc(0, now=T0 + 10)
     store.admit("a", {}, execution_id="new", now=T0 + 20)
     got, _ = drain(store, cursor)
-    assert [(e["execution_id"], e["seq"]) for e in got] == [("new", 1)]
-    assert got[0]["pos"] > int(cursor)
+    assert [(e.execution_id, e.seq) for e in got] == [("new", 1)]
+    assert got[0].pos > int(cursor)
     everything, _ = drain(store)
-    assert [e["execution_id"] for e in everything] == ["new"]  # gc took the old ones
+    assert [e.execution_id for e in everything] == ["new"]  # gc took the old ones
 
 
 def test_no_cursor_starts_at_now_or_at_since(store):
@@ -72,8 +72,8 @@ def test_no_cursor_starts_at_now_or_at_since(store):
     items, cursor = store.event_stream()
     assert items == []
     store.admit("a", {}, execution_id="after", now=T0 + 100)
-    assert [e["execution_id"] for e in store.event_stream(cursor)[0]] == ["after"]
-    assert [e["execution_id"] for e in store.event_stream(since=T0 + 50)[0]] == ["after"]
+    assert [e.execution_id for e in store.event_stream(cursor)[0]] == ["after"]
+    assert [e.execution_id for e in store.event_stream(since=T0 + 50)[0]] == ["after"]
 
 
 @pytest.mark.parametrize("cursor", ["x", "-1", "1.5", ""])

@@ -21,6 +21,7 @@ from ys import codec
 from ys.errors import ExecutionAdmissionError, LeaseLost, YsError
 from ys.outcomes import outcome_of
 from ys.store.base import AdmissionContext, Delivery, Parent
+from ys.store.protocols import HistoryEvent
 from ys.values import StepWrite
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -39,7 +40,7 @@ def refused(code: str):
     assert info.value.code == code, f"expected {code}, got {info.value.code}: {info.value}"
 
 
-def history(store: Any, execution_id: str) -> list[dict[str, Any]]:
+def history(store: Any, execution_id: str) -> list[HistoryEvent]:
     return store.history(execution_id, limit=1000).items
 
 
@@ -202,7 +203,7 @@ def test_admit_and_admit_async_take_the_same_options_and_write_the_same(store):
     a, b = store.get("sync"), store.get("async")
     assert a.parent == {"execution_id": "caller-1", "step_key": "ship", "detached": True}
     assert dataclasses.replace(b, execution_id="sync") == a
-    first = [history(store, e)[0]["data"] for e in ("sync", "async")]
+    first = [history(store, e)[0].event.data for e in ("sync", "async")]
     assert first[0] == {**first[1], "execution_id": "sync"}
 
 
@@ -227,7 +228,7 @@ def test_delivery_reads_workflow_params_and_context_from_the_record_not_the_wake
     delivery = claim_one(store, "order-42", T0)
     assert not {"params", "context"} & {f.name for f in dataclasses.fields(delivery)}
     for event in history(store, "order-42")[1:]:
-        text = json.dumps(event["data"])
+        text = json.dumps(event.event.data)
         assert "marker-5f1e" not in text and "ctx-marker-9b2" not in text, event
     record = store.get(delivery.execution_id)
     assert record.workflow == delivery.workflow == "charge-order"
@@ -284,7 +285,7 @@ def test_an_admission_due_later_is_not_claimable_before_its_time(store):
     record = store.get("later")
     assert (record.status, record.admitted_at, record.due_at) == ("admitted", T0, T0 + 600)
     assert claim(store, T0 + 599) == []
-    assert history(store, "later")[0]["data"]["due_at"] == T0 + 600
+    assert history(store, "later")[0].event.data["due_at"] == T0 + 600
     assert store.verify() == []  # the record is the fold of its history
     assert claimed_ids(store, T0 + 600) == ["later"]
 
@@ -298,7 +299,7 @@ def test_an_admission_due_later_is_due_now_once_woken(store):
 def test_an_admission_due_in_the_past_is_due_at_once(store):
     store.admit("backup", {}, execution_id="past", now=T0, due_at=T0 - 600)
     assert store.get("past").due_at == T0
-    assert "due_at" not in history(store, "past")[0]["data"]
+    assert "due_at" not in history(store, "past")[0].event.data
     assert claimed_ids(store, T0) == ["past"]
 
 
@@ -525,8 +526,10 @@ def test_an_outcome_s_warnings_are_kept_on_its_event_not_in_the_outcome(store):
         "status": "completed",
         "result": "ok",
     }
-    (ended,) = [e for e in store.history("order-42", limit=100).items if e["kind"] == "completed"]
-    first, second = ended["data"]["warnings"]
+    (ended,) = [
+        e for e in store.history("order-42", limit=100).items if e.event.kind == "completed"
+    ]
+    first, second = ended.event.data["warnings"]
     assert first == "a key drifts"
     assert second.startswith("xxx") and len(second) < 9000  # clipped, saying how much was cut
 
@@ -872,4 +875,4 @@ def test_a_shell_steps_failed_attempt_keeps_its_error_beside_its_output(store):
     done = codec.dumps({"error": error, "status": 0, "stdout": ""})
     store.save_step("sh-1", d.token, "dump", StepWrite("run", "completed", done, attempts=2), now=T0 + 3)  # fmt: skip
     attempts = store.describe("sh-1").failed_attempts["dump"]
-    assert [(a["attempt"], a["error"]) for a in attempts] == [(1, error.to_json())]
+    assert [(a.attempt, a.error) for a in attempts] == [(1, error.to_json())]

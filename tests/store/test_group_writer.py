@@ -37,7 +37,7 @@ def test_new_admissions_in_one_batch_are_each_admitted_once(store_factory):
             "admitted",
         )
         assert record.admitted_at == record.due_at == T0 + i
-        assert [e["kind"] for e in history(store, execution_id)] == ["admitted"]
+        assert [e.event.kind for e in history(store, execution_id)] == ["admitted"]
     assert store.verify() == []
 
 
@@ -68,7 +68,7 @@ def test_a_failing_write_in_a_batch_of_admissions_fails_alone(store_factory):
             assert result.started and GENERATED_ID.match(result.execution_id), result
             admitted.append(result.execution_id)
     assert {r.execution_id for r in store.list().items} == {"taken", *admitted}
-    assert [e["kind"] for e in history(store, "taken")] == ["admitted"]
+    assert [e.event.kind for e in history(store, "taken")] == ["admitted"]
     assert store.verify() == []
 
 

@@ -9,7 +9,7 @@ from tests.store.conftest import StoreFactory
 from tests.support import T0
 from ys.outcomes import outcome_of
 from ys.store.base import SLOTS_KEPT
-from ys.store.protocols import Store
+from ys.store.protocols import HourDurations, Store
 
 HOUR = 3600.0
 
@@ -75,7 +75,7 @@ def test_slots_fired_on_time_are_recorded_without_a_reason(store: Store):
     slot = store.schedule("hourly").next_fire_at
     store.schedule_tick("hourly", now=slot + 1)
     (s,) = store.schedule_slots("hourly")
-    assert (s["outcome"], s["why"], s["execution_id"]) == ("fired", None, f"hourly@{_utc(slot)}")
+    assert (s.outcome, s.why, s.execution_id) == ("fired", None, f"hourly@{_utc(slot)}")
 
 
 def test_slots_missed_while_asleep_say_why(store: Store):
@@ -86,13 +86,13 @@ def test_slots_missed_while_asleep_say_why(store: Store):
     store.schedule_tick("once", now=later)
     store.schedule_tick("none", now=later)
     late, missed = store.schedule_slots("once")
-    assert late["outcome"] == "late" and late["slot"] == first + 4 * HOUR
-    assert "10m late" in late["why"] and "catch-up once" in late["why"]
-    assert missed["outcome"] == "missed" and missed["count"] == 4
-    assert "fires only the latest" in missed["why"]
+    assert late.outcome == "late" and late.slot == first + 4 * HOUR
+    assert "10m late" in late.why and "catch-up once" in late.why
+    assert missed.outcome == "missed" and missed.count == 4
+    assert "fires only the latest" in missed.why
     (skipped,) = store.schedule_slots("none")
-    assert skipped["outcome"] == "missed" and skipped["count"] == 5
-    assert "catch-up skip fires none" in skipped["why"]
+    assert skipped.outcome == "missed" and skipped.count == 5
+    assert "catch-up skip fires none" in skipped.why
     recent = store.schedule_slots(since=later, outcomes=("late", "skipped", "missed"))
     assert len(recent) == 3
 
@@ -104,9 +104,9 @@ def test_a_slot_skipped_behind_a_running_execution_says_which(store: Store):
     store.claim_due(now=slot + 2, limit=1)
     store.schedule_tick("often", now=slot + 301)
     skipped, fired = store.schedule_slots("often")
-    assert fired["outcome"] == "fired"
-    assert skipped["outcome"] == "skipped" and fired["execution_id"] in skipped["why"]
-    assert "overlap skip" in skipped["why"]
+    assert fired.outcome == "fired"
+    assert skipped.outcome == "skipped" and fired.execution_id in skipped.why
+    assert "overlap skip" in skipped.why
 
 
 def test_each_schedule_keeps_its_newest_slots(store: Store):
@@ -115,7 +115,7 @@ def test_each_schedule_keeps_its_newest_slots(store: Store):
     for i in range(SLOTS_KEPT + 5):
         store.schedule_tick("minutely", now=slot + 60 * i + 1)
     kept = store.schedule_slots("minutely", limit=1000)
-    assert len(kept) == SLOTS_KEPT and kept[0]["slot"] == slot + 60 * (SLOTS_KEPT + 4)
+    assert len(kept) == SLOTS_KEPT and kept[0].slot == slot + 60 * (SLOTS_KEPT + 4)
 
 
 def _utc(t: float) -> str:
@@ -156,22 +156,22 @@ def test_activity_counts_started_completed_and_failed_per_bucket(store: Store):
     store.admit("b", execution_id="b2", now=B + 1300)  # still admitted
     store.admit("b", execution_id="old", now=B - 5)  # before the first bucket
     buckets = store.activity(B, B + 1800, 600)
-    assert [b["start"] for b in buckets] == [B, B + 600, B + 1200]
-    assert [(b["started"], b["completed"], b["failed"]) for b in buckets] == [
+    assert [b.start for b in buckets] == [B, B + 600, B + 1200]
+    assert [(b.started, b.completed, b.failed) for b in buckets] == [
         (1, 1, 0),
         (2, 1, 0),
         (1, 0, 1),
     ]
     of_b = store.activity(B, B + 1800, 600, workflow="b")
-    assert [(b["started"], b["completed"], b["failed"]) for b in of_b] == [
+    assert [(b.started, b.completed, b.failed) for b in of_b] == [
         (0, 0, 0),
         (1, 1, 0),
         (1, 0, 0),
     ]
-    assert [b["failed"] for b in store.activity(B, B + 1800, 600, workflow="a")] == [0, 0, 1]
+    assert [b.failed for b in store.activity(B, B + 1800, 600, workflow="a")] == [0, 0, 1]
     each = store.activity_by_workflow(B, B + 1800, 600)
     assert set(each) == {"a", "b"} and each["b"] == of_b
-    assert [b["started"] for b in store.activity(B - 60, B + 60, 60)] == [1, 1]
+    assert [b.started for b in store.activity(B - 60, B + 60, 60)] == [1, 1]
     with pytest.raises(ValueError):
         store.activity(B, B + 86400, 60)  # more than 1000 buckets
     with pytest.raises(ValueError):
@@ -185,13 +185,13 @@ def test_activity_is_a_rollup_that_outlives_the_executions_gc_prunes(store: Stor
     _fail(store, "a1", B + 70)
     store.gc(60, now=B + 200)  # the execution is pruned; its minute's counts stay
     assert store.get("a1") is None
-    assert [(b["started"], b["failed"]) for b in store.activity(B, B + 120, 60)] == [
+    assert [(b.started, b.failed) for b in store.activity(B, B + 120, 60)] == [
         (1, 0),
         (0, 1),
     ]
-    assert store.activity(B, B + 600, 600, workflow="a")[0]["failed"] == 1
+    assert store.activity(B, B + 600, 600, workflow="a")[0].failed == 1
     store.gc(60, now=B + 3 * 86400)  # the rollups keep two days, then go too
-    assert sum(b["started"] for b in store.activity(B, B + 120, 60)) == 0
+    assert sum(b.started for b in store.activity(B, B + 120, 60)) == 0
     assert store.activity_by_workflow(B, B + 600, 600) == {}
 
 
@@ -208,13 +208,13 @@ def test_delivery_durations_per_hour_with_p50_and_p95(store: Store):
     store.admit("d", execution_id="never", now=B + HOUR)  # cancelled before any delivery
     store.cancel("never", now=B + HOUR + 20, at_once=True)
     first, second, third = store.delivery_durations(B, B + 3 * HOUR)
-    assert [h["start"] for h in (first, second, third)] == [B, B + HOUR, B + 2 * HOUR]
-    assert first["count"] == 20
-    assert first["p50"] == pytest.approx(2.0, rel=0.09)
-    assert first["p95"] == pytest.approx(2.0, rel=0.09)  # the 19th of 20 took 2 s
-    assert second["count"] == 1 and second["p50"] == pytest.approx(0.5, rel=0.09)
-    assert third == {"start": B + 2 * HOUR, "count": 0, "p50": None, "p95": None}
-    assert store.delivery_durations(B, B + HOUR)[0]["p95"] < 3
+    assert [h.start for h in (first, second, third)] == [B, B + HOUR, B + 2 * HOUR]
+    assert first.count == 20
+    assert first.p50 == pytest.approx(2.0, rel=0.09)
+    assert first.p95 == pytest.approx(2.0, rel=0.09)  # the 19th of 20 took 2 s
+    assert second.count == 1 and second.p50 == pytest.approx(0.5, rel=0.09)
+    assert third == HourDurations(B + 2 * HOUR, count=0, p50=None, p95=None)
+    assert store.delivery_durations(B, B + HOUR)[0].p95 < 3
     with pytest.raises(ValueError):
         store.delivery_durations(B + 1, B + HOUR)
 
@@ -224,15 +224,15 @@ def test_schedule_history_marks_failed_fires_and_lateness(store: Store):
     first = store.schedule("hourly").next_fire_at
     store.schedule_tick("hourly", now=first + 5)  # on time
     (fired,) = store.schedule_slots("hourly")
-    _fail(store, fired["execution_id"], first + 10)
+    _fail(store, fired.execution_id, first + 10)
     store.schedule_tick("hourly", now=first + 3 * HOUR + 600)  # late, two missed
     hist = store.schedule_history("hourly")
-    assert [h["mark"] for h in hist] == ["late", "missed", "failed"]
+    assert [h.mark for h in hist] == ["late", "missed", "failed"]
     late, missed, failed = hist
-    assert late["slot"] == first + 3 * HOUR and late["lateness"] == pytest.approx(600)
-    assert late["status"] == "admitted"
-    assert missed["count"] == 2 and missed["lateness"] is None
-    assert failed["outcome"] == "fired" and failed["status"] == "failed"
-    assert failed["lateness"] == pytest.approx(5)
+    assert late.slot == first + 3 * HOUR and late.lateness == pytest.approx(600)
+    assert late.status == "admitted"
+    assert missed.count == 2 and missed.lateness is None
+    assert failed.outcome == "fired" and failed.status == "failed"
+    assert failed.lateness == pytest.approx(5)
     assert len(store.schedule_history("hourly", limit=1)) == 1
     assert store.schedule_history("nothing") == []

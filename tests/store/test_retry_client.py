@@ -61,9 +61,9 @@ def test_a_retry_copies_the_steps_before_the_first_that_did_not_complete(store):
         (s.key, s.kind, s.status, s.value) for s in store.steps("order-7")[:3]
     ]
     events = store.history("order-7.r1", 1000).items
-    assert [e["kind"] for e in events] == ["admitted", "step", "step", "step"]
-    assert events[0]["data"]["retry_of"] == "order-7"
-    assert all(e["data"]["copied_from"] == "order-7" for e in events[1:])
+    assert [e.event.kind for e in events] == ["admitted", "step", "step", "step"]
+    assert events[0].event.data["retry_of"] == "order-7"
+    assert all(e.event.data["copied_from"] == "order-7" for e in events[1:])
     # the original is unchanged but for its link to the retry, and every record is its folded
     # history
     after = (store.get("order-7"), store.steps("order-7"), store.history("order-7", 1000).items)
@@ -94,7 +94,7 @@ def test_retry_from_a_step_copies_the_steps_before_it_and_from_the_first_none(st
     first = store.retry("order-7", from_step="a", now=T0 + 11)
     assert (first.execution_id, first.copied_steps) == ("order-7.r2", [])
     assert store.steps("order-7.r2") == []
-    assert [e["kind"] for e in store.history("order-7.r2", 1000).items] == ["admitted"]
+    assert [e.event.kind for e in store.history("order-7.r2", 1000).items] == ["admitted"]
 
 
 def test_an_unknown_from_step_is_invalid_and_admits_nothing(store):

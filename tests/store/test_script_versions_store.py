@@ -47,7 +47,7 @@ def test_a_pinned_execution_runs_its_admission_version_an_unpinned_one_the_curre
     }
     assert runs == {"p": A, "l": B}
     deliveries = store.describe("p").deliveries
-    assert [x["script_sha256"] for x in deliveries] == [A]
+    assert [x.script_sha256 for x in deliveries] == [A]
 
 
 def test_needed_versions_and_live_executions_under_an_older_one(store):

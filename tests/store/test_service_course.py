@@ -25,6 +25,7 @@ from ys.errors import YsError
 from ys.outcomes import outcome_of
 from ys.store.base import AdmissionContext
 from ys.store.paging import history_token, parse_history_token
+from ys.store.protocols import Event, HistoryEvent
 from ys.values import StepWrite
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()  # 1767225600
@@ -39,7 +40,7 @@ def refused(code: str):
     assert info.value.code == code, f"expected {code}, got {info.value.code}: {info.value}"
 
 
-def history(store: Any, execution_id: str) -> list[dict[str, Any]]:
+def history(store: Any, execution_id: str) -> list[HistoryEvent]:
     return store.history(execution_id, limit=1000).items
 
 
@@ -68,24 +69,26 @@ def test_hand_worked_example(store):
     page = store.history("demo-1")
     assert page.next_page_token is None
     assert page.items == [
-        {
-            "seq": 1,
-            "at": T0,
-            "kind": "admitted",
-            "data": {
-                "execution_id": "demo-1",
-                "workflow": "echo",
-                "params": {"input": "hi"},
-                "context": {},
-            },
-        }
+        HistoryEvent(
+            1,
+            Event(
+                "admitted",
+                T0,
+                {
+                    "execution_id": "demo-1",
+                    "workflow": "echo",
+                    "params": {"input": "hi"},
+                    "context": {},
+                },
+            ),
+        )
     ]
     description = store.describe("demo-1")
     assert description.record.status == "admitted"
     assert description.record.admitted_at == T0
     assert description.record.due_at == T0
     assert description.record.history_length == 1
-    assert description.history_bytes >= canonical_size(page.items[0]["data"]) > 0
+    assert description.history_bytes >= canonical_size(page.items[0].event.data) > 0
 
     # The same start again returns the existing execution and appends nothing.
     again = store.admit(
@@ -121,7 +124,7 @@ def _assert_one_execution(store: Any, results: list[Any]) -> None:
     assert {r.execution_id for r in results} == {"demo-1"}
     assert sum(r.started for r in results) == 1
     assert [r.execution_id for r in store.list().items] == ["demo-1"]
-    assert [e["kind"] for e in history(store, "demo-1")] == ["admitted"]
+    assert [e.event.kind for e in history(store, "demo-1")] == ["admitted"]
     assert [d.execution_id for d in store.claim_due(now=T0, limit=100)] == ["demo-1"]
     assert store.verify() == []
 
@@ -314,8 +317,8 @@ def test_history_pages_of_two(store):
     pages, token = [], None
     while True:
         page = store.history("demo-1", limit=2, page_token=token)
-        pages.append([e["seq"] for e in page.items])
-        assert all(e["kind"] == kinds[e["seq"] - 1] for e in page.items)
+        pages.append([e.seq for e in page.items])
+        assert all(e.event.kind == kinds[e.seq - 1] for e in page.items)
         token = page.next_page_token
         if token is None:
             break
@@ -326,10 +329,10 @@ def test_history_pages_of_two(store):
 def test_history_from_a_middle_page_token(store):
     kinds = _run_to_completion(store)
     page = store.history("demo-1", limit=2, page_token=history_token(3))
-    assert [(e["seq"], e["kind"]) for e in page.items] == [(3, kinds[2]), (4, kinds[3])]
+    assert [(e.seq, e.event.kind) for e in page.items] == [(3, kinds[2]), (4, kinds[3])]
     assert parse_history_token(page.next_page_token) == 5
     last = store.history("demo-1", limit=2, page_token=history_token(7))
-    assert [e["seq"] for e in last.items] == [7]
+    assert [e.seq for e in last.items] == [7]
     assert last.next_page_token is None
 
 
@@ -337,7 +340,7 @@ def test_history_from_a_middle_page_token(store):
 def test_empty_history_token_is_event_one(store, token):
     _run_to_completion(store)
     page = store.history("demo-1", limit=3, page_token=token)
-    assert [e["seq"] for e in page.items] == [1, 2, 3]
+    assert [e.seq for e in page.items] == [1, 2, 3]
     assert page.items == store.history("demo-1", limit=3, page_token=history_token(1)).items
     assert parse_history_token(page.next_page_token) == 4
 
@@ -348,9 +351,9 @@ def test_describe_reports_history_length_bytes_and_deliveries(store):
     events = history(store, "demo-1")
     assert description.record.status == "completed"
     assert description.record.history_length == len(events) == 7
-    assert description.history_bytes >= sum(canonical_size(e["data"]) for e in events)
+    assert description.history_bytes >= sum(canonical_size(e.event.data) for e in events)
     assert [s.key for s in description.steps] == ["say"]
-    assert [(d["attempt"], d["outcome"]) for d in description.deliveries] == [
+    assert [(d.attempt, d.outcome) for d in description.deliveries] == [
         (1, "suspended"),
         (2, "completed"),
     ]
@@ -516,7 +519,7 @@ def test_full_storage_is_resource_exhausted_and_raising_the_limit_resumes(
     store_factory.adapter.limit_space(store, None)
     assert store.admit("echo", big, execution_id="big", now=T0 + 2).started
     assert store.get("big").params_json == codec.dumps(big)
-    assert [e["kind"] for e in history(store, "big")] == ["admitted"]
+    assert [e.event.kind for e in history(store, "big")] == ["admitted"]
     assert store.verify() == []
 
 

@@ -106,7 +106,7 @@ def test_a_stale_compare_and_set_is_refused_and_changes_nothing(
     assert store.value_get(KEY).value == "v2"
     for eid in waiters:
         assert store.get(eid).due_at is None
-        assert [w["key"] for w in store.waits(eid)] == [KEY]
+        assert [w.key for w in store.waits(eid)] == [KEY]
 
     out = store.value_put(KEY, "v3", expected_version=2, now=T0 + 6)
     assert out.version == 3 and out.woken == 3
@@ -305,7 +305,7 @@ def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registration
     assert store.get(ended).due_at is None and store.get(ended).status == "cancelled"
     assert store.waits(ended) == []
     assert store.get(bystander).due_at is None  # another key's waiter is not woken
-    assert [w["key"] for w in store.waits(bystander)] == ["approve/order-43"]
+    assert [w.key for w in store.waits(bystander)] == ["approve/order-43"]
     assert store.verify() == []  # every record still equals the fold of its history
 
     due = {d.execution_id for d in store.claim_due(now=T0 + 10, limit=100)}
@@ -321,7 +321,7 @@ def test_a_delete_wakes_nobody_and_keeps_the_waiters(store: Store) -> None:
     assert store.value_delete(KEY, now=T0 + 1) is True
     for eid in waiters:
         assert store.get(eid).due_at is None
-        assert [w["key"] for w in store.waits(eid)] == [KEY]
+        assert [w.key for w in store.waits(eid)] == [KEY]
     assert store.value_put(KEY, "v3", now=T0 + 2).woken == 2
 
 
@@ -344,7 +344,7 @@ def test_a_registration_whose_timeout_wake_fails_leaves_no_waiter(
     assert store.waits(eid) == []
 
     assert store.value_wait(KEY, eid, "approval", 0, T0 + 60, now=T0) is None
-    assert [w["key"] for w in store.waits(eid)] == [KEY]
+    assert [w.key for w in store.waits(eid)] == [KEY]
     assert store.get(eid).due_at == T0 + 60
 
 
@@ -413,7 +413,7 @@ def _assert_all_or_nothing(
         assert got is not None and got.version == 1 and got.value == "old"
         for eid in waiters:
             assert store.get(eid).due_at is None
-            assert [w["key"] for w in store.waits(eid)] == [KEY]
+            assert [w.key for w in store.waits(eid)] == [KEY]
         return "nothing"
     assert got is not None and got.version == 2 and got.value == {"approved": True}
     for eid in waiters:

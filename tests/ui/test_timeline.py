@@ -75,6 +75,9 @@ def test_spans_name_each_delivery_attempt_backoff_and_wait():
     assert [s.n for s in ss if s.kind == "delivery"] == [1, 2, 3, 4]
     first = next(s for s in ss if s.kind == "attempt" and s.n == 1)
     assert first.error == "RuntimeError: flaky 0" and first.delivery == 1
+    # what its step event said: a failed attempt waits for its retry
+    assert (first.step_status, first.step_error) == ("waiting", "RuntimeError: flaky 0")
+    assert first.wake_at == T + 0.55
     backoff = next(s for s in ss if s.kind == "backoff")
     assert (backoff.start, backoff.end) == (T + 0.25, T + 0.55)
     nap = next(s for s in ss if s.key == "nap")
@@ -94,31 +97,31 @@ def test_spans_of_a_live_execution_stay_open():
 def test_layout_rows_compress_the_long_sleep_and_link_the_child():
     record = fold(HISTORY)
     t = timeline.layout(record, HISTORY, [child()], now=T + 9999)
-    labels = [r["label"] for r in t["rows"]]
+    labels = [r.label for r in t.rows]
     assert labels[:3] == ["delivery 1", "load #1", "delivery 2"]
     assert {"load #2", "nap", "kid", "kid-1"} <= set(labels)
-    load1 = next(r for r in t["rows"] if r["label"] == "load #1")
-    assert [b["kind"] for b in load1["bars"]] == ["run", "backoff"]
-    assert load1["bars"][0]["outcome"] == "failed"
-    kid = next(r for r in t["rows"] if r["label"] == "kid")
-    assert kid["link"] == "kid-1" and kid["bars"][0]["kind"] == "wait"
-    assert next(r for r in t["rows"] if r["label"] == "kid-1")["kind"] == "child"
+    load1 = next(r for r in t.rows if r.label == "load #1")
+    assert [b.kind for b in load1.bars] == ["run", "backoff"]
+    assert load1.bars[0].outcome == "failed"
+    kid = next(r for r in t.rows if r.label == "kid")
+    assert kid.link == "kid-1" and kid.bars[0].kind == "wait"
+    assert next(r for r in t.rows if r.label == "kid-1").kind == "child"
     # the hour of sleep is one marked break, and the rest keeps most of the axis
-    assert len(t["breaks"]) == 1
-    br = t["breaks"][0]
-    assert br["start"] <= T + 0.8 and br["end"] >= T + 3600.8
-    assert abs(br["x1"] - br["x0"] - timeline.BREAK_SHARE) < 1e-4
-    d1 = next(r for r in t["rows"] if r["label"] == "delivery 1")["bars"][0]
-    assert d1["x1"] - d1["x0"] > 0.01  # 50 ms of an hour would be a hairline without it
-    xs = [b[k] for r in t["rows"] for b in r["bars"] for k in ("x0", "x1")]
+    assert len(t.breaks) == 1
+    br = t.breaks[0]
+    assert br.start <= T + 0.8 and br.end >= T + 3600.8
+    assert abs(br.x1 - br.x0 - timeline.BREAK_SHARE) < 1e-4
+    d1 = next(r for r in t.rows if r.label == "delivery 1").bars[0]
+    assert d1.x1 - d1.x0 > 0.01  # 50 ms of an hour would be a hairline without it
+    xs = [getattr(b, k) for r in t.rows for b in r.bars for k in ("x0", "x1")]
     assert min(xs) >= 0 and max(xs) <= 1
-    assert t["end"] == T + 3602.2  # a terminal execution ends at its last event
+    assert t.end == T + 3602.2  # a terminal execution ends at its last event
 
 
 def test_layout_of_a_short_execution_has_no_break():
     h = [admitted(), ev(0.1, "claimed", attempt=1), ev(0.5, "step", key="a", kind="run",
          status="completed"), ev(0.6, "completed", result=1)]  # fmt: skip
     t = timeline.layout(fold(h), h, [], now=T + 50)
-    assert t["breaks"] == [] and [r["label"] for r in t["rows"]] == ["delivery 1", "a"]
-    a = t["rows"][1]["bars"][0]
-    assert (a["x0"], a["x1"]) == (round(0.1 / 0.6, 5), round(0.5 / 0.6, 5))
+    assert t.breaks == () and [r.label for r in t.rows] == ["delivery 1", "a"]
+    a = t.rows[1].bars[0]
+    assert (a.x0, a.x1) == (round(0.1 / 0.6, 5), round(0.5 / 0.6, 5))

@@ -46,7 +46,7 @@ from ys.daemon.http import (
     within_limits,
 )
 from ys.errors import DaemonUnavailable, YsError
-from ys.store.protocols import Admission
+from ys.store.protocols import Admission, ConcurrencyWait
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -407,15 +407,9 @@ class DaemonRoutes:
         out["effects"] = [
             views.effect(e) for e in await self.d.hub.call(self.d.store.effects, None, execution_id)
         ]
-        out["waiting_on"] = [
-            {
-                **w,
-                **({"since": views.iso(w["since"])} if "since" in w else {}),
-                **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
-            }
-            for w in await self.d.hub.call(self.d.store.waits, execution_id)
-        ]
-        if any(w["kind"] == "concurrency" for w in out["waiting_on"]):
+        waiting_on = await self.d.hub.call(self.d.store.waits, execution_id)
+        out["waiting_on"] = [views.wait(w) for w in waiting_on]
+        if any(isinstance(w, ConcurrencyWait) for w in waiting_on):
             out["waiting_for"] = WAITING_FOR_SLOT
         waits = await self._waits([d.record])
         why = waits.get(d.record.execution_id)

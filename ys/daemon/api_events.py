@@ -13,6 +13,7 @@ from ys.daemon import views
 from ys.daemon.api_base import Query, _json, route
 from ys.daemon.api_requests import MAX_WAIT
 from ys.errors import DaemonUnavailable
+from ys.store.protocols import StreamEvent
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -69,11 +70,11 @@ class EventRoutes:
         return _json({"events": [event(e) for e in items], "cursor": cursor})
 
 
-def event(e: dict[str, Any]) -> dict[str, Any]:
+def event(e: StreamEvent) -> dict[str, Any]:
     """One event of the stream: the history's shape, with its execution and its cursor."""
     return {
-        "execution_id": e["execution_id"],
-        "workflow": e["workflow"],
-        **views.event(e),
-        "cursor": str(e["pos"]),
+        "execution_id": e.execution_id,
+        "workflow": e.workflow,
+        **views.history_event(e.seq, e.event),
+        "cursor": str(e.pos),
     }

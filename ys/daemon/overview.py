@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ys import __version__
 from ys.daemon import views
+from ys.daemon.shapes import BucketJson, HourJson
 from ys.store.protocols import Record, RunningExecution
 
 if TYPE_CHECKING:
@@ -36,14 +37,7 @@ def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
     out = []
     for r in items:
         rec = views.record(r)
-        rec["waiting_on"] = [
-            {
-                **w,
-                **({"since": views.iso(w["since"])} if "since" in w else {}),
-                **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
-            }
-            for w in d.store.waits(r.execution_id)
-        ]
+        rec["waiting_on"] = [views.wait(w) for w in d.store.waits(r.execution_id)]
         out.append(rec)
     return out
 
@@ -64,27 +58,18 @@ def _paused(pauses: dict[str, float], due: list[dict[str, Any]]) -> None:
             r["waiting_for"] = "workflow paused"
 
 
-def _slot(s: dict[str, Any]) -> dict[str, Any]:
-    return {**s, "slot": views.iso(s["slot"]), "at": views.iso(s["at"])}
-
-
-def activity(d: DaemonParts, t: float, span: float, bucket: float) -> list[dict[str, Any]]:
+def activity(d: DaemonParts, t: float, span: float, bucket: float) -> list[BucketJson]:
     """Executions started, completed and failed per bucket over the last `span` seconds (the
     last bucket holds `t`)."""
     until = (t // bucket + 1) * bucket
-    return [
-        {**b, "start": views.iso(b["start"])} for b in d.store.activity(until - span, until, bucket)
-    ]
+    return [views.bucket(b) for b in d.store.activity(until - span, until, bucket)]
 
 
-def durations(d: DaemonParts, t: float) -> list[dict[str, Any]]:
+def durations(d: DaemonParts, t: float) -> list[HourJson]:
     """Deliveries that ended per hour over the last 24 hours with their p50 and p95 in
     seconds (the last hour holds `t`)."""
     until = (t // 3600 + 1) * 3600
-    return [
-        {**h, "start": views.iso(h["start"])}
-        for h in d.store.delivery_durations(until - FAILURE_WINDOW, until)
-    ]
+    return [views.hour(h) for h in d.store.delivery_durations(until - FAILURE_WINDOW, until)]
 
 
 def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
@@ -105,7 +90,7 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
             "started_at": views.iso(d.started_at),
             "uptime_seconds": round(t - d.started_at, 3),
             "concurrency": d.dispatcher.concurrency,
-            "database": store.database(),
+            "database": views.database(store.database()),
             "last_gc_at": views.iso(float(last_gc)) if last_gc else None,
             "workflows": len(workflows),
             "workflow_errors": sum(1 for w in workflows if w.error),
@@ -121,7 +106,7 @@ def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
         },
         "durations": durations(d, t),
         "slots": [
-            _slot(s)
+            views.slot(s)
             for s in store.schedule_slots(
                 since=t - FAILURE_WINDOW, outcomes=("late", "skipped", "missed"), limit=LIST
             )

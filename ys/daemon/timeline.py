@@ -9,9 +9,12 @@ marked break so that a sleep of a day does not squeeze the rest into a hairline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ys.daemon.shapes import BarJson, BreakJson, RowJson, TimelineJson
 from ys.store.protocols import TERMINAL, Event, Record
 
 ENDINGS = ("released", "suspended", *sorted(TERMINAL))
@@ -37,7 +40,74 @@ class Span:
     step_kind: str = ""
     delivery: int = 0
     error: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    # what its step event said (a step's span only): its status, its error, when it wakes
+    step_status: str | None = None
+    step_error: str | None = None
+    wake_at: float | None = None
+
+
+def _told(s: Span, said: Mapping[str, Any]) -> Span:
+    """`s` with what its step event's data said: its status, its error, when it wakes."""
+    wake = said.get("wake_at")
+    return dataclasses.replace(
+        s,
+        step_status=None if said.get("status") is None else str(said["status"]),
+        step_error=error_text(said.get("error")),
+        wake_at=None if wake is None else float(wake),
+    )
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A span drawn on a row: `kind` run, wait or backoff; x0/x1 its ends as shares of the
+    axis (set by `layout` once the breaks are known)."""
+
+    kind: str
+    outcome: str
+    start: float
+    end: float
+    open: bool
+    error: str | None
+    wake_at: float | None
+    x0: float = 0.0
+    x1: float = 0.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the timeline: a delivery, a step's attempt (`step_kind`; `link` to the
+    child it called), or a child (`link` to it)."""
+
+    kind: str  # delivery | step | child
+    label: str
+    bars: tuple[Bar, ...]
+    step_kind: str | None = None
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Break:
+    """An idle stretch compressed on the axis."""
+
+    start: float
+    end: float
+    x0: float
+    x1: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """`layout`'s answer: times as epoch seconds, the first MAX_ROWS rows and how many are
+    left."""
+
+    execution_id: str
+    status: str
+    start: float
+    end: float
+    now: float
+    breaks: tuple[Break, ...]
+    rows: tuple[Row, ...]
+    rows_left: int
 
 
 def error_text(error: Any) -> str | None:
@@ -65,7 +135,7 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
             err = str(d.get("detail") or how) if ev.kind == "released" else None
             if ev.kind == "failed":
                 err = error_text(d.get("error"))
-            out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err, data=d))
+            out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err))
             attempt = 0
             continue
         if ev.kind != "step":
@@ -79,7 +149,8 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
             n = int(d.get("attempts") or tried.get(key, 0) + 1)
             tried[key] = n
             ended = "failed" if err is not None else status
-            out.append(Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err, d))
+            span = Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err)
+            out.append(_told(span, d))
             if status == "waiting" and d.get("wake_at") is not None:
                 wake = float(d["wake_at"])
                 out.append(Span("backoff", key, n, ev.at, max(wake, ev.at), "waiting", kind, 0))
@@ -92,31 +163,16 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
         began, _ = waiting.pop(key, (previous, attempt))
         # a wait that crossed deliveries belongs to the execution, not one delivery
         same = attempt if began >= delivery_start else 0
-        out.append(
-            Span(
-                "wait",
-                key,
-                1,
-                began,
-                ev.at,
-                status,
-                kind,
-                same,
-                err if status == "failed" else None,
-                d,
-            )
-        )
+        failed = err if status == "failed" else None
+        out.append(_told(Span("wait", key, 1, began, ev.at, status, kind, same, failed), d))
         previous = ev.at
     if attempt:
         out.append(Span("delivery", "", attempt, delivery_start, None, "running"))
     last_step = {e.data.get("key"): e.data for e in events if e.kind == "step"}
     for key, (began, in_delivery) in waiting.items():
         d = last_step.get(key, {})
-        out.append(
-            Span(
-                "wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery, data=d
-            )
-        )
+        wait = Span("wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery)
+        out.append(_told(wait, d))
     return out
 
 
@@ -133,17 +189,17 @@ def _outcome(s: Span) -> str:
     return "failed" if s.error else ("waiting" if s.status == "waiting" else s.status)
 
 
-def _bar(s: Span, end: float) -> dict[str, Any]:
+def _bar(s: Span, end: float) -> Bar:
     stop = end if s.end is None else s.end
-    return {
-        "kind": {"delivery": "run", "attempt": "run"}.get(s.kind, s.kind),
-        "outcome": _outcome(s),
-        "start": s.start,
-        "end": max(stop, s.start),
-        "open": s.end is None,
-        "error": s.error,
-        "wake_at": s.data.get("wake_at") if s.kind != "delivery" else None,
-    }
+    return Bar(
+        kind={"delivery": "run", "attempt": "run"}.get(s.kind, s.kind),
+        outcome=_outcome(s),
+        start=s.start,
+        end=max(stop, s.start),
+        open=s.end is None,
+        error=s.error,
+        wake_at=s.wake_at,
+    )
 
 
 def _breaks(active: list[tuple[float, float]], start: float, end: float) -> list[list[float]]:
@@ -185,16 +241,14 @@ def _scale(start: float, end: float, breaks: list[list[float]]) -> Any:
     return x
 
 
-def layout(
-    record: Record, events: list[Event], children: list[Record], now: float
-) -> dict[str, Any]:
+def layout(record: Record, events: list[Event], children: list[Record], now: float) -> Timeline:
     """The timeline of one execution (times as epoch seconds; x0/x1 as shares of the axis)."""
     ss = spans(record.admitted_at, events)
     start = record.admitted_at
     end = max(events[-1].at if events else start, start)
     if not record.terminal:
         end = max(end, now)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     backoffs = {(s.key, s.n): s for s in ss if s.kind == "backoff"}
     retried = {s.key for s in ss if s.kind == "attempt" and s.n > 1}
     by_step = {(c.parent or {}).get("step_key"): c for c in children}
@@ -203,67 +257,99 @@ def layout(
             continue
         bars = [_bar(s, end)]
         if s.kind == "delivery":
-            rows.append({"kind": "delivery", "label": f"delivery {s.n}", "bars": bars})
+            rows.append(Row("delivery", f"delivery {s.n}", tuple(bars)))
             continue
         label = f"{s.key} #{s.n}" if s.key in retried else s.key
         if (s.key, s.n) in backoffs:
             bars.append(_bar(backoffs[(s.key, s.n)], end))
-        row = {"kind": "step", "label": label, "step_kind": s.step_kind, "bars": bars}
         child = by_step.get(s.key) if s.step_kind == "call" else None
-        if child is not None:
-            row["link"] = child.execution_id
-        rows.append(row)
+        link = child.execution_id if child is not None else None
+        rows.append(Row("step", label, tuple(bars), s.step_kind, link))
     for c in children:
         stop = c.updated_at if c.terminal else max(now, c.updated_at)
-        bar: dict[str, Any] = {
-            "kind": "run",
-            "outcome": c.status if c.terminal else "running",
-            "start": c.admitted_at,
-            "end": max(stop, c.admitted_at),
-            "open": not c.terminal,
-            "error": error_text((c.outcome or {}).get("error")),
-            "wake_at": None,
-        }
-        rows.append(
-            {"kind": "child", "label": c.execution_id, "link": c.execution_id, "bars": [bar]}
+        bar = Bar(
+            kind="run",
+            outcome=c.status if c.terminal else "running",
+            start=c.admitted_at,
+            end=max(stop, c.admitted_at),
+            open=not c.terminal,
+            error=error_text((c.outcome or {}).get("error")),
+            wake_at=None,
         )
-        end = max(end, float(bar["end"]))
-    rows.sort(key=lambda r: (r["bars"][0]["start"], r["kind"] != "delivery"))
-    active = [(b["start"], b["end"]) for r in rows if r["kind"] == "delivery" for b in r["bars"]]
-    active += [(b["start"], b["end"]) for r in rows if r["kind"] == "child" for b in r["bars"]]
+        rows.append(Row("child", c.execution_id, (bar,), link=c.execution_id))
+        end = max(end, bar.end)
+    rows.sort(key=lambda r: (r.bars[0].start, r.kind != "delivery"))
+    active = [(b.start, b.end) for r in rows if r.kind in ("delivery", "child") for b in r.bars]
     breaks = _breaks(active, start, end)
     x = _scale(start, end, breaks)
-    for r in rows:
-        for b in r["bars"]:
-            b["x0"], b["x1"] = x(b["start"]), x(b["end"])
-    return {
-        "execution_id": record.execution_id,
-        "status": record.status,
-        "start": start,
-        "end": end,
-        "now": now,
-        "breaks": [{"start": a, "end": b, "x0": x(a), "x1": x(b)} for a, b in breaks],
-        "rows": rows[:MAX_ROWS],
-        "rows_left": max(0, len(rows) - MAX_ROWS),
-    }
+    placed = [
+        dataclasses.replace(
+            r, bars=tuple(dataclasses.replace(b, x0=x(b.start), x1=x(b.end)) for b in r.bars)
+        )
+        for r in rows[:MAX_ROWS]
+    ]
+    return Timeline(
+        execution_id=record.execution_id,
+        status=record.status,
+        start=start,
+        end=end,
+        now=now,
+        breaks=tuple(Break(a, b, x(a), x(b)) for a, b in breaks),
+        rows=tuple(placed),
+        rows_left=max(0, len(rows) - MAX_ROWS),
+    )
 
 
-def read(store: Any, execution_id: str, now: float) -> dict[str, Any]:
+def read(store: Any, execution_id: str, now: float) -> TimelineJson:
     """An execution's timeline as the API gives it (`GET /v1/executions/{id}/timeline`).
     EXECUTION_NOT_FOUND for an unknown ID."""
     desc = store.describe(execution_id)
     return as_json(layout(desc.record, store.events(execution_id), list(desc.children), now))
 
 
-def as_json(t: dict[str, Any]) -> dict[str, Any]:
+def as_json(t: Timeline) -> TimelineJson:
     """`layout`'s answer with its times in ISO 8601 and each stretch's length in seconds."""
     from ys.daemon.views import iso
 
-    for key in ("start", "end", "now"):
-        t[key] = iso(t[key])
-    for b in [*t["breaks"], *(b for r in t["rows"] for b in r["bars"])]:
-        b["seconds"] = round(b["end"] - b["start"], 3)
-        b["start"], b["end"] = iso(b["start"]), iso(b["end"])
-        if "wake_at" in b:
-            b["wake_at"] = iso(b["wake_at"])
-    return t
+    def gap(b: Break) -> BreakJson:
+        seconds = round(b.end - b.start, 3)
+        return {
+            "start": iso(b.start),
+            "end": iso(b.end),
+            "x0": b.x0,
+            "x1": b.x1,
+            "seconds": seconds,
+        }
+
+    def bar(b: Bar) -> BarJson:
+        return {
+            "kind": b.kind,
+            "outcome": b.outcome,
+            "start": iso(b.start),
+            "end": iso(b.end),
+            "open": b.open,
+            "error": b.error,
+            "wake_at": iso(b.wake_at),
+            "x0": b.x0,
+            "x1": b.x1,
+            "seconds": round(b.end - b.start, 3),
+        }
+
+    def row(r: Row) -> RowJson:
+        out: RowJson = {"kind": r.kind, "label": r.label, "bars": [bar(b) for b in r.bars]}
+        if r.kind == "step":
+            out["step_kind"] = r.step_kind
+        if r.link is not None:
+            out["link"] = r.link
+        return out
+
+    return {
+        "execution_id": t.execution_id,
+        "status": t.status,
+        "start": iso(t.start),
+        "end": iso(t.end),
+        "now": iso(t.now),
+        "breaks": [gap(b) for b in t.breaks],
+        "rows": [row(r) for r in t.rows],
+        "rows_left": t.rows_left,
+    }

@@ -41,6 +41,10 @@ BATCH = 500  # events read per pass
 # -- the tree, as plain data ------------------------------------------------------------------
 
 
+# A span's attributes, as OpenTelemetry takes them.
+Attributes = dict[str, str | int | float | bool]
+
+
 @dataclass(frozen=True)
 class SpanSpec:
     """One span of an execution's tree, before it is handed to OpenTelemetry."""
@@ -51,7 +55,7 @@ class SpanSpec:
     parent_id: int | None
     start: float
     end: float
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: Attributes = field(default_factory=dict)
     error: str | None = None  # set: the span's status is ERROR with this description
     links: tuple[tuple[int, int], ...] = ()  # (trace ID, span ID)
     remote_parent: bool = False
@@ -81,7 +85,7 @@ def build(
     exec_span = tracing.execution_span_id(xid)
     end = events[-1].at if events else record.updated_at
     outcome = record.outcome or {}
-    attrs: dict[str, Any] = {
+    attrs: Attributes = {
         "ys.execution_id": xid,
         "ys.workflow": record.workflow,
         "ys.status": record.status,
@@ -132,12 +136,12 @@ def build(
                 )
             )
             continue
-        step_attrs: dict[str, Any] = {
+        step_attrs: Attributes = {
             "ys.execution_id": xid,
             "ys.workflow": record.workflow,
             "ys.step.key": s.key,
             "ys.step.kind": s.step_kind,
-            "ys.step.status": str(s.data.get("status")),
+            "ys.step.status": str(s.step_status),
             "ys.step.attempt": s.n,
         }
         if s.kind == "wait" and s.step_kind == "effect" and s.key in by_step:
@@ -145,7 +149,7 @@ def build(
             step_attrs["ys.effect.id"] = eff.effect_id
             step_attrs["ys.effect.operation"] = eff.operation
             step_attrs["ys.effect.source"] = _effect_source(eff, xid, s.key)
-        err = timeline.error_text(s.data.get("error"))
+        err = s.step_error
         if err:
             step_attrs["ys.error"] = err
         spans.append(
@@ -174,7 +178,7 @@ def _step(
     end: float,
     attempt: int,
     exec_span: int,
-    attrs: dict[str, Any],
+    attrs: Attributes,
     error: str | None,
 ) -> SpanSpec:
     parent = tracing.delivery_span_id(xid, attempt) if attempt else exec_span
@@ -381,9 +385,9 @@ class Tracer:
             try:
                 items, after = await self.call(self.store.event_stream, cursor, limit=BATCH)
                 for item in items:
-                    if item.get("kind") in TERMINAL:
-                        await self.call(self.export, str(item["execution_id"]))
-                    done = str(item["pos"])
+                    if item.event.kind in TERMINAL:
+                        await self.call(self.export, item.execution_id)
+                    done = str(item.pos)
                 done = after
                 complained = False
             except asyncio.CancelledError:

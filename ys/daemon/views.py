@@ -7,8 +7,38 @@ from typing import Any
 
 from ys import codec
 from ys.cron import interval, zone_name
+from ys.daemon.shapes import (
+    BucketJson,
+    DatabaseJson,
+    HistoryEventJson,
+    HourJson,
+    PastDeliveryJson,
+    SlotHistoryJson,
+    SlotJson,
+    ValueWaiterJson,
+    WaitJson,
+)
 from ys.durations import MAX_TIME, MIN_TIME
-from ys.store.protocols import Description, Effect, Record, Schedule, StepRecord
+from ys.store.protocols import (
+    ActivityBucket,
+    ConcurrencyWait,
+    DatabaseInfo,
+    Description,
+    Effect,
+    Event,
+    FailedAttempt,
+    HistoryEvent,
+    HourDurations,
+    PastDelivery,
+    Record,
+    Schedule,
+    SlotHistory,
+    SlotOutcome,
+    StepRecord,
+    StoreWait,
+    ValueWaiter,
+    Wait,
+)
 
 
 def iso(t: float | None) -> str | None:
@@ -46,7 +76,7 @@ def record(r: Record) -> dict[str, Any]:
     }
 
 
-def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def step(s: StepRecord, failed: list[FailedAttempt] | None = None) -> dict[str, Any]:
     """A step as describe shows it, with its failed attempts (from the history), oldest first."""
     out: dict[str, Any] = {
         "key": s.key,
@@ -56,7 +86,7 @@ def step(s: StepRecord, failed: list[dict[str, Any]] | None = None) -> dict[str,
         "wake_at": iso(s.wake_at),
         "updated_at": iso(s.updated_at),
         "failed_attempts": [
-            {"attempt": f["attempt"], "at": iso(f["at"]), "error": f["error"]} for f in failed or []
+            {"attempt": f.attempt, "at": iso(f.at), "error": f.error} for f in failed or []
         ],
     }
     if s.value is not None:
@@ -83,10 +113,7 @@ def describe(d: Description) -> dict[str, Any]:
         ],
         effects=[],
         retries=list(d.retries),
-        deliveries=[
-            {**dlv, "started_at": iso(dlv["started_at"]), "ended_at": iso(dlv["ended_at"])}
-            for dlv in d.deliveries
-        ],
+        deliveries=[past_delivery(dlv) for dlv in d.deliveries],
     )
     return out
 
@@ -148,11 +175,102 @@ def schedule(s: Schedule) -> dict[str, Any]:
 EVENT_TIMES = frozenset({"due_at", "retry_at", "wake_at", "timeout_at"})
 
 
-def event(e: dict[str, Any]) -> dict[str, Any]:
-    data = e["data"]
+def event(e: HistoryEvent) -> HistoryEventJson:
+    """An item of a history page as the API shows it."""
+    return history_event(e.seq, e.event)
+
+
+def history_event(seq: int, e: Event) -> HistoryEventJson:
+    """The `seq`th event of a history as the API shows it."""
+    data: dict[str, object] = e.data
     if not EVENT_TIMES.isdisjoint(data):
         data = {
             k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v
             for k, v in data.items()
         }
-    return {"seq": e["seq"], "at": iso(e["at"]), "kind": e["kind"], "data": data}
+    return {"seq": seq, "at": iso(e.at), "kind": e.kind, "data": data}
+
+
+# -- the rows read for people to see (ys/store/reading.py) -----------------------------------
+
+
+def slot(s: SlotOutcome) -> SlotJson:
+    return {
+        "name": s.name,
+        "slot": iso(s.slot),
+        "outcome": s.outcome,
+        "why": s.why,
+        "execution_id": s.execution_id,
+        "at": iso(s.at),
+        "count": s.count,
+    }
+
+
+def slot_history(h: SlotHistory) -> SlotHistoryJson:
+    return {
+        "slot": iso(h.slot),
+        "outcome": h.outcome,
+        "mark": h.mark,
+        "why": h.why,
+        "execution_id": h.execution_id,
+        "status": h.status,
+        "at": iso(h.at),
+        "count": h.count,
+        "lateness": h.lateness,
+    }
+
+
+def bucket(b: ActivityBucket) -> BucketJson:
+    return {
+        "start": iso(b.start),
+        "started": b.started,
+        "completed": b.completed,
+        "failed": b.failed,
+    }
+
+
+def hour(h: HourDurations) -> HourJson:
+    return {"start": iso(h.start), "count": h.count, "p50": h.p50, "p95": h.p95}
+
+
+def wait(w: Wait) -> WaitJson:
+    if isinstance(w, StoreWait):
+        return {"kind": "store", "key": w.key, "step_key": w.step_key, "since": iso(w.since)}
+    if isinstance(w, ConcurrencyWait):
+        return {"kind": "concurrency", "workflow": w.workflow, "slot": w.slot}
+    return {
+        "kind": "effect",
+        "effect_id": w.effect_id,
+        "step_key": w.step_key,
+        "wake_at": iso(w.wake_at),
+    }
+
+
+def value_waiter(w: ValueWaiter) -> ValueWaiterJson:
+    return {
+        "key": w.key,
+        "execution_id": w.execution_id,
+        "step_key": w.step_key,
+        "seen_version": w.seen_version,
+        "since": iso(w.since),
+    }
+
+
+def past_delivery(p: PastDelivery) -> PastDeliveryJson:
+    """A delivery as describe shows it: `detail` and `warnings` only where there are any."""
+    out: PastDeliveryJson = {
+        "attempt": p.attempt,
+        "started_at": iso(p.started_at),
+        "ended_at": iso(p.ended_at),
+        "outcome": p.outcome,
+        "script_sha256": p.script_sha256,
+    }
+    if p.detail:
+        out["detail"] = p.detail
+    if p.warnings:
+        out["warnings"] = list(p.warnings)
+    return out
+
+
+def database(d: DatabaseInfo) -> DatabaseJson:
+    return {"path": d.path, "bytes": d.bytes, "schema_version": d.schema_version}

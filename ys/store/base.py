@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import Record
 from ys.values import StepWrite, UserJson, UserObject
 
@@ -238,10 +239,10 @@ class Description:
     record: Record
     history_bytes: int
     steps: list[StepRecord] = field(default_factory=list)
-    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    deliveries: list[PastDelivery] = field(default_factory=list)
     children: list[Record] = field(default_factory=list)
     lease_expires_at: float | None = None
-    failed_attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by key
+    failed_attempts: dict[str, list[FailedAttempt]] = field(default_factory=dict)  # by key
     retries: list[str] = field(default_factory=list)  # its retries, oldest admitted first
 
 

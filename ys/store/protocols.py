@@ -61,6 +61,21 @@ from ys.store.base import (
     ValueWaiter,
     ValueWritten,
 )
+from ys.store.reading import (
+    ActivityBucket,
+    ConcurrencyWait,
+    DatabaseInfo,
+    EffectWait,
+    FailedAttempt,
+    HistoryEvent,
+    HourDurations,
+    PastDelivery,
+    SlotHistory,
+    SlotOutcome,
+    StoreWait,
+    StreamEvent,
+    Wait,
+)
 from ys.store.records import STATUSES, TERMINAL, Event, Record
 from ys.values import Outcome, OutcomeError, StepWrite
 
@@ -116,6 +131,20 @@ __all__ = [
     "ValueFound",
     "ValueWaiter",
     "ValueWritten",
+    # the rows read for people to see (ys/store/reading.py)
+    "ActivityBucket",
+    "ConcurrencyWait",
+    "DatabaseInfo",
+    "EffectWait",
+    "FailedAttempt",
+    "HistoryEvent",
+    "HourDurations",
+    "PastDelivery",
+    "SlotHistory",
+    "SlotOutcome",
+    "StoreWait",
+    "StreamEvent",
+    "Wait",
 ]
 
 
@@ -581,7 +610,7 @@ class ReadClient(Protocol):
     def history(
         self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
     ) -> Page:
-        """One page of the execution's events, from the page token's event on."""
+        """One page of the execution's events (`HistoryEvent`s), from the page token's event on."""
         ...
 
     def describe(self, execution_id: str) -> Description:
@@ -596,9 +625,9 @@ class ReadClient(Protocol):
         """The execution's whole history."""
         ...
 
-    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
-        """What the execution waits on: store keys, effects, and a concurrency slot
-        ({"kind": "concurrency", "workflow", "slot"})."""
+    def waits(self, execution_id: str) -> builtins.list[Wait]:
+        """What the execution waits on: store keys (oldest registration first), effects, and
+        a concurrency slot."""
         ...
 
     def next_due_at(self) -> float | None:
@@ -660,7 +689,7 @@ class OverviewClient(Protocol):
         """Who waits on which durable value, by key."""
         ...
 
-    def database(self) -> dict[str, Any]:
+    def database(self) -> DatabaseInfo:
         """Where the data is, its size and its schema version."""
         ...
 
@@ -671,38 +700,35 @@ class OverviewClient(Protocol):
         since: float | None = None,
         outcomes: tuple[str, ...] | None = None,
         limit: int = 20,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[SlotOutcome]:
         """What recent schedule slots came to (fired, late, skipped, queued, missed)."""
         ...
 
     def activity(
         self, since: float, until: float, bucket: float, workflow: str | None = None
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[ActivityBucket]:
         """Executions started (admitted), completed and failed in each bucket of `bucket`
         seconds from `since` to `until` (whole minutes, whole 10 minutes for one workflow,
-        at most 1000 buckets; ValueError otherwise): {"start", "started", "completed",
-        "failed"}, oldest first; of one workflow, or of all. Read from rollups kept as
+        at most 1000 buckets; ValueError otherwise), oldest first; of one workflow, or of all. Read from rollups kept as
         executions change, never a scan."""
         ...
 
     def activity_by_workflow(
         self, since: float, until: float, bucket: float
-    ) -> dict[str, builtins.list[dict[str, Any]]]:
+    ) -> dict[str, builtins.list[ActivityBucket]]:
         """`activity` of each workflow that saw anything in the span (whole 10 minutes), in
         one read."""
         ...
 
-    def delivery_durations(self, since: float, until: float) -> builtins.list[dict[str, Any]]:
+    def delivery_durations(self, since: float, until: float) -> builtins.list[HourDurations]:
         """Deliveries that ended in each hour from `since` to `until` (whole hours, at most a
-        week): {"start", "count", "p50", "p95"}, oldest first, the quantiles in seconds
+        week), oldest first, the quantiles in seconds
         (within 9%: log-scale buckets), None for an hour without deliveries."""
         ...
 
-    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[dict[str, Any]]:
-        """A schedule's newest slots with what each came to and its execution's status:
-        {"slot", "outcome", "mark", "why", "execution_id", "status", "at", "count",
-        "lateness"}, where `mark` is the outcome, or "failed" when it fired and its
-        execution failed, and `lateness` the seconds from the slot to the admission."""
+    def schedule_history(self, name: str, limit: int = 50) -> builtins.list[SlotHistory]:
+        """A schedule's newest slots with what each came to and its execution's status,
+        newest first (`SlotHistory`)."""
         ...
 
 
@@ -792,7 +818,7 @@ class ObservingClient(Protocol):
         *,
         since: float | None = None,
         limit: int = 1000,
-    ) -> tuple[builtins.list[dict[str, Any]], str]:
+    ) -> tuple[builtins.list[StreamEvent], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them; without a cursor, from `since` (epoch seconds), else from now."""
         ...

@@ -18,8 +18,9 @@ from urllib.parse import urlencode
 
 from ys import codec, cron
 from ys.daemon import overview, timeline, views
+from ys.daemon.shapes import ValueWaiterJson
 from ys.errors import InvalidArgument, NotFoundError, YsError
-from ys.store.protocols import STATUSES, ValueWaiter
+from ys.store.protocols import STATUSES
 
 if TYPE_CHECKING:
     from ys.daemon.parts import DaemonParts
@@ -174,21 +175,15 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     desc = d.store.describe(execution_id)
     x = views.describe(desc)
     x["effects"] = [views.effect(e) for e in d.store.effects(None, execution_id)]
-    x["waiting_on"] = [
-        {
-            **w,
-            **({"since": views.iso(w["since"])} if "since" in w else {}),
-            **({"wake_at": views.iso(w["wake_at"])} if "wake_at" in w else {}),
-        }
-        for w in d.store.waits(execution_id)
-    ]
+    x["waiting_on"] = [views.wait(w) for w in d.store.waits(execution_id)]
     raw = d.store.events(execution_id)
     events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(raw)]
     # "now" in steps of 15 s: a live region re-renders when its HTML changes, and an open
     # bar ending at the very now would change it at every check
     tick = time.time() // TIMELINE_TICK * TIMELINE_TICK
     picture = timeline.as_json(timeline.layout(desc.record, raw, list(desc.children), tick))
-    history = [views.event(e) for e in events[-200:]]
+    shown = max(0, len(raw) - 200)  # the newest 200
+    history = [views.history_event(i + 1, e) for i, e in enumerate(raw) if i >= shown]
     running = d.dispatcher.running.get(execution_id)
     return {
         "x": x,
@@ -232,12 +227,9 @@ def schedules(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 nxt = []
         v["next"] = nxt
-        v["slots"] = [
-            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
-            for r in d.store.schedule_slots(s.name, limit=10)
-        ]
+        v["slots"] = [views.slot(r) for r in d.store.schedule_slots(s.name, limit=10)]
         v["history"] = [
-            {**r, "slot": views.iso(r["slot"]), "at": views.iso(r["at"])}
+            views.slot_history(r)
             for r in reversed(d.store.schedule_history(s.name, limit=HISTORY_SLOTS))
         ]
         out.append(v)
@@ -270,9 +262,9 @@ def effect(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 
 def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     prefix = q.get("prefix", "")
-    waiters: dict[str, list[dict[str, Any]]] = {}
+    waiters: dict[str, list[ValueWaiterJson]] = {}
     for w in d.store.value_waiters():
-        waiters.setdefault(w.key, []).append(_waiter(w))
+        waiters.setdefault(w.key, []).append(views.value_waiter(w))
     entries = [
         {**asdict(e), "updated_at": views.iso(e.updated_at), "waiters": waiters.pop(e.key, [])}
         for e in d.store.value_list(prefix)
@@ -287,7 +279,7 @@ def values(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
 def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     key = m["key"]
     found = d.store.value_get(key)
-    ws = [_waiter(w) for w in d.store.value_waiters() if w.key == key]
+    ws = [views.value_waiter(w) for w in d.store.value_waiters() if w.key == key]
     if found is None and not ws:
         raise NotFoundError("NOT_FOUND", f"no value stored under {key!r}")
     v = (
@@ -300,10 +292,6 @@ def value(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         }
     )
     return {"key": key, "v": v, "waiters": ws}
-
-
-def _waiter(w: ValueWaiter) -> dict[str, Any]:
-    return {**asdict(w), "since": views.iso(w.since)}
 
 
 _HASHES: dict[tuple[str, int, int], str] = {}

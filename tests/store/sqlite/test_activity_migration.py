@@ -62,12 +62,12 @@ def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Pa
     store = SqliteStore(path)
     try:
         day = store.activity(hour - 3600, hour + 3600, 3600)
-        assert [(b["started"], b["completed"], b["failed"]) for b in day] == [(1, 1, 0), (1, 0, 1)]
-        assert sum(b["started"] for b in store.activity(hour - 4 * 86400, hour, 3600)) == 1
+        assert [(b.started, b.completed, b.failed) for b in day] == [(1, 1, 0), (1, 0, 1)]
+        assert sum(b.started for b in store.activity(hour - 4 * 86400, hour, 3600)) == 1
         store.admit("wf", execution_id="new", now=hour + 70)  # the triggers count from here
-        assert store.activity(hour, hour + 3600, 3600)[0]["started"] == 2
+        assert store.activity(hour, hour + 3600, 3600)[0].started == 2
         of_wf = store.activity(hour - 3600, hour + 3600, 3600, workflow="wf")
-        assert [(b["started"], b["completed"], b["failed"]) for b in of_wf] == [
+        assert [(b.started, b.completed, b.failed) for b in of_wf] == [
             (1, 1, 0),
             (2, 0, 1),
         ]

@@ -24,6 +24,7 @@ from ys.store.postgres.dialect import POSTGRES
 from ys.store.postgres.reach import Reach
 from ys.store.postgres.schema import migrate
 from ys.store.postgres.writer import Writer, bounded, translate
+from ys.store.reading import DatabaseInfo
 from ys.store.sql.core import DEFAULT_HOLDER
 from ys.store.sql.dialect import Dialect, FormatConnection
 from ys.store.sql.reads import verify
@@ -220,13 +221,13 @@ class Core:
     def submit(self, fn: Callable[[Any], T], then: Then) -> None:
         self.writer.submit(self._wrap(fn), then)
 
-    def database(self, c: Any) -> dict[str, Any]:
+    def database(self, c: Any) -> DatabaseInfo:
         """The database (its URL without a password), its size and its schema version."""
         from ys.settings import redact
 
         size = c.execute("SELECT pg_database_size(current_database())").fetchone()[0]
         version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-        return {"path": redact(self.url), "bytes": int(size), "schema_version": int(version[0])}
+        return DatabaseInfo(redact(self.url), int(size), int(version[0]))
 
     def script_recorded(self, workflow: str, sha256: str) -> None:
         """Nothing kept: admissions read `scripts` in their transactions (other daemons

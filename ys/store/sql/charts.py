@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ys.store.reading import ActivityBucket, HourDurations, SlotHistory
+
 MAX_BUCKETS = 1000
 QUARTERS = 4  # buckets per doubling of a delivery's duration
 KEEP = 2 * 86400.0  # the rollups' rows are kept at least this long (a day's chart, and a margin)
@@ -48,19 +50,17 @@ def activity_sql(by_workflow: bool, one: bool) -> str:
     )
 
 
-def _filled(since: float, bucket: float, n: int, rows: list[Any]) -> list[dict[str, Any]]:
+def _filled(since: float, bucket: float, n: int, rows: list[Any]) -> list[ActivityBucket]:
     """Every bucket, oldest first, zeros where no row is."""
-    out = [
-        {"start": since + i * bucket, "started": 0, "completed": 0, "failed": 0} for i in range(n)
-    ]
+    out = [ActivityBucket(since + i * bucket) for i in range(n)]
     for b, started, completed, failed in rows:
-        out[int(b)].update(started=int(started), completed=int(completed), failed=int(failed))
+        out[int(b)] = ActivityBucket(out[int(b)].start, int(started), int(completed), int(failed))
     return out
 
 
 def activity(
     c: Any, since: float, until: float, bucket: float, workflow: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ActivityBucket]:
     s, u, b = _minutes(since, until, bucket, 60 if workflow is None else 600)
     args: tuple[Any, ...] = (s, b, s, u) + ((workflow,) if workflow is not None else ())
     rows = c.execute(activity_sql(False, workflow is not None), args).fetchall()
@@ -69,7 +69,7 @@ def activity(
 
 def activity_by_workflow(
     c: Any, since: float, until: float, bucket: float
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[ActivityBucket]]:
     """Each workflow's buckets that saw anything, in one grouped read."""
     s, u, b = _minutes(since, until, bucket, 600)
     n = -(-(u - s) // b)
@@ -131,9 +131,9 @@ def quantile(counts: list[tuple[int, int]], q: float) -> float:
     return bucket_middle(counts[-1][0])
 
 
-def durations(c: Any, since: float, until: float) -> list[dict[str, Any]]:
+def durations(c: Any, since: float, until: float) -> list[HourDurations]:
     """Deliveries that ended in each hour from `since` to `until` (whole hours, at most a
-    week): {"start", "count", "p50", "p95"} oldest first, the quantiles in seconds (None for
+    week), oldest first, the quantiles in seconds (None for
     an hour without deliveries)."""
     if until <= since or since % 3600 or until % 3600 or until - since > 7 * 86400:
         raise ValueError("durations: whole hours, at most a week")
@@ -146,12 +146,12 @@ def durations(c: Any, since: float, until: float) -> list[dict[str, Any]]:
     for h in range(first, last):
         counts = hours.get(h)
         out.append(
-            {
-                "start": h * 3600.0,
-                "count": sum(n for _, n in counts) if counts else 0,
-                "p50": quantile(counts, 0.5) if counts else None,
-                "p95": quantile(counts, 0.95) if counts else None,
-            }
+            HourDurations(
+                h * 3600.0,
+                sum(n for _, n in counts) if counts else 0,
+                quantile(counts, 0.5) if counts else None,
+                quantile(counts, 0.95) if counts else None,
+            )
         )
     return out
 
@@ -170,7 +170,7 @@ SCHEDULE_HISTORY = (
 )
 
 
-def schedule_history(c: Any, name: str, limit: int = 50) -> list[dict[str, Any]]:
+def schedule_history(c: Any, name: str, limit: int = 50) -> list[SlotHistory]:
     """Slots newest first, each with `mark` (fired, late, skipped, queued, missed, or failed:
     it fired and its execution failed) and `lateness` (its admission after its slot)."""
     out = []
@@ -179,16 +179,16 @@ def schedule_history(c: Any, name: str, limit: int = 50) -> list[dict[str, Any]]
     ).fetchall():
         mark = "failed" if outcome in ("fired", "late") and status == "failed" else outcome
         out.append(
-            {
-                "slot": float(slot),
-                "outcome": outcome,
-                "mark": mark,
-                "why": why,
-                "execution_id": xid,
-                "status": status,
-                "at": float(at),
-                "count": int(count),
-                "lateness": None if admitted is None else max(0.0, float(admitted) - float(slot)),
-            }
+            SlotHistory(
+                slot=float(slot),
+                outcome=outcome,
+                mark=mark,
+                why=why,
+                execution_id=xid,
+                status=status,
+                at=float(at),
+                count=int(count),
+                lateness=None if admitted is None else max(0.0, float(admitted) - float(slot)),
+            )
         )
     return out

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from ys.store.base import Parent, Then
+from ys.store.reading import DatabaseInfo
 from ys.store.sql.dialect import Dialect
 
 T = TypeVar("T")
@@ -59,7 +60,7 @@ class Core(Protocol):
 
     def snapshot(self, fn: Callable[[Any], T]) -> T: ...
 
-    def database(self, c: Any) -> dict[str, Any]:
+    def database(self, c: Any) -> DatabaseInfo:
         """Where the database is, its size in bytes and its schema version (read on `c`)."""
 
     def script_recorded(self, workflow: str, sha256: str) -> None:

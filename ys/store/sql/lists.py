@@ -3,12 +3,14 @@ page (`ph` is the connection's placeholder), a page of rows, deliveries and fail
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ys.contract import check_execution_id, check_tags, check_time, check_workflow_name
 from ys.errors import InvalidArgument
 from ys.store.base import Page
 from ys.store.paging import check_limit, list_token, parse_list_token
+from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import STATUSES, Event
 
 
@@ -126,47 +128,36 @@ def list_page(rows: list[Any], limit: int, to_record: Any) -> Page:
     return Page(records, nxt)
 
 
-def deliveries(evs: list[Event]) -> list[dict[str, Any]]:
+def deliveries(evs: list[Event]) -> list[PastDelivery]:
     """Each claim with when it ended and how, derived from the history."""
-    out: list[dict[str, Any]] = []
-    current: dict[str, Any] | None = None
+    out: list[PastDelivery] = []
+    running = False  # the last of `out` has not ended yet
     for e in evs:
         if e.kind == "claimed":
-            current = {
-                "attempt": e.data.get("attempt"),
-                "started_at": e.at,
-                "ended_at": None,
-                "outcome": None,
-                "script_sha256": e.data.get("script_sha256"),
-            }
-            out.append(current)
-        elif current is not None and e.kind in (
-            "released",
-            "suspended",
-            "completed",
-            "failed",
-            "cancelled",
-        ):
-            current["ended_at"] = e.at
-            current["outcome"] = (
-                f"retry ({e.data.get('reason')})" if e.kind == "released" else e.kind
+            out.append(
+                PastDelivery(e.data.get("attempt"), e.at, None, None, e.data.get("script_sha256"))
             )
-            if e.kind == "released" and e.data.get("detail"):
-                current["detail"] = e.data["detail"]
-            if e.data.get("warnings"):
-                current["warnings"] = e.data["warnings"]
-            current = None
+            running = True
+        elif running and e.kind in ("released", "suspended", "completed", "failed", "cancelled"):
+            out[-1] = dataclasses.replace(
+                out[-1],
+                ended_at=e.at,
+                outcome=f"retry ({e.data.get('reason')})" if e.kind == "released" else e.kind,
+                detail=(e.data.get("detail") or None) if e.kind == "released" else None,
+                warnings=tuple(e.data.get("warnings") or ()),
+            )
+            running = False
     return out
 
 
-def failed_attempts(evs: list[Event]) -> dict[str, list[dict[str, Any]]]:
+def failed_attempts(evs: list[Event]) -> dict[str, list[FailedAttempt]]:
     """Each step's failed attempts, oldest first, from the history's step events that carry
-    an error: {"attempt", "at", "error"}, by step key."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    an error, by step key."""
+    out: dict[str, list[FailedAttempt]] = {}
     for e in evs:
         if e.kind == "step" and isinstance(e.data.get("error"), dict):
             out.setdefault(e.data["key"], []).append(
-                {"attempt": e.data.get("attempts", 1), "at": e.at, "error": e.data["error"]}
+                FailedAttempt(e.data.get("attempts", 1), e.at, e.data["error"])
             )
     return out
 

@@ -18,6 +18,8 @@ from typing import Any
 from ys.contract import check_time
 from ys.store.base import LOG_TAIL_BYTES, LogTail, ScriptOptions, SharedCounts
 from ys.store.paging import MAX_BATCH, check_cursor
+from ys.store.reading import StreamEvent
+from ys.store.records import Event
 from ys.store.sql import versions
 from ys.store.sql.core import Core
 
@@ -54,7 +56,7 @@ def position_before(c: Any, since: float) -> int:
     return int(row[0]) - 1 if row[0] is not None else last_position(c)
 
 
-def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+def events_after(c: Any, after: int, limit: int) -> tuple[list[StreamEvent], int]:
     """Up to `limit` events past position `after`, oldest first, and the cursor after them."""
     rows = c.execute(
         "SELECT l.pos, l.execution_id, x.workflow, e.seq, e.at, e.kind, e.data "
@@ -64,15 +66,7 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[dict[str, Any]], 
         (after, max(1, min(limit, MAX_BATCH))),
     ).fetchall()
     items = [
-        {
-            "pos": int(pos),
-            "execution_id": eid,
-            "workflow": wf,
-            "seq": int(seq),
-            "at": at,
-            "kind": kind,
-            "data": json.loads(data),
-        }
+        StreamEvent(int(pos), eid, wf, int(seq), Event(kind, float(at), json.loads(data)))
         for pos, eid, wf, seq, at, kind, data in rows
     ]
     return items, (int(rows[-1][0]) if rows else after)
@@ -92,7 +86,7 @@ class Observing:
 
     def event_stream(
         self, cursor: str | None = None, *, since: float | None = None, limit: int = 1000
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[StreamEvent], str]:
         """Events of every execution after `cursor`, in commit order, and the cursor after
         them. Without a cursor: from `since` (epoch seconds), else from now (none yet)."""
         if cursor is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from ys.errors import InvalidArgument
 from ys.store.base import Page, RunningExecution, ValueWaiter
 from ys.store.paging import check_limit, list_token, parse_list_token
+from ys.store.reading import ActivityBucket, DatabaseInfo, HourDurations, SlotHistory
 from ys.store.records import STATUSES, Record
 from ys.store.sql import charts
 from ys.store.sql.core import Core
@@ -172,22 +173,22 @@ class Overview:
     def value_waiters(self, limit: int = 1000) -> list[ValueWaiter]:
         return self._core.read(lambda c: value_waiters(c, limit))
 
-    def database(self) -> dict[str, Any]:
+    def database(self) -> DatabaseInfo:
         """The database's location (a URL without its password), size and schema version."""
         return self._core.read(self._core.database)
 
     def activity(
         self, since: float, until: float, bucket: float, workflow: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ActivityBucket]:
         return self._core.read(lambda c: charts.activity(c, since, until, bucket, workflow))
 
     def activity_by_workflow(
         self, since: float, until: float, bucket: float
-    ) -> dict[str, list[dict[str, Any]]]:
+    ) -> dict[str, list[ActivityBucket]]:
         return self._core.read(lambda c: charts.activity_by_workflow(c, since, until, bucket))
 
-    def delivery_durations(self, since: float, until: float) -> list[dict[str, Any]]:
+    def delivery_durations(self, since: float, until: float) -> list[HourDurations]:
         return self._core.read(lambda c: charts.durations(c, since, until))
 
-    def schedule_history(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
+    def schedule_history(self, name: str, limit: int = 50) -> list[SlotHistory]:
         return self._core.read(lambda c: charts.schedule_history(c, name, limit))

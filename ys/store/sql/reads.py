@@ -11,6 +11,7 @@ from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
 from ys.store.paging import check_limit, history_token, parse_history_token
+from ys.store.reading import ConcurrencyWait, EffectWait, HistoryEvent, StoreWait, Wait
 from ys.store.records import Event, Record, fold, newest_retries
 from ys.store.sql import pauses
 from ys.store.sql.core import Core
@@ -40,9 +41,7 @@ def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
     if length is None:
         raise not_found(execution_id)
     evs = events(c, execution_id, start, limit) if start <= min(length[0], MAX_SEQ) else []
-    items = [
-        {"seq": start + i, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(evs)
-    ]
+    items = [HistoryEvent(start + i, e) for i, e in enumerate(evs)]
     nxt = start + len(evs)
     return Page(items, history_token(nxt) if nxt <= length[0] else None)
 
@@ -169,11 +168,11 @@ def verify(c: Any) -> list[str]:
     return problems
 
 
-def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
+def waits(c: Any, execution_id: str) -> list[Wait]:
     """What an execution waits on: store keys (oldest registration first), effects, then a
     concurrency slot."""
-    out = [
-        {"kind": "store", "key": r[0], "step_key": r[1], "since": r[2]}
+    out: list[Wait] = [
+        StoreWait(r[0], r[1], float(r[2]))
         for r in c.execute(
             "SELECT key, step_key, registered_at FROM kv_waiters WHERE execution_id=? "
             "ORDER BY registered_at",
@@ -181,14 +180,14 @@ def waits(c: Any, execution_id: str) -> list[dict[str, Any]]:
         ).fetchall()
     ]
     out += [
-        {"kind": "effect", "effect_id": r[0], "step_key": r[1], "wake_at": r[2]}
+        EffectWait(r[0], r[1], float(r[2]))
         for r in c.execute(
             "SELECT effect_id, step_key, wake_at FROM effect_waiters WHERE execution_id=?",
             (execution_id,),
         ).fetchall()
     ]
     out += [
-        {"kind": "concurrency", "workflow": r[0], "slot": r[1]}
+        ConcurrencyWait(r[0], r[1])
         for r in c.execute(
             "SELECT workflow, slot_wait FROM executions WHERE execution_id=? "
             "AND slot_wait IS NOT NULL AND due_at IS NOT NULL",
@@ -267,7 +266,7 @@ class Reads:
     def events(self, execution_id: str) -> builtins.list[Event]:
         return self._core.read(lambda c: events(c, execution_id))
 
-    def waits(self, execution_id: str) -> builtins.list[dict[str, Any]]:
+    def waits(self, execution_id: str) -> builtins.list[Wait]:
         return self._core.snapshot(lambda c: waits(c, execution_id))
 
     def next_due_at(self) -> float | None:

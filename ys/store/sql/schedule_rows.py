@@ -9,6 +9,7 @@ from typing import Any
 from ys import codec, cron
 from ys.durations import format_duration
 from ys.store.base import Schedule, ScheduleAction
+from ys.store.reading import SlotOutcome
 
 SCHEDULE_COLUMNS = (
     "name, workflow, cron, tz, params, catch_up, max_late, overlap, jitter, paused, "
@@ -130,7 +131,6 @@ def _missed(s: Schedule, seen: set[float], cursor: float, now: float) -> list[tu
     return rows
 
 
-def slot_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(
-        zip(("name", "slot", "outcome", "why", "execution_id", "at", "count"), row, strict=True)
-    )
+def slot_row(row: tuple[Any, ...]) -> SlotOutcome:
+    name, slot, outcome, why, execution_id, at, count = row
+    return SlotOutcome(name, float(slot), outcome, why, execution_id, float(at), int(count))

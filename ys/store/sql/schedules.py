@@ -15,6 +15,7 @@ from ys import codec, cron
 from ys.contract import check_object, check_schedule, check_time, check_workflow_name, slot_id
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.base import Schedule, ScheduleAction
+from ys.store.reading import SlotOutcome
 from ys.store.records import TERMINAL
 from ys.store.sql import pauses
 from ys.store.sql.core import Core
@@ -314,7 +315,7 @@ class Schedules:
         since: float | None = None,
         outcomes: tuple[str, ...] | None = None,
         limit: int = 20,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SlotOutcome]:
         """What recent schedule slots came to, newest first."""
         from ys.store.sql.slots import recent
 

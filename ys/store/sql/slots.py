@@ -11,6 +11,7 @@ from typing import Any
 
 from ys.store.base import SLOTS_KEPT as KEEP
 from ys.store.base import ScheduleAction
+from ys.store.reading import SlotOutcome
 from ys.store.sql.schedule_rows import SLOT_COLUMNS as _COLUMNS
 from ys.store.sql.schedule_rows import slot_row as _slot
 from ys.store.sql.schedule_rows import slot_rows as _rows
@@ -47,7 +48,7 @@ def recent(
     since: float | None = None,
     outcomes: tuple[str, ...] | None = None,
     limit: int = 20,
-) -> list[dict[str, Any]]:
+) -> list[SlotOutcome]:
     """Slots newest first: one schedule's, or every schedule's since `since`."""
     where: list[str] = []
     args: list[Any] = []

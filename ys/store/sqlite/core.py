@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ys.contract import check_time
 from ys.store.protocols import Health, Parent
+from ys.store.reading import DatabaseInfo
 from ys.store.sql.dialect import Dialect
 from ys.store.sql.reads import verify
 from ys.store.sqlite.admissions import admission_inserts
@@ -89,7 +90,7 @@ class Core:
             execution_id, workflow, params_json, context_json, parent, at, sha, tags, due_at
         )
 
-    def database(self, c: sqlite3.Connection) -> dict[str, Any]:
+    def database(self, c: sqlite3.Connection) -> DatabaseInfo:
         """The file, its size on disk (with the write-ahead log) and its schema version."""
         size = 0
         for suffix in ("", "-wal"):
@@ -98,7 +99,7 @@ class Core:
             except OSError:
                 pass
         version = c.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-        return {"path": self.path, "bytes": size, "schema_version": int(version[0])}
+        return DatabaseInfo(self.path, size, int(version[0]))
 
     def script_recorded(self, workflow: str, sha256: str) -> None:
         """The workflow's current script version, as just recorded (prepared admissions
