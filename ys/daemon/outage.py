@@ -1,6 +1,8 @@
-"""The dispatcher loop's view of a lost database: said once, tried again after a delay that
-doubles from DOWN_RETRY_MIN up to DOWN_RETRY_MAX (docs/design.md, "On PostgreSQL": at most
-5 s between tries), and said once more when claims work again."""
+"""A periodic loop's view of a lost database (the dispatcher's claims, the scheduler's fires
+and housekeeping): said once, tried again after a delay that doubles from DOWN_RETRY_MIN up
+to DOWN_RETRY_MAX (docs/design.md, "On PostgreSQL": at most 5 s between tries, and the log
+says an outage once, not a traceback per operation), and said once more when the loop's
+store calls work again."""
 
 from __future__ import annotations
 
@@ -9,13 +11,20 @@ import time
 
 from ys.errors import DaemonUnavailable, DatabaseUnavailable, YsError
 
-log = logging.getLogger("ys.dispatcher")
 DOWN_RETRY_MIN = 0.2
 DOWN_RETRY_MAX = 5.0
 
 
 class Outage:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        log: logging.Logger | None = None,
+        doing: str = "claiming",
+        working: str = "claims work again",
+    ) -> None:
+        self.log = log or logging.getLogger("ys.dispatcher")
+        self.doing = doing  # what failed, in the log: "claiming"
+        self.working = working  # ... and what is said when it works again
         self.since: float | None = None  # when the loop lost the database (monotonic)
         self._delay = DOWN_RETRY_MIN  # ... and how long it waits before it tries again
         self._said = False  # ... and whether the loop said so (the store says a lost database)
@@ -25,21 +34,21 @@ class Outage:
         return self.since is not None
 
     def lost(self, exc: BaseException | None) -> float:
-        """A round failed (`exc`; None: no claim could tell whether the database is back):
-        said once, and tried again after a backoff that doubles up to DOWN_RETRY_MAX."""
+        """A round failed (`exc`; None: no store call could tell whether the database is
+        back): said once, and tried again after a backoff that doubles up to DOWN_RETRY_MAX."""
         if self.since is None:
             self.since = time.monotonic()
             self._delay = DOWN_RETRY_MIN
             self._said = True
             if isinstance(exc, DatabaseUnavailable):
                 self._said = False  # the store says it, once for all its users
-                log.debug("claiming failed: %s", exc.message)
+                self.log.debug("%s failed: %s", self.doing, exc.message)
             elif isinstance(exc, DaemonUnavailable):
-                log.error("the database cannot be reached (%s); trying again", exc.message)
+                self.log.error("the database cannot be reached (%s); trying again", exc.message)
             elif isinstance(exc, YsError):
-                log.error("claiming failed (%s); trying again", exc.message)
+                self.log.error("%s failed (%s); trying again", self.doing, exc.message)
             else:
-                log.error("claiming failed; trying again", exc_info=exc)
+                self.log.error("%s failed; trying again", self.doing, exc_info=exc)
         else:
             self._delay = min(DOWN_RETRY_MAX, self._delay * 2)
         return self._delay
@@ -48,5 +57,5 @@ class Outage:
         """A store call of the loop worked: a lost database is back (said once)."""
         if self.since is not None:
             if self._said:
-                log.warning("claims work again (after %.1f s)", time.monotonic() - self.since)
+                self.log.warning("%s (after %.1f s)", self.working, time.monotonic() - self.since)
             self.since = None

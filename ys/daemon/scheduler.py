@@ -14,8 +14,9 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ys.crashpoints import crash_point
+from ys.daemon.outage import Outage
 from ys.daemon.scripts import schedule_args
-from ys.errors import YsError
+from ys.errors import DaemonUnavailable, YsError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,6 +37,9 @@ class Scheduler:
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        # A lost database (a PostgreSQL restart) is said once and the tick tried again soon,
+        # as the dispatcher's claims are (docs/design.md, "On PostgreSQL")
+        self.outage = Outage(log, "scheduling", "the scheduler's store calls work again")
 
     def poke(self) -> None:
         self._poke.set()
@@ -56,8 +60,9 @@ class Scheduler:
             try:
                 timeout = min(timeout, await self.tick())
                 await self.housekeeping()
-            except Exception:
-                log.exception("scheduler tick failed")
+                self.outage.back()
+            except Exception as exc:  # the database is gone (or a bug): never stop scheduling
+                timeout = self.outage.lost(exc)
             try:
                 await asyncio.wait_for(self._poke.wait(), max(0.01, timeout))
             except TimeoutError:
@@ -81,6 +86,8 @@ class Scheduler:
                         now=now,
                         on_failure=self.d.handler_for(s.workflow),
                     )
+                except DaemonUnavailable:
+                    raise  # not this schedule's fault: the loop tries again (Outage)
                 except YsError as exc:
                     log.error("schedule %s: %s", s.name, exc)
                     continue
