@@ -11,18 +11,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support import DaemonHandle, make_home, wait_until
+from tests.support import DaemonHandle, make_home, parse_iso, wait_until
+from tests.upgrade_support import NAP_UNTIL
 from tests.upgrade_support import WORKFLOWS as UPGRADE_WORKFLOWS
 
 WORKFLOWS = {
     **{k: UPGRADE_WORKFLOWS[k] for k in ("hello.py", "boom.py", "waiter.py", "pay.py")},
+    # sleeps until a far-off time (NAP_UNTIL), past the test whatever the load: the test ends
+    # it through the file `go` and `ys wake`, as tests/upgrade_support.py ends its sleep-1
     "nap.py": """
+import os, time
 import ys
 
 @ys.workflow
 def main(step, params):
     before = step.run("before", lambda: "b")
-    step.sleep("nap", params["seconds"])
+    if not os.path.exists(params["go"]):
+        step.sleep("nap", max(0.0, params["until"] - time.time()))
     return {"before": before, "after": step.run("after", lambda: "a")}
 """,
     "parent.py": """
@@ -74,6 +79,11 @@ def _get(h: DaemonHandle, eid: str) -> dict[str, Any]:
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
+def _nap_go(d: Path) -> Path:
+    """The file whose existence ends sleep-1's nap (nap.py), in the folder both homes share."""
+    return d / "nap.go"
+
+
 def _laptop(root: Path) -> tuple[DaemonHandle, Path]:
     """A SQLite home, its daemon killed (as a laptop's may be) while it held gate-1's
     delivery, with every kind of record; and the folder the gate workflow writes in."""
@@ -87,8 +97,9 @@ def _laptop(root: Path) -> tuple[DaemonHandle, Path]:
     c = h.client()
     c.trigger("hello", {}, execution_id="done-1")
     c.trigger("boom", {}, execution_id="failed-1")
-    c.trigger("nap", {"seconds": 12}, execution_id="sleep-1")
-    c.trigger("nap", {"seconds": 3600}, execution_id="cancel-1")
+    nap = {"until": NAP_UNTIL, "go": str(_nap_go(d))}
+    c.trigger("nap", nap, execution_id="sleep-1")
+    c.trigger("nap", nap, execution_id="cancel-1")
     c.trigger("waiter", {"key": "approve/order-1"}, execution_id="wait-1")
     c.trigger("pay", {"eid": "charge-1"}, execution_id="pay-1")
     c.trigger("parent", {}, execution_id="parent-1")
@@ -160,6 +171,12 @@ def _runs_on(h: DaemonHandle, d: Path) -> None:
     c = h.client()
     (d / "go").touch()
     c.store_put("approve/order-1", "yes")
+    # the sleeper moved with its wake, far off: not delivered before it; ended by hand
+    sleeper = _get(h, "sleep-1")
+    assert sleeper["status"] == "suspended", sleeper
+    assert abs(parse_iso(sleeper["due_at"]) - NAP_UNTIL) < 60, sleeper
+    _nap_go(d).touch()
+    c.wake("sleep-1")
     for eid in ("gate-1", "gate-2", "sleep-1", "wait-1"):
         wait_until(lambda eid=eid: _get(h, eid)["status"] == "completed", timeout=60, message=eid)
     assert sorted((d / "ran").read_text().splitlines()) == [
