@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ys.commands._opts import Json, SinceFilter, WorkflowFilter, add
+from ys.commands._opts import Json, SinceFilter, add, workflow_filter
 from ys.commands._output import emit_json, error
 from ys.commands.executions import Statuses
 from ys.durations import parse_duration
@@ -92,7 +92,7 @@ def _locked(db: Any, lock: Any, what: str) -> Iterator[None]:
 def export(
     since: SinceFilter = None,
     status: Statuses = None,
-    workflow: WorkflowFilter = None,
+    workflow: Annotated[str | None, workflow_filter(metavar="W")] = None,
 ) -> None:
     """Write every record of the database as JSON lines on stdout (`ys export > ys.jsonl`).
 
