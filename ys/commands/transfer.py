@@ -243,12 +243,13 @@ def migrate(
     Stop the daemon first (this database's; it would run what moves twice). A progress bar
     on stderr, then the count per kind. A target that holds executions already is refused
     (exit 3) unless --merge: then records there with the same contents are skipped, others
-    are conflicts named on stderr (exit 3) and this database is not marked as moved: it stays
-    usable until they are settled. Live executions move as they are (a running one
-    as due), so that daemons started on the target go on with them and run nothing twice.
-    This database keeps its records but is marked as moved: a daemon refuses to start on it
-    (exit 3, naming the target), so point `database` in config.toml (or YS_DATABASE) at the
-    target before starting daemons again. --json prints what `ys import --json` does.
+    are conflicts named on stderr (exit 3) and this database is not marked as moved: it
+    stays usable until they are settled. Live executions move as they are (a running one as
+    due), so that daemons started on the target go on with them and run nothing twice. This
+    database keeps its records but is marked as moved: a daemon refuses to start on it,
+    naming the target (`ys daemon run` exits 3; `ys daemon start` and autostart exit 5), so
+    point `database` in config.toml (or YS_DATABASE) at the target before starting daemons
+    again. --json prints what `ys import --json` does.
     """
     from ys.paths import resolve
     from ys.settings import load, redact
