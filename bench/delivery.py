@@ -17,7 +17,7 @@ runs in bench/.venv-dbos (created once: venv + `pip install dbos==3.4.0`) throug
 bench/dbos_side.py, three times: DBOS's defaults (rollback journal), WAL + synchronous=NORMAL,
 and WAL + synchronous=FULL, the durability ys has: every ratio is read against that one.
 
-Targets (issue 16), each printed as a ratio with PASS/FAIL on the last lines:
+Targets, each printed as a ratio with PASS/FAIL on the last lines:
   steps/s in one execution >= 3x DBOS WAL+FULL; zero-step workflows/s >= 1x DBOS WAL+FULL;
   trigger -> first line p50 <= 3 ms and p99 <= 10 ms.
 """
@@ -661,7 +661,7 @@ def summarize(res: dict[str, Any], concurrencies: list[int]) -> list[dict[str, A
 
 
 def targets(res: dict[str, Any], concurrencies: list[int]) -> list[dict[str, Any]]:
-    """Issue 16's delivery targets, each as a figure, what it needs and PASS/FAIL."""
+    """The delivery targets, each as a figure, what it needs and PASS/FAIL."""
     ys, df = res["ys"], res[PEER]
     steps = ratio(ys["steps"]["inside_per_second"], df["steps"]["inside_per_second"])
     zero = ratio(

@@ -11,7 +11,7 @@ daemon and its children (the fork server and the spare child it forks ahead): PS
 shares each page among the processes that map it (forked children share most of theirs, and
 their RSS sums would count those pages twice), and RSS beside it.
 
-Targets (issue 16): at most 2 wake-ups/s and at most 60 MB, fork server included (PSS).
+Targets: at most 2 wake-ups/s and at most 60 MB, fork server included (PSS).
 """
 
 from __future__ import annotations

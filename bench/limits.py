@@ -1,5 +1,5 @@
 """Concurrency limits must not slow claims down: zero-step workflows/s through a real daemon,
-without a limit and with `@ys.workflow(concurrency=1000)`, in one run (issue 15).
+without a limit and with `@ys.workflow(concurrency=1000)`, in one run.
 
     .venv/bin/python bench/limits.py [--quick] [--json] [--m 300] [--rounds 5] [--concurrency 4]
 

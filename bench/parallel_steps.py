@@ -8,7 +8,7 @@ E x K over first trigger -> last outcome, so it includes each delivery's start. 
 different executions share commits in the group writer; each step is still committed before
 it returns to its workflow.
 
-Issue 16's target: steps/s >= 1.5x the raw ceiling.
+Target: steps/s >= 1.5x the raw ceiling.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ and workflows/s, and the ratios ys-on-PostgreSQL / DBOS per round:
   admissions (ys only): M triggers due in an hour (admitted, not run) from T threads:
           admissions/s on PostgreSQL and on SQLite
 
-Targets (issue 26), each PASS/FAIL on the median of the per-round ratios ys-on-PostgreSQL /
+Targets, each PASS/FAIL on the median of the per-round ratios ys-on-PostgreSQL /
 DBOS: steps in one execution >= 3x, the burst >= 1x, first-line p50 <= 2x DBOS's (a ratio
 of latencies), 16 x 50 >= 2x.
 

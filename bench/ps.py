@@ -12,7 +12,7 @@ page: `store.list(...)` on a store over that file and each record rendered to JS
 --repeats after a warm-up, at `ys ps`'s page size (100) and at its old one (1,000). Beside it,
 in the same run, the query ys ran before (one `status IN (...)` over the three statuses, which
 reads and sorts every live row) on the same file, for the ratio.
-Target (issue 16): <= 20 ms server time with 100,000 live executions.
+Target: <= 20 ms server time with 100,000 live executions.
 """
 
 from __future__ import annotations

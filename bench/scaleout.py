@@ -14,7 +14,7 @@
   CPU/exec     the CPU every process used over the scale-out run (the daemons, their workers,
                the PostgreSQL server, this client), per execution
 
-Targets (issue 26): executions/s with 2 daemons >= 1.9x one daemon, with 3 >= 2.7x (with
+Targets: executions/s with 2 daemons >= 1.9x one daemon, with 3 >= 2.7x (with
 `--step-ms 200`: steps that wait, as work on other machines would); CPU per execution with
 3 daemons <= 1.15x one daemon's.
 The server is a throw-away one (tests/pg_support.PgServer) with fsync on, in bench/results/,
@@ -82,7 +82,7 @@ def main(step, params):
 """
 
 ENV = {"YS_LEASE_SECONDS": "30"}
-SPEED_TARGETS = {2: 1.9, 3: 2.7}  # executions/s over one daemon's (issue 26)
+SPEED_TARGETS = {2: 1.9, 3: 2.7}  # executions/s over one daemon's (the targets above)
 CPU_TARGET = 1.15  # CPU per execution with 3 daemons over one daemon's
 
 

@@ -14,6 +14,7 @@ from ys.daemon.scripts import (
     parse_header,
     parse_options,
     schedule_args,
+    schedule_error,
     split_options,
 )
 
@@ -51,6 +52,19 @@ def test_a_declared_schedule_becomes_the_arguments_of_schedule_add():
     )
     with pytest.raises(ValueError, match="not both"):
         schedule_args("w", DeclaredSchedule(schedule="* * * * *", every="1m"))
+
+
+def test_params_none_is_declared_not_absent():
+    """`@ys.workflow(params=None)` writes params: without a schedule it is refused as params
+    with nothing to fire them; with one the list shows it as null, and it fires with none."""
+    alone, _ = split_options({"params": None})
+    assert alone is not None
+    assert "add a schedule" in (schedule_error("w", alone) or "")
+    scheduled, _ = split_options({"schedule": "0 3 * * *", "params": None})
+    assert scheduled is not None and schedule_error("w", scheduled) is None
+    assert scheduled.to_json() == {"schedule": "0 3 * * *", "params": None}
+    assert schedule_args("w", scheduled).params is None
+    assert DeclaredSchedule(schedule="0 3 * * *").to_json() == {"schedule": "0 3 * * *"}
 
 
 def test_defaults_and_decorator_values():

@@ -35,6 +35,32 @@ def test_every_command_and_parameter_has_help(path, cmd, ctx):
         )
 
 
+def _options(command: str) -> dict[str, click.Parameter]:
+    path, cmd, ctx = next(c for c in COMMANDS if " ".join(c[0][1:]) == command)
+    return {p.opts[0]: p for p in cmd.get_params(ctx) if p.opts}
+
+
+@pytest.mark.parametrize(
+    "command, option, help_starts, metavar",
+    [
+        ("list", "--workflow", "Only executions of this workflow.", None),
+        ("cancel", "--workflow", "Instead of ID: only executions of this workflow", None),
+        ("cancel", "--since", "Instead of ID: only executions admitted", "DUR"),
+        ("cancel", "--tag", "Instead of ID: only executions with this tag", "KEY=VALUE"),
+        ("retry", "--workflow", "With --status: only executions of this workflow", None),
+        ("retry", "--since", "With --status: only executions admitted", "DUR"),
+        ("export", "--workflow", "Only executions of workflow W.", "W"),
+    ],
+)
+def test_shared_filters_say_how_each_command_uses_them(command, option, help_starts, metavar):
+    """One declaration of each filter (ys/commands/_opts.py), but its help keeps the
+    command's context: cancel's filters replace the ID, retry's qualify --status."""
+    param = _options(command)[option]
+    assert (getattr(param, "help", None) or "").startswith(help_starts), param
+    if metavar:
+        assert param.metavar == metavar, param.metavar
+
+
 def test_the_design_commands_of_this_issue_exist():
     names = {" ".join(p[1:]) for p, _, _ in COMMANDS}
     assert {

@@ -161,6 +161,27 @@ def test_a_different_history_already_there_is_a_conflict_named_on_stderr(exporte
             assert params.fetchone()[0] == '{"other":true}'  # left as it was
 
 
+def test_migrate_with_conflicts_leaves_the_source_unmarked(exported, tmp_path):
+    """Records in conflict were not moved: the source stays usable (no mark) until they are
+    settled, and says so."""
+    h, _ = exported
+    from ys.store import open_store
+
+    with make_home(tmp_path / "b") as b:
+        store = open_store(b.db)
+        store.admit("hello", {"other": True}, execution_id="done-1")
+        store.close()
+        r = h.ys("migrate", "--to", str(b.db), "--merge")
+        assert r.returncode == 3, r.stderr
+        assert "CONFLICT: execution 'done-1'" in r.stderr, r.stderr
+        assert "stays usable until the conflicts are settled" in r.stderr, r.stderr
+        source = open_store(h.db)
+        try:
+            assert source.moved_to() is None
+        finally:
+            source.close()
+
+
 def _edited(text: str) -> str:
     lines = text.splitlines(keepends=True)
     i = next(

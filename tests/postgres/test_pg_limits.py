@@ -263,7 +263,8 @@ def test_cancel_now_keeps_the_slot_until_the_old_worker_is_gone(tmp_path, pg_url
                 )
 
         # the claims that saw n2 are over (a daemon frozen inside a write transaction would
-        # hold up every other daemon's writes: another matter, issue 26's item 2)
+        # hold up every other daemon's writes: another matter, docs/design.md "No wait on a
+        # stopped client")
         wait_until(n2_waits, message="n2 waiting for the slot")
         assert b.proc is not None
         os.kill(b.proc.pid, signal.SIGSTOP)

@@ -14,11 +14,11 @@ import pytest
 
 from tests.upgrade_support import opens_with_nothing_lost, write_with
 
-# The merge that brought the PostgreSQL adapter to main (issue 14's first part); the commits
+# The merge that brought the PostgreSQL adapter to main (its first part); the commits
 # on its branch before it held parts of the adapter only. Its daemon on PostgreSQL could not
 # reach durable values (the API called store_put, store_wait, ...: names only the SQLite
 # store had), so it writes everything else; the first commit whose daemon on PostgreSQL
-# writes values too (issue 13's typed protocols) writes them all.
+# writes values too (the store's typed protocols) writes them all.
 RELEASES = [("a22fad1", False), ("4761dcd", True)]
 
 

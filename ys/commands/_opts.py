@@ -84,30 +84,46 @@ PageToken = Annotated[
     ),
 ]
 
-# The filters that select executions (`ys list`, and `ys cancel` and `ys retry` instead of an
-# ID): the same option, the same help, in every command that has it.
-WorkflowFilter = Annotated[
-    str | None,
-    typer.Option("--workflow", help="Only executions of this workflow.", show_default=False),
-]
-SinceFilter = Annotated[
-    str | None,
-    typer.Option(
+
+# The filters that select executions (`ys list`, `ys export`, and `ys cancel` and `ys retry`
+# instead of an ID): one declaration each; a command whose filters only qualify another way of
+# choosing (cancel's ID, retry's --status) gives the prefix that says so.
+def _help(prefix: str, text: str) -> str:
+    return prefix + text if prefix else text[0].upper() + text[1:]
+
+
+def workflow_filter(prefix: str = "", metavar: str | None = None) -> Any:
+    """--workflow; with a metavar (`ys export`'s W) the help names it."""
+    which = f"workflow {metavar}" if metavar else "this workflow"
+    return typer.Option(
+        "--workflow",
+        metavar=metavar,
+        help=_help(prefix, f"only executions of {which}."),
+        show_default=False,
+    )
+
+
+def since_filter(prefix: str = "") -> Any:
+    return typer.Option(
         "--since",
         metavar="DUR",
-        help="Only executions admitted in the last DUR (30s, 10m, 2h, 7d).",
+        help=_help(prefix, "only executions admitted in the last DUR (30s, 10m, 2h, 7d)."),
         show_default=False,
-    ),
-]
-TagFilter = Annotated[
-    list[str] | None,
-    typer.Option(
+    )
+
+
+def tag_filter(prefix: str = "") -> Any:
+    return typer.Option(
         "--tag",
         metavar="KEY=VALUE",
-        help="Only executions with this tag (repeat: all of them).",
+        help=_help(prefix, "only executions with this tag (repeat: all of them)."),
         show_default=False,
-    ),
-]
+    )
+
+
+WorkflowFilter = Annotated[str | None, workflow_filter()]
+SinceFilter = Annotated[str | None, since_filter()]
+TagFilter = Annotated[list[str] | None, tag_filter()]
 
 
 def status_filter(help: str) -> Any:

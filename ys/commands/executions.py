@@ -20,14 +20,18 @@ from ys.commands._opts import (
     add,
     complete_executions,
     non_empty,
+    since_filter,
     status_filter,
+    tag_filter,
     timeout_seconds,
+    workflow_filter,
 )
 from ys.commands._output import TERMINAL, client, emit_json, fail, outcome_exit_code
 from ys.durations import format_duration, parse_duration
 from ys.errors import ExecutionTimeout
 
 LIST_LIMIT = 50
+INSTEAD_OF_ID = "Instead of ID: "
 PS_LIMIT = 100  # a page of `ys ps`: each live status's range is read to this many
 
 Wide = Annotated[
@@ -271,9 +275,9 @@ def cancel(
             "suspended; repeatable; default all three when another filter is given)."
         ),
     ] = None,
-    workflow: WorkflowFilter = None,
-    since: SinceFilter = None,
-    tag: TagFilter = None,
+    workflow: Annotated[str | None, workflow_filter(INSTEAD_OF_ID)] = None,
+    since: Annotated[str | None, since_filter(INSTEAD_OF_ID)] = None,
+    tag: Annotated[list[str] | None, tag_filter(INSTEAD_OF_ID)] = None,
     json_: Json = False,
 ) -> None:
     """Request an execution's cancellation: it stops at its next step, as cancelled.

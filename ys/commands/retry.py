@@ -10,17 +10,19 @@ import typer
 
 from ys.commands._opts import (
     Json,
-    SinceFilter,
-    WorkflowFilter,
     add,
     complete_executions,
+    since_filter,
     status_filter,
+    workflow_filter,
 )
 from ys.commands._output import client, emit_json, error_line, fail
 from ys.commands._params import build_params
 from ys.contract import check_retry_status
 from ys.durations import parse_duration
 from ys.errors import YsError
+
+WITH_STATUS = "With --status: "
 
 
 def retry(
@@ -77,8 +79,8 @@ def retry(
             "Retry every execution with this status (failed or cancelled) instead of ID."
         ),
     ] = None,
-    workflow: WorkflowFilter = None,
-    since: SinceFilter = None,
+    workflow: Annotated[str | None, workflow_filter(WITH_STATUS)] = None,
+    since: Annotated[str | None, since_filter(WITH_STATUS)] = None,
     again: Annotated[
         bool,
         typer.Option(

@@ -125,6 +125,7 @@ class Dispatcher:
         self._stopping = False
         self._reserved = 0  # slots reserved by admissions that claim in their transaction
         self._caught_up = False  # the last claim took everything due (it asked for more)
+        self._claiming = False  # a round runs, or another follows at once (`busy`)
         self._deadline_at = 0.0  # the earliest deadline of a live execution, as last read
         self._task: asyncio.Task[None] | None = None
         # what the routes and the worker channel tell it (ys.daemon.delivering, .operations),
@@ -142,6 +143,11 @@ class Dispatcher:
         """Something may have become due (an admission, a wake, a freed slot)."""
         self._poke.set()
 
+    def busy(self) -> bool:
+        """A claim round runs or is to run at once (`ys_dispatcher_busy`): false only while
+        the loop waits with no poke pending."""
+        return self._claiming or self._poke.is_set()
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
 
@@ -150,10 +156,12 @@ class Dispatcher:
     async def _loop(self) -> None:
         while not self._stopping:
             self._poke.clear()
+            self._claiming = True
             try:
                 timeout = await self._round()
             except Exception as exc:  # the database is gone (or a bug): never stop claiming
                 timeout = self.outage.lost(exc)
+            self._claiming = timeout == 0
             try:
                 await asyncio.wait_for(self._poke.wait(), timeout)
             except TimeoutError:

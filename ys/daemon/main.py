@@ -203,6 +203,7 @@ class Daemon:
         )
         store.observe_commits(self.metrics.observe_commit)
         self.metrics.watch_database(store.database_up)
+        self.metrics.watch_dispatcher(dispatcher.busy)
         scheduler = self._scheduler = Scheduler(self, self.settings.retention)
         await self.hub.call(recover, store, self.paths)
         registry.on_version = lambda wf: self._keep_versions([wf])

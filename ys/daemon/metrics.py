@@ -203,12 +203,23 @@ class Metrics:
             registry=r,
         )
         self.database_up.set_function(lambda: 1.0)  # the daemon's store says (`watch_database`)
+        self.dispatcher_busy = Gauge(
+            "ys_dispatcher_busy",
+            "1 while a claim round runs or is due at once (asked for by an admission, a "
+            "delivery's end, a wake), 0 while the dispatcher waits.",
+            registry=r,
+        )
+        self.dispatcher_busy.set_function(lambda: 0.0)
         self.schedule_slots = Counter(
             "ys_schedule_slots",
             "Schedule slots, by result (fired, late, skipped).",
             ["schedule", "result"],
             registry=r,
         )
+
+    def watch_dispatcher(self, busy: Callable[[], bool]) -> None:
+        """`ys_dispatcher_busy` as `busy()` says at each scrape."""
+        self.dispatcher_busy.set_function(lambda: 1.0 if busy() else 0.0)
 
     def watch_database(self, up: Callable[[], bool]) -> None:
         """`ys_database_up` as `up()` says at each scrape."""

@@ -15,6 +15,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,16 @@ DeclaredOptions = Mapping[str, UserJson]
 Declarations = Mapping[str, UserJson]
 
 
+class NotGiven(Enum):
+    """A schedule's params the script did not write: `params=None` is written (JSON null),
+    and so, without a schedule, refused as params with nothing to fire them."""
+
+    NOT_GIVEN = "not given"
+
+
+NOT_GIVEN = NotGiven.NOT_GIVEN
+
+
 @dataclass(frozen=True)
 class DeclaredSchedule:
     """The schedule a script declares (its decorator or its `# ys: schedule=...` header), as
@@ -86,7 +97,8 @@ class DeclaredSchedule:
     overlap: Declared | None = None
     max_late: Declared | None = None
     jitter: Declared | None = None
-    params: UserJson = None  # a JSON object (its text in a header): what each fire is given
+    # a JSON object (its text in a header): what each fire is given
+    params: UserJson | NotGiven = NOT_GIVEN
 
     @property
     def has_rule(self) -> bool:
@@ -94,8 +106,13 @@ class DeclaredSchedule:
         return bool(self.schedule or self.every)
 
     def to_json(self) -> dict[str, UserJson]:
-        """The fields as declared (`ys workflows --json`), the ones not given left out."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        """The fields as declared (`ys workflows --json`), the ones not given left out
+        (params given as None shows as null)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
+        out: dict[str, UserJson] = {k: v for k, v in shown.items() if v is not None}
+        if not isinstance(self.params, NotGiven):
+            out["params"] = self.params
+        return out
 
 
 SCHEDULE_KEYS = tuple(f.name for f in fields(DeclaredSchedule))
@@ -320,7 +337,7 @@ def schedule_args(name: str, sch: DeclaredSchedule) -> ScheduleArgs:
         overlap="skip" if sch.overlap is None else str(sch.overlap),
         max_late=_seconds(sch.max_late, "max_late"),
         jitter=_seconds(sch.jitter, "jitter") or 0.0,
-        params=schedule_params(sch.params),
+        params=None if isinstance(sch.params, NotGiven) else schedule_params(sch.params),
     )
     check_schedule(
         name, name, args.cron_expr, args.tz, args.catch_up, args.overlap, args.max_late, args.jitter
@@ -362,7 +379,7 @@ def schedule_error(name: str, sch: DeclaredSchedule | None) -> str | None:
     """Why the schedule a script declares cannot be used, or None."""
     from ys.errors import YsError
 
-    if sch is not None and sch.params is not None:
+    if sch is not None and not isinstance(sch.params, NotGiven):
         try:
             schedule_params(sch.params)
         except ValueError as exc:
