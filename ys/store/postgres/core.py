@@ -60,6 +60,18 @@ def _direct(url: str) -> Any:
         raise DatabaseUnavailable("DATABASE_UNAVAILABLE", f"{exc.message}; retry") from None
 
 
+def _flushed(pg: Any) -> None:
+    """Every byte sent so far is on the wire before a Sync: psycopg's sync sends what it can and
+    then waits for answers, so a statement bigger than the socket's buffer (a 2 MiB params) would
+    leave its tail unsent and both sides waiting. Reads while it writes, so a server that
+    answers meanwhile never blocks on a full socket either."""
+    import select
+
+    while pg.flush() == 1:
+        select.select([pg.socket], [pg.socket], [])
+        pg.consume_input()
+
+
 class _Synced:
     """A cursor of a pipelined transaction whose answers (`fetch*`, `rowcount`) wait for its
     statement's result: a body that checks pays that round trip, one that does not sends on.
@@ -81,6 +93,7 @@ class _Synced:
         # psycopg without them fails the contract suite here, never miscounts)
         pipeline = cur.connection._pipeline
         if pipeline is not None and cur.pgresult is None:
+            _flushed(cur.connection.pgconn)
             pipeline.sync()
         cur._fetch_pipeline()
         return cur
