@@ -267,3 +267,26 @@ def test_a_step_with_a_retry_waits_for_it_and_a_completed_one_is_left_alone(stor
     [done] = store.steps("done")
     assert done.status == "completed"
     assert store.get("retry").due_at == T0 + 16
+
+
+def test_a_stored_step_deadline_leaves_a_step_that_ended_after_it_alone(store):
+    """A step saved after its announcement (failed and caught by the workflow, or recorded by
+    its daemon's timer) ended that attempt: the sweep past the deadline changes nothing."""
+    for eid in ("caught", "timer"):
+        store.admit("job", {}, execution_id=eid, now=T0)
+    ds = {d.execution_id: d for d in store.claim_due(now=T0, limit=2, lease_seconds=5)}
+    for eid, d in ds.items():
+        store.step_deadline(eid, d.token, "s", timeout=1, attempts=1, now=T0, lease_seconds=5)
+    mine = '{"name":"ValueError","message":"mine"}'
+    store.save_step("caught", ds["caught"].token, "s", StepWrite("run", "failed", mine), now=T0)
+    timer = StepWrite("run", "waiting", '{"name":"StepTimeout"}', attempts=1, wake_at=T0 + 50)
+    store.save_step("timer", ds["timer"].token, "s", timer, now=T0 + 1)
+    store.release_expired(now=T0 + 6)
+    [caught] = store.steps("caught")
+    assert (caught.status, caught.value) == ("failed", mine)
+    [timed] = store.steps("timer")
+    assert (timed.status, timed.attempts, timed.wake_at) == ("waiting", 1, T0 + 50)
+    for eid in ds:
+        steps = [e for e in store.events(eid) if e.kind == "step"]
+        assert len(steps) == 1  # recorded once
+    assert store.verify() == []

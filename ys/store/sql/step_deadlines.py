@@ -59,11 +59,15 @@ def overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | Non
     if row is None:
         return None
     spec = json.loads(row[0])
-    done = c.execute(
-        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='completed'",
-        (record.execution_id, spec["key"]),
+    # The announced attempt is the one that ran only while its step's row is missing or
+    # waits for that attempt (a retry's): a row saved since (completed, failed and caught by
+    # the workflow, or recorded by its daemon's timer) ended it, and stays as it is.
+    ended = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? "
+        "AND NOT (status='waiting' AND attempts < ?)",
+        (record.execution_id, spec["key"], spec["attempts"]),
     ).fetchone()
-    if done is not None:
+    if ended is not None:
         return None
     key, timeout = spec["key"], spec["timeout"]
     error = codec.ErrorValue(
