@@ -87,6 +87,15 @@ def _crash(store, execution_id, now, reason="worker_failed"):
     )
 
 
+def test_the_recorded_handler_wins_over_the_daemons_copy(store):
+    """The options are the database's (docs/design.md): its cap and its handler both come
+    first, the daemon's copy only where none is recorded."""
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(max_attempts=1, on_failure="db"))
+    store.admit("job", {}, execution_id="crashy", now=T0)
+    assert _crash(store, "crashy", T0 + 1) is True  # the recorded cap of 1, not the daemon's 3
+    assert store.get("crashy.on-failure").workflow == "db"
+
+
 def test_the_max_attempts_th_delivery_without_an_outcome_fails_the_execution(store):
     store.admit("job", {}, execution_id="crashy", now=T0)
     assert _crash(store, "crashy", T0 + 1) is False

@@ -124,7 +124,7 @@ def release_counted_tx(
         return False
     cap, handler = attempts_cap(c, record.workflow)
     return _count(
-        c, record, [release], now, cap or max_attempts, on_failure or handler, data, token
+        c, record, [release], now, cap or max_attempts, handler or on_failure, data, token
     )
 
 
