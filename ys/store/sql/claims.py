@@ -17,7 +17,7 @@ from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, RunState, StepRe
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
-from ys.store.sql.executions import append, lease_lost, load_leased, not_found
+from ys.store.sql.executions import append, load_leased, renew_lease
 from ys.store.sql.limits import release_lost_tx
 from ys.store.sql.requests import Later
 from ys.store.sql.rows import LIGHT, row_to_record
@@ -264,17 +264,7 @@ def cancel_seen(c: Any, execution_id: str) -> bool:
 
 def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) -> float:
     """A heartbeat, fenced in its one statement."""
-    cur = c.execute(
-        "UPDATE executions SET lease_expires_at=? WHERE execution_id=? AND lease_token=? "
-        "AND lease_expires_at > ?",
-        (expires, execution_id, token, now),
-    )
-    if cur.rowcount != 1:
-        exists = c.execute(
-            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        raise lease_lost(execution_id) if exists else not_found(execution_id)
-    return expires
+    return renew_lease(c, execution_id, token, now, expires)
 
 
 def release_tx(c: Any, execution_id: str, token: str, now: float, data: dict[str, Any]) -> None:

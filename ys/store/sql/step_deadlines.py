@@ -12,7 +12,7 @@ from typing import Any
 
 from ys import codec
 from ys.store.records import Event, Record
-from ys.store.sql.executions import lease_lost, not_found
+from ys.store.sql.executions import renew_lease
 from ys.store.sql.steps import step_save
 from ys.values import StepWrite
 
@@ -35,17 +35,8 @@ def step_deadline_tx(
         sort_keys=True,
         separators=(",", ":"),
     )
-    cur = c.execute(
-        "UPDATE executions SET lease_expires_at=?, step_deadline_at=?, step_deadline=? "
-        "WHERE execution_id=? AND lease_token=? AND lease_expires_at > ?",
-        (expires, now + timeout, spec, execution_id, token, now),
-    )
-    if cur.rowcount != 1:
-        exists = c.execute(
-            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        raise lease_lost(execution_id) if exists else not_found(execution_id)
-    return expires
+    also = (("step_deadline_at", now + timeout), ("step_deadline", spec))
+    return renew_lease(c, execution_id, token, now, expires, also)
 
 
 def overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | None, str] | None:
