@@ -51,15 +51,16 @@ def hold(c: Any, execution_id: str, slot: str | None, lease_expires_at: float | 
 
 
 def free_held(c: Any, execution_id: str) -> bool:
-    """The worker of an execution that ended without it is gone: the slot it kept frees."""
+    """The worker of an execution that ended without it is gone: the slot it kept frees. Its
+    row is locked first, then its group (by `free`, once): the order every lease's end and
+    `heal` take them in, so two of them never wait for each other."""
     row = c.execute(
         "SELECT workflow, slot FROM executions WHERE execution_id=? "
-        "AND slot_held_until IS NOT NULL",
+        "AND slot_held_until IS NOT NULL" + c.dialect.for_update,
         (execution_id,),
     ).fetchone()
     if row is None:
         return False
-    lock(c, row[0], row[1])
     c.execute("UPDATE executions SET slot_held_until=NULL WHERE execution_id=?", (execution_id,))
     free(c, row[0], row[1])
     return True
