@@ -249,6 +249,7 @@ def test_free_held_locks_the_row_then_its_group_once():
 
     class Dialect:
         for_update = " FOR UPDATE"
+        owned_leases = True
 
         def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
             c.calls.append(("group", workflow, slot))

@@ -182,6 +182,22 @@ def test_a_slot_of_an_execution_cancelled_at_once_is_held_until_its_worker_is_go
     assert store.verify() == []
 
 
+def test_recovery_frees_the_slots_its_own_workers_kept(store):
+    """Recovery at start runs once its workers are known gone: a slot kept by an execution
+    cancelled at once frees then, not at its lease's end."""
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(concurrency=1))
+    store.admit("job", {}, execution_id="a", now=T0)
+    store.admit("job", {}, execution_id="b", now=T0)
+    [d] = store.claim_due(now=T0, limit=2, lease_seconds=30)
+    assert store.cancel("a", now=T0 + 1, at_once=True)
+    assert store.claim_due(now=T0 + 2, limit=2, lease_seconds=30) == []
+    store.release_held(now=T0 + 3)  # its daemon restarted (its workers killed)
+    [d] = store.claim_due(now=T0 + 4, limit=2, lease_seconds=30)
+    assert d.execution_id == "b"
+    assert store.free_slot("a") is False  # freed once
+    assert store.verify() == []
+
+
 def test_a_slot_of_a_timed_out_execution_frees_at_its_lease_end_if_no_daemon_says_so(store):
     store.set_script("job", SHA, timeout=5, now=T0, options=ScriptOptions(concurrency=1))
     store.admit("job", {}, execution_id="a", now=T0)
@@ -250,6 +266,28 @@ def test_a_step_deadline_stored_with_the_lease_is_recorded_by_the_sweep(store):
     assert store.get("stuck").status == "running"
     with pytest.raises(LeaseLost):
         store.step_deadline("stuck", d.token, "slow", timeout=2, attempts=1, now=T0 + 8)
+
+
+def test_recovery_at_start_records_an_overdue_step_as_the_sweep_does(store):
+    """A daemon restarted past its step's stored limit (docs/design.md, "Step deadlines are
+    stored"): its recovery records the attempt; one whose limit has not passed runs again."""
+    for eid in ("overdue", "early"):
+        store.admit("job", {}, execution_id=eid, now=T0)
+    ds = {d.execution_id: d for d in store.claim_due(now=T0, limit=2, lease_seconds=30)}
+    store.step_deadline("overdue", ds["overdue"].token, "s", timeout=2, attempts=1, now=T0)
+    store.step_deadline("early", ds["early"].token, "s", timeout=50, attempts=1, now=T0)
+    assert sorted(store.release_held(now=T0 + 5)) == ["early", "overdue"]
+    [step] = store.steps("overdue")
+    assert step.status == "failed" and "StepTimeout" in (step.value or "")
+    assert store.steps("early") == []
+    assert not store.get("overdue").terminal  # released, due again
+    # the deadline went with the lease: the next sweep records nothing more
+    again = {d.execution_id: d for d in store.claim_due(now=T0 + 6, limit=2, lease_seconds=5)}
+    assert set(again) == {"overdue", "early"}
+    store.release_expired(now=T0 + 20)
+    assert [s.status for s in store.steps("overdue")] == ["failed"]
+    assert store.steps("early") == []
+    assert store.verify() == []
 
 
 def test_a_step_with_a_retry_waits_for_it_and_a_completed_one_is_left_alone(store):
