@@ -230,11 +230,13 @@ def test_lost_leases_swept_by_a_claim_count_and_the_last_fails_the_execution(sto
     store.set_script("job", SHA, now=T0, options=options)
     store.admit("job", {}, execution_id="lost", now=T0)
     [d1] = store.claim_due(now=T0, limit=1, lease_seconds=1)
-    [d2] = store.claim_due(now=T0 + 5, limit=1, lease_seconds=1)  # the first lease: counted
-    assert d2.attempt == 2
+    second = store.claim_due(now=T0 + 5, limit=1, lease_seconds=1)  # the first lease: counted
+    [d2] = second
+    assert d2.attempt == 2 and second.ended == ()  # released, not ended
     # the second lease lost is the last: the claim that sweeps it takes only its handler
     got = store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)
     assert [d.execution_id for d in got] == ["lost.on-failure"]
+    assert got.ended == ("lost",)  # what it ended, for its daemon to tell the waiters
     record = store.get("lost")
     assert record.status == "failed"
     assert record.outcome["error"]["name"] == "DeliveryAttemptsExhausted"
