@@ -126,3 +126,22 @@ def test_two_daemons_on_one_database_run_at_most_the_limit_between_them(tmp_path
     finally:
         for h in hs:
             h.stop()
+
+
+def test_recovery_frees_only_the_slots_its_own_workers_kept(daemons):
+    """A daemon's recovery knows only its own workers gone: a slot another daemon's worker
+    keeps (its execution cancelled at once) stays held until that daemon frees it."""
+    one, two = daemons(2)
+    one.set_script("job", "0" * 64, now=T0, options=ScriptOptions(concurrency=2))
+    for eid in ("a", "b", "c"):
+        one.admit("job", {}, execution_id=eid, now=T0)
+    [a] = one.claim_due(now=T0, limit=1, lease_seconds=LEASE)
+    [b] = two.claim_due(now=T0, limit=1, lease_seconds=LEASE)
+    assert one.cancel(a.execution_id, now=T0 + 1, at_once=True)
+    assert two.cancel(b.execution_id, now=T0 + 1, at_once=True)
+    assert one.claim_due(now=T0 + 2, limit=1, lease_seconds=LEASE) == []  # both kept
+    two.release_held(now=T0 + 3)  # d1 restarted: its worker (b's) is gone, d0's may run
+    [c] = one.claim_due(now=T0 + 4, limit=2, lease_seconds=LEASE)
+    assert c.execution_id == "c"
+    assert two.free_slot(b.execution_id) is False  # freed by the recovery
+    assert one.free_slot(a.execution_id) is True  # still kept until d0 says so

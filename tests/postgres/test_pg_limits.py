@@ -304,7 +304,8 @@ FOREVER = """
 
 def test_a_lease_lost_by_a_frozen_daemon_counts_and_exhausts_max_attempts(tmp_path, pg_url):
     """max_attempts=1: box 1 runs it and is frozen past its lease; box 0's claim sweeps the
-    lease, counts it and fails the execution, which is never delivered again."""
+    lease, counts it and fails the execution, which is never delivered again; a `ys wait` on
+    box 0 is told by that claim."""
     fx = tmp_path / "fx"
     fx.mkdir()
     a, b = _boxes(tmp_path, pg_url, [FOREVER, FOREVER], YS_LEASE_SECONDS="3")
@@ -318,8 +319,12 @@ def test_a_lease_lost_by_a_frozen_daemon_counts_and_exhausts_max_attempts(tmp_pa
         assert b.proc is not None
         os.kill(b.proc.pid, signal.SIGSTOP)
         stopped = True
+        frozen_at = time.monotonic()
         with a.client() as c:
             record = c.wait("frozen", timeout=60)
+        # told by box 0's claim that failed it (about the lease's 3 s), not when the long poll
+        # gives up (30 s)
+        assert time.monotonic() - frozen_at < 20
         assert record["status"] == "failed"
         assert record["outcome"]["error"]["name"] == "DeliveryAttemptsExhausted"
         assert sum(ln.startswith("work:start") for ln in lines(fx)) == 1  # never run again

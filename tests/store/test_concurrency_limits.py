@@ -233,3 +233,40 @@ def test_a_long_key_value_names_its_group_by_a_hash_and_wedges_no_claim(store):
     keyed = {"pay": ConcurrencyLimit(1, key="account")}
     got = sorted(d.execution_id for d in claim(store, keyed, now=T0 + 2))
     assert got == ["big", "plain"]  # big2 is of big's group: it waits
+
+
+def test_free_held_locks_the_row_then_its_group_once():
+    """The order of a lease's end and of `heal` (row, then group): two transactions freeing
+    slots never wait for each other's locks (PostgreSQL); the group is locked once."""
+    from ys.store.sql import concurrency
+
+    class Cursor:
+        def __init__(self, row: Any) -> None:
+            self.row = row
+
+        def fetchone(self) -> Any:
+            return self.row
+
+    class Dialect:
+        for_update = " FOR UPDATE"
+        owned_leases = True
+
+        def lock_slot_group(self, c: Any, workflow: str, slot: str) -> None:
+            c.calls.append(("group", workflow, slot))
+
+    class Connection:
+        dialect = Dialect()
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, ...]] = []
+
+        def execute(self, sql: str, args: Any = ()) -> Cursor:
+            self.calls.append(("sql", sql.split()[0], "FOR UPDATE" in sql))
+            return Cursor(("limited", SLOT_ALL))
+
+    c = Connection()
+    assert concurrency.free_held(c, "x") is True
+    assert c.calls[0] == ("sql", "SELECT", True)  # the row first
+    assert [call for call in c.calls if call[0] == "group"] == [("group", "limited", SLOT_ALL)]
+    first_group = c.calls.index(("group", "limited", SLOT_ALL))
+    assert ("sql", "UPDATE", False) in c.calls[1:first_group]  # its row changed before the group

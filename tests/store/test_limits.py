@@ -87,6 +87,15 @@ def _crash(store, execution_id, now, reason="worker_failed"):
     )
 
 
+def test_the_recorded_handler_wins_over_the_daemons_copy(store):
+    """The options are the database's (docs/design.md): its cap and its handler both come
+    first, the daemon's copy only where none is recorded."""
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(max_attempts=1, on_failure="db"))
+    store.admit("job", {}, execution_id="crashy", now=T0)
+    assert _crash(store, "crashy", T0 + 1) is True  # the recorded cap of 1, not the daemon's 3
+    assert store.get("crashy.on-failure").workflow == "db"
+
+
 def test_the_max_attempts_th_delivery_without_an_outcome_fails_the_execution(store):
     store.admit("job", {}, execution_id="crashy", now=T0)
     assert _crash(store, "crashy", T0 + 1) is False
@@ -173,6 +182,22 @@ def test_a_slot_of_an_execution_cancelled_at_once_is_held_until_its_worker_is_go
     assert store.verify() == []
 
 
+def test_recovery_frees_the_slots_its_own_workers_kept(store):
+    """Recovery at start runs once its workers are known gone: a slot kept by an execution
+    cancelled at once frees then, not at its lease's end."""
+    store.set_script("job", SHA, now=T0, options=ScriptOptions(concurrency=1))
+    store.admit("job", {}, execution_id="a", now=T0)
+    store.admit("job", {}, execution_id="b", now=T0)
+    [d] = store.claim_due(now=T0, limit=2, lease_seconds=30)
+    assert store.cancel("a", now=T0 + 1, at_once=True)
+    assert store.claim_due(now=T0 + 2, limit=2, lease_seconds=30) == []
+    store.release_held(now=T0 + 3)  # its daemon restarted (its workers killed)
+    [d] = store.claim_due(now=T0 + 4, limit=2, lease_seconds=30)
+    assert d.execution_id == "b"
+    assert store.free_slot("a") is False  # freed once
+    assert store.verify() == []
+
+
 def test_a_slot_of_a_timed_out_execution_frees_at_its_lease_end_if_no_daemon_says_so(store):
     store.set_script("job", SHA, timeout=5, now=T0, options=ScriptOptions(concurrency=1))
     store.admit("job", {}, execution_id="a", now=T0)
@@ -205,11 +230,13 @@ def test_lost_leases_swept_by_a_claim_count_and_the_last_fails_the_execution(sto
     store.set_script("job", SHA, now=T0, options=options)
     store.admit("job", {}, execution_id="lost", now=T0)
     [d1] = store.claim_due(now=T0, limit=1, lease_seconds=1)
-    [d2] = store.claim_due(now=T0 + 5, limit=1, lease_seconds=1)  # the first lease: counted
-    assert d2.attempt == 2
+    second = store.claim_due(now=T0 + 5, limit=1, lease_seconds=1)  # the first lease: counted
+    [d2] = second
+    assert d2.attempt == 2 and second.ended == ()  # released, not ended
     # the second lease lost is the last: the claim that sweeps it takes only its handler
     got = store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)
     assert [d.execution_id for d in got] == ["lost.on-failure"]
+    assert got.ended == ("lost",)  # what it ended, for its daemon to tell the waiters
     record = store.get("lost")
     assert record.status == "failed"
     assert record.outcome["error"]["name"] == "DeliveryAttemptsExhausted"
@@ -243,6 +270,28 @@ def test_a_step_deadline_stored_with_the_lease_is_recorded_by_the_sweep(store):
         store.step_deadline("stuck", d.token, "slow", timeout=2, attempts=1, now=T0 + 8)
 
 
+def test_recovery_at_start_records_an_overdue_step_as_the_sweep_does(store):
+    """A daemon restarted past its step's stored limit (docs/design.md, "Step deadlines are
+    stored"): its recovery records the attempt; one whose limit has not passed runs again."""
+    for eid in ("overdue", "early"):
+        store.admit("job", {}, execution_id=eid, now=T0)
+    ds = {d.execution_id: d for d in store.claim_due(now=T0, limit=2, lease_seconds=30)}
+    store.step_deadline("overdue", ds["overdue"].token, "s", timeout=2, attempts=1, now=T0)
+    store.step_deadline("early", ds["early"].token, "s", timeout=50, attempts=1, now=T0)
+    assert sorted(store.release_held(now=T0 + 5)) == ["early", "overdue"]
+    [step] = store.steps("overdue")
+    assert step.status == "failed" and "StepTimeout" in (step.value or "")
+    assert store.steps("early") == []
+    assert not store.get("overdue").terminal  # released, due again
+    # the deadline went with the lease: the next sweep records nothing more
+    again = {d.execution_id: d for d in store.claim_due(now=T0 + 6, limit=2, lease_seconds=5)}
+    assert set(again) == {"overdue", "early"}
+    store.release_expired(now=T0 + 20)
+    assert [s.status for s in store.steps("overdue")] == ["failed"]
+    assert store.steps("early") == []
+    assert store.verify() == []
+
+
 def test_a_step_with_a_retry_waits_for_it_and_a_completed_one_is_left_alone(store):
     for eid in ("retry", "done"):
         store.admit("job", {}, execution_id=eid, now=T0)
@@ -267,3 +316,26 @@ def test_a_step_with_a_retry_waits_for_it_and_a_completed_one_is_left_alone(stor
     [done] = store.steps("done")
     assert done.status == "completed"
     assert store.get("retry").due_at == T0 + 16
+
+
+def test_a_stored_step_deadline_leaves_a_step_that_ended_after_it_alone(store):
+    """A step saved after its announcement (failed and caught by the workflow, or recorded by
+    its daemon's timer) ended that attempt: the sweep past the deadline changes nothing."""
+    for eid in ("caught", "timer"):
+        store.admit("job", {}, execution_id=eid, now=T0)
+    ds = {d.execution_id: d for d in store.claim_due(now=T0, limit=2, lease_seconds=5)}
+    for eid, d in ds.items():
+        store.step_deadline(eid, d.token, "s", timeout=1, attempts=1, now=T0, lease_seconds=5)
+    mine = '{"name":"ValueError","message":"mine"}'
+    store.save_step("caught", ds["caught"].token, "s", StepWrite("run", "failed", mine), now=T0)
+    timer = StepWrite("run", "waiting", '{"name":"StepTimeout"}', attempts=1, wake_at=T0 + 50)
+    store.save_step("timer", ds["timer"].token, "s", timer, now=T0 + 1)
+    store.release_expired(now=T0 + 6)
+    [caught] = store.steps("caught")
+    assert (caught.status, caught.value) == ("failed", mine)
+    [timed] = store.steps("timer")
+    assert (timed.status, timed.attempts, timed.wake_at) == ("waiting", 1, T0 + 50)
+    for eid in ds:
+        steps = [e for e in store.events(eid) if e.kind == "step"]
+        assert len(steps) == 1  # recorded once
+    assert store.verify() == []

@@ -185,6 +185,7 @@ class Dispatcher:
             claimed = await self.store.claim_due_async(self.store.clock(), free, self.lease_seconds)
             self._caught_up = len(claimed) < free
             self.outage.back()
+            self._ended_by_sweep(claimed.ended)
         for d in claimed:
             self._start(d, since)
         if claimed and len(claimed) == free:
@@ -203,6 +204,13 @@ class Dispatcher:
             soonest = 0.1 if full else 0.0  # (a deadline that could not be enforced: no spin)
             timeout = min(MAX_IDLE, max(soonest, nxt - self.store.clock()) + 0.005)
         return timeout
+
+    def _ended_by_sweep(self, ended: tuple[str, ...]) -> None:
+        """Executions the claim's sweep of lost leases failed (their last attempt): a `ys
+        wait` on them learns now, and a worker of one still here (its lease lost) is killed."""
+        for execution_id in ended:
+            self.hub.notify(execution_id, may_end=True)
+            self.ended_elsewhere(execution_id)
 
     def _start(self, d: Delivery, since: float | None = None) -> None:
         """Run a claimed delivery, whose lease was granted no earlier than `since`

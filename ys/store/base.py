@@ -3,7 +3,7 @@ adapter. The contract's checks are in `ys.contract`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -137,6 +137,16 @@ class Delivery:
     )
     deadline_at: float | None = None  # when the execution times out (its workflow's timeout)
     state: RunState | None = None  # what its worker starts from, read by the claim
+
+
+class Claimed(list[Delivery]):
+    """A claim's deliveries, and `ended`: the executions its sweep of lost leases ended (their
+    last attempt was lost: they failed, their failure handlers admitted), whose waiters the
+    claiming daemon tells, as for any end it makes."""
+
+    def __init__(self, deliveries: Iterable[Delivery] = (), ended: Iterable[str] = ()) -> None:
+        super().__init__(deliveries)
+        self.ended = tuple(ended)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ys.errors import InvalidArgument
-from ys.store.base import Delivery, Then
+from ys.store.base import Claimed, Then
 from ys.values import Outcome, StepWrite
 
 
@@ -26,7 +26,7 @@ class LeanWrites:
         now: float | None,
         limit: int,
         lease_seconds: float | None,
-    ) -> Callable[[Any], list[Delivery]]:
+    ) -> Callable[[Any], Claimed]:
         raise NotImplementedError
 
     def _save_step(
@@ -54,10 +54,8 @@ class LeanWrites:
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-    ) -> list[Delivery]:
-        result: list[Delivery] = await self._writer.write_async(
-            self._claim(now, limit, lease_seconds)
-        )
+    ) -> Claimed:
+        result: Claimed = await self._writer.write_async(self._claim(now, limit, lease_seconds))
         return result
 
     def save_step_then(

@@ -33,6 +33,7 @@ from ys.store.base import (
     Admission,
     AdmissionContext,
     AdmitOptions,
+    Claimed,
     ConcurrencyLimit,
     Delivery,
     Description,
@@ -87,6 +88,7 @@ __all__ = [
     "Admission",
     "AdmissionContext",
     "AdmitOptions",
+    "Claimed",
     "ConcurrencyLimit",
     "ScriptOptions",
     "Delivery",
@@ -196,13 +198,14 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-    ) -> builtins.list[Delivery]:
+    ) -> Claimed:
         """Release expired leases, then lease up to `limit` due executions, each with a new
         token and a `claimed` event, in one transaction. An execution of a workflow whose
         recorded script declares a concurrency limit (`set_script`) is leased only while
         fewer than its limit's `n` slots of its group are held (across daemons: counted in
         the claim's transaction); otherwise it stays due, marked waiting for a slot, until a
-        slot of its group frees."""
+        slot of its group frees. `ended`: the executions the release of lost leases failed
+        (their last attempt: `max_attempts`), for the caller to tell their waiters."""
         ...
 
     async def claim_due_async(
@@ -210,7 +213,7 @@ class ExecutionClient(Protocol):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-    ) -> builtins.list[Delivery]:
+    ) -> Claimed:
         """`claim_due` for the event loop (the dispatcher's)."""
         ...
 

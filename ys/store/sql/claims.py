@@ -13,11 +13,19 @@ import secrets
 from dataclasses import replace
 from typing import Any
 
-from ys.store.base import SLOT_ALL, ConcurrencyLimit, Delivery, RunState, StepRecord, slot_of
+from ys.store.base import (
+    SLOT_ALL,
+    Claimed,
+    ConcurrencyLimit,
+    Delivery,
+    RunState,
+    StepRecord,
+    slot_of,
+)
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
-from ys.store.sql.executions import append, lease_lost, load_leased, not_found
+from ys.store.sql.executions import append, load_leased, renew_lease
 from ys.store.sql.limits import release_lost_tx
 from ys.store.sql.requests import Later
 from ys.store.sql.rows import LIGHT, row_to_record
@@ -46,10 +54,14 @@ def _expired(c: Any, now: float, limit: int | None, holder: str | None = None) -
     )
 
 
-def _release(c: Any, rows: list[Any], now: float) -> list[str]:
+def _release(c: Any, rows: list[Any], now: float, ended: list[str] | None = None) -> list[str]:
+    """Release these expired leases; those whose release failed their execution (its last
+    attempt) are added to `ended`."""
     released = []
     for (execution_id,) in rows:
-        release_lost_tx(c, execution_id, now)  # counted toward max_attempts, as any box's
+        # counted toward max_attempts, as any box's
+        if release_lost_tx(c, execution_id, now) and ended is not None:
+            ended.append(execution_id)
         released.append(execution_id)
     return released
 
@@ -65,7 +77,7 @@ def claim_due_tx(
     holder: str,
     pid: int,
     heal: bool = False,
-) -> list[Delivery] | Later:
+) -> Claimed | Later:
     """Sweep expired leases (any daemon's), then lease up to `limit` due executions (with
     `heal`, after making claimable the waiters of groups with free slots: concurrency.heal).
     SKIP LOCKED (where the dialect has it): daemons claiming at once take disjoint rows; a row claimed and
@@ -78,15 +90,16 @@ def claim_due_tx(
     One question (docs/design.md, "On PostgreSQL"): the sweep's and the due rows' SELECTs go
     out together and are answered together; what the sweep released is looked for again (a
     second question, only then). The claimed executions' steps are read with the writes and
-    COMMIT (`with_steps`)."""
+    COMMIT (`with_steps`). The executions the sweep failed are the answer's `ended`."""
     expired = _expired(c, now, max(limit, 16))
+    ended: list[str] = []
     if heal:
-        _release(c, expired.fetchall(), now)
+        _release(c, expired.fetchall(), now, ended)
         concurrency.heal(c, now)
         due = _due(c, now, limit)
     else:
         due = _due(c, now, limit)  # asked with the sweep: both answered in one round trip
-        if _release(c, expired.fetchall(), now):
+        if _release(c, expired.fetchall(), now, ended):
             due = _due(c, now, limit)  # those released are due now: asked again
     out: list[Delivery] = []
     passed = 0
@@ -104,8 +117,10 @@ def claim_due_tx(
         if len(rows) < want or not waited or passed >= MAX_PASSED_OVER:
             break
         due = _due(c, now, limit - len(out))
-    claimed: list[Delivery] | Later = with_steps(c, out, later=c.dialect.pipelined)
-    return claimed
+    claimed = with_steps(c, out, later=c.dialect.pipelined)
+    if isinstance(claimed, Later):
+        return Later(lambda: Claimed(claimed.value(), ended))
+    return Claimed(claimed, ended)
 
 
 def _due(c: Any, now: float, want: int) -> Any:
@@ -264,17 +279,7 @@ def cancel_seen(c: Any, execution_id: str) -> bool:
 
 def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) -> float:
     """A heartbeat, fenced in its one statement."""
-    cur = c.execute(
-        "UPDATE executions SET lease_expires_at=? WHERE execution_id=? AND lease_token=? "
-        "AND lease_expires_at > ?",
-        (expires, execution_id, token, now),
-    )
-    if cur.rowcount != 1:
-        exists = c.execute(
-            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        raise lease_lost(execution_id) if exists else not_found(execution_id)
-    return expires
+    return renew_lease(c, execution_id, token, now, expires)
 
 
 def release_tx(c: Any, execution_id: str, token: str, now: float, data: dict[str, Any]) -> None:

@@ -40,29 +40,57 @@ def held(c: Any, workflow: str, slot: str, now: float) -> int:
     return int(row[0])
 
 
-def hold(c: Any, execution_id: str, slot: str | None, lease_expires_at: float | None) -> None:
+def hold(
+    c: Any,
+    execution_id: str,
+    slot: str | None,
+    lease_expires_at: float | None,
+    holder: str | None = None,
+) -> None:
     """The execution ended without its worker in this transaction, its lease dropped: the
-    slot that lease held stays held until `free_held`, or its lease's end at the latest."""
+    slot that lease held stays held until `free_held`, or its lease's end at the latest. The
+    row keeps the lease's holder (where leases name one): the daemon whose worker it was,
+    whose recovery frees it (`free_own_held`)."""
     if slot is not None and lease_expires_at is not None:
+        owner = ", lease_holder=?" if holder is not None else ""
         c.execute(
-            "UPDATE executions SET slot_held_until=? WHERE execution_id=?",
-            (lease_expires_at, execution_id),
+            f"UPDATE executions SET slot_held_until=?{owner} WHERE execution_id=?",
+            (lease_expires_at, *([holder] if holder is not None else []), execution_id),
         )
 
 
 def free_held(c: Any, execution_id: str) -> bool:
-    """The worker of an execution that ended without it is gone: the slot it kept frees."""
+    """The worker of an execution that ended without it is gone: the slot it kept frees. Its
+    row is locked first, then its group (by `free`, once): the order every lease's end and
+    `heal` take them in, so two of them never wait for each other."""
     row = c.execute(
         "SELECT workflow, slot FROM executions WHERE execution_id=? "
-        "AND slot_held_until IS NOT NULL",
+        "AND slot_held_until IS NOT NULL" + c.dialect.for_update,
         (execution_id,),
     ).fetchone()
     if row is None:
         return False
-    lock(c, row[0], row[1])
-    c.execute("UPDATE executions SET slot_held_until=NULL WHERE execution_id=?", (execution_id,))
+    owner = ", lease_holder=NULL" if c.dialect.owned_leases else ""
+    c.execute(
+        f"UPDATE executions SET slot_held_until=NULL{owner} WHERE execution_id=?",
+        (execution_id,),
+    )
     free(c, row[0], row[1])
     return True
+
+
+def free_own_held(c: Any, holder: str) -> None:
+    """Recovery at start, once this daemon's workers are known gone: the slots they kept
+    free (`holder`'s, where leases name one; else every one: the file has one daemon)."""
+    owned = c.dialect.owned_leases
+    rows = c.execute(
+        "SELECT execution_id FROM executions WHERE slot_held_until IS NOT NULL"
+        + (" AND lease_holder=?" if owned else "")
+        + " ORDER BY execution_id",
+        (holder,) if owned else (),
+    ).fetchall()
+    for (execution_id,) in rows:
+        free_held(c, execution_id)
 
 
 def wait(c: Any, execution_id: str, slot: str) -> None:

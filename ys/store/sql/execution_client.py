@@ -29,7 +29,7 @@ from ys.store.base import (
     Admission,
     AdmissionContext,
     AdmitOptions,
-    Delivery,
+    Claimed,
     Parent,
     StepRecord,
 )
@@ -191,12 +191,12 @@ class Executions(LeanWrites):
         now: float | None = None,
         limit: int = 10,
         lease_seconds: float | None = None,
-    ) -> list[Delivery]:
+    ) -> Claimed:
         return self._writer.write(self._claim(now, limit, lease_seconds))
 
     def _claim(
         self, now: float | None, limit: int, lease_seconds: float | None
-    ) -> Callable[[Any], list[Delivery]]:
+    ) -> Callable[[Any], Claimed]:
         t = self._now(now)
         lease = self._core.lease_seconds if lease_seconds is None else lease_seconds
         heal = not 0 <= t - self._healed_at < HEAL_EVERY
@@ -205,7 +205,7 @@ class Executions(LeanWrites):
         holder, pid = self._core.holder, self._core.pid
         # a Later on a pipelining writer, which settles it before answering (requests.py)
         return cast(
-            Callable[[Any], list[Delivery]],
+            Callable[[Any], Claimed],
             lambda c: claims.claim_due_tx(c, t, limit, lease, holder, pid, heal),
         )
 

@@ -73,6 +73,30 @@ def lease_lost(execution_id: str) -> LeaseLost:
     )
 
 
+def renew_lease(
+    c: Any,
+    execution_id: str,
+    token: str,
+    now: float,
+    expires: float,
+    also: tuple[tuple[str, Any], ...] = (),
+) -> float:
+    """Extend a live lease to `expires` (and set the columns `also` names with it), fenced in
+    its one statement: LeaseLost when the token no longer holds it."""
+    extra = "".join(f", {column}=?" for column, _ in also)
+    cur = c.execute(
+        f"UPDATE executions SET lease_expires_at=?{extra} WHERE execution_id=? "
+        "AND lease_token=? AND lease_expires_at > ?",
+        (expires, *(value for _, value in also), execution_id, token, now),
+    )
+    if cur.rowcount != 1:
+        exists = c.execute(
+            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
+        ).fetchone()
+        raise lease_lost(execution_id) if exists else not_found(execution_id)
+    return expires
+
+
 def load(c: Any, execution_id: str, payload: bool = True, lock: bool = False) -> Record | None:
     """The record; with `lock`, its row stays locked until the transaction ends."""
     row = c.execute(

@@ -81,12 +81,14 @@ def prune_event_log_tx(c: Any) -> int:
 def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
     """Release every lease this daemon holds (`holder`'s, where leases name one; else every
     lease: the file has one daemon), expired or not, each with a `released` event: a
-    restarted daemon's recovery. Executions that waited for a concurrency slot are claimable
-    again: the next claim, under the limits of the scripts as they are now, marks again
-    those that still wait."""
-    from ys.store.records import RELEASED, Event
-    from ys.store.sql.concurrency import release_all_waiters
+    restarted daemon's recovery, once its workers are known gone. A step attempt whose stored
+    deadline passed is recorded as the daemon's timer would have (limits.release_events), and
+    the slots its workers kept past their executions' ends free (concurrency.free_own_held).
+    Executions that waited for a concurrency slot are claimable again: the next claim, under
+    the limits of the scripts as they are now, marks again those that still wait."""
+    from ys.store.sql.concurrency import free_own_held, release_all_waiters
     from ys.store.sql.executions import append, load
+    from ys.store.sql.limits import release_events
 
     owned = c.dialect.owned_leases
     rows = c.execute(
@@ -99,8 +101,9 @@ def release_held_tx(c: Any, holder: str, now: float) -> list[str]:
     for (execution_id,) in rows:
         record = load(c, execution_id, payload=False, lock=True)
         assert record is not None
-        released = Event(RELEASED, now, {"reason": "daemon_restarted", "retry_at": now})
-        append(c, record, [released], clear_lease=True)
+        events, _ = release_events(c, record, now, "daemon_restarted")
+        append(c, record, events, clear_lease=True)
+    free_own_held(c, holder)
     release_all_waiters(c)  # the limits may have changed while the daemon was down
     return [r[0] for r in rows]
 

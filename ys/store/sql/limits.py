@@ -60,12 +60,14 @@ def end_tx(
     caller and (for a failure) admit its handler. `hold_slot`: it ends without its worker,
     which may still run: a slot its lease held stays held (concurrency.hold)."""
     if hold_slot:
-        slot, token, expires = c.execute(
-            "SELECT slot, lease_token, lease_expires_at FROM executions WHERE execution_id=?",
+        holder = ", lease_holder" if c.dialect.owned_leases else ""
+        slot, token, expires, *owner = c.execute(
+            f"SELECT slot, lease_token, lease_expires_at{holder} FROM executions "
+            "WHERE execution_id=?",
             (record.execution_id,),
         ).fetchone()
         record = append(c, record, events, clear_lease=True, slot=None)
-        concurrency.hold(c, record.execution_id, slot if token else None, expires)
+        concurrency.hold(c, record.execution_id, slot if token else None, expires, *owner)
     else:
         record = append(c, record, events, clear_lease=True)
     if record.parent is not None:
@@ -124,7 +126,7 @@ def release_counted_tx(
         return False
     cap, handler = attempts_cap(c, record.workflow)
     return _count(
-        c, record, [release], now, cap or max_attempts, on_failure or handler, data, token
+        c, record, [release], now, cap or max_attempts, handler or on_failure, data, token
     )
 
 
@@ -162,18 +164,26 @@ def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
     its overdue step attempt recorded, the release counted; whether the execution failed."""
     record = load(c, execution_id, payload=False, lock=True)
     assert record is not None
-    events: list[Event] = []
-    data: dict[str, Any] = {"reason": LOST, "retry_at": now}
-    step = overdue_step(c, record, now)
-    if step is not None:
-        events.append(step[0])
-        data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
-    events.append(Event(RELEASED, now, data))
+    events, data = release_events(c, record, now, LOST)
     cap, handler = attempts_cap(c, record.workflow)
-    if cap is None or step is not None:
+    if cap is None or data["reason"] != LOST:
         append(c, record, events, clear_lease=True)
         return False
     return _count(c, record, events, now, cap, handler, data)
+
+
+def release_events(
+    c: Any, record: Record, now: float, reason: str
+) -> tuple[list[Event], dict[str, Any]]:
+    """The events that release `record`'s lease (its row locked) without its daemon, for
+    `reason`, and the release's data: its step attempt whose stored deadline passed recorded
+    first as its daemon's timer would have (the release's reason is then `step_timeout`)."""
+    data: dict[str, Any] = {"reason": reason, "retry_at": now}
+    step = overdue_step(c, record, now)
+    if step is None:
+        return [Event(RELEASED, now, data)], data
+    data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
+    return [step[0], Event(RELEASED, now, data)], data
 
 
 def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ys import codec
 from ys.store.records import Event, Record
-from ys.store.sql.executions import lease_lost, not_found
+from ys.store.sql.executions import renew_lease
 from ys.store.sql.steps import step_save
 from ys.values import StepWrite
 
@@ -35,17 +35,8 @@ def step_deadline_tx(
         sort_keys=True,
         separators=(",", ":"),
     )
-    cur = c.execute(
-        "UPDATE executions SET lease_expires_at=?, step_deadline_at=?, step_deadline=? "
-        "WHERE execution_id=? AND lease_token=? AND lease_expires_at > ?",
-        (expires, now + timeout, spec, execution_id, token, now),
-    )
-    if cur.rowcount != 1:
-        exists = c.execute(
-            "SELECT 1 FROM executions WHERE execution_id=?", (execution_id,)
-        ).fetchone()
-        raise lease_lost(execution_id) if exists else not_found(execution_id)
-    return expires
+    also = (("step_deadline_at", now + timeout), ("step_deadline", spec))
+    return renew_lease(c, execution_id, token, now, expires, also)
 
 
 def overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | None, str] | None:
@@ -59,11 +50,15 @@ def overdue_step(c: Any, record: Record, now: float) -> tuple[Event, float | Non
     if row is None:
         return None
     spec = json.loads(row[0])
-    done = c.execute(
-        "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='completed'",
-        (record.execution_id, spec["key"]),
+    # The announced attempt is the one that ran only while its step's row is missing or
+    # waits for that attempt (a retry's): a row saved since (completed, failed and caught by
+    # the workflow, or recorded by its daemon's timer) ended it, and stays as it is.
+    ended = c.execute(
+        "SELECT 1 FROM steps WHERE execution_id=? AND key=? "
+        "AND NOT (status='waiting' AND attempts < ?)",
+        (record.execution_id, spec["key"], spec["attempts"]),
     ).fetchone()
-    if done is not None:
+    if ended is not None:
         return None
     key, timeout = spec["key"], spec["timeout"]
     error = codec.ErrorValue(
