@@ -102,27 +102,25 @@ def _tree_down(
                 "execution_id": c.execution_id,
                 "workflow": c.workflow,
                 "status": c.status,
-                "step_key": (c.parent or {}).get("step_key"),
-                "detached": bool((c.parent or {}).get("detached")),
+                "step_key": c.parent.step_key if c.parent else None,
+                "detached": c.parent.detached if c.parent else False,
                 "children": _tree_down(d, c.execution_id, depth + 1, budget),
             }
         )
     return out
 
 
-def _ancestors(d: DaemonParts, parent: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _ancestors(d: DaemonParts, parent_id: str | None) -> list[dict[str, Any]]:
     chain: list[dict[str, Any]] = []
-    while parent and len(chain) < 10:
-        r = d.store.get(parent["execution_id"])
+    while parent_id and len(chain) < 10:
+        r = d.store.get(parent_id)
         if r is None:
-            chain.insert(
-                0, {"execution_id": parent["execution_id"], "status": "pruned", "workflow": ""}
-            )
+            chain.insert(0, {"execution_id": parent_id, "status": "pruned", "workflow": ""})
             break
         chain.insert(
             0, {"execution_id": r.execution_id, "workflow": r.workflow, "status": r.status}
         )
-        parent = r.parent
+        parent_id = r.parent.execution_id if r.parent else None
     return chain
 
 
@@ -191,7 +189,7 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         "tl": picture,
         "history": history,
         "history_skipped": max(0, len(events) - len(history)),
-        "ancestors": _ancestors(d, x["parent"]),
+        "ancestors": _ancestors(d, (x["parent"] or {}).get("execution_id")),
         "tree": _tree_down(d, execution_id, 0, [200]),
         "logs": _logs(d, execution_id, x),
         "pid": running.proc.pid if running is not None and running.proc is not None else None,
