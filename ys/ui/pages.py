@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from ys import codec, cron
 from ys.daemon import overview, timeline, views
-from ys.daemon.shapes import ValueWaiterJson
+from ys.daemon.shapes import RecordJson, StepJson, ValueWaiterJson
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
 
@@ -124,7 +124,7 @@ def _ancestors(d: DaemonParts, parent_id: str | None) -> list[dict[str, Any]]:
     return chain
 
 
-def _timeline(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timeline(steps: list[StepJson], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each step with how long it took: from the event before its first record in a
     delivery (the claim or the previous step) to its last record."""
     took: dict[str, float] = {}
@@ -139,7 +139,7 @@ def _timeline(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
     return [{**s, "took": took.get(s["key"])} for s in steps]
 
 
-def _logs(d: DaemonParts, execution_id: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+def _logs(d: DaemonParts, execution_id: str, record: RecordJson) -> list[dict[str, Any]]:
     folder = d.paths.log_dir(execution_id)
     try:
         names = [p for p in folder.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
@@ -189,7 +189,7 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         "tl": picture,
         "history": history,
         "history_skipped": max(0, len(events) - len(history)),
-        "ancestors": _ancestors(d, (x["parent"] or {}).get("execution_id")),
+        "ancestors": _ancestors(d, p.execution_id if (p := desc.record.parent) else None),
         "tree": _tree_down(d, execution_id, 0, [200]),
         "logs": _logs(d, execution_id, x),
         "pid": running.proc.pid if running is not None and running.proc is not None else None,
