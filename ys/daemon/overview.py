@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.shapes import BucketJson, HourJson, RecordJson, RunningJson
+from ys.daemon.shapes import BucketJson, HourJson, OverviewJson, RecordJson, RunningJson
 from ys.store.protocols import Record, RunningExecution
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def durations(d: DaemonParts, t: float) -> list[HourJson]:
     return [views.hour(h) for h in d.store.delivery_durations(until - FAILURE_WINDOW, until)]
 
 
-def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
+def read(d: DaemonParts, now: float | None = None) -> OverviewJson:
     """The overview, read in the calling thread (the hub's pool)."""
     store = d.store
     t = store.clock() if now is None else now

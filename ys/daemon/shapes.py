@@ -266,3 +266,36 @@ class ScheduleJson(TypedDict):
     next: NotRequired[list[str | None]]  # the dashboard's next fires
     slots: NotRequired[list[SlotJson]]
     history: NotRequired[list[SlotHistoryJson]]
+
+
+# -- the overview (ys/daemon/overview.py, `GET /v1/overview`) ----------------------------------
+
+
+class DaemonInfoJson(TypedDict):
+    version: str
+    pid: int
+    started_at: str | None
+    uptime_seconds: float
+    concurrency: int
+    database: DatabaseJson
+    last_gc_at: str | None
+    workflows: int
+    workflow_errors: int
+
+
+class ActivityJson(TypedDict):
+    day: list[BucketJson]  # 10-minute buckets
+    hour: list[BucketJson]  # 1-minute buckets
+
+
+class OverviewJson(TypedDict):
+    now: str | None
+    daemon: DaemonInfoJson
+    counts: dict[str, int]
+    running: list[RunningJson]
+    due: list[RecordJson]
+    waiting: list[RecordJson]
+    failures: list[RecordJson]
+    activity: ActivityJson
+    durations: list[HourJson]
+    slots: list[SlotJson]
