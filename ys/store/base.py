@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import Parent as Parent
@@ -212,9 +212,14 @@ class RunningExecution:
     lease_expires_at: float | None
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Page:
-    items: list[Any]
+class Page(Generic[T]):
+    """One page of a read: its items and the token of the next page (None: the last)."""
+
+    items: list[T]
     next_page_token: str | None
 
 
