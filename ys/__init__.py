@@ -35,6 +35,7 @@ _LAZY = {
     "VersionConflict": "ys.errors",
     "LeaseLost": "ys.errors",
     "DaemonUnavailable": "ys.errors",
+    "DatabaseMoved": "ys.errors",
     "DatabaseUnavailable": "ys.errors",
     "NotFoundError": "ys.errors",
     "InvalidArgument": "ys.errors",
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ys.errors import (
         ChildWorkflowFailed,
         DaemonUnavailable,
+        DatabaseMoved,
         DatabaseUnavailable,
         EffectInvariantError,
         ExecutionAdmissionError,
@@ -87,6 +89,7 @@ __all__ = [
     "ChildWorkflowFailed",
     "Client",
     "DaemonUnavailable",
+    "DatabaseMoved",
     "DatabaseUnavailable",
     "EffectInvariantError",
     "ExecutionAdmissionError",
