@@ -115,7 +115,8 @@ class _StoreBackend:
             from ys.errors import NotFoundError
 
             raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-        return record(r)
+        out: dict[str, Any] = dict(record(r))
+        return out
 
     def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
         return self.store.effect_begin(
@@ -285,7 +286,8 @@ class WorkflowTest:
             from ys.errors import NotFoundError
 
             raise NotFoundError("EXECUTION_NOT_FOUND", f"execution {execution_id!r} does not exist")
-        return record(r)
+        out: dict[str, Any] = dict(record(r))
+        return out
 
     def run(self, max_deliveries: int = 1000) -> int:
         """Deliver everything due at the current time, until nothing is due; returns how many

@@ -141,7 +141,7 @@ def test_a_lease_lost_on_one_daemon_counts_toward_max_attempts_on_another(daemon
     assert d1.release(
         "frozen", d.token, retry_at=T0 + 6, reason="worker_failed", now=T0 + 6, max_attempts=2
     )
-    assert d1.get("frozen").outcome["error"]["name"] == "DeliveryAttemptsExhausted"
+    assert d1.get("frozen").outcome.error.name == "DeliveryAttemptsExhausted"
     with pytest.raises(LeaseLost):  # the frozen delivery, woken, is fenced off
         d0.save_step("frozen", lost.token, "s", StepWrite("run", "completed", "1"))
 

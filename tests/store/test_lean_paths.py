@@ -230,9 +230,9 @@ def test_an_outcome_answered_by_its_callback(store: Any) -> None:
         answer, "e1", d.token, outcome_of({"status": "completed", "result": [1, 2]})
     )
     assert answer.wait().error is None and answer.result.status == "completed"
-    assert store.get("e1").outcome == {"status": "completed", "result": [1, 2]}
+    assert store.get("e1").outcome.to_json() == {"status": "completed", "result": [1, 2]}
     again = Answer()
     store.acknowledge_then(again, "e1", d.token, outcome_of({"status": "completed", "result": 3}))
     again.wait()  # the first terminal outcome wins and is answered ever after
     assert again.error is None and again.result.result == [1, 2]
-    assert store.get("e1").outcome == {"status": "completed", "result": [1, 2]}
+    assert store.get("e1").outcome.to_json() == {"status": "completed", "result": [1, 2]}

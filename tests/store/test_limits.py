@@ -42,8 +42,8 @@ def test_time_out_fails_a_running_execution_fences_its_lease_and_admits_its_hand
     assert store.time_out("slow", now=T0 + 5, on_failure="notify") is True
     record = store.get("slow")
     assert record.status == "failed"
-    assert record.outcome["error"]["name"] == "TimeoutError"
-    assert "5 s" in record.outcome["error"]["message"]
+    assert record.outcome.error.name == "TimeoutError"
+    assert "5 s" in record.outcome.error.message
     assert store.get("slow.on-failure") is not None  # the handler, in the same transaction
     with pytest.raises(LeaseLost):
         store.renew("slow", d.token, now=T0 + 6)
@@ -103,7 +103,7 @@ def test_the_max_attempts_th_delivery_without_an_outcome_fails_the_execution(sto
     assert _crash(store, "crashy", T0 + 3) is True
     record = store.get("crashy")
     assert record.status == "failed"
-    error = record.outcome["error"]
+    error = record.outcome.error.to_json()
     assert error["name"] == "DeliveryAttemptsExhausted"
     assert "exit 9 at" in error["message"] and "max_attempts=3" in error["message"]
     assert store.get("crashy.on-failure") is not None
@@ -129,7 +129,7 @@ def test_a_lease_lost_past_its_end_counts_toward_max_attempts(store):
     store.claim_due(now=T0 + 10, limit=1, lease_seconds=1)  # its lease ends at T0 + 11
     assert _crash(store, "frozen", T0 + 40) is False  # whose claim sweeps it: 2 of 3
     assert _crash(store, "frozen", T0 + 41) is True
-    assert store.get("frozen").outcome["error"]["name"] == "DeliveryAttemptsExhausted"
+    assert store.get("frozen").outcome.error.name == "DeliveryAttemptsExhausted"
 
 
 def test_cancel_at_once_ends_a_running_execution_cancelled_and_fences_its_worker(store):
@@ -239,8 +239,8 @@ def test_lost_leases_swept_by_a_claim_count_and_the_last_fails_the_execution(sto
     assert got.ended == ("lost",)  # what it ended, for its daemon to tell the waiters
     record = store.get("lost")
     assert record.status == "failed"
-    assert record.outcome["error"]["name"] == "DeliveryAttemptsExhausted"
-    assert "max_attempts=2" in record.outcome["error"]["message"]
+    assert record.outcome.error.name == "DeliveryAttemptsExhausted"
+    assert "max_attempts=2" in record.outcome.error.message
     assert store.get("lost.on-failure") is not None  # its handler, as the daemon's cap admits
     with pytest.raises(LeaseLost):
         store.save_step("lost", d1.token, "s", StepWrite("run", "completed", "1"), now=T0 + 11)

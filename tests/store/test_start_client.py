@@ -171,11 +171,11 @@ def test_a_new_start_commits_the_target_admitted_due_and_linked_to_its_caller(
     rec = store.get(target)
     assert rec is not None
     assert (rec.workflow, rec.status, rec.params_json) == ("ship-order", "admitted", '{"order":42}')
-    assert rec.parent == {"execution_id": caller, "step_key": "ship", "detached": False}
+    assert rec.parent.to_json() == {"execution_id": caller, "step_key": "ship", "detached": False}
     assert rec.due_at == T0 + 1  # its first wake is in the same commit
     # the admission event carries the parent link: the record is a fold of its history
     first = store.events(target)[0]
-    assert first.kind == "admitted" and first.data["parent"] == rec.parent
+    assert first.kind == "admitted" and first.data["parent"] == rec.parent.to_json()
     assert store.verify() == []
     # due: the dispatcher claims it
     claimed = {d.execution_id: d for d in store.claim_due(now=T0 + 1, limit=10)}
@@ -192,12 +192,12 @@ def test_a_start_with_detached_true_marks_the_parent_link_detached(
     detached = _start(
         store, caller, "audit", "audit-order", {"order": 42}, detached=True, now=T0 + 1
     )
-    assert store.get(detached).parent == {
+    assert store.get(detached).parent.to_json() == {
         "execution_id": caller,
         "step_key": "audit",
         "detached": True,
     }
-    assert store.get(attached).parent["detached"] is False
+    assert store.get(attached).parent.detached is False
     # detached is part of the stored request, beside the target
     assert [(r[1], r[4]) for r in start_rows(store_factory, store)] == [("audit", 1), ("ship", 0)]
 

@@ -386,7 +386,7 @@ class StoreMachine(RuleBasedStateMachine):
             record = self.store.get(execution_id)
             assert (record.status, record.due_at, record.attempts) == (m.status, m.due, m.attempts)
             assert (record.workflow, record.params_json) == (m.workflow, m.params_json)
-            assert record.outcome == m.outcome
+            assert (record.outcome.to_json() if record.outcome else None) == m.outcome
             assert self.store.describe(execution_id).lease_expires_at == m.expires
             assert record.history_length >= self.lengths.get(execution_id, 1)
             self.lengths[execution_id] = record.history_length
@@ -395,7 +395,7 @@ class StoreMachine(RuleBasedStateMachine):
     def terminal_outcomes_never_change(self) -> None:
         for execution_id, outcome in self.first_outcomes.items():
             record = self.store.get(execution_id)
-            assert (record.status, record.outcome) == (outcome["status"], outcome)
+            assert (record.status, record.outcome.to_json()) == (outcome["status"], outcome)
             assert record.due_at is None
 
     @invariant()

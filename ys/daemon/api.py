@@ -45,6 +45,7 @@ from ys.daemon.http import (
     too_large,
     within_limits,
 )
+from ys.daemon.shapes import RecordJson
 from ys.errors import DaemonUnavailable, YsError
 from ys.store.protocols import Admission, ConcurrencyWait
 
@@ -299,7 +300,7 @@ class DaemonRoutes:
         r: Any,
         holders: dict[str, str] | None = None,
         waits: dict[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RecordJson:
         out = views.record(r)
         holder = self._holder(r, holders)
         if holder is not None:

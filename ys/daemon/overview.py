@@ -5,11 +5,12 @@ skipped, and the daemon's health: the dashboard's Now page and `ys top`, as JSON
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ys import __version__
 from ys.daemon import views
-from ys.daemon.shapes import BucketJson, HourJson
+from ys.daemon.shapes import BucketJson, HourJson, OverviewJson, RecordJson, RunningJson
 from ys.store.protocols import Record, RunningExecution
 
 if TYPE_CHECKING:
@@ -19,12 +20,12 @@ FAILURE_WINDOW = 86400.0
 LIST = 10  # items per section
 
 
-def _running(d: DaemonParts, items: list[RunningExecution]) -> list[dict[str, Any]]:
+def _running(d: DaemonParts, items: list[RunningExecution]) -> list[RunningJson]:
     out = []
     for it in items:
-        rec = views.record(it.record)
         r = d.dispatcher.running.get(it.record.execution_id)
-        rec.update(
+        rec = RunningJson(
+            **views.record(it.record),
             claimed_at=views.iso(it.claimed_at),
             lease_expires_at=views.iso(it.lease_expires_at),
             pid=r.proc.pid if r is not None and r.proc is not None else None,
@@ -33,7 +34,7 @@ def _running(d: DaemonParts, items: list[RunningExecution]) -> list[dict[str, An
     return out
 
 
-def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
+def _waiting(d: DaemonParts, items: list[Record]) -> list[RecordJson]:
     out = []
     for r in items:
         rec = views.record(r)
@@ -42,7 +43,7 @@ def _waiting(d: DaemonParts, items: list[Record]) -> list[dict[str, Any]]:
     return out
 
 
-def _script_waits(d: DaemonParts, *groups: list[dict[str, Any]]) -> None:
+def _script_waits(d: DaemonParts, *groups: Sequence[RecordJson]) -> None:
     """Mark those that wait for their script (broken or missing) with why (`waiting_for`)."""
     records = {r["execution_id"]: r for g in groups for r in g}
     for execution_id, detail in d.store.script_waits(list(records)).items():
@@ -50,7 +51,7 @@ def _script_waits(d: DaemonParts, *groups: list[dict[str, Any]]) -> None:
         r["waiting_for"] = d.registry.waiting_for(r["workflow"], detail)
 
 
-def _paused(pauses: dict[str, float], due: list[dict[str, Any]]) -> None:
+def _paused(pauses: dict[str, float], due: list[RecordJson]) -> None:
     """Mark the due executions of a paused workflow (`ys workflows pause`): nothing claims
     them until it is resumed, whatever else they wait for."""
     for r in due:
@@ -72,7 +73,7 @@ def durations(d: DaemonParts, t: float) -> list[HourJson]:
     return [views.hour(h) for h in d.store.delivery_durations(until - FAILURE_WINDOW, until)]
 
 
-def read(d: DaemonParts, now: float | None = None) -> dict[str, Any]:
+def read(d: DaemonParts, now: float | None = None) -> OverviewJson:
     """The overview, read in the calling thread (the hub's pool)."""
     store = d.store
     t = store.clock() if now is None else now

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ys.daemon.shapes import BarJson, BreakJson, RowJson, TimelineJson
-from ys.store.protocols import TERMINAL, Event, Record
+from ys.store.protocols import TERMINAL, Event, Outcome, Record
 
 ENDINGS = ("released", "suspended", *sorted(TERMINAL))
 MAX_ROWS = 200  # rows drawn; the rest are counted
@@ -114,6 +114,13 @@ def error_text(error: Any) -> str | None:
     if isinstance(error, dict):
         return f"{error.get('name', 'Error')}: {error.get('message', '')}".strip()
     return None
+
+
+def outcome_error_text(outcome: Outcome | None) -> str | None:
+    """A failed outcome's error as `error_text` shows it."""
+    if outcome is None or outcome.error is None:
+        return None
+    return error_text(outcome.error.to_json())
 
 
 def spans(admitted_at: float, events: list[Event]) -> list[Span]:
@@ -251,7 +258,7 @@ def layout(record: Record, events: list[Event], children: list[Record], now: flo
     rows: list[Row] = []
     backoffs = {(s.key, s.n): s for s in ss if s.kind == "backoff"}
     retried = {s.key for s in ss if s.kind == "attempt" and s.n > 1}
-    by_step = {(c.parent or {}).get("step_key"): c for c in children}
+    by_step = {c.parent.step_key if c.parent else None: c for c in children}
     for s in ss:
         if s.kind == "backoff":
             continue
@@ -273,7 +280,7 @@ def layout(record: Record, events: list[Event], children: list[Record], now: flo
             start=c.admitted_at,
             end=max(stop, c.admitted_at),
             open=not c.terminal,
-            error=error_text((c.outcome or {}).get("error")),
+            error=outcome_error_text(c.outcome),
             wake_at=None,
         )
         rows.append(Row("child", c.execution_id, (bar,), link=c.execution_id))

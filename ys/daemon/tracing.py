@@ -84,7 +84,6 @@ def build(
     trace_id = lineage.trace_id
     exec_span = tracing.execution_span_id(xid)
     end = events[-1].at if events else record.updated_at
-    outcome = record.outcome or {}
     attrs: Attributes = {
         "ys.execution_id": xid,
         "ys.workflow": record.workflow,
@@ -92,12 +91,12 @@ def build(
         "ys.attempts": record.attempts,
     }
     if record.parent:
-        attrs["ys.parent"] = str(record.parent.get("execution_id"))
+        attrs["ys.parent"] = record.parent.execution_id
     if record.retry_of:
         attrs["ys.retry_of"] = record.retry_of
     for k, v in sorted(record.tags.items()):
         attrs[f"ys.tag.{k}"] = v
-    error = timeline.error_text(outcome.get("error")) if record.status == "failed" else None
+    error = timeline.outcome_error_text(record.outcome) if record.status == "failed" else None
     if record.status == "failed" and error:
         attrs["ys.error"] = error
     spans = [
@@ -241,12 +240,11 @@ class Lineages:
         tp = tracing.parse(str(ctx.get("traceparent", ""))) if ctx.get("traceparent") else None
         if tp is not None:
             return Lineage(tp.trace_id, tp.span_id, remote_parent=True, sampled=tp.sampled)
-        parent = record.parent or {}
-        caller_id = parent.get("execution_id")
-        caller = self._get(str(caller_id)) if caller_id and depth < 64 else None
-        if caller is not None:
+        parent = record.parent
+        caller = self._get(parent.execution_id) if parent and depth < 64 else None
+        if parent is not None and caller is not None:
             up = self._known.get(caller.execution_id) or self._derive(caller, depth + 1)
-            step = tracing.step_span_id(caller.execution_id, str(parent.get("step_key")), 1)
+            step = tracing.step_span_id(caller.execution_id, parent.step_key, 1)
             return Lineage(up.trace_id, step, sampled=up.sampled)
         return Lineage(tracing.root_trace_id(record.execution_id), None)
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from ys import codec
 from ys.cron import interval, zone_name
 from ys.daemon.shapes import (
     BucketJson,
+    ChildJson,
     DatabaseJson,
+    DescribeJson,
+    EffectJson,
     HistoryEventJson,
     HourJson,
     PastDeliveryJson,
+    RecordJson,
+    ScheduleJson,
     SlotHistoryJson,
     SlotJson,
+    StepJson,
     ValueWaiterJson,
     WaitJson,
 )
@@ -55,19 +60,19 @@ def iso(t: float | None) -> str | None:
 plain = codec.plain
 
 
-def record(r: Record) -> dict[str, Any]:
+def record(r: Record) -> RecordJson:
     return {
         "execution_id": r.execution_id,
         "workflow": r.workflow,
         "status": r.status,
         "params": plain(codec.decode(r.params_json)) if r.params_json else None,
         "context": plain(codec.decode(r.context_json)) if r.context_json else {},
-        "outcome": r.outcome,
+        "outcome": r.outcome.to_json() if r.outcome else None,
         "admitted_at": iso(r.admitted_at),
         "updated_at": iso(r.updated_at),
         "due_at": iso(r.due_at),
         "attempts": r.attempts,
-        "parent": r.parent,
+        "parent": r.parent.to_json() if r.parent else None,
         "cancel_requested": r.cancel_requested,
         "script_sha256": r.script_sha256,
         "tags": dict(r.tags),
@@ -76,9 +81,9 @@ def record(r: Record) -> dict[str, Any]:
     }
 
 
-def step(s: StepRecord, failed: list[FailedAttempt] | None = None) -> dict[str, Any]:
+def step(s: StepRecord, failed: list[FailedAttempt] | None = None) -> StepJson:
     """A step as describe shows it, with its failed attempts (from the history), oldest first."""
-    out: dict[str, Any] = {
+    out: StepJson = {
         "key": s.key,
         "kind": s.kind,
         "status": s.status,
@@ -94,32 +99,33 @@ def step(s: StepRecord, failed: list[FailedAttempt] | None = None) -> dict[str, 
     return out
 
 
-def describe(d: Description) -> dict[str, Any]:
-    out = record(d.record)
-    out.update(
+def describe(d: Description) -> DescribeJson:
+    return DescribeJson(
+        **record(d.record),
         history_length=d.record.history_length,
         history_bytes=d.history_bytes,
         lease_expires_at=iso(d.lease_expires_at),
         steps=[step(s, d.failed_attempts.get(s.key)) for s in d.steps],
-        children=[
-            {
-                "execution_id": c.execution_id,
-                "workflow": c.workflow,
-                "status": c.status,
-                "step_key": (c.parent or {}).get("step_key"),
-                "detached": bool((c.parent or {}).get("detached")),
-            }
-            for c in d.children
-        ],
+        children=[child(c) for c in d.children],
         effects=[],
         retries=list(d.retries),
         deliveries=[past_delivery(dlv) for dlv in d.deliveries],
     )
-    return out
 
 
-def effect(e: Effect) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def child(c: Record) -> ChildJson:
+    """A child execution as describe lists it."""
+    return {
+        "execution_id": c.execution_id,
+        "workflow": c.workflow,
+        "status": c.status,
+        "step_key": c.parent.step_key if c.parent else None,
+        "detached": c.parent.detached if c.parent else False,
+    }
+
+
+def effect(e: Effect) -> EffectJson:
+    out: EffectJson = {
         "effect_id": e.effect_id,
         "operation": e.operation,
         "input": plain(e.input),
@@ -149,7 +155,7 @@ def effect(e: Effect) -> dict[str, Any]:
     return out
 
 
-def schedule(s: Schedule) -> dict[str, Any]:
+def schedule(s: Schedule) -> ScheduleJson:
     return {
         "name": s.name,
         "workflow": s.workflow,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 from ys.store.reading import FailedAttempt, PastDelivery
+from ys.store.records import Parent as Parent
 from ys.store.records import Record
 from ys.values import StepWrite, UserJson, UserObject
 
@@ -53,23 +54,6 @@ class AdmissionContext:
         if self.traceparent is not None:
             out["traceparent"] = self.traceparent
         return out
-
-
-@dataclass(frozen=True)
-class Parent:
-    """The execution whose step started this one (a child start), as its `admitted` event and
-    its record name it."""
-
-    execution_id: str
-    step_key: str
-    detached: bool = False  # a cancel of the parent does not reach it
-
-    def to_json(self) -> dict[str, str | bool]:
-        return {
-            "execution_id": self.execution_id,
-            "step_key": self.step_key,
-            "detached": self.detached,
-        }
 
 
 # The records of an export (`ys export`, `ys import`, `ys migrate`): each is one line of the
@@ -238,9 +222,14 @@ class RunningExecution:
     lease_expires_at: float | None
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Page:
-    items: list[Any]
+class Page(Generic[T]):
+    """One page of a read: its items and the token of the next page (None: the last)."""
+
+    items: list[T]
     next_page_token: str | None
 
 

@@ -604,7 +604,7 @@ class ReadClient(Protocol):
         tags: dict[str, str] | None = None,
         since: float | None = None,
         until: float | None = None,
-    ) -> Page:
+    ) -> Page[Record]:
         """Records, newest admitted first (ties by ID), one page; the filters combine: every
         tag given, admitted at or after `since` and before `until` (epoch seconds). A tag
         filter reads an index range in list order, however many executions there are."""
@@ -612,7 +612,7 @@ class ReadClient(Protocol):
 
     def history(
         self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
-    ) -> Page:
+    ) -> Page[HistoryEvent]:
         """One page of the execution's events (`HistoryEvent`s), from the page token's event on."""
         ...
 
@@ -683,7 +683,7 @@ class OverviewClient(Protocol):
         since: float | None = None,
         limit: int = 50,
         page_token: str | None = None,
-    ) -> Page:
+    ) -> Page[Record]:
         """Records newest admitted first, filtered (also by ID prefix and age), one page; the
         order and the page tokens of `list`."""
         ...

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ys.values import Outcome, OutcomeError
+
 STATUSES = ("admitted", "running", "suspended", "completed", "failed", "cancelled")
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -36,6 +38,23 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Parent:
+    """The execution whose step started this one (a child start), as its `admitted` event and
+    its record name it."""
+
+    execution_id: str
+    step_key: str
+    detached: bool = False  # a cancel of the parent does not reach it
+
+    def to_json(self) -> dict[str, str | bool]:
+        return {
+            "execution_id": self.execution_id,
+            "step_key": self.step_key,
+            "detached": self.detached,
+        }
+
+
+@dataclass(frozen=True)
 class Record:
     execution_id: str
     workflow: str
@@ -44,14 +63,14 @@ class Record:
     )
     context_json: str
     status: str
-    outcome: dict[str, Any] | None
+    outcome: Outcome | None  # set by the terminal event
     admitted_at: float
     updated_at: float
     due_at: float | None  # earliest pending wake not covered by the current delivery
     covered_due_at: float | None  # the wake the current delivery covers
     prior_status: str | None  # status before the current claim, restored on release
     attempts: int
-    parent: dict[str, Any] | None
+    parent: Parent | None
     cancel_requested: bool
     history_length: int
     script_sha256: str | None = None  # the workflow script's version at admission
@@ -78,6 +97,35 @@ def _raw(value: Any) -> str:
     import json
 
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parent_of(data: dict[str, Any] | None) -> Parent | None:
+    """The parent an `admitted` event names (its `Parent.to_json`)."""
+    if not data:
+        return None
+    return Parent(data["execution_id"], data["step_key"], bool(data.get("detached")))
+
+
+def error_of_event(data: dict[str, Any]) -> OutcomeError:
+    """A `failed` event's error (written by `OutcomeError.to_json` or the store's own
+    failures), as the record keeps it."""
+    return OutcomeError(
+        data["name"],
+        str(data.get("message", "")),
+        code=data.get("code"),
+        traceback=data.get("traceback"),
+        cause=data.get("cause"),
+    )
+
+
+def outcome_of_json(data: dict[str, Any]) -> Outcome:
+    """A stored record's outcome column (`Outcome.to_json`) as the record keeps it."""
+    status = data["status"]
+    if status == COMPLETED:
+        return Outcome(status, result=data.get("result"))
+    if status == FAILED:
+        return Outcome(status, error=error_of_event(data["error"]))
+    return Outcome(status)
 
 
 def _min(a: float | None, b: float | None) -> float | None:
@@ -107,7 +155,7 @@ def apply(record: Record | None, event: Event) -> Record:
             covered_due_at=None,
             prior_status=None,
             attempts=0,
-            parent=d.get("parent"),
+            parent=parent_of(d.get("parent")),
             cancel_requested=False,
             history_length=1,
             script_sha256=d.get("script_sha256"),
@@ -153,11 +201,12 @@ def apply(record: Record | None, event: Event) -> Record:
     if k == CANCEL_REQUESTED:
         return dataclasses.replace(r, cancel_requested=True, due_at=_min(r.due_at, event.at))
     if k in (COMPLETED, FAILED, CANCELLED):
-        outcome: dict[str, Any] = {"status": k}
         if k == COMPLETED:
-            outcome["result"] = d.get("result")
+            outcome = Outcome(k, result=d.get("result"))
         elif k == FAILED:
-            outcome["error"] = d["error"]
+            outcome = Outcome(k, error=error_of_event(d["error"]))
+        else:
+            outcome = Outcome(k)
         return dataclasses.replace(
             r, status=k, outcome=outcome, due_at=None, covered_due_at=None, prior_status=None
         )

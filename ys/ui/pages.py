@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from ys import codec, cron
 from ys.daemon import overview, timeline, views
-from ys.daemon.shapes import ValueWaiterJson
+from ys.daemon.shapes import RecordJson, StepJson, ValueWaiterJson
 from ys.errors import InvalidArgument, NotFoundError, YsError
 from ys.store.protocols import STATUSES
 
@@ -102,31 +102,29 @@ def _tree_down(
                 "execution_id": c.execution_id,
                 "workflow": c.workflow,
                 "status": c.status,
-                "step_key": (c.parent or {}).get("step_key"),
-                "detached": bool((c.parent or {}).get("detached")),
+                "step_key": c.parent.step_key if c.parent else None,
+                "detached": c.parent.detached if c.parent else False,
                 "children": _tree_down(d, c.execution_id, depth + 1, budget),
             }
         )
     return out
 
 
-def _ancestors(d: DaemonParts, parent: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _ancestors(d: DaemonParts, parent_id: str | None) -> list[dict[str, Any]]:
     chain: list[dict[str, Any]] = []
-    while parent and len(chain) < 10:
-        r = d.store.get(parent["execution_id"])
+    while parent_id and len(chain) < 10:
+        r = d.store.get(parent_id)
         if r is None:
-            chain.insert(
-                0, {"execution_id": parent["execution_id"], "status": "pruned", "workflow": ""}
-            )
+            chain.insert(0, {"execution_id": parent_id, "status": "pruned", "workflow": ""})
             break
         chain.insert(
             0, {"execution_id": r.execution_id, "workflow": r.workflow, "status": r.status}
         )
-        parent = r.parent
+        parent_id = r.parent.execution_id if r.parent else None
     return chain
 
 
-def _timeline(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timeline(steps: list[StepJson], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each step with how long it took: from the event before its first record in a
     delivery (the claim or the previous step) to its last record."""
     took: dict[str, float] = {}
@@ -141,7 +139,7 @@ def _timeline(steps: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
     return [{**s, "took": took.get(s["key"])} for s in steps]
 
 
-def _logs(d: DaemonParts, execution_id: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+def _logs(d: DaemonParts, execution_id: str, record: RecordJson) -> list[dict[str, Any]]:
     folder = d.paths.log_dir(execution_id)
     try:
         names = [p for p in folder.iterdir() if p.suffix == ".log" and p.stem.isdigit()]
@@ -191,7 +189,7 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
         "tl": picture,
         "history": history,
         "history_skipped": max(0, len(events) - len(history)),
-        "ancestors": _ancestors(d, x["parent"]),
+        "ancestors": _ancestors(d, p.execution_id if (p := desc.record.parent) else None),
         "tree": _tree_down(d, execution_id, 0, [200]),
         "logs": _logs(d, execution_id, x),
         "pid": running.proc.pid if running is not None and running.proc is not None else None,

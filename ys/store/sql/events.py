@@ -9,7 +9,6 @@ from typing import Any
 
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument
-from ys.outcomes import outcome_of
 from ys.store.base import Parent
 from ys.store.records import (
     ADMITTED,
@@ -102,7 +101,7 @@ def recorded_outcome(record: Record) -> Outcome:
     has none)."""
     if record.outcome is None:
         return Outcome("suspended")
-    return outcome_of(record.outcome)
+    return record.outcome
 
 
 def _outcome_event(outcome: Outcome, at: float) -> Event:

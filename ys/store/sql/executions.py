@@ -384,7 +384,7 @@ def acknowledge_tx(
 def wake_waiting_parent(c: Any, child: Record, now: float) -> None:
     """A caller blocked in step.call on this child is woken in the child's final transaction."""
     assert child.parent is not None
-    parent_id, key = child.parent["execution_id"], child.parent["step_key"]
+    parent_id, key = child.parent.execution_id, child.parent.step_key
     waiting = c.execute(
         "SELECT 1 FROM steps WHERE execution_id=? AND key=? AND status='waiting'",
         (parent_id, key),

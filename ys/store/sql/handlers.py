@@ -52,11 +52,13 @@ def failure_handler_tx(c: Any, record: Record, handler: str | None, now: float) 
     and is not itself a handler. Returns the handler's execution ID, or None."""
     if handler is None or record.status != FAILED or is_handler(c, record.execution_id):
         return None
-    error = (record.outcome or {}).get("error") or {}
+    error = record.outcome.error if record.outcome is not None else None
     params = {
         "execution_id": record.execution_id,
         "workflow": record.workflow,
-        "error": {k: error.get(k) for k in _ERROR_FIELDS},
+        "error": {"name": error.name, "message": error.message}
+        if error is not None
+        else dict.fromkeys(_ERROR_FIELDS),
         "attempts": record.attempts,
         "tags": dict(record.tags),
     }

@@ -4,6 +4,7 @@ page (`ph` is the connection's placeholder), a page of rows, deliveries and fail
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ys.contract import check_execution_id, check_tags, check_time, check_workflow_name
@@ -11,7 +12,7 @@ from ys.errors import InvalidArgument
 from ys.store.base import Page
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.reading import FailedAttempt, PastDelivery
-from ys.store.records import STATUSES, Event
+from ys.store.records import STATUSES, Event, Record
 
 
 def list_query(
@@ -117,7 +118,7 @@ def list_query(
     return sql, args
 
 
-def list_page(rows: list[Any], limit: int, to_record: Any) -> Page:
+def list_page(rows: list[Any], limit: int, to_record: Callable[[Any], Record]) -> Page[Record]:
     """A page of list rows (one more than `limit` read: whether a next page exists)."""
     limit = check_limit(limit)
     records = [to_record(r) for r in rows[:limit]]

@@ -77,7 +77,7 @@ def find(
     since: float | None = None,
     limit: int = 50,
     page_token: str | None = None,
-) -> Page:
+) -> Page[Record]:
     """Executions newest admitted first (ties by ID), filtered, a page at a time; the same
     order and page tokens as `list`."""
     limit = check_limit(limit)
@@ -157,7 +157,7 @@ class Overview:
         since: float | None = None,
         limit: int = 50,
         page_token: str | None = None,
-    ) -> Page:
+    ) -> Page[Record]:
         return self._core.read(
             lambda c: find(
                 c,

@@ -32,7 +32,7 @@ def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) 
     return [Event(kind, at, json.loads(data)) for at, kind, data in rows]
 
 
-def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page:
+def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page[HistoryEvent]:
     limit = check_limit(limit)
     start = parse_history_token(token)
     length = c.execute(
@@ -61,7 +61,7 @@ def list_executions(
     tags: dict[str, str] | None = None,
     since: float | None = None,
     until: float | None = None,
-) -> Page:
+) -> Page[Record]:
     """`list_query`'s page: IDs order by their bytes (SQLite's order; PostgreSQL's schema
     gives the column COLLATE "C")."""
     sql, args = list_query(
@@ -237,7 +237,7 @@ class Reads:
         tags: dict[str, str] | None = None,
         since: float | None = None,
         until: float | None = None,
-    ) -> Page:
+    ) -> Page[Record]:
         return self._core.read(
             lambda c: list_executions(
                 c,
@@ -254,7 +254,7 @@ class Reads:
 
     def history(
         self, execution_id: str, limit: int = DEFAULT_PAGE, page_token: str | None = None
-    ) -> Page:
+    ) -> Page[HistoryEvent]:
         return self._core.snapshot(lambda c: history(c, execution_id, limit, page_token))
 
     def describe(self, execution_id: str) -> Description:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ys.store.records import Event, RawJSON, Record, apply
+from ys.store.records import Event, Parent, RawJSON, Record, apply, outcome_of_json
 
 RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
@@ -24,14 +24,14 @@ LIGHT = RECORD_COLUMNS.format(params="''", context="''")
 def row_to_record(row: tuple[Any, ...]) -> Record:
     parent = None
     if row[12] is not None:
-        parent = {"execution_id": row[12], "step_key": row[13], "detached": bool(row[14])}
+        parent = Parent(row[12], row[13], bool(row[14]))
     return Record(
         execution_id=row[0],
         workflow=row[1],
         params_json=row[2],
         context_json=row[3],
         status=row[4],
-        outcome=json.loads(row[5]) if row[5] is not None else None,
+        outcome=outcome_of_json(json.loads(row[5])) if row[5] is not None else None,
         admitted_at=row[6],
         updated_at=row[7],
         due_at=row[8],
@@ -96,12 +96,12 @@ def project(prior: Record | None, events: list[Event]) -> tuple[Record, list[tup
 
 
 def outcome_text(record: Record) -> str | None:
-    return JSON(record.outcome) if record.outcome is not None else None
+    return JSON(record.outcome.to_json()) if record.outcome is not None else None
 
 
 def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
     """The executions row of a record that is not stored yet (INSERT_EXECUTION's values)."""
-    p = record.parent or {}
+    p = record.parent
     return (
         record.execution_id,
         record.workflow,
@@ -115,9 +115,9 @@ def new_record_row(record: Record, history_bytes: int) -> tuple[Any, ...]:
         record.covered_due_at,
         record.prior_status,
         record.attempts,
-        p.get("execution_id"),
-        p.get("step_key"),
-        bool(p.get("detached")) if p else None,
+        p.execution_id if p else None,
+        p.step_key if p else None,
+        p.detached if p else None,
         record.cancel_requested,  # a bool: 0/1 on SQLite, boolean on PostgreSQL
         record.history_length,
         history_bytes,
