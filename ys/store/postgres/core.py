@@ -65,11 +65,16 @@ def _flushed(pg: Any) -> None:
     then waits for answers, so a statement bigger than the socket's buffer (a 2 MiB params) would
     leave its tail unsent and both sides waiting. Reads while it writes, so a server that
     answers meanwhile never blocks on a full socket either."""
-    import select
+    import selectors
 
-    while pg.flush() == 1:
-        select.select([pg.socket], [pg.socket], [])
-        pg.consume_input()
+    if pg.flush() == 0:
+        return
+    # a selector, not select.select: the socket's descriptor may be above 1024 on a busy daemon
+    with selectors.DefaultSelector() as sel:
+        sel.register(pg.socket, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        while pg.flush() == 1:
+            sel.select()
+            pg.consume_input()
 
 
 class _Synced:
