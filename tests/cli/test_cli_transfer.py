@@ -161,9 +161,10 @@ def test_a_different_history_already_there_is_a_conflict_named_on_stderr(exporte
             assert params.fetchone()[0] == '{"other":true}'  # left as it was
 
 
-def test_migrate_with_conflicts_leaves_the_source_unmarked(exported, tmp_path):
-    """Records in conflict were not moved: the source stays usable (no mark) until they are
-    settled, and says so."""
+def test_migrate_with_conflicts_marks_the_source_all_the_same(exported, tmp_path):
+    """What did not conflict is in the target now, live executions included: the source is
+    marked all the same, so two databases never both run them (docs/design.md, "Keeping and
+    moving the data"); the conflicting record stays readable in the source."""
     h, _ = exported
     from ys.store import open_store
 
@@ -174,10 +175,10 @@ def test_migrate_with_conflicts_leaves_the_source_unmarked(exported, tmp_path):
         r = h.ys("migrate", "--to", str(b.db), "--merge")
         assert r.returncode == 3, r.stderr
         assert "CONFLICT: execution 'done-1'" in r.stderr, r.stderr
-        assert "stays usable until the conflicts are settled" in r.stderr, r.stderr
         source = open_store(h.db)
         try:
-            assert source.moved_to() is None
+            assert source.moved_to() == str(b.db)
+            assert source.get("done-1") is not None
         finally:
             source.close()
 

@@ -243,13 +243,13 @@ def migrate(
     Stop the daemon first (this database's; it would run what moves twice). A progress bar
     on stderr, then the count per kind. A target that holds executions already is refused
     (exit 3) unless --merge: then records there with the same contents are skipped, others
-    are conflicts named on stderr (exit 3) and this database is not marked as moved: it
-    stays usable until they are settled. Live executions move as they are (a running one as
-    due), so that daemons started on the target go on with them and run nothing twice. This
-    database keeps its records but is marked as moved: a daemon refuses to start on it,
-    naming the target (`ys daemon run` exits 3; `ys daemon start` and autostart exit 5), so
-    point `database` in config.toml (or YS_DATABASE) at the target before starting daemons
-    again. --json prints what `ys import --json` does.
+    are conflicts named on stderr (exit 3; the conflicting records stay only here, readable
+    for settling). Live executions move as they are (a running one as due), so that daemons
+    started on the target go on with them and run nothing twice. This database keeps its
+    records but is marked as moved, conflicts or not: a daemon refuses to start on it, naming
+    the target (`ys daemon run` exits 3; `ys daemon start` and autostart exit 5), so point
+    `database` in config.toml (or YS_DATABASE) at the target before starting daemons again.
+    --json prints what `ys import --json` does.
     """
     from ys.paths import resolve
     from ys.settings import load, redact
@@ -280,23 +280,13 @@ def migrate(
                     )
                 tally = Tally()
                 _move(src, dst, tally, show=not json_ and sys.stderr.isatty())
-                # the data is there now, not here: no daemon starts on the source again.
-                # Not while records conflicted: those are only here (docs/design.md
-                # "Keeping and moving the data")
-                if not tally.conflicts:
-                    dst.mark_moved(None)
-                    src.mark_moved(redact(target))
+                # the data is there now, not here: no daemon starts on the source again
+                dst.mark_moved(None)
+                src.mark_moved(redact(target))
             finally:
                 dst.close()
         finally:
             src.close()
-    if tally.conflicts and not json_:
-        from ys.commands import _render
-
-        _render.note(
-            "this database is not marked as moved: it stays usable until the conflicts are "
-            "settled; then run `ys migrate --merge` again"
-        )
     _finish(tally, json_, "moved")
 
 
