@@ -27,6 +27,7 @@ BENCH = REPO / "bench"
 RUNS: dict[str, list[str]] = {
     "ab.py": [".", "--rounds", "1", "--k", "5", "--n", "2"],
     "cli.py": ["--runs", "1"],
+    "floor.py": ["--n", "20", "--no-postgres"],
     "idle.py": ["--seconds", "1"],
     "limits.py": ["--m", "5", "--rounds", "1", "--store-cycles", "20"],
     "keep.py": ["--executions", "200", "--seconds", "0.5"],
