@@ -57,8 +57,9 @@ class FakeDispatcher:
     def delivering(self, *a: Any) -> bool:
         return True
 
-    def acknowledged(self, eid: str, token: str, status: str) -> None:
+    def acknowledged(self, eid: str, token: str, status: str) -> bool:
         self.acked.append(status)
+        return True
 
 
 class FakeApi(Deliveries):

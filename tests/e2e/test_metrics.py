@@ -165,3 +165,51 @@ def test_an_execution_claimed_at_its_admission_costs_no_claim_round(tmp_path):
             go.write_text("")
             assert c.wait(eid, timeout=60)["status"] == "completed"
     assert before is not None and after == before + 1  # the admission's, and no other
+
+
+ZERO = """
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        return params
+"""
+
+
+def test_a_delivery_ends_with_one_claim_round(tmp_path):
+    """An idle daemon's zero-step workflow costs 3 commits: its admission (with its claim),
+    its outcome, and one claim round at its end. The outcome, recorded a moment before the
+    worker exits, starts no round of its own: the worker's end starts the one that follows
+    (docs/design.md, Deliveries)."""
+    with make_home(tmp_path, YS_LEASE_SECONDS="60") as h:
+        h.write("zero.py", ZERO)
+        h.start()
+        with h.client() as c:
+
+            def settled(ended: int) -> float:
+                """The commits so far, once `ended` deliveries ended and the claim round
+                their end asked for is over."""
+                seen: list[float | None] = []
+
+                def done() -> bool:
+                    text = c.metrics()
+                    seen.append(value(text, "ys_store_commit_seconds_count"))
+                    n = value(
+                        text, "ys_deliveries_ended_total", workflow="zero", result="completed"
+                    )
+                    return n == ended and value(text, "ys_dispatcher_busy") == 0
+
+                wait_until(done)
+                assert seen[-1] is not None
+                return seen[-1]
+
+            c.wait(c.trigger("zero", {})["execution_id"], timeout=60)  # warm: the first claims
+            costs = []
+            for i in range(3):
+                before = settled(i + 1)
+                assert (
+                    c.wait(c.trigger("zero", {"i": i})["execution_id"], timeout=60)["status"]
+                    == "completed"
+                )
+                costs.append(settled(i + 2) - before)
+    assert costs == [3, 3, 3]  # admission + claim, outcome, the end's claim round

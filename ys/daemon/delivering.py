@@ -168,9 +168,10 @@ class Deliveries:
         status = result.status
         if on_failure is not None and first and status == "failed":
             self.d.metrics.admissions.labels("on_failure").inc()
-        self.d.dispatcher.acknowledged(eid, token, status)
+        mine = self.d.dispatcher.acknowledged(eid, token, status)
         self.d.hub.notify(eid, may_end=True)
-        self.d.dispatcher.poke()
+        if not mine:  # else the end of its worker pokes the dispatcher
+            self.d.dispatcher.poke()
 
     # -- the same, awaited (the HTTP routes) -------------------------------------------------
 

@@ -674,11 +674,17 @@ class Dispatcher:
         if r is not None and r.delivery.token == token:
             r.lease_expires_at = max(r.lease_expires_at, expires)  # answers may come out of order
 
-    def acknowledged(self, execution_id: str, token: str, status: str = "") -> None:
+    def acknowledged(self, execution_id: str, token: str, status: str = "") -> bool:
+        """An outcome of `execution_id` was recorded; whether this daemon runs that delivery:
+        then its worker's end, a moment later, starts the claim round for whatever the outcome
+        made due (a parent, a handler, a freed slot): one round per end, not one for the
+        outcome and another for the exit (docs/design.md, The store)."""
         r = self.running.get(execution_id)
         if r is not None and r.delivery.token == token:
             r.acknowledged = True
             r.result = r.result or status
+            return True
+        return False
 
     def delivering(self, execution_id: str, token: str) -> bool:
         """Whether this daemon runs that delivery and it has recorded no outcome yet."""
