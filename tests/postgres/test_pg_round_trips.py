@@ -6,6 +6,7 @@ server's answer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import Callable
@@ -96,3 +97,20 @@ def test_each_durable_operation_is_one_request_plus_its_commit(store):
         "suspension": 2,
         "outcome": 2,
     }, costs
+
+
+def test_an_admission_that_claims_its_execution_costs_three_round_trips(store):
+    """The daemon's admission on a free slot (its execution claimed in the same transaction):
+    the INSERT, one question for the claim (the row, its script's limit and whether its
+    workflow is paused, together), then the writes and COMMIT; a new execution's steps are
+    not read (it has none). The first line of a trigger waits for it."""
+    admitted: list[Any] = []
+
+    def admit() -> None:
+        admitted.append(asyncio.run(store.admit_async("w", {"n": 1}, lease_seconds=30)))
+
+    cost = counted(store, admit)
+    (a,) = admitted
+    assert a.started and a.delivery is not None and a.delivery.attempt == 1
+    assert a.delivery.state.steps == [] and a.delivery.state.params_json == '{"n":1}'
+    assert cost == 3, cost

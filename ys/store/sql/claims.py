@@ -193,13 +193,19 @@ def claim_new(
     c: Any, execution_id: str, now: float, lease: float, holder: str, pid: int
 ) -> Delivery | None:
     """Lease an execution this transaction admitted (its first delivery, claimed in its
-    admission's transaction), or None when its workflow's recorded limit leaves no slot
-    (it waits, as a claim would leave it). Nobody else sees the row before the commit."""
+    admission's transaction), or None when its workflow is paused or its recorded limit
+    leaves no slot (it waits, as a claim would leave it). Nobody else sees the row before the
+    commit. One statement asks for the row and the pause together, and a new execution has
+    no steps to read: the admission's one question, this one, then the writes with COMMIT
+    (docs/design.md, "On PostgreSQL")."""
     row = c.execute(
-        f"SELECT {CLAIM_COLUMNS} FROM executions WHERE execution_id=?", (execution_id,)
+        f"SELECT {CLAIM_COLUMNS}, EXISTS (SELECT 1 FROM workflow_pauses p "
+        "WHERE p.workflow = executions.workflow) FROM executions WHERE execution_id=?",
+        (execution_id,),
     ).fetchone()
-    delivery = _claim_one(c, Claimable(row), now, lease, holder, pid)
-    return None if delivery is None else with_steps(c, [delivery])[0]
+    if row[-1]:
+        return None  # paused: it waits, as a claim would leave it
+    return _claim_one(c, Claimable(row[:-1]), now, lease, holder, pid)  # its steps: none
 
 
 def _claim_one(

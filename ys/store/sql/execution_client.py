@@ -35,7 +35,7 @@ from ys.store.base import (
 )
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
-from ys.store.sql import claims, concurrency, pauses
+from ys.store.sql import claims, concurrency
 from ys.store.sql.core import Core
 from ys.store.sql.events import encode_event_value, new_execution_id, outcome_event
 from ys.store.sql.executions import (
@@ -100,8 +100,6 @@ class Executions(LeanWrites):
             admission = fn(c)
             if not admission.started or (due_at is not None and due_at > t):
                 return admission  # due later: a claim takes it when it is due
-            if pauses.is_paused(c, workflow):  # paused: it waits
-                return admission
             delivery = claims.claim_new(c, admission.execution_id, t, lease, holder, pid)
             return replace(admission, delivery=delivery)
 

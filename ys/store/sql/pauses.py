@@ -1,6 +1,7 @@
 """Workflow pauses (`ys workflows pause W`), a row per paused workflow in `workflow_pauses`.
-A paused workflow's executions are still admitted; no claim takes them (the claims and the
-claim at admission test `SKIP_PAUSED` / `is_paused` in their own transaction) until it is
+A paused workflow's executions are still admitted; no claim takes them (the claims test
+`SKIP_PAUSED` in their own transaction, the claim at admission asks with its row: ys.store.sql.
+claims.claim_new) until it is
 resumed, on any daemon sharing the database (docs/design.md, "Schedules and paused
 workflows")."""
 
