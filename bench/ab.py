@@ -14,7 +14,8 @@ that tree's code; the driver (ys.Client) is this repository's for all of them. P
                 time.process_time(): what the step path costs, whatever the load
   first line    trigger -> first statement of the workflow, N samples, p50 and p99
   zero/s        M (`--m`, 20) zero-step workflows triggered then awaited, per round; and the daemon's CPU
-                per execution over all rounds (admission, claim, launch, outcome)
+                per execution over all rounds (admission, claim, launch, outcome), alone and
+                with its fork server and workers (the daemon's process tree)
 
 On SQLite by default (each daemon its own file in its own home); `--postgres` gives each
 daemon a fresh database of its own on one throw-away PostgreSQL server (fsync on, under
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import delivery as D
-from common import REPO_ROOT, postgres_databases, progress, scratch_dir
+from common import REPO_ROOT, postgres_databases, progress, scratch_dir, tree_cpu_seconds
 
 CPU_STEPS = """
     import time
@@ -93,12 +94,21 @@ def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
     }
 
 
-def zero_round(d: D.Daemon, y: D.YsSide, daemon_us: list[float], m: int = 20) -> float:
-    """Zero-step workflows/s over `m`; the daemon's CPU per execution goes to `daemon_us`."""
+def zero_round(
+    d: D.Daemon,
+    y: D.YsSide,
+    daemon_us: list[float],
+    m: int = 20,
+    tree_us: list[float] | None = None,
+) -> float:
+    """Zero-step workflows/s over `m`; the daemon's CPU per execution goes to `daemon_us`,
+    its process tree's (the fork server and every worker too) to `tree_us`."""
     assert d.proc is not None
-    c0 = cpu_of(d.proc.pid)
+    c0, t0 = cpu_of(d.proc.pid), tree_cpu_seconds([d.proc.pid])
     per_second: float = y.zero(m)["per_second"]
     daemon_us.append((cpu_of(d.proc.pid) - c0) / m * 1e6)  # in clock ticks: 500 us apart
+    if tree_us is not None:
+        tree_us.append((tree_cpu_seconds([d.proc.pid]) - t0) / m * 1e6)
     return per_second
 
 
@@ -123,14 +133,17 @@ def measure(
         for _, _, y in sides:
             y.warm_up()
         res: dict[str, dict[str, Any]] = {
-            t: {"steps": [], "first": [], "zero": [], "zero_daemon_us": []} for t, _, _ in sides
+            t: {"steps": [], "first": [], "zero": [], "zero_daemon_us": [], "zero_tree_us": []}
+            for t, _, _ in sides
         }
         for r in range(rounds):
             progress(f"round {r + 1} of {rounds}")
             for t, d, y in D.rotate(sides, r):
                 res[t]["steps"].append(steps_round(d, y, k))
                 res[t]["first"] += y.first(max(1, n // rounds))["samples"]
-                res[t]["zero"].append(zero_round(d, y, res[t]["zero_daemon_us"], m))
+                res[t]["zero"].append(
+                    zero_round(d, y, res[t]["zero_daemon_us"], m, res[t]["zero_tree_us"])
+                )
     finally:
         for _, d, y in sides:
             y.close()
@@ -157,6 +170,7 @@ def report(adapter: str, m: dict[str, Any]) -> str:
             f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
             f"zero-step/s {D.median(r['zero']):,.0f} "
             f"(rounds {zeros}), daemon CPU {sum(r['zero_daemon_us']) / len(r['zero']):.0f} us each"
+            f", with its fork server and workers {sum(r['zero_tree_us']) / len(r['zero']):.0f} us"
         )
     return "\n".join(lines)
 
