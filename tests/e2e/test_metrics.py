@@ -213,3 +213,55 @@ def test_a_delivery_ends_with_one_claim_round(tmp_path):
                 )
                 costs.append(settled(i + 2) - before)
     assert costs == [3, 3, 3]  # admission + claim, outcome, the end's claim round
+
+
+LINGER = """
+    import os, threading, time
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        def linger():
+            while not os.path.exists(params["go"]):
+                time.sleep(0.01)
+
+        threading.Thread(target=linger).start()  # a spawned worker waits for it at its exit
+        return step.run("only", lambda: 1)
+"""
+
+CALLER = """
+    import ys
+
+    @ys.workflow
+    def main(step, params):
+        return step.call("child", "linger", params)
+"""
+
+
+def test_a_worker_lingering_after_its_outcome_holds_up_no_claim(tmp_path):
+    """A spawned worker still running threads of its own after its outcome: what the outcome
+    made due (here its parent, woken) is claimed a second later, not when the worker ends."""
+    go = tmp_path / "go"
+    with make_home(tmp_path, YS_LAUNCHER="spawn", YS_LEASE_SECONDS="60") as h:
+        h.write("linger.py", LINGER)
+        h.write("caller.py", CALLER)
+        h.start()
+        with h.client() as c:
+            eid = c.trigger("caller", {"go": str(go)})["execution_id"]
+            try:
+                record = c.wait(eid, timeout=15)  # the next round without it: 30 s away
+                assert record["status"] == "completed" and record["outcome"]["result"] == 1
+                assert not go.exists()  # so the child's worker is still there
+            finally:
+                go.write_text("")
+            wait_until(
+                lambda: (
+                    value(
+                        c.metrics(),
+                        "ys_deliveries_ended_total",
+                        workflow="linger",
+                        result="completed",
+                    )
+                    == 1
+                )
+            )

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 log = logging.getLogger("ys.dispatcher")
+LINGER = 1.0  # seconds a worker may take to exit after its outcome before a round runs anyway
 MAX_IDLE = 30.0  # re-read the wall clock at least this often, so a laptop that slept catches up
 PIPE_GRACE = 5.0  # after a worker exits, how long its output may still take to arrive
 
@@ -677,14 +678,20 @@ class Dispatcher:
     def acknowledged(self, execution_id: str, token: str, status: str = "") -> bool:
         """An outcome of `execution_id` was recorded; whether this daemon runs that delivery:
         then its worker's end, a moment later, starts the claim round for whatever the outcome
-        made due (a parent, a handler, a freed slot): one round per end, not one for the
-        outcome and another for the exit (docs/design.md, The store)."""
+        made due (a parent, a handler): one round per end, not one for the outcome and another
+        for the exit (docs/design.md, Deliveries). A worker still there `LINGER` seconds
+        after its outcome (a spawned one finishing threads of its own) gets that round then."""
         r = self.running.get(execution_id)
         if r is not None and r.delivery.token == token:
             r.acknowledged = True
             r.result = r.result or status
+            asyncio.get_running_loop().call_later(LINGER, self._lingers, r)
             return True
         return False
+
+    def _lingers(self, r: Running) -> None:
+        if self.running.get(r.delivery.execution_id) is r:  # its end has not poked yet
+            self.poke()
 
     def delivering(self, execution_id: str, token: str) -> bool:
         """Whether this daemon runs that delivery and it has recorded no outcome yet."""
