@@ -174,7 +174,8 @@ class Dispatcher:
         # for only once the earliest deadline (read before the loop last waited) is due.
         if not self.outage.down and self.store.clock() >= self._deadline_at:
             try:
-                if await self.limits.expire_due() < SWEEP_LIMIT:
+                expired = await self.limits.expire_due()  # None: the database is away
+                if expired is not None and expired < SWEEP_LIMIT:
                     self._deadline_at = math.inf  # until the next look says otherwise
             except YsError as exc:
                 log.error("timing out failed: %s", exc)
