@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ys.daemon.hub import Hub
 from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
-from ys.errors import DatabaseMoved, YsError
+from ys.errors import DaemonUnavailable, DatabaseMoved, YsError
 from ys.paths import Paths
 from ys.settings import Settings
 from ys.store.protocols import TERMINAL, ScriptOptions
@@ -400,6 +400,8 @@ class Daemon:
                     timeout=wf.timeout,
                     options=self._script_options(wf),
                 )
+            except DaemonUnavailable:
+                raise  # the database is away, not the script at fault: the registry tries again
             except YsError as exc:  # refused by the store: that script's error, not the daemon's
                 log.error("workflow %s: its version was not recorded: %s", wf.name, exc.message)
                 self.registry.set_error(wf.name, f"its options were refused: {exc.message}")
