@@ -706,6 +706,15 @@ class Dispatcher:
 
     # -- shutdown ---------------------------------------------------------------------------
 
+    def halt(self) -> None:
+        """Claim nothing more and kill every worker now, without a grace period: the
+        database was moved (ys.daemon.moved), so its executions run on another one now."""
+        self._stopping = True
+        self.poke()
+        for r in self.running.values():
+            if r.proc is not None and r.proc.returncode is None:
+                kill_group(r.proc)
+
     async def stop(self, grace: float) -> None:
         """Stop claiming; give running deliveries `grace` seconds; then kill and release them."""
         self._stopping = True
