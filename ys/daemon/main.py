@@ -256,9 +256,10 @@ class Daemon:
             await start()
         dispatcher.start()
         scheduler.start()
-        database = self.settings.database_shown(self.paths.db)
-        self._moved_watch = MovedWatch(store, self.hub, database, self._database_moved)
-        self._moved_watch.start()
+        if self.settings.database:  # `ys migrate` takes a home's own SQLite file's lock first
+            database = self.settings.database_shown(self.paths.db)
+            self._moved_watch = MovedWatch(store, self.hub, database, self._database_moved)
+            self._moved_watch.start()
         if self._tracer is not None:
             self._tracer.start()
 

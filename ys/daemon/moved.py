@@ -1,7 +1,9 @@
 """A database `ys migrate` marks moved while a daemon runs on it (on PostgreSQL another box may
 run the migration): the daemon looks for the mark every MOVED_CHECK_SECONDS, one read of one
 settings row, and once it is there stops delivering at once, so that two databases never both
-run the moved executions (docs/design.md, "Keeping and moving the data")."""
+run the moved executions (docs/design.md, "Keeping and moving the data"). Only on a database
+named by `database` (YS_DATABASE): a home's own SQLite file cannot be migrated under its
+running daemon, whose lock `ys migrate` takes."""
 
 from __future__ import annotations
 
