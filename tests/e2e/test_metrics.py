@@ -212,7 +212,10 @@ def test_a_delivery_ends_with_one_claim_round(tmp_path):
                     == "completed"
                 )
                 costs.append(settled(i + 2) - before)
-    assert costs == [3, 3, 3]  # admission + claim, outcome, the end's claim round
+    # admission + claim, outcome, the end's claim round (4 without one round per end); a
+    # worker still there a second after its outcome (a very loaded box) gets a round of its own,
+    # so one slow exit may cost 4: the rule shows in the cheapest of three
+    assert min(costs) == 3 and max(costs) <= 4, costs
 
 
 LINGER = """
