@@ -114,7 +114,11 @@ class _Reader:
 
 def _out(pairs: list[tuple[str, object]], extra: Mapping[str, object] | None) -> JsonObject:
     """`pairs` (in sorted key order) without the absent ones, and `extra`, in sorted order."""
-    out = {k: v for k, v in pairs if v is not None}
+    return _with({k: v for k, v in pairs if v is not None}, extra)
+
+
+def _with(out: JsonObject, extra: Mapping[str, object] | None) -> JsonObject:
+    """`out` (its keys in sorted order) with `extra`, in sorted order."""
     if extra:
         out.update(extra)
         return dict(sorted(out.items()))
@@ -202,14 +206,14 @@ class ClaimedData:
     extra: Mapping[str, object] | None = None  # keys no field takes, kept verbatim
 
     def to_json(self) -> JsonObject:
-        return _out(
-            [
-                ("attempt", self.attempt),
-                ("daemon_id", self.daemon_id),
-                ("script_sha256", self.script_sha256),
-            ],
-            self.extra,
-        )
+        out: JsonObject = {}  # written out, as a step's: a claim is the hot path
+        if self.attempt is not None:
+            out["attempt"] = self.attempt
+        if self.daemon_id is not None:
+            out["daemon_id"] = self.daemon_id
+        if self.script_sha256 is not None:
+            out["script_sha256"] = self.script_sha256
+        return _with(out, self.extra)
 
     @staticmethod
     def from_json(r: _Reader) -> ClaimedData:
@@ -238,18 +242,22 @@ class StepData:
         return self.status is None or self.status == "waiting"
 
     def to_json(self) -> JsonObject:
-        return _out(
-            [
-                ("attempts", self.attempts),
-                ("copied_from", self.copied_from),
-                ("error", self.error),
-                ("key", self.key),
-                ("kind", self.kind),
-                ("status", self.status),
-                ("wake_at", self.wake_at),
-            ],
-            self.extra,
-        )
+        # written out, not through `_out`: a step's save is the hot path
+        out: JsonObject = {}
+        if self.attempts is not None:
+            out["attempts"] = self.attempts
+        if self.copied_from is not None:
+            out["copied_from"] = self.copied_from
+        if self.error is not None:
+            out["error"] = self.error
+        out["key"] = self.key
+        if self.kind is not None:
+            out["kind"] = self.kind
+        if self.status is not None:
+            out["status"] = self.status
+        if self.wake_at is not None:
+            out["wake_at"] = self.wake_at
+        return _with(out, self.extra)
 
     @staticmethod
     def from_json(r: _Reader) -> StepData:
