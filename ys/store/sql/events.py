@@ -71,13 +71,13 @@ def admission_event(
     data = AdmittedData(
         execution_id,
         workflow,
-        RawJSON(params_json),
-        RawJSON(context_json),
-        parent,
-        script_sha256,
-        dict(tags) if tags else None,
-        retry_of,
-        due_at if due_at is not None and due_at > at else None,
+        params=RawJSON(params_json),
+        context=RawJSON(context_json),
+        parent=parent,
+        script_sha256=script_sha256,
+        tags=dict(tags) if tags else None,
+        retry_of=retry_of,
+        due_at=due_at if due_at is not None and due_at > at else None,
     )
     return Event(ADMITTED, at, data)
 
