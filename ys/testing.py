@@ -243,7 +243,12 @@ class WorkflowTest:
         while True:
             page = self.store.history(execution_id, limit=1000, page_token=token)
             out += [
-                {"seq": h.seq, "at": h.event.at, "kind": h.event.kind, "data": h.event.data}
+                {
+                    "seq": h.seq,
+                    "at": h.event.at,
+                    "kind": h.event.kind,
+                    "data": h.event.data.to_json(),
+                }
                 for h in page.items
             ]
             token = page.next_page_token

@@ -234,8 +234,8 @@ def test_the_registration_and_its_timeout_wake_are_recorded_together(wt: Workflo
     assert [(w.key, w.step_key, w.since) for w in wt.store.waits(eid)] == [(KEY, "approval", T0)]
     assert wt.store.get(eid).due_at == T0 + 90
     wake = [e for e in wt.store.events(eid) if e.kind == "wake_requested"]
-    assert [e.data["due_at"] for e in wake] == [T0 + 90]
-    assert "times out" in wake[0].data["reason"]
+    assert [e.data.due_at for e in wake] == [T0 + 90]
+    assert "times out" in wake[0].data.reason
     described = wt.store.describe(eid)
     assert described.record.due_at == T0 + 90
 

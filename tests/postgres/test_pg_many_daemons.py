@@ -70,7 +70,7 @@ def test_a_stopped_daemon_is_fenced_once_another_swept_its_expired_lease(daemons
     assert b.events("x") == before  # the woken daemon wrote nothing
     kinds = [e.kind for e in before]
     assert kinds == ["admitted", "claimed", "released", "claimed"]
-    assert before[2].data["reason"] == "lease_expired"
+    assert before[2].data.reason == "lease_expired"
     assert (
         b.acknowledge(
             "x", new.token, outcome_of({"status": "completed", "result": 2}), now=later
@@ -94,7 +94,7 @@ def test_recovery_sees_only_the_leases_its_own_daemon_holds(daemons):
     assert again.held_leases() == []
     assert sorted(b.held_leases()) == sorted((d.execution_id, d.token) for d in theirs)
     for d in mine:
-        assert [e.data.get("reason") for e in again.events(d.execution_id)][
+        assert [e.data.to_json().get("reason") for e in again.events(d.execution_id)][
             -1
         ] == "daemon_restarted"
 

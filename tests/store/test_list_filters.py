@@ -105,7 +105,7 @@ def test_a_record_carries_its_tags_and_an_untagged_one_none(store):
     store.admit("build", execution_id="t-2", now=T0)
     assert store.get("t-1").tags == {"team": "a", "k": "v w"}
     assert store.get("t-2").tags == {}
-    assert store.history("t-1", 10).items[0].event.data["tags"] == {"team": "a", "k": "v w"}
+    assert store.history("t-1", 10).items[0].event.data.tags == {"team": "a", "k": "v w"}
     assert store.verify() == []
 
 

@@ -62,8 +62,8 @@ def test_a_retry_copies_the_steps_before_the_first_that_did_not_complete(store):
     ]
     events = store.history("order-7.r1", 1000).items
     assert [e.event.kind for e in events] == ["admitted", "step", "step", "step"]
-    assert events[0].event.data["retry_of"] == "order-7"
-    assert all(e.event.data["copied_from"] == "order-7" for e in events[1:])
+    assert events[0].event.data.retry_of == "order-7"
+    assert all(e.event.data.copied_from == "order-7" for e in events[1:])
     # the original is unchanged but for its link to the retry, and every record is its folded
     # history
     after = (store.get("order-7"), store.steps("order-7"), store.history("order-7", 1000).items)

@@ -25,7 +25,7 @@ from ys.errors import YsError
 from ys.outcomes import outcome_of
 from ys.store.base import AdmissionContext
 from ys.store.paging import history_token, parse_history_token
-from ys.store.protocols import Event, HistoryEvent
+from ys.store.protocols import AdmittedData, Event, HistoryEvent
 from ys.values import StepWrite
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()  # 1767225600
@@ -71,16 +71,7 @@ def test_hand_worked_example(store):
     assert page.items == [
         HistoryEvent(
             1,
-            Event(
-                "admitted",
-                T0,
-                {
-                    "execution_id": "demo-1",
-                    "workflow": "echo",
-                    "params": {"input": "hi"},
-                    "context": {},
-                },
-            ),
+            Event("admitted", T0, AdmittedData("demo-1", "echo", {"input": "hi"}, {})),
         )
     ]
     description = store.describe("demo-1")
@@ -88,7 +79,7 @@ def test_hand_worked_example(store):
     assert description.record.admitted_at == T0
     assert description.record.due_at == T0
     assert description.record.history_length == 1
-    assert description.history_bytes >= canonical_size(page.items[0].event.data) > 0
+    assert description.history_bytes >= canonical_size(page.items[0].event.data.to_json()) > 0
 
     # The same start again returns the existing execution and appends nothing.
     again = store.admit(
@@ -351,7 +342,7 @@ def test_describe_reports_history_length_bytes_and_deliveries(store):
     events = history(store, "demo-1")
     assert description.record.status == "completed"
     assert description.record.history_length == len(events) == 7
-    assert description.history_bytes >= sum(canonical_size(e.event.data) for e in events)
+    assert description.history_bytes >= sum(canonical_size(e.event.data.to_json()) for e in events)
     assert [s.key for s in description.steps] == ["say"]
     assert [(d.attempt, d.outcome) for d in description.deliveries] == [
         (1, "suspended"),

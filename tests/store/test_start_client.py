@@ -175,7 +175,7 @@ def test_a_new_start_commits_the_target_admitted_due_and_linked_to_its_caller(
     assert rec.due_at == T0 + 1  # its first wake is in the same commit
     # the admission event carries the parent link: the record is a fold of its history
     first = store.events(target)[0]
-    assert first.kind == "admitted" and first.data["parent"] == rec.parent.to_json()
+    assert first.kind == "admitted" and first.data.parent == rec.parent
     assert store.verify() == []
     # due: the dispatcher claims it
     claimed = {d.execution_id: d for d in store.claim_due(now=T0 + 1, limit=10)}

@@ -301,7 +301,7 @@ def test_a_put_wakes_every_waiter_in_its_transaction_and_clears_the_registration
         assert store.waits(eid) == []
         last = store.events(eid)[-1]
         assert last.kind == "wake_requested" and last.at == T0 + 10
-        assert KEY in last.data["reason"]
+        assert KEY in last.data.reason
     assert store.get(ended).due_at is None and store.get(ended).status == "cancelled"
     assert store.waits(ended) == []
     assert store.get(bystander).due_at is None  # another key's waiter is not woken

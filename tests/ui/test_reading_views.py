@@ -14,8 +14,10 @@ from ys.store.protocols import (
     HistoryEvent,
     HourDurations,
     PastDelivery,
+    ReleasedData,
     SlotHistory,
     SlotOutcome,
+    StepData,
     StoreWait,
     StreamEvent,
     ValueWaiter,
@@ -123,7 +125,7 @@ def test_a_past_delivery_shows_detail_and_warnings_only_where_there_are_any():
 def test_a_stream_event_shows_the_history_shape_with_its_execution_and_cursor():
     from ys.daemon.api_events import event
 
-    e = StreamEvent(41, "x1", "wf", 3, Event("released", T, {"reason": "crash", "retry_at": T}))
+    e = StreamEvent(41, "x1", "wf", 3, Event("released", T, ReleasedData("crash", T)))
     assert event(e) == {
         "execution_id": "x1",
         "workflow": "wf",
@@ -136,7 +138,7 @@ def test_a_stream_event_shows_the_history_shape_with_its_execution_and_cursor():
 
 
 def test_a_history_event_shows_its_times_in_iso():
-    e = HistoryEvent(2, Event("step", T, {"key": "nap", "wake_at": T, "status": "waiting"}))
+    e = HistoryEvent(2, Event("step", T, StepData("nap", status="waiting", wake_at=T)))
     assert views.event(e) == {
         "seq": 2,
         "at": AT,

@@ -5,21 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from ys.daemon import timeline
+from ys.store.eventdata import event_data_of
 from ys.store.records import Event, Record, fold
 
 T = 1_000_000.0
 
 
 def ev(at: float, what: str, **data: Any) -> Event:
-    return Event(what, T + at, data)
+    return Event(what, T + at, event_data_of(what, data))
 
 
 def admitted(xid: str = "x/1") -> Event:
-    return Event(
-        "admitted",
-        T,
-        {"execution_id": xid, "workflow": "flaky", "params": {}, "context": {}},
-    )
+    return ev(0, "admitted", execution_id=xid, workflow="flaky", params={}, context={})
 
 
 # a run step retried twice, a sleep of an hour, a child called, then done
@@ -46,19 +43,17 @@ HISTORY = [
 def child() -> Record:
     r = fold(
         [
-            Event(
+            ev(
+                3601.2,
                 "admitted",
-                T + 3601.2,
-                {
-                    "execution_id": "kid-1",
-                    "workflow": "child",
-                    "params": {},
-                    "context": {},
-                    "parent": {"execution_id": "x/1", "step_key": "kid"},
-                },
+                execution_id="kid-1",
+                workflow="child",
+                params={},
+                context={},
+                parent={"execution_id": "x/1", "step_key": "kid"},
             ),
-            Event("claimed", T + 3601.3, {"attempt": 1}),
-            Event("completed", T + 3601.9, {"result": 2}),
+            ev(3601.3, "claimed", attempt=1),
+            ev(3601.9, "completed", result=2),
         ]
     )
     return r

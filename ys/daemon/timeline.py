@@ -10,14 +10,21 @@ marked break so that a sleep of a day does not squeeze the rest into a hairline.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ys.daemon.shapes import BarJson, BreakJson, RowJson, TimelineJson
-from ys.store.protocols import TERMINAL, Event, Outcome, Record
+from ys.store.protocols import (
+    ClaimedData,
+    Ending,
+    Event,
+    FailedData,
+    Outcome,
+    Record,
+    ReleasedData,
+    StepData,
+)
 
-ENDINGS = ("released", "suspended", *sorted(TERMINAL))
 MAX_ROWS = 200  # rows drawn; the rest are counted
 BREAK_SHARE = 0.04  # the width a compressed idle stretch keeps, as a share of the axis
 
@@ -46,14 +53,12 @@ class Span:
     wake_at: float | None = None
 
 
-def _told(s: Span, said: Mapping[str, Any]) -> Span:
+def _told(s: Span, said: StepData | None) -> Span:
     """`s` with what its step event's data said: its status, its error, when it wakes."""
-    wake = said.get("wake_at")
+    if said is None:
+        return s
     return dataclasses.replace(
-        s,
-        step_status=None if said.get("status") is None else str(said["status"]),
-        step_error=error_text(said.get("error")),
-        wake_at=None if wake is None else float(wake),
+        s, step_status=said.status, step_error=error_text(said.error), wake_at=said.wake_at
     )
 
 
@@ -133,33 +138,35 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
     tried: dict[str, int] = {}  # run steps: attempts ended so far
     for ev in events:
         d = ev.data
-        if ev.kind == "claimed":
-            attempt = int(d.get("attempt") or attempt + 1)
+        if isinstance(d, ClaimedData):
+            attempt = d.attempt or attempt + 1
             delivery_start = previous = ev.at
             continue
-        if ev.kind in ENDINGS and attempt:
-            how = f"retry ({d.get('reason')})" if ev.kind == "released" else ev.kind
-            err = str(d.get("detail") or how) if ev.kind == "released" else None
-            if ev.kind == "failed":
-                err = error_text(d.get("error"))
+        if isinstance(d, Ending) and attempt:
+            how, err = ev.kind, None
+            if isinstance(d, ReleasedData):
+                how = f"retry ({d.reason})"
+                err = d.detail or how
+            elif isinstance(d, FailedData):
+                err = error_text(d.error)
             out.append(Span("delivery", "", attempt, delivery_start, ev.at, how, error=err))
             attempt = 0
             continue
-        if ev.kind != "step":
+        if not isinstance(d, StepData):
             continue
-        key = str(d.get("key"))
-        kind = str(d.get("kind", "run"))
-        status = str(d.get("status"))
-        err = error_text(d.get("error"))
+        key = d.key
+        kind = d.kind or "run"
+        status = str(d.status)
+        err = error_text(d.error)
         if kind == "run" and (err is not None or status != "waiting"):
             # an attempt of a run step ended: failed (a retry waits), failed, or completed
-            n = int(d.get("attempts") or tried.get(key, 0) + 1)
+            n = d.attempts or tried.get(key, 0) + 1
             tried[key] = n
             ended = "failed" if err is not None else status
             span = Span("attempt", key, n, previous, ev.at, ended, kind, attempt, err)
             out.append(_told(span, d))
-            if status == "waiting" and d.get("wake_at") is not None:
-                wake = float(d["wake_at"])
+            if status == "waiting" and d.wake_at is not None:
+                wake = d.wake_at
                 out.append(Span("backoff", key, n, ev.at, max(wake, ev.at), "waiting", kind, 0))
             previous = ev.at
             continue
@@ -175,11 +182,12 @@ def spans(admitted_at: float, events: list[Event]) -> list[Span]:
         previous = ev.at
     if attempt:
         out.append(Span("delivery", "", attempt, delivery_start, None, "running"))
-    last_step = {e.data.get("key"): e.data for e in events if e.kind == "step"}
+    last_step = {e.data.key: e.data for e in events if isinstance(e.data, StepData)}
     for key, (began, in_delivery) in waiting.items():
-        d = last_step.get(key, {})
-        wait = Span("wait", key, 1, began, None, "waiting", str(d.get("kind", "")), in_delivery)
-        out.append(_told(wait, d))
+        said = last_step.get(key)
+        step_kind = "" if said is None else said.kind or ""
+        wait = Span("wait", key, 1, began, None, "waiting", step_kind, in_delivery)
+        out.append(_told(wait, said))
     return out
 
 

@@ -188,7 +188,7 @@ def event(e: HistoryEvent) -> HistoryEventJson:
 
 def history_event(seq: int, e: Event) -> HistoryEventJson:
     """The `seq`th event of a history as the API shows it."""
-    data: dict[str, object] = e.data
+    data: dict[str, object] = e.data.to_json()
     if not EVENT_TIMES.isdisjoint(data):
         data = {
             k: iso(v) if k in EVENT_TIMES and isinstance(v, int | float) else v

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, TypeVar
 
+from ys.store.eventdata import Parent as Parent
 from ys.store.reading import FailedAttempt, PastDelivery
-from ys.store.records import Parent as Parent
 from ys.store.records import Record
 from ys.values import StepWrite, UserJson, UserObject
 

@@ -12,7 +12,22 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ys.values import Outcome, OutcomeError
+from ys.store.eventdata import (
+    AdmittedData,
+    CancelledData,
+    CancelRequestedData,
+    ClaimedData,
+    CompletedData,
+    EventData,
+    FailedData,
+    Parent,
+    ReleasedData,
+    StepData,
+    SuspendedData,
+    WakeRequestedData,
+    error_of_json,
+)
+from ys.values import Outcome
 
 STATUSES = ("admitted", "running", "suspended", "completed", "failed", "cancelled")
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -32,26 +47,9 @@ CANCELLED = "cancelled"
 
 @dataclass(frozen=True)
 class Event:
-    kind: str
+    kind: str  # the kind its data is of (`data.KIND`)
     at: float
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Parent:
-    """The execution whose step started this one (a child start), as its `admitted` event and
-    its record name it."""
-
-    execution_id: str
-    step_key: str
-    detached: bool = False  # a cancel of the parent does not reach it
-
-    def to_json(self) -> dict[str, str | bool]:
-        return {
-            "execution_id": self.execution_id,
-            "step_key": self.step_key,
-            "detached": self.detached,
-        }
+    data: EventData
 
 
 @dataclass(frozen=True)
@@ -99,32 +97,13 @@ def _raw(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def parent_of(data: dict[str, Any] | None) -> Parent | None:
-    """The parent an `admitted` event names (its `Parent.to_json`)."""
-    if not data:
-        return None
-    return Parent(data["execution_id"], data["step_key"], bool(data.get("detached")))
-
-
-def error_of_event(data: dict[str, Any]) -> OutcomeError:
-    """A `failed` event's error (written by `OutcomeError.to_json` or the store's own
-    failures), as the record keeps it."""
-    return OutcomeError(
-        data["name"],
-        str(data.get("message", "")),
-        code=data.get("code"),
-        traceback=data.get("traceback"),
-        cause=data.get("cause"),
-    )
-
-
 def outcome_of_json(data: dict[str, Any]) -> Outcome:
     """A stored record's outcome column (`Outcome.to_json`) as the record keeps it."""
     status = data["status"]
     if status == COMPLETED:
         return Outcome(status, result=data.get("result"))
     if status == FAILED:
-        return Outcome(status, error=error_of_event(data["error"]))
+        return Outcome(status, error=error_of_json(data["error"]))
     return Outcome(status)
 
 
@@ -140,77 +119,87 @@ def apply(record: Record | None, event: Event) -> Record:
     """The record after one more event. Pure: the same at commit time and at recovery."""
     d = event.data
     if record is None:
-        if event.kind != ADMITTED:
+        if not isinstance(d, AdmittedData):
             raise ValueError(f"the first event must be admitted, not {event.kind}")
         return Record(
-            execution_id=d["execution_id"],
-            workflow=d["workflow"],
-            params_json=_raw(d["params"]),
-            context_json=_raw(d.get("context") or {}),
+            execution_id=d.execution_id,
+            workflow=d.workflow,
+            params_json=_raw(d.params),
+            context_json=_raw(d.context or {}),
             status="admitted",
             outcome=None,
             admitted_at=event.at,
             updated_at=event.at,
-            due_at=d.get("due_at", event.at),  # later: `ys trigger --in/--at`
+            due_at=event.at if d.due_at is None else d.due_at,  # `ys trigger --in/--at`
             covered_due_at=None,
             prior_status=None,
             attempts=0,
-            parent=parent_of(d.get("parent")),
+            parent=d.parent,
             cancel_requested=False,
             history_length=1,
-            script_sha256=d.get("script_sha256"),
-            tags=dict(d.get("tags") or {}),
-            retry_of=d.get("retry_of"),
+            script_sha256=d.script_sha256,
+            tags=dict(d.tags or {}),
+            retry_of=d.retry_of,
         )
     r = dataclasses.replace(record, updated_at=event.at, history_length=record.history_length + 1)
-    k = event.kind
-    if k == ADMITTED:
+    if isinstance(d, AdmittedData):
         raise ValueError("an execution is admitted once")
     if r.status in TERMINAL:
         # Terminal records never change (callers must not write such events).
-        raise ValueError(f"{k} after terminal status {r.status}")
-    if k == WAKE_REQUESTED:
-        return dataclasses.replace(r, due_at=_min(r.due_at, d["due_at"]))
-    if k == CLAIMED:
-        return dataclasses.replace(
-            r,
-            status="running",
-            prior_status=r.status,
-            covered_due_at=r.due_at,
-            due_at=None,
-            attempts=r.attempts + 1,
-        )
-    if k == STEP:
-        # Only a waiting step's wake is pending: a finished step (a sleep completed by the
-        # delivery its wake woke) keeps the time it waited for as a fact, not a new wake.
-        wake = d.get("wake_at") if d.get("status", "waiting") == "waiting" else None
-        return dataclasses.replace(r, due_at=_min(r.due_at, wake)) if wake is not None else r
-    if k == RELEASED:
-        # The covered wakes stay pending; they become due again after the retry delay.
-        retry_at = d.get("retry_at", event.at)
-        covered = r.covered_due_at if r.covered_due_at is not None else retry_at
-        return dataclasses.replace(
-            r,
-            status=r.prior_status or "admitted",
-            prior_status=None,
-            covered_due_at=None,
-            due_at=_min(r.due_at, max(covered, retry_at)),
-        )
-    if k == SUSPENDED:
-        return dataclasses.replace(r, status="suspended", prior_status=None, covered_due_at=None)
-    if k == CANCEL_REQUESTED:
-        return dataclasses.replace(r, cancel_requested=True, due_at=_min(r.due_at, event.at))
-    if k in (COMPLETED, FAILED, CANCELLED):
-        if k == COMPLETED:
-            outcome = Outcome(k, result=d.get("result"))
-        elif k == FAILED:
-            outcome = Outcome(k, error=error_of_event(d["error"]))
-        else:
-            outcome = Outcome(k)
-        return dataclasses.replace(
-            r, status=k, outcome=outcome, due_at=None, covered_due_at=None, prior_status=None
-        )
-    raise ValueError(f"unknown event kind {k!r}")
+        raise ValueError(f"{event.kind} after terminal status {r.status}")
+    match d:
+        case WakeRequestedData():
+            return dataclasses.replace(r, due_at=_min(r.due_at, d.due_at))
+        case ClaimedData():
+            return dataclasses.replace(
+                r,
+                status="running",
+                prior_status=r.status,
+                covered_due_at=r.due_at,
+                due_at=None,
+                attempts=r.attempts + 1,
+            )
+        case StepData():
+            # Only a waiting step's wake is pending: a finished step (a sleep completed by the
+            # delivery its wake woke) keeps the time it waited for as a fact, not a new wake.
+            if d.wake_at is None or not d.waiting:
+                return r
+            return dataclasses.replace(r, due_at=_min(r.due_at, d.wake_at))
+        case ReleasedData():
+            # The covered wakes stay pending; they become due again after the retry delay.
+            retry_at = event.at if d.retry_at is None else d.retry_at
+            covered = r.covered_due_at if r.covered_due_at is not None else retry_at
+            return dataclasses.replace(
+                r,
+                status=r.prior_status or "admitted",
+                prior_status=None,
+                covered_due_at=None,
+                due_at=_min(r.due_at, max(covered, retry_at)),
+            )
+        case SuspendedData():
+            return dataclasses.replace(
+                r, status="suspended", prior_status=None, covered_due_at=None
+            )
+        case CancelRequestedData():
+            return dataclasses.replace(r, cancel_requested=True, due_at=_min(r.due_at, event.at))
+        case CompletedData():
+            return _ended(r, Outcome(COMPLETED, result=d.result))
+        case FailedData():
+            return _ended(r, Outcome(FAILED, error=d.outcome_error()))
+        case CancelledData():
+            return _ended(r, Outcome(CANCELLED))
+    raise ValueError(f"unknown event kind {event.kind!r}")
+
+
+def _ended(r: Record, outcome: Outcome) -> Record:
+    return dataclasses.replace(
+        r,
+        status=outcome.status,
+        outcome=outcome,
+        due_at=None,
+        covered_due_at=None,
+        prior_status=None,
+    )
 
 
 def newer_retry(a: tuple[float, str] | None, b: tuple[float, str]) -> bool:

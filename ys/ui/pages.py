@@ -175,7 +175,10 @@ def execution(d: DaemonParts, q: Query, m: Mapping[str, str]) -> dict[str, Any]:
     x["effects"] = [views.effect(e) for e in d.store.effects(None, execution_id)]
     x["waiting_on"] = [views.wait(w) for w in d.store.waits(execution_id)]
     raw = d.store.events(execution_id)
-    events = [{"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data} for i, e in enumerate(raw)]
+    events = [
+        {"seq": i + 1, "at": e.at, "kind": e.kind, "data": e.data.to_json()}
+        for i, e in enumerate(raw)
+    ]
     # "now" in steps of 15 s: a live region re-renders when its HTML changes, and an open
     # bar ending at the very now would change it at every check
     tick = time.time() // TIMELINE_TICK * TIMELINE_TICK

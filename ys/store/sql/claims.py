@@ -22,6 +22,7 @@ from ys.store.base import (
     StepRecord,
     slot_of,
 )
+from ys.store.eventdata import ClaimedData, ReleasedData
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
@@ -235,14 +236,11 @@ def _claim_one(
             return None
     token = secrets.token_hex(16)
     expires = now + lease
-    claim: dict[str, Any] = {"attempt": record.attempts + 1}
-    if c.dialect.owned_leases and holder != DEFAULT_HOLDER:
-        # which daemon ran this attempt: `ys logs` on another box names it when the end of
-        # the attempt's log never reached the database (that daemon was killed)
-        claim["daemon_id"] = holder
+    # which daemon ran this attempt: `ys logs` on another box names it when the end of the
+    # attempt's log never reached the database (that daemon was killed)
+    by = holder if c.dialect.owned_leases and holder != DEFAULT_HOLDER else None
     script, pinned = pinned_script(record, *due.script)
-    if script is not None:
-        claim["script_sha256"] = script
+    claim = ClaimedData(record.attempts + 1, by, script)
     record = append(c, record, [Event(CLAIMED, now, claim)], locked=True)
     if c.dialect.owned_leases:
         c.execute(
@@ -288,6 +286,6 @@ def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) 
     return renew_lease(c, execution_id, token, now, expires)
 
 
-def release_tx(c: Any, execution_id: str, token: str, now: float, data: dict[str, Any]) -> None:
+def release_tx(c: Any, execution_id: str, token: str, now: float, data: ReleasedData) -> None:
     record = load_leased(c, execution_id, token, now)
     append(c, record, [Event(RELEASED, now, data)], token=token, clear_lease=True)

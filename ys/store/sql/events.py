@@ -10,6 +10,13 @@ from typing import Any
 from ys import codec
 from ys.errors import ExecutionAdmissionError, InvalidArgument
 from ys.store.base import Parent
+from ys.store.eventdata import (
+    AdmittedData,
+    CancelledData,
+    CompletedData,
+    FailedData,
+    SuspendedData,
+)
 from ys.store.records import (
     ADMITTED,
     CANCELLED,
@@ -61,22 +68,17 @@ def admission_event(
 ) -> Event:
     """The first event; `due_at` (only when later than `at`) makes its first wake later
     (`ys trigger --in/--at`), else it is due at once."""
-    data: dict[str, Any] = {
-        "execution_id": execution_id,
-        "workflow": workflow,
-        "params": RawJSON(params_json),
-        "context": RawJSON(context_json),
-    }
-    if parent is not None:
-        data["parent"] = parent.to_json()
-    if script_sha256 is not None:
-        data["script_sha256"] = script_sha256
-    if tags:
-        data["tags"] = dict(tags)
-    if retry_of is not None:
-        data["retry_of"] = retry_of
-    if due_at is not None and due_at > at:
-        data["due_at"] = due_at
+    data = AdmittedData(
+        execution_id,
+        workflow,
+        params=RawJSON(params_json),
+        context=RawJSON(context_json),
+        parent=parent,
+        script_sha256=script_sha256,
+        tags=dict(tags) if tags else None,
+        retry_of=retry_of,
+        due_at=due_at if due_at is not None and due_at > at else None,
+    )
     return Event(ADMITTED, at, data)
 
 
@@ -88,12 +90,30 @@ def outcome_event(outcome: Outcome, at: float) -> Event:
     """The event that records an outcome (its shape checked where it was read, ys.outcomes).
     What the delivery warned of (`warnings`: at most MAX_WARNINGS kept) rides on that event
     for `describe`; replay ignores it (docs/design.md, "Warnings of a delivery")."""
-    event = _outcome_event(outcome, at)
+    warnings = None
     if outcome.warnings:
-        event.data["warnings"] = [
-            codec.clip(w, MAX_WARNING_CHARS) for w in outcome.warnings[:MAX_WARNINGS]
-        ]
-    return event
+        warnings = tuple(codec.clip(w, MAX_WARNING_CHARS) for w in outcome.warnings[:MAX_WARNINGS])
+    status = outcome.status
+    if status == "suspended":
+        return Event(SUSPENDED, at, SuspendedData(warnings))
+    if status == "completed":
+        result = outcome.result
+        enc = codec.encode(result, path="result")
+        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
+            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
+        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
+        # Results are stored as plain JSON (lossless for durable values without tagged errors).
+        return Event(COMPLETED, at, CompletedData(json.loads(json.dumps(result)), warnings))
+    if status == "failed":
+        error = outcome.error
+        if error is None:
+            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
+        if error.cause is not None:  # any durable value (no NaN in a stored history)
+            codec.dumps(error.cause, path="outcome.error.cause")
+        return Event(FAILED, at, FailedData(error.to_json(), warnings))
+    if status == "cancelled":
+        return Event(CANCELLED, at, CancelledData(None, warnings))
+    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")
 
 
 def recorded_outcome(record: Record) -> Outcome:
@@ -102,27 +122,3 @@ def recorded_outcome(record: Record) -> Outcome:
     if record.outcome is None:
         return Outcome("suspended")
     return record.outcome
-
-
-def _outcome_event(outcome: Outcome, at: float) -> Event:
-    status = outcome.status
-    if status == "suspended":
-        return Event(SUSPENDED, at, {})
-    if status == "completed":
-        result = outcome.result
-        enc = codec.encode(result, path="result")
-        if enc.status != "encoded" or isinstance(result, codec.ErrorValue):
-            raise InvalidArgument("INVALID_ARGUMENT", enc.message or "invalid result")
-        codec.check_size(enc.canonical or "", "result")  # the SDK checks it before sending
-        # Results are stored as plain JSON (lossless for durable values without tagged errors).
-        return Event(COMPLETED, at, {"result": json.loads(json.dumps(result))})
-    if status == "failed":
-        error = outcome.error
-        if error is None:
-            raise InvalidArgument("INVALID_ARGUMENT", "a failed outcome needs error.name")
-        if error.cause is not None:  # any durable value (no NaN in a stored history)
-            codec.dumps(error.cause, path="outcome.error.cause")
-        return Event(FAILED, at, {"error": error.to_json()})
-    if status == "cancelled":
-        return Event(CANCELLED, at, {})
-    raise InvalidArgument("INVALID_ARGUMENT", f"unknown outcome status {status!r}")

@@ -33,6 +33,7 @@ from ys.store.base import (
     Parent,
     StepRecord,
 )
+from ys.store.eventdata import ReleasedData
 from ys.store.lean import LeanWrites
 from ys.store.records import Record
 from ys.store.sql import claims, concurrency
@@ -276,9 +277,7 @@ class Executions(LeanWrites):
     ) -> bool:
         t = self._now(now)
         retry = check_time(retry_at, "retry_at") if retry_at else t
-        data: dict[str, Any] = {"reason": reason, "retry_at": retry}
-        if detail:
-            data["detail"] = detail[-2000:]
+        data = ReleasedData(reason, retry, detail[-2000:] if detail else None)
         if on_failure is not None:
             check_workflow_name(on_failure)
         return self._writer.write(

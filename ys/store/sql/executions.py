@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from ys.codec import ErrorValue
 from ys.errors import ExecutionAdmissionError, LeaseLost, NotFoundError
 from ys.store.base import Admission, Parent
+from ys.store.eventdata import WakeRequestedData
 from ys.store.records import (
     WAKE_REQUESTED,
     Event,
@@ -338,7 +339,7 @@ def request_wake_tx(
         return "ignored"
     if record.due_at is not None and record.due_at <= due:
         return "requested"  # merges into an earlier pending wake: nothing changes
-    append(c, record, [Event(WAKE_REQUESTED, now, {"due_at": due, "reason": reason})])
+    append(c, record, [Event(WAKE_REQUESTED, now, WakeRequestedData(due, reason))])
     return "requested"
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ys.store.eventdata import CancelledData, FailedData, JsonObject, ReleasedData
 from ys.store.records import CANCELLED, FAILED, RELEASED, Event, Record
 from ys.store.sql import concurrency
 from ys.store.sql.executions import (
@@ -97,14 +98,14 @@ def time_out_tx(c: Any, execution_id: str, now: float, on_failure: str | None) -
     ).fetchone()
     if row is None or row[0] is None or row[0] > now:
         return False
-    error = {
+    error: JsonObject = {
         "name": "TimeoutError",
         "message": (
             f"the execution did not end within its timeout of {row[0] - record.admitted_at:g} s"
         ),
         "code": "TIMEOUT",
     }
-    end_tx(c, record, [Event(FAILED, now, {"error": error})], now, on_failure, hold_slot=True)
+    end_tx(c, record, [Event(FAILED, now, FailedData(error))], now, on_failure, hold_slot=True)
     return True
 
 
@@ -113,7 +114,7 @@ def release_counted_tx(
     execution_id: str,
     token: str,
     now: float,
-    data: dict[str, Any],
+    data: ReleasedData,
     max_attempts: int | None,
     on_failure: str | None,
 ) -> bool:
@@ -121,7 +122,7 @@ def release_counted_tx(
     where the store has none recorded for the workflow) it may be the last one."""
     record = load_leased(c, execution_id, token, now)
     release = Event(RELEASED, now, data)
-    if data.get("reason") != COUNTED or max_attempts is None:
+    if data.reason != COUNTED or max_attempts is None:
         append(c, record, [release], token=token, clear_lease=True)
         return False
     cap, handler = attempts_cap(c, record.workflow)
@@ -137,7 +138,7 @@ def _count(
     now: float,
     cap: int,
     on_failure: str | None,
-    data: dict[str, Any],
+    data: ReleasedData,
     token: str | None = None,
 ) -> bool:
     """Release `record` with `events` (the release last), failing it if that release was the
@@ -150,12 +151,12 @@ def _count(
     if earlier + 1 < cap:
         append(c, record, events, token=token, clear_lease=True)
         return False
-    error = {
+    error: JsonObject = {
         "name": "DeliveryAttemptsExhausted",
-        "message": exhausted_message(earlier + 1, cap, data.get("detail")),
+        "message": exhausted_message(earlier + 1, cap, data.detail),
         "code": "DELIVERY_ATTEMPTS_EXHAUSTED",
     }
-    end_tx(c, record, [*events, Event(FAILED, now, {"error": error})], now, on_failure)
+    end_tx(c, record, [*events, Event(FAILED, now, FailedData(error))], now, on_failure)
     return True
 
 
@@ -166,7 +167,7 @@ def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
     assert record is not None
     events, data = release_events(c, record, now, LOST)
     cap, handler = attempts_cap(c, record.workflow)
-    if cap is None or data["reason"] != LOST:
+    if cap is None or data.reason != LOST:
         append(c, record, events, clear_lease=True)
         return False
     return _count(c, record, events, now, cap, handler, data)
@@ -174,15 +175,15 @@ def release_lost_tx(c: Any, execution_id: str, now: float) -> bool:
 
 def release_events(
     c: Any, record: Record, now: float, reason: str
-) -> tuple[list[Event], dict[str, Any]]:
+) -> tuple[list[Event], ReleasedData]:
     """The events that release `record`'s lease (its row locked) without its daemon, for
     `reason`, and the release's data: its step attempt whose stored deadline passed recorded
     first as its daemon's timer would have (the release's reason is then `step_timeout`)."""
-    data: dict[str, Any] = {"reason": reason, "retry_at": now}
+    data = ReleasedData(reason, now)
     step = overdue_step(c, record, now)
     if step is None:
         return [Event(RELEASED, now, data)], data
-    data = {"reason": "step_timeout", "retry_at": step[1] or now, "detail": step[2]}
+    data = ReleasedData("step_timeout", step[1] or now, step[2])
     return [step[0], Event(RELEASED, now, data)], data
 
 
@@ -195,7 +196,9 @@ def cancel_now_tx(c: Any, execution_id: str, now: float) -> bool:
     cancel_tx(c, execution_id, now)
     record = load(c, execution_id, payload=False, lock=True)
     assert record is not None
-    end_tx(c, record, [Event(CANCELLED, now, {"at_once": True})], now, None, hold_slot=True)
+    end_tx(
+        c, record, [Event(CANCELLED, now, CancelledData(at_once=True))], now, None, hold_slot=True
+    )
     return True
 
 

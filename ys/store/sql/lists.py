@@ -10,6 +10,7 @@ from typing import Any
 from ys.contract import check_execution_id, check_tags, check_time, check_workflow_name
 from ys.errors import InvalidArgument
 from ys.store.base import Page
+from ys.store.eventdata import ClaimedData, Ending, ReleasedData, StepData, warnings_of
 from ys.store.paging import check_limit, list_token, parse_list_token
 from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import STATUSES, Event, Record
@@ -134,18 +135,16 @@ def deliveries(evs: list[Event]) -> list[PastDelivery]:
     out: list[PastDelivery] = []
     running = False  # the last of `out` has not ended yet
     for e in evs:
-        if e.kind == "claimed":
-            out.append(
-                PastDelivery(e.data.get("attempt"), e.at, None, None, e.data.get("script_sha256"))
-            )
+        d = e.data
+        if isinstance(d, ClaimedData):
+            out.append(PastDelivery(d.attempt, e.at, None, None, d.script_sha256))
             running = True
-        elif running and e.kind in ("released", "suspended", "completed", "failed", "cancelled"):
+        elif running and isinstance(d, Ending):
+            how, detail = e.kind, None
+            if isinstance(d, ReleasedData):
+                how, detail = f"retry ({d.reason})", d.detail or None
             out[-1] = dataclasses.replace(
-                out[-1],
-                ended_at=e.at,
-                outcome=f"retry ({e.data.get('reason')})" if e.kind == "released" else e.kind,
-                detail=(e.data.get("detail") or None) if e.kind == "released" else None,
-                warnings=tuple(e.data.get("warnings") or ()),
+                out[-1], ended_at=e.at, outcome=how, detail=detail, warnings=warnings_of(d)
             )
             running = False
     return out
@@ -156,10 +155,10 @@ def failed_attempts(evs: list[Event]) -> dict[str, list[FailedAttempt]]:
     an error, by step key."""
     out: dict[str, list[FailedAttempt]] = {}
     for e in evs:
-        if e.kind == "step" and isinstance(e.data.get("error"), dict):
-            out.setdefault(e.data["key"], []).append(
-                FailedAttempt(e.data.get("attempts", 1), e.at, e.data["error"])
-            )
+        d = e.data
+        if isinstance(d, StepData) and d.error is not None:
+            attempt = 1 if d.attempts is None else d.attempts
+            out.setdefault(d.key, []).append(FailedAttempt(attempt, e.at, d.error))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ys.contract import check_time
 from ys.store.base import LOG_TAIL_BYTES, LogTail, ScriptOptions, SharedCounts
+from ys.store.eventdata import event_data_of
 from ys.store.paging import MAX_BATCH, check_cursor
 from ys.store.reading import StreamEvent
 from ys.store.records import Event
@@ -66,7 +67,13 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[StreamEvent], int
         (after, max(1, min(limit, MAX_BATCH))),
     ).fetchall()
     items = [
-        StreamEvent(int(pos), eid, wf, int(seq), Event(kind, float(at), json.loads(data)))
+        StreamEvent(
+            int(pos),
+            eid,
+            wf,
+            int(seq),
+            Event(kind, float(at), event_data_of(kind, json.loads(data))),
+        )
         for pos, eid, wf, seq, at, kind, data in rows
     ]
     return items, (int(rows[-1][0]) if rows else after)

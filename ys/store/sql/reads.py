@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
+from ys.store.eventdata import event_data_of
 from ys.store.paging import check_limit, history_token, parse_history_token
 from ys.store.reading import ConcurrencyWait, EffectWait, HistoryEvent, StoreWait, Wait
 from ys.store.records import Event, Record, fold, newest_retries
@@ -29,7 +30,7 @@ def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) 
         + (" LIMIT ?" if limit is not None else ""),
         (execution_id, start) if limit is None else (execution_id, start, limit),
     ).fetchall()
-    return [Event(kind, at, json.loads(data)) for at, kind, data in rows]
+    return [Event(kind, at, event_data_of(kind, json.loads(data))) for at, kind, data in rows]
 
 
 def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page[HistoryEvent]:
@@ -138,9 +139,8 @@ def verify(c: Any) -> list[str]:
     ids = [r[0] for r in c.execute("SELECT execution_id FROM executions ORDER BY execution_id")]
     for execution_id in ids:
         stored = load(c, execution_id)
-        evs = events(c, execution_id)
-        try:
-            folded = fold(evs)
+        try:  # an event its kind cannot read does not fold either
+            folded = fold(events(c, execution_id))
         except (ValueError, KeyError) as exc:
             problems.append(f"{execution_id}: history does not fold: {exc}")
             continue

@@ -8,6 +8,7 @@ from typing import Any
 from ys.contract import MAX_PARAMS_BYTES, check_execution_id, check_object
 from ys.errors import ExecutionNotTerminal, InvalidArgument
 from ys.store.base import Retry, StepRecord
+from ys.store.eventdata import StepData
 from ys.store.records import STEP, Event, Record, newer_retry
 from ys.store.sql.events import encode_event_value
 
@@ -79,8 +80,5 @@ def links_to(record: Record, latest: tuple[float, str] | None, new: tuple[float,
 
 
 def step_copy_event(s: StepRecord, original: str, at: float) -> Event:
-    data: dict[str, Any] = {"key": s.key, "kind": s.kind, "status": s.status}
-    if s.attempts != 1:
-        data["attempts"] = s.attempts
-    data["copied_from"] = original
-    return Event(STEP, at, data)
+    attempts = s.attempts if s.attempts != 1 else None
+    return Event(STEP, at, StepData(s.key, s.kind, s.status, attempts, copied_from=original))

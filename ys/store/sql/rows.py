@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ys.store.records import Event, Parent, RawJSON, Record, apply, outcome_of_json
+from ys.store.eventdata import JsonObject, Parent
+from ys.store.records import Event, RawJSON, Record, apply, outcome_of_json
 
 RECORD_COLUMNS = (
     "execution_id, workflow, {params}, {context}, status, outcome, admitted_at, updated_at, "
@@ -54,8 +55,9 @@ JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=Fals
 _STR = json.encoder.encode_basestring  # a str as JSON, ensure_ascii=False (C when available)
 
 
-def event_text(data: dict[str, Any]) -> str:
-    """Canonical JSON of an event's data; RawJSON values (params) are embedded unchanged."""
+def event_text(data: JsonObject) -> str:
+    """Canonical JSON of an event's data (its `to_json`); RawJSON values (params) are embedded
+    unchanged."""
     parts = []
     for key in sorted(data):
         value = data[key]
@@ -88,7 +90,7 @@ def project(prior: Record | None, events: list[Event]) -> tuple[Record, list[tup
     for e in events:
         record = apply(record, e)
         seq += 1
-        text = event_text(e.data)
+        text = event_text(e.data.to_json())
         nbytes += len(text.encode("utf-8"))  # bytes, not characters
         rows.append((record.execution_id, seq, e.at, e.kind, text))
     assert record is not None

@@ -19,6 +19,7 @@ from typing import Any
 from ys.contract import check_params_json, check_start
 from ys.errors import NotFoundError, WorkflowStartError
 from ys.store.base import Parent
+from ys.store.eventdata import CancelRequestedData
 from ys.store.records import CANCEL_REQUESTED, Event
 from ys.store.sql.core import Core
 from ys.store.sql.executions import admit_tx, append, load, not_found
@@ -87,7 +88,9 @@ def cancel_tx(c: Any, execution_id: str, now: float, depth: int = 0) -> bool:
         raise not_found(execution_id)
     if record.terminal or record.cancel_requested:
         return False
-    append(c, record, [Event(CANCEL_REQUESTED, now, {"by": "parent"} if depth else {})])
+    append(
+        c, record, [Event(CANCEL_REQUESTED, now, CancelRequestedData("parent" if depth else None))]
+    )
     # one waiting for a concurrency slot is looked at again: if it never ran, the next claim
     # ends it cancelled without a slot (ys/store/sql/claims.py `_claim_one`)
     c.execute(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ys import codec
+from ys.store.eventdata import StepData
 from ys.store.records import STEP, TERMINAL, Event, Record
 from ys.values import StepWrite
 
@@ -65,13 +66,14 @@ def step_save(
         "attempts=excluded.attempts, wake_at=excluded.wake_at, updated_at=excluded.updated_at",
         (execution_id, key, kind, status, value, attempts, wake_at, now, record.history_length + 1),
     )
-    data: dict[str, Any] = {"key": key, "kind": kind, "status": status}
-    if attempts != 1:
-        data["attempts"] = attempts
-    if wake_at is not None:
-        data["wake_at"] = wake_at
-    if error is not None:
-        # The history keeps each failed attempt's error: the step's row keeps only its last
-        # value, which a retry that succeeds replaces with the result.
-        data["error"] = error.to_json()
+    # The history keeps each failed attempt's error: the step's row keeps only its last
+    # value, which a retry that succeeds replaces with the result.
+    data = StepData(
+        key,
+        kind,
+        status,
+        attempts if attempts != 1 else None,
+        wake_at,
+        error.to_json() if error is not None else None,
+    )
     return Event(STEP, now, data)

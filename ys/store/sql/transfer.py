@@ -24,6 +24,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from ys.store.base import Cell, ExecutionLine, ExportLine, RecordLine, Row
+from ys.store.eventdata import ReleasedData
 from ys.store.records import RELEASED, Event
 from ys.store.sql.rows import project, row_to_record
 
@@ -315,7 +316,7 @@ def _moved(line: ExecutionLine, expires: float) -> None:
     e = line["execution"]
     prior = row_to_record(tuple(e[k] for k in _RECORD))
     at = max(expires, cast(float, e["updated_at"]))
-    record, rows, nbytes = project(prior, [Event(RELEASED, at, {"reason": MOVED, "retry_at": at})])
+    record, rows, nbytes = project(prior, [Event(RELEASED, at, ReleasedData(MOVED, at))])
     e.update(
         status=record.status,
         updated_at=record.updated_at,
