@@ -42,7 +42,7 @@ from ys.daemon.api_requests import Outcome as OutcomeRequest
 from ys.daemon.http import MAX_BODY
 from ys.daemon.running import Running
 from ys.errors import ErrorJson, YsError
-from ys.outcomes import outcome_of, warnings_of
+from ys.outcomes import warnings_of
 from ys.store.protocols import Outcome
 
 if TYPE_CHECKING:
@@ -217,10 +217,7 @@ class WorkerChannel:
         return then
 
     def _outcome_of(self, b: Body) -> Outcome:
-        req = OutcomeRequest.of(b)
-        if req.outcome is None:
-            raise invalid('outcome is required (an object: {"status": ...})')
-        return outcome_of(req.outcome)
+        return OutcomeRequest.of(b).outcome()
 
     async def _big_outcome(self, b: Body) -> Any:
         """An outcome too big to encode on the loop: encoded and written in the pool."""
