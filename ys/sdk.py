@@ -31,7 +31,7 @@ from ys.errors import (
     YsError,
     from_code,
 )
-from ys.values import StepWrite
+from ys.values import OutcomeErrorJson, OutcomeJson, StepWrite
 
 
 class Suspend(BaseException):
@@ -56,10 +56,14 @@ class Refused(InfrastructureFailure):
     cannot catch it. (An invalid effect callback result is not one: it asks for another
     delivery, as a fixed callback may answer.)"""
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> OutcomeJson:
         cause = self.cause
         message = cause.message if isinstance(cause, YsError) else str(cause)
-        error = {"name": type(cause).__name__, "message": codec.clip(message), "code": self.code}
+        error: OutcomeErrorJson = {
+            "name": type(cause).__name__,
+            "message": codec.clip(message),
+            "code": self.code,
+        }
         return {"status": "failed", "error": error}
 
 
@@ -525,7 +529,7 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     return cast("Callable[..., Any]", main) if callable(main) else None
 
 
-def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
+def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> OutcomeJson:
     """Call the workflow and turn how it ended into a WorkflowRunOutcome.
 
     InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
@@ -545,7 +549,7 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
     return outcome
 
 
-def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
+def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> OutcomeJson:
     try:
         result = fn(step, params)
         if isinstance(result, Awaitable):
@@ -579,7 +583,7 @@ def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     return {"status": "completed", "result": codec.decode(canonical)}
 
 
-def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
+def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> OutcomeJson:
     """What a workflow that exits with a status ends with, as a shell workflow's exit does:
     completed for status 0, else failed with the status (code EXIT_STATUS)."""
     if isinstance(exc, KeyboardInterrupt):
@@ -598,10 +602,10 @@ def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
     }
 
 
-def error_json(exc: BaseException) -> dict[str, Any]:
+def error_json(exc: BaseException) -> OutcomeErrorJson:
     """A failed outcome's error: name, message (cut so that it can always be saved), code."""
     message = codec.clip(exc.message if isinstance(exc, YsError) else str(exc))
-    out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
+    out: OutcomeErrorJson = {"name": type(exc).__name__, "message": message}
     if isinstance(exc, MemoryError) and runenv.memory_limited():
         # past the workflow's memory_max: a deterministic failure, as systemd's oom-kill
         # result (docs/workflows.md "Run environment")

@@ -45,6 +45,7 @@ class OutcomeJson(TypedDict):
     status: str
     result: NotRequired[UserJson]  # a completed outcome's
     error: NotRequired[OutcomeErrorJson]  # a failed (or cancelled) outcome's
+    warnings: NotRequired[list[str]]  # sent by a worker (a delivery's warnings), never answered
 
 
 @dataclass(frozen=True)
