@@ -31,7 +31,13 @@ from ys.errors import (
     YsError,
     from_code,
 )
-from ys.values import OutcomeErrorJson, OutcomeJson, StepWrite
+from ys.values import (
+    EffectStateJson,
+    OutcomeErrorJson,
+    OutcomeJson,
+    StepWrite,
+    ValueFoundJson,
+)
 
 
 class Suspend(BaseException):
@@ -158,11 +164,11 @@ class Backend(Protocol):
     def get(self, execution_id: str) -> dict[str, Any]:
         """A record as the API shows it (status, outcome)."""
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> EffectStateJson:
         """Effect begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
         raises WorkflowEffectError for a rejection."""
 
-    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> EffectStateJson:
         """Effect settle: {"status": "settled" | "conflict", "result", ...} (canonical)."""
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
@@ -170,7 +176,7 @@ class Backend(Protocol):
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
-    ) -> dict[str, Any] | None:
+    ) -> ValueFoundJson | None:
         """The store key's {"value": canonical, "version"} if above `seen`, else register this
         step as a waiter (and its timeout wake) and return None, in one transaction."""
 

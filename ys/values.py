@@ -14,6 +14,23 @@ UserJson = Any
 UserObject = dict[str, Any]
 
 
+class EffectStateJson(TypedDict):
+    """An effect's begin or settle answered on the wire (the worker channel, the HTTP route)."""
+
+    status: str  # new | pending | settled | conflict
+    result: NotRequired[str]  # canonical JSON of the settled result
+    conflicting_result: NotRequired[str]  # a conflicting settle's result
+
+
+class ValueFoundJson(TypedDict):
+    """A durable value's wait answered when the key is at a newer version."""
+
+    key: str
+    value: str  # canonical JSON text
+    version: int
+    updated_at: float
+
+
 @dataclass(frozen=True)
 class StepWrite:
     """One step as the workflow saves it: carried unchanged from the SDK's request (over the

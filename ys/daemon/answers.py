@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ys.daemon import views
 from ys.store.protocols import EffectState, Outcome, ValueFound
-from ys.values import OutcomeJson
+from ys.values import EffectStateJson, OutcomeJson, ValueFoundJson
 
 
-def effect_state(state: EffectState) -> dict[str, str]:
+def effect_state(state: EffectState) -> EffectStateJson:
     return state.to_json()
 
 
@@ -18,7 +18,7 @@ def effect_waited(wake_at: float) -> dict[str, float]:
     return {"wake_at": wake_at}
 
 
-def value_waited(found: ValueFound | None) -> dict[str, dict[str, str | int | float] | None]:
+def value_waited(found: ValueFound | None) -> dict[str, ValueFoundJson | None]:
     return {"found": None if found is None else found.to_json()}
 
 
