@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ys.values import EffectStateJson, StepWrite, ValueFoundJson
+from ys.worker.wire import Launch
 
 EXIT_RETRY = 75  # EX_TEMPFAIL
 
@@ -422,7 +423,7 @@ def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Even
         beat.renewed(sent)
 
 
-def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
+def read_launch(sock: socket.socket) -> tuple[Any, Launch]:
     """The channel over `sock` and the launch the daemon wrote first on it."""
     from ys.worker.channel import Channel
 
@@ -501,7 +502,7 @@ def warm_up() -> Heartbeat:
     return heartbeat
 
 
-def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = None) -> int:
+def deliver(channel: Any, launch: Launch, heartbeat: Heartbeat | None = None) -> int:
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
     from ys.errors import REFUSALS, YsError
