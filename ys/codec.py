@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ys.errors import InvalidArgument, ValueTooLarge
 
@@ -45,6 +45,15 @@ class Encoding:
     status: str
     canonical: str | None = None
     message: str | None = None
+
+
+class ErrorValueJson(TypedDict):
+    """An error value as the API shows it (`ErrorValue.to_json`)."""
+
+    name: str
+    message: str
+    code: NotRequired[str]
+    cause: NotRequired[ErrorValueJson]
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,9 @@ class ErrorValue:
         assert result is not None
         return result
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ErrorValueJson:
         """A plain dict for API output (untagged: not for storing, use `encode` for that)."""
-        out: dict[str, Any] = {"name": self.name, "message": self.message}
+        out: ErrorValueJson = {"name": self.name, "message": self.message}
         if self.code is not None:
             out["code"] = self.code
         if self.cause is not None:

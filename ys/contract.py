@@ -96,7 +96,7 @@ def json_kind(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
-def check_object(value: Any, what: str) -> dict[str, Any] | None:
+def check_object(value: object, what: str) -> dict[str, object] | None:
     """An object (a dict) or None (absent): params and context are objects (docs/design.md, "Wire formats")."""
     if value is not None and not isinstance(value, dict):
         raise InvalidArgument(

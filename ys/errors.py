@@ -24,7 +24,7 @@ nowhere else.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 # code -> (HTTP status, CLI exit code)
 _CODES: dict[str, tuple[int, int]] = {
@@ -62,6 +62,13 @@ def exit_code(code: str) -> int:
     return _CODES.get(code, (500, 1))[1]
 
 
+class ErrorJson(TypedDict):
+    """An error on the wire: an HTTP reply's body and the worker channel's `error`."""
+
+    code: str
+    message: str
+
+
 class YsError(Exception):
     """An error with a stable code. `context` carries structured fields for renderers."""
 
@@ -81,7 +88,7 @@ class YsError(Exception):
     def http_status(self) -> int:
         return http_status(self.code)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ErrorJson:
         return {"code": self.code, "message": self.message}
 
 

@@ -31,7 +31,13 @@ from ys.errors import (
     YsError,
     from_code,
 )
-from ys.values import StepWrite
+from ys.values import (
+    EffectStateJson,
+    OutcomeErrorJson,
+    OutcomeJson,
+    StepWrite,
+    ValueFoundJson,
+)
 
 
 class Suspend(BaseException):
@@ -56,10 +62,14 @@ class Refused(InfrastructureFailure):
     cannot catch it. (An invalid effect callback result is not one: it asks for another
     delivery, as a fixed callback may answer.)"""
 
-    def outcome(self) -> dict[str, Any]:
+    def outcome(self) -> OutcomeJson:
         cause = self.cause
         message = cause.message if isinstance(cause, YsError) else str(cause)
-        error = {"name": type(cause).__name__, "message": codec.clip(message), "code": self.code}
+        error: OutcomeErrorJson = {
+            "name": type(cause).__name__,
+            "message": codec.clip(message),
+            "code": self.code,
+        }
         return {"status": "failed", "error": error}
 
 
@@ -154,11 +164,11 @@ class Backend(Protocol):
     def get(self, execution_id: str) -> dict[str, Any]:
         """A record as the API shows it (status, outcome)."""
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> EffectStateJson:
         """Effect begin: {"status": "new" | "pending" | "settled", "result"?: canonical};
         raises WorkflowEffectError for a rejection."""
 
-    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> EffectStateJson:
         """Effect settle: {"status": "settled" | "conflict", "result", ...} (canonical)."""
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
@@ -166,7 +176,7 @@ class Backend(Protocol):
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
-    ) -> dict[str, Any] | None:
+    ) -> ValueFoundJson | None:
         """The store key's {"value": canonical, "version"} if above `seen`, else register this
         step as a waiter (and its timeout wake) and return None, in one transaction."""
 
@@ -525,7 +535,7 @@ def find_workflow(namespace: dict[str, Any]) -> Callable[..., Any] | None:
     return cast("Callable[..., Any]", main) if callable(main) else None
 
 
-def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
+def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> OutcomeJson:
     """Call the workflow and turn how it ended into a WorkflowRunOutcome.
 
     InfrastructureFailure propagates: it is not an outcome; but a Refused request fails the
@@ -545,7 +555,7 @@ def run_workflow(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, A
     return outcome
 
 
-def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
+def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> OutcomeJson:
     try:
         result = fn(step, params)
         if isinstance(result, Awaitable):
@@ -579,7 +589,7 @@ def _outcome(fn: Callable[..., Any], step: Step, params: Any) -> dict[str, Any]:
     return {"status": "completed", "result": codec.decode(canonical)}
 
 
-def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
+def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> OutcomeJson:
     """What a workflow that exits with a status ends with, as a shell workflow's exit does:
     completed for status 0, else failed with the status (code EXIT_STATUS)."""
     if isinstance(exc, KeyboardInterrupt):
@@ -598,10 +608,10 @@ def exit_outcome(exc: SystemExit | KeyboardInterrupt) -> dict[str, Any]:
     }
 
 
-def error_json(exc: BaseException) -> dict[str, Any]:
+def error_json(exc: BaseException) -> OutcomeErrorJson:
     """A failed outcome's error: name, message (cut so that it can always be saved), code."""
     message = codec.clip(exc.message if isinstance(exc, YsError) else str(exc))
-    out: dict[str, Any] = {"name": type(exc).__name__, "message": message}
+    out: OutcomeErrorJson = {"name": type(exc).__name__, "message": message}
     if isinstance(exc, MemoryError) and runenv.memory_limited():
         # past the workflow's memory_max: a deterministic failure, as systemd's oom-kill
         # result (docs/workflows.md "Run environment")

@@ -39,7 +39,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ys.errors import InvalidArgument
@@ -72,6 +72,8 @@ ENV = {
 # The daemon's tuning values: what `ys daemon status --json` shows as `settings`, and `ys
 # doctor` when they differ from the defaults (the database is shown apart, without password).
 TUNING = tuple(k for k in ENV if k not in ("database", "cgroup_root"))
+Tuning = str | int | float  # a tuning value (a duration in seconds, a size, a name)
+V = TypeVar("V")
 _MASK = "***"
 # libpq connection parameters that carry a secret (a password, or a file's passphrase)
 _SECRET_PARAMS = {"password", "sslpassword"}
@@ -108,11 +110,11 @@ class Settings:
         """`retention_days` in seconds."""
         return self.retention_days * DAY
 
-    def tuning(self) -> dict[str, Any]:
+    def tuning(self) -> dict[str, Tuning]:
         """The tuning values in force, by their config.toml key."""
         return {key: getattr(self, key) for key in TUNING}
 
-    def changed(self) -> dict[str, Any]:
+    def changed(self) -> dict[str, Tuning]:
         """The tuning values that differ from the defaults."""
         return changed(self.tuning())
 
@@ -126,13 +128,13 @@ class Settings:
         return redact(self.database) if self.database else str(sqlite_path)
 
 
-def changed(values: Mapping[str, Any]) -> dict[str, Any]:
+def changed(values: Mapping[str, V]) -> dict[str, V]:
     """The tuning values among `values` (a daemon's `settings`) that differ from the defaults."""
     default = Settings().tuning()
     return {k: v for k, v in values.items() if k in default and v != default[k]}
 
 
-def shown(values: Mapping[str, Any]) -> str:
+def shown(values: Mapping[str, object]) -> str:
     """What `ys doctor` and `ys daemon status` print of the tuning values: those that differ
     from the defaults, `key value` each, or that none does."""
     pairs = [

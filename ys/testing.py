@@ -28,7 +28,7 @@ from ys import codec
 from ys.outcomes import outcome_of
 from ys.sdk import InfrastructureFailure, Step, run_workflow
 from ys.store.protocols import Delivery, Effect, Store
-from ys.values import StepWrite
+from ys.values import EffectStateJson, StepWrite, ValueFoundJson
 
 
 class Clock:
@@ -118,17 +118,17 @@ class _StoreBackend:
         out: dict[str, Any] = dict(record(r))
         return out
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> EffectStateJson:
         return self.store.effect_begin(
             operation, effect_id, input, self.execution_id, key
         ).to_json()
 
-    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> EffectStateJson:
         return self.store.effect_settle(operation, effect_id, result).to_json()
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
-    ) -> dict[str, Any] | None:
+    ) -> ValueFoundJson | None:
         found = self.store.value_wait(store_key, self.execution_id, key, seen, timeout_at)
         return None if found is None else found.to_json()
 

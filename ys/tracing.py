@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 ENV = "YS_TRACEPARENT"  # a delivery's execution span, set by the daemon when tracing is on
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -170,7 +170,18 @@ def installed() -> bool:
         return False
 
 
-def describe(setting: bool | None, env: Mapping[str, str]) -> dict[str, Any]:
+class TracingJson(TypedDict):
+    """Tracing as `ys doctor` reads it and `GET /v1/version` answers it (docs/API.md)."""
+
+    on: bool
+    exporter: str | None  # otlp | console; None when tracing is off
+    endpoint: NotRequired[str | None]  # where otlp sends traces
+    problem: NotRequired[str]  # why tracing that is asked for cannot run
+    exported: NotRequired[int]  # the daemon's: trees exported so far
+    failed_exports: NotRequired[int]
+
+
+def describe(setting: bool | None, env: Mapping[str, str]) -> TracingJson:
     """What `ys doctor` and `ys daemon status` say of tracing: on or off, why, and where to."""
     on = wanted(setting, env)
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower() or "otlp"
@@ -184,7 +195,7 @@ def describe(setting: bool | None, env: Mapping[str, str]) -> dict[str, Any]:
         if exporter == "otlp"
         else None
     )
-    doc: dict[str, Any] = {"on": on and installed(), "exporter": exporter if on else None}
+    doc: TracingJson = {"on": on and installed(), "exporter": exporter if on else None}
     if on and exporter == "otlp":
         doc["endpoint"] = endpoint
     if on and not installed():

@@ -3,8 +3,6 @@ doctor.py). Read-only: nothing here writes to the database or migrates it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ys.commands.doctor import Check, failed, passed
 from ys.errors import DatabaseMoved, YsError
 from ys.paths import Paths
@@ -41,7 +39,7 @@ def check_postgres(url: str) -> list[Check]:
     from ys.store import inspect_postgres
 
     try:
-        report: dict[str, Any] = inspect_postgres(url)
+        report = inspect_postgres(url)
     except ImportError as exc:
         return [
             failed(
@@ -52,12 +50,12 @@ def check_postgres(url: str) -> list[Check]:
         ]
     except YsError as exc:
         return [failed("database", f"PostgreSQL at {shown}{_why(exc)}: {exc.message}")]
-    if report.get("moved_to"):
+    if report.moved_to:
         return [
-            failed("database", DatabaseMoved(f"PostgreSQL at {shown}", report["moved_to"]).message)
+            failed("database", DatabaseMoved(f"PostgreSQL at {shown}", report.moved_to).message)
         ]
-    out = [passed("database", f"PostgreSQL at {shown} (server {report['server_version']})")]
-    version, latest = report["schema_version"], report["latest_version"]
+    out = [passed("database", f"PostgreSQL at {shown} (server {report.server_version})")]
+    version, latest = report.schema_version, report.latest_version
     if version != latest:
         out.append(
             failed(
@@ -66,9 +64,9 @@ def check_postgres(url: str) -> list[Check]:
             )
         )
         return out
-    sizes = ", ".join(f"{name} {n}" for name, n in report["rows"].items())
+    sizes = ", ".join(f"{name} {n}" for name, n in report.rows.items())
     out.append(passed("schema", f"version {version}; rows: {sizes}"))
-    mismatches = report.get("mismatches")
+    mismatches = report.mismatches
     if mismatches is None:
         return out
     if mismatches:
@@ -82,7 +80,7 @@ def check_postgres(url: str) -> list[Check]:
         out.append(
             passed(
                 "histories",
-                f"{report['rows'].get('executions', 0)} execution(s); "
+                f"{report.rows.get('executions', 0)} execution(s); "
                 "every record equals its folded history",
             )
         )

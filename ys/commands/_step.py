@@ -29,6 +29,7 @@ from ys.errors import YsError
 
 if TYPE_CHECKING:
     from ys.sdk import Step
+    from ys.values import OutcomeJson
 
 ENV = ("YS_EXECUTION_ID", "YS_DELIVERY_TOKEN", "YS_SOCKET")
 EXIT_TIMEOUT = 6  # `ys step wait --timeout`: the exit code of every timed-out command
@@ -78,15 +79,17 @@ def _cancelled(transport: Any, base: str) -> NoReturn:
 
 
 def _fail_execution(
-    transport: Any, base: str, exc: YsError, outcome: dict[str, Any] | None = None
+    transport: Any, base: str, exc: YsError, outcome: OutcomeJson | None = None
 ) -> NoReturn:
     """A request refused for good: the script took one key twice in one run (it fails as a
     Python workflow does when step.run raises DUPLICATE_STEP_KEY, not replaying the first
     step's record as this one), or the daemon refused the step's request in a way no later
     delivery could change (ys.sdk.Refused): the execution fails with that error."""
     if outcome is None:
-        error = {"name": "YsError", "message": exc.message, "code": exc.code}
-        outcome = {"status": "failed", "error": error}
+        outcome = {
+            "status": "failed",
+            "error": {"name": "YsError", "message": exc.message, "code": exc.code},
+        }
     try:
         transport.request("POST", f"{base}/outcome", {"outcome": outcome})
     except YsError as lost:

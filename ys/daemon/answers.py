@@ -5,13 +5,12 @@ worker channel (ys/daemon/channel.py) and the worker's HTTP routes. The delivery
 
 from __future__ import annotations
 
-from typing import Any
-
 from ys.daemon import views
 from ys.store.protocols import EffectState, Outcome, ValueFound
+from ys.values import EffectStateJson, OutcomeJson, ValueFoundJson
 
 
-def effect_state(state: EffectState) -> dict[str, str]:
+def effect_state(state: EffectState) -> EffectStateJson:
     return state.to_json()
 
 
@@ -19,11 +18,11 @@ def effect_waited(wake_at: float) -> dict[str, float]:
     return {"wake_at": wake_at}
 
 
-def value_waited(found: ValueFound | None) -> dict[str, Any]:
+def value_waited(found: ValueFound | None) -> dict[str, ValueFoundJson | None]:
     return {"found": None if found is None else found.to_json()}
 
 
-def outcome(recorded: Outcome) -> dict[str, Any]:
+def outcome(recorded: Outcome) -> OutcomeJson:
     """An acknowledgement's answer: the outcome recorded (the first terminal one wins)."""
     return recorded.to_json()
 

@@ -45,7 +45,7 @@ from ys.daemon.http import (
     too_large,
     within_limits,
 )
-from ys.daemon.shapes import RecordJson
+from ys.daemon.shapes import RecordJson, TriggeredJson
 from ys.errors import DaemonUnavailable, YsError
 from ys.store.protocols import Admission, ConcurrencyWait
 
@@ -256,7 +256,7 @@ class DaemonRoutes:
                 )
             finally:
                 dispatcher.admitted(result.delivery)
-        out: dict[str, Any] = {"execution_id": result.execution_id, "started": result.started}
+        out: TriggeredJson = {"execution_id": result.execution_id, "started": result.started}
         if result.started:
             self.d.metrics.admissions.labels("trigger").inc()
             if result.delivery is None:

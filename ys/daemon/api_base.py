@@ -41,7 +41,7 @@ def invalid(message: str) -> InvalidArgument:
     return InvalidArgument("INVALID_ARGUMENT", message)
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def _body(request: web.Request) -> dict[str, object]:
     """The request's body, a JSON object (no body is `{}`). JSON is UTF-8 (RFC 8259), so the
     bytes are decoded by json itself whatever charset the Content-Type names."""
     if not request.can_read_body:
@@ -63,7 +63,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
         raise invalid("the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise invalid("the request body must be a JSON object")
-    return data
+    return data  # a JSON object's keys are text
 
 
 class Body:
@@ -74,8 +74,8 @@ class Body:
     value of its type and is refused. Routes read their bodies through this once, into a
     typed request (api_requests), before anything else, the delivery token included."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
+    def __init__(self, data: dict[str, object]) -> None:
+        self.data = data  # the JSON object as sent, read only through the methods below
 
     @classmethod
     async def read(cls, request: web.Request) -> Body:
@@ -84,7 +84,7 @@ class Body:
     def has(self, name: str) -> bool:
         return name in self.data
 
-    def any(self, name: str) -> Any:
+    def any(self, name: str) -> object:
         """A field of any JSON value, checked later by the store (params, a durable value)."""
         return self.data.get(name)
 
@@ -164,14 +164,9 @@ class Body:
             raise invalid(f"{name} (epoch seconds) is required")
         return value
 
-    def opt_object(self, name: str) -> dict[str, Any] | None:
+    def opt_object(self, name: str) -> dict[str, object] | None:
+        """An object field (params, context, an outcome), its fields read by whoever takes it."""
         return check_object(self.data.get(name), name)
-
-    def object(self, name: str) -> dict[str, Any]:
-        value = self.opt_object(name)
-        if value is None:
-            raise invalid(f"{name} is required (an object)")
-        return value
 
 
 def in_range(name: str, value: int, least: int) -> int:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ys.daemon import views
 from ys.daemon.api_base import Query, _json, route
 from ys.daemon.api_requests import MAX_WAIT
+from ys.daemon.shapes import StreamEventJson
 from ys.errors import DaemonUnavailable
 from ys.store.protocols import StreamEvent
 
@@ -70,7 +71,7 @@ class EventRoutes:
         return _json({"events": [event(e) for e in items], "cursor": cursor})
 
 
-def event(e: StreamEvent) -> dict[str, Any]:
+def event(e: StreamEvent) -> StreamEventJson:
     """One event of the stream: the history's shape, with its execution and its cursor."""
     return {
         "execution_id": e.execution_id,

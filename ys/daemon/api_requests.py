@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ys import values
 from ys.contract import (
     check_execution_id,
     check_retry_status,
@@ -26,6 +27,7 @@ from ys.contract import (
 )
 from ys.cron import CATCH_UP, OVERLAP, zone_name
 from ys.daemon.api_base import Body, Query, invalid
+from ys.outcomes import outcome_of
 from ys.store.protocols import STATUSES, AdmissionContext
 from ys.values import StepWrite, UserObject
 
@@ -228,7 +230,7 @@ class Start:
 
 @dataclass(frozen=True)
 class Outcome:
-    outcome: dict[str, Any] | None  # a WorkflowRunOutcome, read by ys.outcomes.outcome_of
+    sent: dict[str, object] | None  # the WorkflowRunOutcome object as sent
 
     @classmethod
     async def read(cls, request: web.Request) -> Outcome:
@@ -238,6 +240,12 @@ class Outcome:
     @classmethod
     def of(cls, b: Body) -> Outcome:
         return cls(b.opt_object("outcome"))
+
+    def outcome(self) -> values.Outcome:
+        """The outcome sent, read into its fields (after the token is checked)."""
+        if self.sent is None:
+            raise invalid('outcome is required (an object: {"status": ...})')
+        return outcome_of(self.sent)
 
 
 # -- durable values ---------------------------------------------------------------------------

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ys.daemon import answers, views
-from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, invalid, route
+from ys.daemon.api_base import SMALL_BODY, _json, delivery_token, route
 from ys.daemon.api_requests import Outcome, Start, StepDeadline, read_step
-from ys.outcomes import outcome_of
 
 if TYPE_CHECKING:
     from ys.daemon.delivering import Deliveries
@@ -86,9 +85,7 @@ class WorkerRoutes:
         req = await Outcome.read(request)
         execution_id = request.match_info["id"]
         token = delivery_token(request)
-        if req.outcome is None:
-            raise invalid('outcome is required (an object: {"status": ...})')
-        outcome = outcome_of(req.outcome)
+        outcome = req.outcome()
         big = len(await request.read()) > SMALL_BODY  # encoded in the pool, off the loop
         recorded = await self.deliveries.acknowledge_async(execution_id, token, outcome, big=big)
         return _json(answers.outcome(recorded))

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 log = logging.getLogger("ys.cgroups")
 
@@ -34,6 +34,13 @@ CGROUP_V2 = "cgroup v2"
 RLIMIT_AS = "RLIMIT_AS"
 
 
+class MemoryLimitJson(TypedDict):
+    """What limits a worker's memory, as `GET /v1/version` answers it (docs/API.md)."""
+
+    mechanism: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class Choice:
     """What limits a worker's memory here: the mechanism, why, and the cgroup divided."""
@@ -42,7 +49,7 @@ class Choice:
     detail: str
     home: Path | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> MemoryLimitJson:
         return {"mechanism": self.mechanism, "detail": self.detail}
 
 

@@ -24,7 +24,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ys.crashpoints import crash_point
 from ys.daemon import answers, views
@@ -41,14 +41,24 @@ from ys.daemon.api_requests import (
 from ys.daemon.api_requests import Outcome as OutcomeRequest
 from ys.daemon.http import MAX_BODY
 from ys.daemon.running import Running
-from ys.errors import YsError
-from ys.outcomes import outcome_of, warnings_of
+from ys.errors import ErrorJson, YsError
+from ys.outcomes import warnings_of
 from ys.store.protocols import Outcome
 
 if TYPE_CHECKING:
     from ys.daemon.delivering import Deliveries
 
 log = logging.getLogger("ys.channel")
+
+
+class ChannelAnswer(TypedDict):
+    """One answer line to the worker: the request's `id` echoed, and its answer or error."""
+
+    id: object
+    ok: NotRequired[object]  # the operation's answer (ys.daemon.answers)
+    error: NotRequired[ErrorJson]
+
+
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -207,10 +217,7 @@ class WorkerChannel:
         return then
 
     def _outcome_of(self, b: Body) -> Outcome:
-        req = OutcomeRequest.of(b)
-        if req.outcome is None:
-            raise invalid('outcome is required (an object: {"status": ...})')
-        return outcome_of(req.outcome)
+        return OutcomeRequest.of(b).outcome()
 
     async def _big_outcome(self, b: Body) -> Any:
         """An outcome too big to encode on the loop: encoded and written in the pool."""
@@ -268,10 +275,10 @@ class WorkerChannel:
         if isinstance(error, YsError):
             err = error.to_json()
         else:
-            err = {"code": "INTERNAL", "message": f"internal error: {error}"}
+            err = ErrorJson(code="INTERNAL", message=f"internal error: {error}")
         self._send({"id": rid, "error": err})
 
-    def _send(self, answer: dict[str, Any]) -> None:
+    def _send(self, answer: ChannelAnswer) -> None:
         """Write an answer (from the loop or the writer's thread); what the socket has no room
         for is written by the loop when it has."""
         data = _dumps(answer).encode() + b"\n"

@@ -27,11 +27,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NotRequired, Protocol, TypedDict
+from typing import Protocol
 
 from ys import runenv
 from ys.daemon.registry import Workflow
 from ys.paths import WORKFLOW_UMASK
+from ys.worker.wire import Launch, Limits, ServerMessage, WarmLaunch
 
 log = logging.getLogger("ys.launcher")
 LAUNCH_CHUNK = 65536  # the launch's first bytes, sent with the output pipe
@@ -59,52 +60,6 @@ class Worker:
     stdout: int | None = None  # a shell script's stdout (its last line is the result)
     channel: socket.socket | None = None  # a Python worker's channel, its launch written
     lifeline: int | None = None  # a shell script's: the write end of its guard's pipe (ys.guard)
-
-
-class Limits(TypedDict):
-    """A worker's nice value and memory limit (`runenv.apply_limits`' arguments), also sent
-    with a warm worker's launch."""
-
-    nice: int | None
-    memory_max: int | None  # bytes
-    cgroup: str | None  # its cgroup v2 scope (ys.daemon.cgroups)
-
-
-class Launch(TypedDict):
-    """A Python worker's launch: the first line of its channel (JSON, the wire format the
-    worker reads in ys.worker), written by ys.daemon.workerstart."""
-
-    execution_id: str
-    attempt: int
-    workflow: str
-    script: str
-    sha256: NotRequired[str]  # the version the claim recorded, when a copy of it is kept
-    copy: NotRequired[str]  # that kept copy
-    lease_seconds: float
-    lease_since: float  # time.monotonic(), the box's: ys.guard
-    clock_offset: float  # the store's clock less this box's
-    params: str  # canonical JSON
-    context: str  # canonical JSON
-    cancel_requested: bool
-    steps: list[list[str | int | float | None]]  # key, kind, status, value, attempts, wake_at
-
-
-class WarmLaunch(Launch, Limits):
-    """A launch sent to a fork server's spare, which runs with the server's environment: the
-    delivery's own environment, folder, umask and limits go with it."""
-
-    env: dict[str, str]
-    cwd: str
-    umask: int
-
-
-class ServerMessage(TypedDict, total=False):
-    """A line from the fork server (ys.worker.forkserver): one of these members."""
-
-    exit: int  # a worker's pid, ended with `code`
-    code: int
-    spare: int | None  # a spare's pid (its socket follows), None: it could not fork
-    ready: bool
 
 
 class Launcher(Protocol):

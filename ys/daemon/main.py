@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ys.daemon.scheduler import Scheduler
     from ys.daemon.tracing import Tracer
     from ys.store.protocols import Store
+    from ys.tracing import TracingJson
 
 log = logging.getLogger("ys.daemon")
 
@@ -263,7 +264,7 @@ class Daemon:
         if self._tracer is not None:
             self._tracer.start()
 
-    def tracing_status(self) -> dict[str, Any]:
+    def tracing_status(self) -> TracingJson:
         """Whether traces are exported, where to, and how many trees so far."""
         from ys import tracing as ys_tracing
 

@@ -4,7 +4,7 @@ its own and no module imports main."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ys.daemon.dispatcher import Dispatcher
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ys.paths import Paths
     from ys.settings import Settings
     from ys.store.protocols import Store
+    from ys.tracing import TracingJson
 
 
 class DaemonParts(Protocol):
@@ -47,7 +48,7 @@ class DaemonParts(Protocol):
     @property
     def settings(self) -> Settings: ...
 
-    def tracing_status(self) -> dict[str, Any]: ...
+    def tracing_status(self) -> TracingJson: ...
 
     @property
     def metrics(self) -> Metrics: ...

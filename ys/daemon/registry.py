@@ -23,7 +23,7 @@ import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ys.daemon.outage import Outage
 from ys.daemon.scripts import (
@@ -41,10 +41,32 @@ from ys.daemon.scripts import (
 )
 from ys.errors import DaemonUnavailable
 from ys.store.protocols import ConcurrencyLimit
+from ys.values import UserJson
 
 log = logging.getLogger("ys.registry")
 RESCAN_SECONDS = 5.0  # how often the folder is re-checked for what the watcher did not report
 WATCH_STEP_MS = 1000  # how often the watcher's thread wakes to look for changes (ms)
+
+
+class WorkflowJson(TypedDict):
+    """A workflow as `ys workflows --json` and `GET /v1/workflows` list it (docs/API.md)."""
+
+    name: str
+    kind: str
+    path: str
+    error: str | None
+    schedule: dict[str, UserJson] | None  # as declared (DeclaredSchedule.to_json)
+    on_failure: str | None
+    pin: bool
+    sha256: str | None
+    timeout: float | None
+    max_attempts: int
+    concurrency: int | None
+    key: str | None
+    cwd: str | None
+    env_file: str | None
+    nice: int | None
+    memory_max: int | None
 
 
 @dataclass(frozen=True)
@@ -77,7 +99,7 @@ class Workflow:
         n = self.options.concurrency
         return None if n is None else ConcurrencyLimit(n, self.options.key)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> WorkflowJson:
         return {
             "name": self.name,
             "kind": self.kind,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from ys.values import UserJson
+from ys.values import OutcomeJson, UserJson
 
 
 class HistoryEventJson(TypedDict):
@@ -14,6 +14,14 @@ class HistoryEventJson(TypedDict):
     at: str | None
     kind: str
     data: dict[str, object]  # the event's data, its times in ISO 8601
+
+
+class StreamEventJson(HistoryEventJson):
+    """One event of `GET /v1/events`: the history's shape with its execution and cursor."""
+
+    execution_id: str
+    workflow: str
+    cursor: str
 
 
 class SlotJson(TypedDict):
@@ -150,7 +158,7 @@ class RecordJson(TypedDict):
     status: str
     params: UserJson  # None where the read left them out
     context: UserJson
-    outcome: dict[str, object] | None  # Outcome.to_json
+    outcome: OutcomeJson | None
     admitted_at: str | None
     updated_at: str | None
     due_at: str | None
@@ -266,6 +274,14 @@ class ScheduleJson(TypedDict):
     next: NotRequired[list[str | None]]  # the dashboard's next fires
     slots: NotRequired[list[SlotJson]]
     history: NotRequired[list[SlotHistoryJson]]
+
+
+class TriggeredJson(TypedDict):
+    """The answer to `POST /v1/executions`."""
+
+    execution_id: str
+    started: bool
+    warning: NotRequired[str]  # admitted for a script that cannot run until it is fixed
 
 
 # -- the overview (ys/daemon/overview.py, `GET /v1/overview`) ----------------------------------

@@ -236,8 +236,8 @@ class Lineages:
         return found
 
     def _derive(self, record: Record, depth: int) -> Lineage:
-        ctx = _context(record)
-        tp = tracing.parse(str(ctx.get("traceparent", ""))) if ctx.get("traceparent") else None
+        text = _traceparent(record)
+        tp = tracing.parse(text) if text else None
         if tp is not None:
             return Lineage(tp.trace_id, tp.span_id, remote_parent=True, sampled=tp.sampled)
         parent = record.parent
@@ -249,12 +249,14 @@ class Lineages:
         return Lineage(tracing.root_trace_id(record.execution_id), None)
 
 
-def _context(record: Record) -> dict[str, Any]:
+def _traceparent(record: Record) -> str | None:
+    """The trace context its admission was given (`context.traceparent`), if any."""
     try:
         ctx = json.loads(record.context_json or "{}")
     except ValueError:
-        return {}
-    return ctx if isinstance(ctx, dict) else {}
+        return None
+    given = ctx.get("traceparent") if isinstance(ctx, dict) else None
+    return str(given) if given else None
 
 
 # -- export -----------------------------------------------------------------------------------

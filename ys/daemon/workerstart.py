@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from ys import tracing
 from ys.daemon.hub import Hub
-from ys.daemon.launcher import Launch
 from ys.daemon.registry import Registry, Workflow
 from ys.daemon.running import Running
 from ys.daemon.versions import copy_path
 from ys.paths import Paths
 from ys.store.protocols import Delivery, RunState, Store
+from ys.worker.wire import Launch
 
 if TYPE_CHECKING:
     from ys.daemon.tracing import Tracer
@@ -123,7 +123,7 @@ class WorkerStart:
             "context": state.context_json,
             "cancel_requested": d.cancel_requested,
             "steps": [
-                [s.key, s.kind, s.status, s.value, s.attempts, s.wake_at] for s in state.steps
+                (s.key, s.kind, s.status, s.value, s.attempts, s.wake_at) for s in state.steps
             ],
         }
         self._keep(d, launch)

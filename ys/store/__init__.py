@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from ys.errors import InvalidArgument
-from ys.store.protocols import ExportLine, Store
+from ys.store.protocols import ExportLine, PostgresReport, Store
 
 if TYPE_CHECKING:
     from ys.store.sqlite.backup import BackupFile, Restored
@@ -77,7 +77,7 @@ def require_driver(database: str | os.PathLike[str] | None) -> None:
         driver()
 
 
-def inspect_postgres(url: str) -> dict[str, Any]:
+def inspect_postgres(url: str) -> PostgresReport:
     """What `ys doctor` reports of a PostgreSQL database, read without writing (server and
     schema versions, row counts, records that differ from their history). ImportError when
     the adapter's driver is not installed."""

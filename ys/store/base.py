@@ -10,7 +10,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 from ys.store.eventdata import Parent as Parent
 from ys.store.reading import FailedAttempt, PastDelivery
 from ys.store.records import Record
-from ys.values import StepWrite, UserJson, UserObject
+from ys.values import EffectStateJson, StepWrite, UserJson, UserObject, ValueFoundJson
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -378,9 +378,9 @@ class EffectState:
     result_json: str | None = None  # canonical JSON of the settled result
     conflicting_json: str | None = None  # a conflicting settle's result
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> EffectStateJson:
         """The answer on the wire (the worker channel, the HTTP route)."""
-        out = {"status": self.status}
+        out: EffectStateJson = {"status": self.status}
         if self.result_json is not None:
             out["result"] = self.result_json
         if self.conflicting_json is not None:
@@ -427,7 +427,7 @@ class ValueFound:
     version: int
     updated_at: float
 
-    def to_json(self) -> dict[str, str | int | float]:
+    def to_json(self) -> ValueFoundJson:
         """The answer on the wire (the worker channel, the HTTP route)."""
         return {
             "key": self.key,

@@ -147,3 +147,17 @@ class DatabaseInfo:
     path: str
     bytes: int
     schema_version: int
+
+
+@dataclass(frozen=True)
+class PostgresReport:
+    """What `ys doctor` reads of a PostgreSQL database without writing: the server's and the
+    schema's versions and, on a database of this schema, its row counts, the records that
+    differ from their history, and where `ys migrate` moved its data (None: it did not)."""
+
+    server_version: str
+    schema_version: int
+    latest_version: int
+    rows: dict[str, int]  # table -> rows; empty before the schema is this version's
+    mismatches: list[str] | None  # None: not verified (the schema is not this version's)
+    moved_to: str | None = None

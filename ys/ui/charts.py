@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ys.daemon.shapes import BarJson, BucketJson, HourJson, SlotHistoryJson, TimelineJson
 from ys.durations import format_duration
 
 ROW = 22  # px per row
@@ -32,7 +33,7 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _bar_tip(label: str, b: dict[str, Any]) -> str:
+def _bar_tip(label: str, b: BarJson) -> str:
     what = "backoff before the next attempt" if b["kind"] == "backoff" else b["outcome"]
     if b["kind"] == "wait" and b["outcome"] != "failed":
         what = "waited" + (" (still)" if b["open"] else "")
@@ -46,7 +47,7 @@ def _bar_tip(label: str, b: dict[str, Any]) -> str:
     return tip
 
 
-def timeline(t: dict[str, Any], link: Any) -> Markup:
+def timeline(t: TimelineJson, link: Any) -> Markup:
     """An execution's timeline (`GET /v1/executions/{id}/timeline`'s shape) as SVG; `link`
     turns an execution ID into its page's URL."""
     rows = t["rows"]
@@ -100,7 +101,7 @@ def timeline(t: dict[str, Any], link: Any) -> Markup:
     return Markup("".join(out))
 
 
-def activity(buckets: list[dict[str, Any]], label: str, width_hint: int = 144) -> Markup:
+def activity(buckets: list[BucketJson], label: str, width_hint: int = 144) -> Markup:
     """Executions started, completed and failed per bucket, as columns (failed stacked on top
     of completed; started as a line of ticks)."""
     n = max(len(buckets), 1)
@@ -151,10 +152,10 @@ def took(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else format_duration(seconds)
 
 
-def durations(hours: list[dict[str, Any]], label: str) -> Markup:
+def durations(hours: list[HourJson], label: str) -> Markup:
     """How long deliveries took per hour: the p95 as a pale column with the p50 inside it, on
     a log scale (a delivery takes milliseconds or hours), the scale's ends on the left."""
-    values = [h[q] for h in hours for q in ("p50", "p95") if h[q]]
+    values = [v for h in hours for v in (h["p50"], h["p95"]) if v]
     hi = max(values, default=1.0)
     lo = min(min(values, default=0.001) / 2, hi / 10)  # the least still shows; a decade tall
     span = math.log10(hi) - math.log10(lo)
@@ -173,7 +174,7 @@ def durations(hours: list[dict[str, Any]], label: str) -> Markup:
         f'<line class="grid" x1="0" x2="100%" y1="{h - 1}" y2="{h - 1}"/>',
     ]
     for i, b in enumerate(hours):
-        if not b["count"]:
+        if not b["count"] or b["p50"] is None or b["p95"] is None:  # an hour without deliveries
             continue
         x = i * w + w * 0.1
         tip = f"{b['start']}: {b['count']} deliveries, p50 {took(b['p50'])}, p95 {took(b['p95'])}"
@@ -207,7 +208,7 @@ def sparkline(values: list[int], label: str) -> Markup:
     return Markup("".join(out))
 
 
-def slots(items: list[dict[str, Any]], label: str) -> Markup:
+def slots(items: list[SlotHistoryJson], label: str) -> Markup:
     """A schedule's recent slots, oldest first: one mark each, coloured on time, late,
     skipped, missed, queued, or failed (it fired, and its execution failed)."""
     n = max(len(items), 1)
@@ -218,8 +219,9 @@ def slots(items: list[dict[str, Any]], label: str) -> Markup:
     ]
     for i, s in enumerate(items):
         tip = f"{s['slot']}: {s['mark']}"
-        if s.get("lateness") is not None:
-            tip += f", fired {format_duration(s['lateness'])} after its time"
+        lateness = s["lateness"]
+        if lateness is not None:
+            tip += f", fired {format_duration(lateness)} after its time"
         if s.get("why"):
             tip += f" — {s['why']}"
         out.append(

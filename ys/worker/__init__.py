@@ -6,6 +6,7 @@
                   (`python -m ys.worker.forkserver FD`)
     channel.py    the worker's end of its channel to the daemon (ys/daemon/channel.py: the other)
     codecache.py  workflow scripts compiled once per version
+    wire.py       the launch and the fork server's lines, as the daemon writes them
 
 Kept empty of imports: `import ys.worker.channel` costs only what it names.
 """

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ys.values import StepWrite
+from ys.values import EffectStateJson, StepWrite, ValueFoundJson
+from ys.worker.wire import Launch
 
 EXIT_RETRY = 75  # EX_TEMPFAIL
 
@@ -195,32 +196,32 @@ class ApiBackend:
             "POST", f"/v1/effects/{quote(effect_id, safe='')}/{verb}", body
         )
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> EffectStateJson:
         body = {
             "operation": operation,
             "input": input,
             "execution_id": self.execution_id,
             "step_key": key,
         }
-        out: dict[str, Any] = self._effect(effect_id, "begin", body)
+        out: EffectStateJson = self._effect(effect_id, "begin", body)
         return out
 
-    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
-        out: dict[str, Any] = self._effect(
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> EffectStateJson:
+        out: EffectStateJson = self._effect(
             effect_id, "settle", {"operation": operation, "result": result}
         )
         return out
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
-    ) -> dict[str, Any] | None:
+    ) -> ValueFoundJson | None:
         body = {
             "execution_id": self.execution_id,
             "step_key": key,
             "seen": seen,
             "timeout_at": timeout_at,
         }
-        out: dict[str, Any] = self.transport.request(
+        out: dict[str, ValueFoundJson | None] = self.transport.request(
             "POST", f"/v1/store/{quote(store_key, safe='')}/wait", body
         )
         return out.get("found")
@@ -305,14 +306,14 @@ class ChannelBackend:
         out: dict[str, Any] = self.channel.call({"op": "get", "execution_id": execution_id})
         return out
 
-    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> dict[str, Any]:
+    def effect_begin(self, operation: str, effect_id: str, input: Any, key: str) -> EffectStateJson:
         req = {"op": "effect_begin", "effect_id": effect_id, "operation": operation}
-        out: dict[str, Any] = self.channel.call(req | {"input": input, "step_key": key})
+        out: EffectStateJson = self.channel.call(req | {"input": input, "step_key": key})
         return out
 
-    def effect_settle(self, operation: str, effect_id: str, result: str) -> dict[str, Any]:
+    def effect_settle(self, operation: str, effect_id: str, result: str) -> EffectStateJson:
         req = {"op": "effect_settle", "effect_id": effect_id, "operation": operation}
-        out: dict[str, Any] = self.channel.call(req | {"result": result})
+        out: EffectStateJson = self.channel.call(req | {"result": result})
         return out
 
     def effect_wait(self, effect_id: str, key: str, wake_at: float) -> float:
@@ -321,9 +322,9 @@ class ChannelBackend:
 
     def value_wait(
         self, store_key: str, key: str, seen: int, timeout_at: float | None
-    ) -> dict[str, Any] | None:
+    ) -> ValueFoundJson | None:
         req = {"op": "value_wait", "key": store_key, "step_key": key, "seen": seen}
-        out: dict[str, Any] = self.channel.call(req | {"timeout_at": timeout_at})
+        out: dict[str, ValueFoundJson | None] = self.channel.call(req | {"timeout_at": timeout_at})
         return out.get("found")
 
 
@@ -422,7 +423,7 @@ def _heartbeat(beat: Heartbeat, channel: Any, every: float, stop: threading.Even
         beat.renewed(sent)
 
 
-def read_launch(sock: socket.socket) -> tuple[Any, dict[str, Any]]:
+def read_launch(sock: socket.socket) -> tuple[Any, Launch]:
     """The channel over `sock` and the launch the daemon wrote first on it."""
     from ys.worker.channel import Channel
 
@@ -501,7 +502,7 @@ def warm_up() -> Heartbeat:
     return heartbeat
 
 
-def deliver(channel: Any, launch: dict[str, Any], heartbeat: Heartbeat | None = None) -> int:
+def deliver(channel: Any, launch: Launch, heartbeat: Heartbeat | None = None) -> int:
     """Run the delivery `launch` describes; the worker's exit status."""
     from ys import codec
     from ys.errors import REFUSALS, YsError

@@ -40,6 +40,7 @@ import ys.worker.codecache  # noqa: F401 - and ys.paths (dataclasses, hashlib): 
 import ys.worker.delivery
 from ys import runenv
 from ys.paths import WORKFLOW_UMASK
+from ys.worker.wire import ServerMessage, WarmLaunch
 
 WARM_UP_AFTER = 0.02  # seconds a spare waits for a delivery before it warms up (ys.worker.delivery)
 # The delivery's own names come with each launch; none may linger from the server's start.
@@ -50,7 +51,7 @@ class DaemonGone(Exception):
     """Nobody reads our messages any more: the daemon was killed."""
 
 
-def _send(link: socket.socket, obj: dict[str, Any], fd: int | None = None) -> None:
+def _send(link: socket.socket, obj: ServerMessage, fd: int | None = None) -> None:
     data = (json.dumps(obj) + "\n").encode()
     try:
         if fd is not None:
@@ -98,12 +99,10 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
         os.close(output)
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-        os.chdir(start.pop("cwd"))
-        os.umask(start.pop("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
-        os.environ.update(start.pop("env"))
-        runenv.apply_limits(
-            start.pop("nice", None), start.pop("memory_max", None), start.pop("cgroup", None)
-        )
+        os.chdir(start["cwd"])
+        os.umask(start.get("umask", WORKFLOW_UMASK))  # the server has the daemon's private one
+        os.environ.update(start["env"])
+        runenv.apply_limits(start.get("nice"), start.get("memory_max"), start.get("cgroup"))
         sys.argv = ["ys.worker"]
         code = ys.worker.delivery.deliver(channel, start, heartbeat)
     except SystemExit as exc:
@@ -121,7 +120,7 @@ def _spare(sock: socket.socket, keep: list[int]) -> None:
             os._exit(code)
 
 
-def _await_delivery(sock: socket.socket) -> tuple[Any, dict[str, Any], int] | None:
+def _await_delivery(sock: socket.socket) -> tuple[Any, WarmLaunch, int] | None:
     """A spare's wait: the launch's first bytes come with the delivery's output pipe."""
     try:
         data, fds, _, _ = socket.recv_fds(sock, 262144, 1)

@@ -14,6 +14,7 @@ from ys.errors import YsError
 
 if TYPE_CHECKING:
     from ys.store.postgres.store import PostgresStore
+    from ys.store.reading import PostgresReport
 
 CONNECT_TIMEOUT = 5  # seconds, unless the URL says otherwise
 MIN_SERVER = 120000  # PostgreSQL 12: FOR UPDATE SKIP LOCKED, generated columns, pg_notify
@@ -60,36 +61,33 @@ def connect(url: str, *, autocommit: bool = True, **kwargs: Any) -> Any:
     return conn
 
 
-def inspect(url: str) -> dict[str, Any]:
+def inspect(url: str) -> PostgresReport:
     """What `ys doctor` reports, read without writing: server and schema versions, row
     counts, and (on a migrated database) the records that differ from their history and where
     `ys migrate` moved the data (`moved_to`, None if it did not)."""
     from ys.store.postgres import schema
+    from ys.store.reading import PostgresReport
 
     with connect(url) as conn:
+        server = str(conn.info.parameter_status("server_version"))
         version = schema.version(conn)
-        report: dict[str, Any] = {
-            "server_version": conn.info.parameter_status("server_version"),
-            "schema_version": version,
-            "latest_version": len(schema.MIGRATIONS),
-            "rows": {},
-            "mismatches": None,
-        }
-        if version != len(schema.MIGRATIONS):
-            return report
+        latest = len(schema.MIGRATIONS)
+        if version != latest:
+            return PostgresReport(server, version, latest, {}, None)
         # one snapshot for every count and every re-fold, while daemons go on writing
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            for table in ("executions", "events", "steps", "effects", "kv", "schedules"):
-                report["rows"][table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            rows = {
+                table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+                for table in ("executions", "events", "steps", "effects", "kv", "schedules")
+            }
             from ys.store.postgres.dialect import POSTGRES
             from ys.store.sql.dialect import FormatConnection
             from ys.store.sql.housekeeping import moved_to
             from ys.store.sql.reads import verify
 
-            report["mismatches"] = verify(FormatConnection(conn, POSTGRES))
-            report["moved_to"] = moved_to(FormatConnection(conn, POSTGRES))
-    return report
+            c = FormatConnection(conn, POSTGRES)
+            return PostgresReport(server, version, latest, rows, verify(c), moved_to(c))
 
 
 def __getattr__(name: str) -> Any:

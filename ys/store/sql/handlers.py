@@ -13,14 +13,38 @@ racing this one: ON CONFLICT DO NOTHING in `admit_new`) finds it and admits noth
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from ys.contract import CONTEXT_KEY, handler_id
 from ys.store.records import FAILED, Record
 from ys.store.sql.events import encode_event_value
 from ys.store.sql.executions import admit_new
 
-_ERROR_FIELDS = ("name", "message")  # what a person reads (the rest of an error can be large)
+
+class HandledError(TypedDict):
+    """What a person reads of the error handled (the rest of an error can be large); both
+    None when the failure recorded no error."""
+
+    name: str | None
+    message: str | None
+
+
+class FailureParams(TypedDict):
+    """A failed execution's handler's params."""
+
+    execution_id: str
+    workflow: str
+    error: HandledError
+    attempts: int
+    tags: dict[str, str]
+
+
+class SlotParams(TypedDict):
+    """A skipped schedule slot's handler's params."""
+
+    schedule: str
+    slot: str
+    reason: str
 
 
 def is_handler(c: Any, execution_id: str) -> bool:
@@ -38,7 +62,7 @@ def is_handler(c: Any, execution_id: str) -> bool:
 
 
 def _admit(
-    c: Any, handler: str, execution_id: str, params: dict[str, Any], of: str, now: float
+    c: Any, handler: str, execution_id: str, params: FailureParams | SlotParams, of: str, now: float
 ) -> str | None:
     params_json = encode_event_value(params, "params")
     context_json = encode_event_value({CONTEXT_KEY: of}, "context")
@@ -53,12 +77,12 @@ def failure_handler_tx(c: Any, record: Record, handler: str | None, now: float) 
     if handler is None or record.status != FAILED or is_handler(c, record.execution_id):
         return None
     error = record.outcome.error if record.outcome is not None else None
-    params = {
+    params: FailureParams = {
         "execution_id": record.execution_id,
         "workflow": record.workflow,
         "error": {"name": error.name, "message": error.message}
         if error is not None
-        else dict.fromkeys(_ERROR_FIELDS),
+        else {"name": None, "message": None},
         "attempts": record.attempts,
         "tags": dict(record.tags),
     }
@@ -71,5 +95,5 @@ def slot_handler_tx(
     """Inside the schedule's tick: admit the handler of a slot that will never fire."""
     if handler is None:
         return None
-    params = {"schedule": schedule, "slot": slot, "reason": reason}
+    params: SlotParams = {"schedule": schedule, "slot": slot, "reason": reason}
     return _admit(c, handler, handler_id(slot_name), params, slot_name, now)
