@@ -233,7 +233,7 @@ class StepData:
     status: str | None = None  # absent: "waiting"
     attempts: int | None = None
     wake_at: float | None = None
-    error: JsonObject | None = None
+    error: Mapping[str, object] | None = None  # kept verbatim
     copied_from: str | None = None
     extra: Mapping[str, object] | None = None  # keys no field takes, kept verbatim
 
@@ -353,7 +353,7 @@ class FailedData:
     """`error`: as `OutcomeError.to_json` or the store's own failures wrote it (verbatim)."""
 
     KIND: ClassVar[str] = "failed"
-    error: JsonObject
+    error: Mapping[str, object]  # kept verbatim
     warnings: tuple[str, ...] | None = None
     extra: Mapping[str, object] | None = None  # keys no field takes, kept verbatim
 
