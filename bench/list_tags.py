@@ -36,6 +36,7 @@ from common import REPO_ROOT, RESULTS_DIR, filesystem_of, load_average, machine_
 
 sys.path.insert(0, str(REPO_ROOT))
 
+from ys.store.eventdata import CompletedData, FailedData  # noqa: E402
 from ys.store.records import COMPLETED, FAILED, Event  # noqa: E402
 from ys.store.sql.events import admission_event  # noqa: E402
 from ys.store.sql.rows import new_record_row, project, tag_rows  # noqa: E402
@@ -72,9 +73,9 @@ def build(path: Path, rows: int) -> None:
             eid = f"{wf}/{i:07d}"
             evs = [admission_event(eid, wf, f'{{"n":{i}}}', "{}", None, at, None, tags_of(i))]
             if rng.random() < 0.95:
-                evs.append(Event(COMPLETED, at + 0.5, {"result": {"n": i}}))
+                evs.append(Event(COMPLETED, at + 0.5, CompletedData({"n": i})))
             else:
-                evs.append(Event(FAILED, at + 0.5, {"error": {"name": "E", "message": str(i)}}))
+                evs.append(Event(FAILED, at + 0.5, FailedData({"name": "E", "message": str(i)})))
             record, erows, nbytes = project(None, evs)
             ex_rows.append(new_record_row(record, nbytes))
             ev_rows.extend(erows)

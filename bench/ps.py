@@ -34,6 +34,7 @@ BATCH = 50_000
 
 
 def build(db: Path, live: int, done: int) -> None:
+    from ys.store.eventdata import CompletedData
     from ys.store.records import COMPLETED, Event
     from ys.store.sql.events import admission_event
     from ys.store.sql.rows import new_record_row, project
@@ -52,7 +53,7 @@ def build(db: Path, live: int, done: int) -> None:
             eid = f"job/{i:07d}"
             evs = [admission_event(eid, "job", f'{{"n":{i}}}', "{}", None, at, None, None)]
             if i >= live:  # the newest are finished: a backlog of old live work under them
-                evs.append(Event(COMPLETED, at + 0.5, {"result": i}))
+                evs.append(Event(COMPLETED, at + 0.5, CompletedData(i)))
             record, erows, nbytes = project(None, evs)
             ex_rows.append(new_record_row(record, nbytes))
             ev_rows.extend(erows)

@@ -40,6 +40,15 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from tests.ui.ui_support import UiSession  # noqa: E402
 from ys.store.base import SLOTS_KEPT  # noqa: E402
+from ys.store.eventdata import (  # noqa: E402
+    CancelledData,
+    CancelRequestedData,
+    ClaimedData,
+    CompletedData,
+    FailedData,
+    StepData,
+    SuspendedData,
+)
 from ys.store.records import CLAIMED, COMPLETED, FAILED, STEP, SUSPENDED, Event  # noqa: E402
 from ys.store.sql import charts  # noqa: E402
 from ys.store.sql.events import admission_event  # noqa: E402
@@ -59,8 +68,8 @@ def _events(i: int, now: float, rng: random.Random) -> tuple[str, list[Event]]:
     eid = f"{wf}/{i:07d}"
     evs = [
         admission_event(eid, wf, f'{{"n":{i}}}', "{}", None, at),
-        Event(CLAIMED, at + 0.01, {"attempt": 1}),
-        Event(STEP, at + 0.2, {"key": "load", "kind": "run", "status": "completed"}),
+        Event(CLAIMED, at + 0.01, ClaimedData(attempt=1)),
+        Event(STEP, at + 0.2, StepData("load", "run", "completed")),
     ]
     roll = rng.random()
     if i >= ROWS - 400 and roll < 0.5:  # recent failures, inside the last 24 hours
@@ -68,28 +77,28 @@ def _events(i: int, now: float, rng: random.Random) -> tuple[str, list[Event]]:
             Event(
                 FAILED,
                 at + 0.5,
-                {"error": {"name": "TimeoutError", "message": "the API did not answer"}},
+                FailedData({"name": "TimeoutError", "message": "the API did not answer"}),
             )
         )
     elif roll < 0.90:
-        evs.append(Event(COMPLETED, at + 0.5, {"result": {"ok": True, "n": i}}))
+        evs.append(Event(COMPLETED, at + 0.5, CompletedData({"ok": True, "n": i})))
     elif roll < 0.96:
         evs.append(
-            Event(FAILED, at + 0.5, {"error": {"name": "ValueError", "message": f"bad row {i}"}})
+            Event(FAILED, at + 0.5, FailedData({"name": "ValueError", "message": f"bad row {i}"}))
         )
     elif roll < 0.98:
-        evs.append(Event("cancel_requested", at + 0.3, {}))
-        evs.append(Event("cancelled", at + 0.4, {}))
+        evs.append(Event("cancel_requested", at + 0.3, CancelRequestedData()))
+        evs.append(Event("cancelled", at + 0.4, CancelledData()))
     else:
         wake = now + rng.uniform(60, 30 * DAY)
         evs.append(
             Event(
                 STEP,
                 at + 0.3,
-                {"key": "nap", "kind": "sleep", "status": "completed", "wake_at": wake},
+                StepData("nap", "sleep", "completed", wake_at=wake),
             )
         )
-        evs.append(Event(SUSPENDED, at + 0.31, {}))
+        evs.append(Event(SUSPENDED, at + 0.31, SuspendedData()))
     return eid, evs
 
 

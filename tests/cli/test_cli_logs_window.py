@@ -46,7 +46,7 @@ def _gated_with_an_hour_old_line(daemon, execution_id: str, gate: Path) -> Path:
 
 def test_logs_since_and_tail_cut_by_line_times(shared, tmp_path):
     gate = tmp_path / "gate"
-    _gated_with_an_hour_old_line(shared, "lw-cut", gate)
+    log = _gated_with_an_hour_old_line(shared, "lw-cut", gate)
     gate.touch()
     wait_status(shared, "lw-cut", "completed")
     assert shared.ys("logs", "lw-cut", "--since", "30m").stdout == "released\n"
@@ -59,6 +59,7 @@ def test_logs_since_and_tail_cut_by_line_times(shared, tmp_path):
         "execution_id": "lw-cut",
         "logs": [{"attempt": 1, "text": "released\n"}],
     }
+    _backdate(log, 10)  # `released` 10 s old: older than 1s however fast the commands above ran
     none = shared.ys("logs", "lw-cut", "--since", "1s", "--json")
     assert out_json(none) == {"execution_id": "lw-cut", "logs": []}
 

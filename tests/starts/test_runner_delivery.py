@@ -103,7 +103,7 @@ def _iso(text: str) -> float:
 
 
 def _events(t: WorkflowTest, execution_id: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(e.kind, e.data) for e in t.store.events(execution_id)]
+    return [(e.kind, e.data.to_json()) for e in t.store.events(execution_id)]
 
 
 # -- runner table --------------------------------------------------------------------------------

@@ -22,11 +22,11 @@ from ys.store.base import (
     StepRecord,
     slot_of,
 )
-from ys.store.eventdata import ClaimedData, ReleasedData
+from ys.store.eventdata import ClaimedData
 from ys.store.records import CANCEL_REQUESTED, CLAIMED, RELEASED, Event
 from ys.store.sql import concurrency, pauses
 from ys.store.sql.core import DEFAULT_HOLDER
-from ys.store.sql.executions import append, load_leased, renew_lease
+from ys.store.sql.executions import append, renew_lease
 from ys.store.sql.limits import release_lost_tx
 from ys.store.sql.requests import Later
 from ys.store.sql.rows import LIGHT, row_to_record
@@ -284,8 +284,3 @@ def cancel_seen(c: Any, execution_id: str) -> bool:
 def renew_tx(c: Any, execution_id: str, token: str, now: float, expires: float) -> float:
     """A heartbeat, fenced in its one statement."""
     return renew_lease(c, execution_id, token, now, expires)
-
-
-def release_tx(c: Any, execution_id: str, token: str, now: float, data: ReleasedData) -> None:
-    record = load_leased(c, execution_id, token, now)
-    append(c, record, [Event(RELEASED, now, data)], token=token, clear_lease=True)
