@@ -129,6 +129,8 @@ def test_a_step_save_is_a_heap_only_update_of_its_row(daemons):
     writer.execute("SELECT pg_stat_force_next_flush()")
     for i in range(1, 6):
         store.save_step("e1", d.token, f"s{i}", StepWrite("run", "completed", "1"), now=T0 + i)
-    after = wait_until(lambda: updates() if updates()[0] >= before[0] + 5 else None, message="stats")
+    after = wait_until(
+        lambda: updates() if updates()[0] >= before[0] + 5 else None, message="stats"
+    )
     saves, heap_only = after[0] - before[0], after[1] - before[1]
     assert saves >= 5 and heap_only == saves, (before, after)
