@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/pg_side.py [--quick] [--rounds R] [--k K] [--m M] [--n N]
                                       [--threads T] [--json] [--keep]
+    .venv/bin/python bench/pg_side.py --round-trips [--k K]   # only the round trips
 
 One throw-away PostgreSQL server (bench/common.py `postgres_databases`: fsync on,
 synchronous_commit on, as a real server; or YS_BENCH_POSTGRES_URL's) with two fresh
@@ -29,8 +30,12 @@ Targets, each PASS/FAIL on the median of the per-round ratios ys-on-PostgreSQL /
 DBOS: steps in one execution >= 3x, the burst >= 1x, first-line p50 <= 2x DBOS's (a ratio
 of latencies), 16 x 50 >= 2x.
 
-A step's save on PostgreSQL is one request plus its commit (tests/postgres/
-test_pg_round_trips.py counts it); these figures are what that buys end to end.
+Round trips, untimed, after the rounds (the timed rounds never go through it): a ys daemon
+of its own, every PostgreSQL connection of it through a counting proxy (bench/pg_proxy.py: a
+round trip is a turn on a connection, client bytes then server bytes); all its connections'
+round trips while one execution runs K steps, over K (target <= 3: everything the daemon
+does per step, reads included, where tests/postgres/test_pg_round_trips.py counts the
+writer's operations), and per zero-step workflow.
 """
 
 from __future__ import annotations
@@ -67,8 +72,11 @@ from delivery import (
     rotate,
     workflow_sources,
 )
+from pg_proxy import CountingProxy
 
 PAR_E, PAR_K = 16, 50
+ZERO_COUNTED = 5  # zero-step workflows whose round trips are counted, one after the other
+ROUND_TRIPS_TARGET = 3.0  # per step, everything the daemon does included
 
 
 def start_ys(home: Path, concurrency: int, database: str | None) -> tuple[Daemon, YsSide]:
@@ -141,6 +149,37 @@ def one_round(
     return row
 
 
+def round_trips(scratch: Path, url: str, k: int, concurrency: int) -> dict[str, Any]:
+    """Untimed, after the rounds: a ys daemon of its own on a database of its own, every
+    connection of it through a counting proxy (bench/pg_proxy.py). The round trips of all
+    its connections (claims, step saves, lease renewals, the long poll's reads, the
+    listener...) while one execution runs K steps, over K; and per zero-step workflow
+    (ZERO_COUNTED of them, triggered and awaited one after the other)."""
+    proxy = CountingProxy(url)
+    through = proxy.start()
+    try:
+        d, side = start_ys(scratch / "ys-pg-counted", concurrency, through)
+        try:
+            t0 = proxy.turns()
+            side.steps(k)
+            steps = proxy.turns() - t0
+            t0 = proxy.turns()
+            for _ in range(ZERO_COUNTED):
+                side.zero(1)
+            zero = proxy.turns() - t0
+        finally:
+            side.close()
+            d.stop()
+    finally:
+        proxy.close()
+    return {
+        "k": k,
+        "steps_round_trips": steps,
+        "per_step": steps / k,
+        "per_zero_step_workflow": zero / ZERO_COUNTED,
+    }
+
+
 def measure(
     scratch: Path, rounds: int, k: int, m: int, n: int, threads: int, concurrency: int
 ) -> dict[str, Any]:
@@ -172,6 +211,8 @@ def measure(
                 side.close()
             for d in daemons:
                 d.stop()
+        progress("round trips: ys on PostgreSQL through a counting proxy (untimed)")
+        res["round_trips"] = round_trips(scratch, dbs.create(), k, concurrency)
     return res
 
 
@@ -220,10 +261,33 @@ def report(res: dict[str, Any], threads: int) -> str:
         mid = statistics.median(_ratios(rounds, key))
         ok = mid >= bound if higher else mid <= bound
         lines.append(f"{label.format(t=threads)}: {fmt_ratio(mid)} {'PASS' if ok else 'FAIL'}")
+    if res.get("round_trips"):
+        lines.extend(_round_trip_lines(res["round_trips"]))
     loads = [r["load"][0] for r in rounds if r.get("load")]
     if loads:
         lines.append(f"load average (1 min) at each round's start: {loads}")
     return "\n".join(lines)
+
+
+def _round_trips_only(k: int, concurrency: int, json_: bool) -> int:
+    compile_project()
+    with scratch_dir("pg-side", keep=False) as scratch, postgres_databases(scratch) as dbs:
+        rt = round_trips(scratch, dbs.create(), k, concurrency)
+    if json_:
+        print(json.dumps({"round_trips": rt, "machine": machine_info()}, indent=2))
+    else:
+        print("\n".join(_round_trip_lines(rt)))
+    return 0
+
+
+def _round_trip_lines(rt: dict[str, Any]) -> list[str]:
+    per = rt["per_step"]
+    return [
+        f"round trips per step <= {ROUND_TRIPS_TARGET:g} (all the daemon's connections, "
+        f"one execution of {rt['k']} steps: {rt['steps_round_trips']}): {per:.2f} "
+        f"{'PASS' if per <= ROUND_TRIPS_TARGET else 'FAIL'}",
+        f"round trips per zero-step workflow: {rt['per_zero_step_workflow']:.1f}",
+    ]
 
 
 def main() -> int:
@@ -235,11 +299,18 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20, help="first-line samples per round")
     ap.add_argument("--threads", type=int, default=8, help="client threads of a ys burst")
     ap.add_argument("--concurrency", type=int, default=PAR_E, help="ys daemons' --concurrency")
+    ap.add_argument(
+        "--round-trips",
+        action="store_true",
+        help="only count the round trips (no DBOS, no timed rounds)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.k, args.m, args.n = 2, 200, 50, 10
+    if args.round_trips:
+        return _round_trips_only(args.k, args.concurrency, args.json)
     venv = ensure_dbos_venv()
     compile_project()
     with scratch_dir("pg-side", keep=args.keep) as scratch:

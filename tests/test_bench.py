@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,7 @@ IMPORT_ONLY = {
     "delivery.py": "needs bench/.venv-dbos (DBOS)",
     "dbos_side.py": "runs inside bench/.venv-dbos",
     "pg_side.py": "needs bench/.venv-dbos (DBOS) and a PostgreSQL server",
+    "pg_proxy.py": "pg_side.py's round-trip counter (test_the_proxy_counts_round_trips)",
     "parallel_steps.py": "run by delivery.py",
     "scaleout.py": "starts a PostgreSQL server and three sections: past this test's budget",
 }
@@ -147,3 +149,57 @@ def test_ab_runs_on_postgresql(results: Path):
     assert out.startswith("ys A/B on postgresql"), out
     assert out.count("steps/s") == 2 and out.count("zero-step/s") == 2, out
     assert not [p for p in results.iterdir() if p.name.startswith("ab-")], "scratch left behind"
+
+
+def test_the_proxy_counts_round_trips(pg_url: str):
+    """bench/pg_proxy.py (pg_side.py's round trips per step): a statement is one turn, a
+    pipelined batch with one sync is one, a notification the server sends unasked is none."""
+    import psycopg
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        from pg_proxy import CountingProxy
+    finally:
+        sys.path.remove(str(BENCH))
+    proxy = CountingProxy(pg_url)
+    url = proxy.start()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(pg_url) as other:
+            t0 = proxy.turns()
+            for _ in range(3):
+                conn.execute("SELECT 1").fetchone()
+            assert proxy.turns() - t0 == 3
+            t0 = proxy.turns()
+            with conn.pipeline():
+                cur = [conn.execute("SELECT %s::int", (i,)) for i in range(5)]
+            assert [c.fetchone()[0] for c in cur] == list(range(5))
+            assert proxy.turns() - t0 == 1
+            conn.execute("LISTEN bench_proxy")
+            t0 = proxy.turns()
+            other.execute("NOTIFY bench_proxy, 'x'")
+            other.commit()
+            assert next(conn.notifies(timeout=10)).payload == "x"
+            assert proxy.turns() - t0 == 0
+    finally:
+        proxy.close()
+
+
+@pytest.mark.e2e
+def test_pg_side_counts_round_trips_per_step(results: Path):
+    """bench/pg_side.py --round-trips (no DBOS needed): a ys daemon on a throw-away server,
+    every connection through the counting proxy, counted per step with its verdict (on a
+    loaded machine, with few steps, the daemon's periodic work may make it FAIL: a verdict,
+    not this test's failure); at least each step's save is counted (a request and its
+    commit)."""
+    if bin_dir() is None:
+        unavailable("no PostgreSQL server binaries (initdb); apt-get install postgresql")
+    out = _run_bench("pg_side.py", ["--round-trips", "--k", "40"], results)
+    found = re.findall(
+        r"^round trips per step <= 3 \(.*: (\d+)\): ([\d.]+) (PASS|FAIL)$", out, re.MULTILINE
+    )
+    assert len(found) == 1, out
+    total, per_step, verdict = found[0]
+    assert int(total) >= 2 * 40 and float(per_step) == pytest.approx(int(total) / 40, abs=0.01)
+    assert verdict == ("PASS" if float(per_step) <= 3 else "FAIL")
+    assert re.search(r"^round trips per zero-step workflow: \d", out, re.MULTILINE), out
+    assert not [p for p in results.iterdir() if p.name.startswith("pg-side")], "scratch left"

@@ -67,6 +67,16 @@ def test_params_none_is_declared_not_absent():
     assert DeclaredSchedule(schedule="0 3 * * *").to_json() == {"schedule": "0 3 * * *"}
 
 
+def test_a_declared_schedule_shows_each_key_written_a_none_as_null():
+    """`ys workflows --json` shows the schedule as declared: `tz=None` (the local zone) is
+    written, so it shows as null as `params=None` does; a key not written is left out."""
+    scheduled, _ = split_options({"schedule": "0 3 * * *", "tz": None, "jitter": None})
+    assert scheduled is not None and schedule_error("w", scheduled) is None
+    assert scheduled.to_json() == {"schedule": "0 3 * * *", "tz": None, "jitter": None}
+    assert schedule_args("w", scheduled).tz == schedule_args("w", DeclaredSchedule("0 3 * * *")).tz
+    assert scheduled == DeclaredSchedule(schedule="0 3 * * *")  # what it fires by is the same
+
+
 def test_defaults_and_decorator_values():
     assert parse_options({}) == WorkflowOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
     assert parse_options({"timeout": 2, "max_attempts": 5, "concurrency": 2, "key": "a"}) == (

@@ -103,6 +103,55 @@ def test_while_the_server_is_away_the_daemon_says_so_and_stops_what_it_cannot_ho
     assert "Traceback" not in log and "failed in the dispatcher" not in log, log[-4000:]
 
 
+def _recorded(url: str, workflow: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return list(
+            conn.execute("SELECT sha256, timeout FROM scripts WHERE workflow = %s", (workflow,))
+        )
+
+
+def test_a_script_changed_while_the_server_is_away_is_recorded_once_it_is_back(pg_own_server, home):
+    """The registry's re-read of a changed script records its version and options in the
+    database: while the server is away that is said once (no traceback, the script not marked
+    broken), and done by a later rescan once the server answers."""
+    url = home.env["YS_DATABASE"]
+    pg_own_server.stop_now()
+    wait_until(
+        lambda: _status(home)["database"]["reachable"] is False,
+        timeout=10,
+        message="the daemon to find its database gone",
+    )
+    home.write(
+        "later.py", "import ys\n\n@ys.workflow(timeout=77)\ndef main(step, params):\n    return 1\n"
+    )
+    wait_until(
+        lambda: (
+            "recording a workflow change failed" in home.log() or "was not recorded" in home.log()
+        ),
+        timeout=30,
+        message="the registry to try to record the new script",
+    )
+    pg_own_server.resume()
+    wait_until(
+        lambda: [t for _, t in _recorded(url, "later")] == [77.0],
+        timeout=20,
+        message="the new script's version to be recorded once the database is back",
+    )
+    run = home.ys("workflows", "--json", timeout=30)
+    listed = {w["name"]: w for w in json.loads(run.stdout)["workflows"]}
+    assert listed["later"]["error"] is None and listed["later"]["timeout"] == 77, listed
+    [(sha, _)] = _recorded(url, "later")
+    assert sha == listed["later"]["sha256"]
+    with home.client() as c:
+        eid = c.trigger("later")["execution_id"]
+        assert c.wait(eid, timeout=60)["status"] == "completed"
+    log = home.log()
+    assert "Traceback" not in log and "was not recorded" not in log, log[-4000:]
+    assert "re-reading" not in log and "re-checking" not in log, log[-4000:]
+
+
 def test_the_server_is_up_again_once_any_connection_succeeds():
     """The writer cut off at its last try (it tries again only at its next batch) does not
     keep the state down once the listener, or a read, connected."""

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support import DaemonHandle, make_home, parse_iso, wait_until
+from tests.support import DaemonHandle, alive, make_home, parse_iso, wait_until
 from tests.upgrade_support import NAP_UNTIL
 from tests.upgrade_support import WORKFLOWS as UPGRADE_WORKFLOWS
 
@@ -235,3 +235,42 @@ def test_a_postgresql_database_moved_away_starts_no_daemon_and_doctor_says_where
         assert doctor.returncode == 1
         assert not checks["database"]["ok"], checks["database"]
         assert f"moved to {target}" in checks["database"]["detail"], checks["database"]
+
+
+def test_a_daemon_running_on_a_database_migrated_away_stops_delivering_and_says_where(
+    tmp_path, pg_url
+):
+    """`ys migrate` run while a daemon works on the PostgreSQL database (from another box, say):
+    the daemon notices the mark within seconds, kills its worker (the execution runs on the
+    target now), says once where the data went, and exits 3; the worker's step never ends
+    here, and nothing more is claimed."""
+    (tmp_path / "pg").mkdir()
+    d = tmp_path / "gate"
+    d.mkdir()
+    (tmp_path / "laptop").mkdir()
+    laptop = make_home(tmp_path / "laptop")
+    target = laptop.db
+    with make_home(tmp_path / "pg", YS_DATABASE=pg_url) as pg:
+        pg.write("gate.py", WORKFLOWS["gate.py"])
+        pg.start()
+        with pg.client() as c:
+            c.trigger("gate", {"d": str(d), "label": "a"}, execution_id="gate-1")
+            wait_until(lambda: pg.worker_pids(), timeout=30, message="the gate's worker")
+            worker = pg.worker_pids()[0]
+            r = pg.ys("migrate", "--to", str(target), timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert pg.proc is not None
+            wait_until(lambda: pg.proc.poll() is not None, timeout=30, message="the daemon to stop")
+        assert pg.proc.returncode == 3, pg.log()[-3000:]
+        wait_until(lambda: not alive(worker), timeout=10, message="its worker to be killed")
+        said = [ln for ln in pg.log().splitlines() if f"was moved to {target}" in ln]
+        assert len(said) == 1 and "stopping: the data of" in said[0], pg.log()[-3000:]
+        assert "Traceback" not in pg.log(), pg.log()[-3000:]
+        (d / "go").touch()  # the step it ran cannot end here now
+    with laptop:
+        laptop.write("gate.py", WORKFLOWS["gate.py"])
+        laptop.start()
+        with laptop.client() as c:
+            assert c.wait("gate-1", timeout=60)["status"] == "completed"
+    ran = (d / "ran").read_text().splitlines()
+    assert ran.count("last a") == 1, ran

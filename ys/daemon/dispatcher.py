@@ -174,7 +174,8 @@ class Dispatcher:
         # for only once the earliest deadline (read before the loop last waited) is due.
         if not self.outage.down and self.store.clock() >= self._deadline_at:
             try:
-                if await self.limits.expire_due() < SWEEP_LIMIT:
+                expired = await self.limits.expire_due()  # None: the database is away
+                if expired is not None and expired < SWEEP_LIMIT:
                     self._deadline_at = math.inf  # until the next look says otherwise
             except YsError as exc:
                 log.error("timing out failed: %s", exc)
@@ -704,6 +705,15 @@ class Dispatcher:
         r.last_step_at = now
 
     # -- shutdown ---------------------------------------------------------------------------
+
+    def halt(self) -> None:
+        """Claim nothing more and kill every worker now, without a grace period: the
+        database was moved (ys.daemon.moved), so its executions run on another one now."""
+        self._stopping = True
+        self.poke()
+        for r in self.running.values():
+            if r.proc is not None and r.proc.returncode is None:
+                kill_group(r.proc)
 
     async def stop(self, grace: float) -> None:
         """Stop claiming; give running deliveries `grace` seconds; then kill and release them."""

@@ -29,9 +29,10 @@ from collections.abc import Callable
 from ys import codec
 from ys.daemon.hub import Hub
 from ys.daemon.launcher import kill_group
+from ys.daemon.outage import Outage
 from ys.daemon.running import Running
 from ys.daemon.tasks import Background
-from ys.errors import LeaseLost, YsError
+from ys.errors import DaemonUnavailable, LeaseLost, YsError
 from ys.store.protocols import Store
 from ys.values import StepWrite
 
@@ -55,15 +56,25 @@ class Limits:
         self.running = running
         self.handler_for = handler_for  # the workflow a failure of a workflow admits
         self.background = background
+        # A lost database fails every timing out until it is back: said once, not a line per
+        # try or per execution (docs/design.md, "On PostgreSQL")
+        self.outage = Outage(log, "timing out", "timing out works again")
 
     # -- workflow timeouts ------------------------------------------------------------------
 
-    async def expire_due(self) -> int:
+    async def expire_due(self) -> int | None:
         """Fail every live execution past its deadline, each in its own transaction (which
-        checks the deadline again), and kill a worker of one that runs here."""
-        due = await self.hub.call(self.store.timed_out, self.store.clock(), SWEEP_LIMIT)
-        for execution_id, workflow in due:
-            await self._time_out(execution_id, workflow)
+        checks the deadline again), and kill a worker of one that runs here: how many were
+        past it. None: the database is away (said once through `outage`); the rest stay past
+        their deadline for the next sweep."""
+        try:
+            due = await self.hub.call(self.store.timed_out, self.store.clock(), SWEEP_LIMIT)
+            for execution_id, workflow in due:
+                await self._time_out(execution_id, workflow)
+        except DaemonUnavailable as exc:
+            self.outage.lost(exc)
+            return None
+        self.outage.back()
         return len(due)
 
     async def _time_out(self, execution_id: str, workflow: str) -> None:
@@ -71,6 +82,8 @@ class Limits:
             ended = await self.hub.call(
                 self.store.time_out, execution_id, on_failure=self.handler_for(workflow)
             )
+        except DaemonUnavailable:
+            raise  # not this execution's fault: tried again once the database answers
         except YsError as exc:
             log.error("%s: could not time out: %s", execution_id, exc)
             return
@@ -92,7 +105,14 @@ class Limits:
         await asyncio.sleep(max(0.0, deadline - self.store.clock()))
         while self.store.clock() < deadline:  # the loop's clock may run a little ahead
             await asyncio.sleep(0.01)
-        await self._time_out(r.delivery.execution_id, r.delivery.workflow)
+        while True:  # until it is done, or the delivery ends (this task is cancelled then)
+            try:
+                await self._time_out(r.delivery.execution_id, r.delivery.workflow)
+            except DaemonUnavailable as exc:
+                await asyncio.sleep(self.outage.lost(exc))
+                continue
+            self.outage.back()
+            return
 
     def end_here(self, r: Running, why: str) -> None:
         """The execution ended without its worker (timed out, cancelled at once): kill the

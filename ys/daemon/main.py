@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ys.daemon.hub import Hub
+from ys.daemon.moved import MovedWatch
 from ys.daemon.orphans import kill_orphans
 from ys.daemon.recovery import recover
-from ys.errors import DatabaseMoved, YsError
+from ys.errors import DaemonUnavailable, DatabaseMoved, YsError
 from ys.paths import Paths
 from ys.settings import Settings
 from ys.store.protocols import TERMINAL, ScriptOptions
@@ -76,6 +77,9 @@ class Daemon:
         self._scheduler: Scheduler | None = None
         self._runner: web.AppRunner | None = None
         self._tracer: Tracer | None = None
+        self._moved_watch: MovedWatch | None = None
+        # the database was marked moved while the daemon ran: it stopped (exit 3)
+        self.moved: DatabaseMoved | None = None
         self.bound = False  # the socket file is ours to remove
         self.on_failure: str | None = None  # config.toml's folder-wide failure handler
         self._handlers_warned: set[str] = set()  # handlers naming no workflow, logged once
@@ -252,6 +256,10 @@ class Daemon:
             await start()
         dispatcher.start()
         scheduler.start()
+        if self.settings.database:  # `ys migrate` takes a home's own SQLite file's lock first
+            database = self.settings.database_shown(self.paths.db)
+            self._moved_watch = MovedWatch(store, self.hub, database, self._database_moved)
+            self._moved_watch.start()
         if self._tracer is not None:
             self._tracer.start()
 
@@ -288,8 +296,19 @@ class Daemon:
         )
         return tracer
 
+    def _database_moved(self, exc: DatabaseMoved) -> None:
+        """`ys migrate` marked the database moved while this daemon ran on it: no delivery
+        more here (its workers killed now), said once, and the daemon stops (exit 3)."""
+        self.moved = exc
+        log.error("stopping: %s", exc.message)
+        if self._dispatcher is not None:
+            self._dispatcher.halt()
+        self.request_stop()
+
     async def _shutdown(self) -> None:
         """Stop what runs, in order; each piece only if start-up got that far."""
+        if self._moved_watch is not None:
+            await self._moved_watch.stop()
         self.hub.stop_waits()
         if self._dispatcher is not None:
             log.info(
@@ -400,6 +419,8 @@ class Daemon:
                     timeout=wf.timeout,
                     options=self._script_options(wf),
                 )
+            except DaemonUnavailable:
+                raise  # the database is away, not the script at fault: the registry tries again
             except YsError as exc:  # refused by the store: that script's error, not the daemon's
                 log.error("workflow %s: its version was not recorded: %s", wf.name, exc.message)
                 self.registry.set_error(wf.name, f"its options were refused: {exc.message}")
@@ -510,7 +531,8 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
     """Run the daemon in the foreground until SIGTERM/SIGINT; returns the exit status: 1 when
     it could not start or stopped on an error, whose one-line reason is the last line on
     stderr (what `ys daemon start` and autostart print); bad settings are their error's exit
-    code (2). `concurrency` and `database` are the command's options (None: the settings)."""
+    code (2); a database `ys migrate` marked moved while it ran stops it with exit 3 (said
+    in the log). `concurrency` and `database` are the command's options (None: the settings)."""
     from ys import settings as ys_settings
     from ys.daemon.identity import daemon_id
     from ys.daemon.logsetup import setup_logging
@@ -558,4 +580,4 @@ def run(paths: Paths, concurrency: int | None = None, database: str | None = Non
         return 1
     finally:
         release(locks)
-    return 0
+    return 0 if daemon.moved is None else daemon.moved.exit_code

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ys.daemon.outage import Outage
 from ys.daemon.scripts import (
     DeclaredSchedule,
     Signature,
@@ -38,6 +39,7 @@ from ys.daemon.scripts import (
     signature,
     split_options,
 )
+from ys.errors import DaemonUnavailable
 from ys.store.protocols import ConcurrencyLimit
 
 log = logging.getLogger("ys.registry")
@@ -174,6 +176,13 @@ class Registry:
         # Told of a runnable script's version before the registry lists it, so that the store
         # records it first: a delivery claimed once the new version shows runs that version.
         self.on_version: Callable[[Workflow], Awaitable[None]] | None = None
+        # A change the daemon could not record (its database away: `on_version` or `on_change`
+        # raised DaemonUnavailable) is said once and recorded by a later rescan (docs/design.md,
+        # "On PostgreSQL"): the file stays unseen, or its workflow waits in `_untold`.
+        self.outage = Outage(
+            log, "recording a workflow change", "workflow changes are recorded again"
+        )
+        self._untold: dict[str, Workflow] = {}  # workflow name -> the change `on_change` missed
 
     def get(self, name: str) -> Workflow | None:
         return self._named(name)
@@ -284,6 +293,8 @@ class Registry:
             if not _skip(name):
                 try:
                     await self.refresh(self.folder / name)
+                except DaemonUnavailable as exc:  # recorded by the next rescan
+                    self.outage.lost(exc)
                 except Exception:
                     log.exception("re-reading %s failed", name)
 
@@ -292,12 +303,18 @@ class Registry:
             await asyncio.sleep(self.rescan_seconds)
             try:
                 await self.rescan()
+            except DaemonUnavailable as exc:  # tried again at the next rescan
+                self.outage.lost(exc)
+                continue
             except Exception:
                 log.exception("re-checking %s failed", self.folder)
+            self.outage.back()
 
     async def rescan(self, name: str | None = None) -> None:
         """Re-inspect every file (or every file of workflow `name`) whose signature changed
-        since it was inspected; new and removed files included."""
+        since it was inspected; new and removed files included. A change the daemon could not
+        record while its database was away is recorded first."""
+        await self._tell_untold()
         # On the loop, not in a thread: a few stat calls of a small local folder take less
         # than the two thread hand-offs (three wake-ups) each periodic rescan would cost.
         now = self._candidates()
@@ -365,8 +382,23 @@ class Registry:
                     "changed" if old else "added",
                     f" (error: {new.error})" if new.error else "",
                 )
+            self._untold.pop(name, None)  # this change says all that one would have
             if self.on_change is not None:
-                await self.on_change(new or old)  # type: ignore[arg-type]
+                try:
+                    await self.on_change(new or old)  # type: ignore[arg-type]
+                except DaemonUnavailable:
+                    self._untold[name] = new or old  # type: ignore[assignment]
+                    raise
+
+    async def _tell_untold(self) -> None:
+        """Tell the daemon the changes it could not record (`_untold`), oldest first."""
+        while self._untold and self.on_change is not None:
+            async with self._lock:
+                if not self._untold:
+                    return
+                name, wf = next(iter(self._untold.items()))
+                await self.on_change(wf)
+                self._untold.pop(name, None)
 
     def _rebuild(self) -> None:
         """`workflows` and the listing from `files`: two files with one name are both broken."""

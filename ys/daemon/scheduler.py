@@ -213,6 +213,8 @@ class Scheduler:
                     source="script",
                     replace=True,
                 )
+            except DaemonUnavailable:
+                raise  # the database is away, not the schedule at fault: its change is told again
             except (YsError, ValueError, TypeError) as exc:
                 # The registry checks declarations as it loads them; whatever the store still
                 # refuses is the script's load error too, not only a line in the log.

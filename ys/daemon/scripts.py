@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,8 @@ class DeclaredSchedule:
     jitter: Declared | None = None
     # a JSON object (its text in a header): what each fire is given
     params: UserJson | NotGiven = NOT_GIVEN
+    # the keys the script wrote (`split_options`), a None among them included: shown as null
+    written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def has_rule(self) -> bool:
@@ -106,16 +108,18 @@ class DeclaredSchedule:
         return bool(self.schedule or self.every)
 
     def to_json(self) -> dict[str, UserJson]:
-        """The fields as declared (`ys workflows --json`), the ones not given left out
-        (params given as None shows as null)."""
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
-        out: dict[str, UserJson] = {k: v for k, v in shown.items() if v is not None}
-        if not isinstance(self.params, NotGiven):
-            out["params"] = self.params
+        """The schedule as declared (`ys workflows --json`): each key the script wrote, one
+        written as None shown as null (as params are), the ones not written left out."""
+        out: dict[str, UserJson] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name != "written" and not isinstance(v, NotGiven):
+                if v is not None or f.name in self.written:
+                    out[f.name] = v
         return out
 
 
-SCHEDULE_KEYS = tuple(f.name for f in fields(DeclaredSchedule))
+SCHEDULE_KEYS = tuple(f.name for f in fields(DeclaredSchedule) if f.name != "written")
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ def split_options(
     for key in list(d):
         if key not in SCHEDULE_KEYS:
             options[key] = d.pop(key)
-    return (DeclaredSchedule(**d) if d else None), options
+    return (DeclaredSchedule(**d, written=frozenset(d)) if d else None), options
 
 
 def parse_options(options: DeclaredOptions) -> WorkflowOptions:
