@@ -11,7 +11,9 @@ that tree's code; the driver (ys.Client) is this repository's for all of them. P
 
   steps/s       one execution of K step.run calls, timed inside the workflow
   CPU/step      CPU of the daemon (every thread) and of the worker, per step, from /proc and
-                time.process_time(): what the step path costs, whatever the load
+                time.process_time(): what the step path costs, whatever the load; on
+                PostgreSQL also the server's (every server process, the other daemons' idle
+                sessions included)
   first line    trigger -> first statement of the workflow, N samples, p50 and p99
   zero/s        M (`--m`, 20) zero-step workflows triggered then awaited, per round; and the daemon's CPU
                 per execution over all rounds (admission, claim, launch, outcome), alone and
@@ -27,6 +29,7 @@ across runs, and look at the load printed beside them.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -37,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 import delivery as D
-from common import REPO_ROOT, postgres_databases, progress, scratch_dir, tree_cpu_seconds
+from common import (
+    REPO_ROOT,
+    postgres_databases,
+    postmaster_pids,
+    progress,
+    scratch_dir,
+    tree_cpu_seconds,
+)
 
 CPU_STEPS = """
     import time
@@ -62,6 +72,12 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_cpu(scratch: Path) -> float:
+    """CPU seconds used so far by the throw-away PostgreSQL server under `scratch` (every
+    server process)."""
+    return tree_cpu_seconds(postmaster_pids(scratch))
+
+
 def start(tree: Path, home: Path, database: str | None) -> tuple[D.Daemon, D.YsSide]:
     """A daemon running `tree`'s code in `home`: on `database` (a PostgreSQL URL, through
     YS_DATABASE), or on its own SQLite file when None."""
@@ -81,17 +97,24 @@ def start(tree: Path, home: Path, database: str | None) -> tuple[D.Daemon, D.YsS
     return d, D.YsSide(d, home / "marks")
 
 
-def steps_round(d: D.Daemon, y: D.YsSide, k: int) -> dict[str, float]:
+def steps_round(
+    d: D.Daemon, y: D.YsSide, k: int, server: Callable[[], float] | None = None
+) -> dict[str, float]:
+    """One execution of `k` steps; `server`: the database server's CPU seconds so far."""
     assert d.proc is not None
     c0 = cpu_of(d.proc.pid)
+    s0 = server() if server else 0.0
     eid = y.c.trigger("cpu-steps", params={"k": k})["execution_id"]
     out = D._outcome(y.c.wait(eid, timeout=600))
     daemon_cpu = cpu_of(d.proc.pid) - c0
-    return {
+    row = {
         "per_second": k / out["wall"],
         "daemon_us": daemon_cpu / k * 1e6,
         "worker_us": out["cpu"] / k * 1e6,
     }
+    if server:
+        row["server_us"] = (server() - s0) / k * 1e6
+    return row
 
 
 def zero_round(
@@ -120,9 +143,11 @@ def measure(
     k: int,
     n: int,
     m: int = 20,
+    server: Callable[[], float] | None = None,
 ) -> dict[str, Any]:
     """One daemon per tree (homes under `root`, each on `database()`), warmed up, then
-    `rounds` rounds of every measurement on every daemon, the order rotating each round."""
+    `rounds` rounds of every measurement on every daemon, the order rotating each round;
+    `server`: the database server's CPU seconds so far (PostgreSQL)."""
     load_before = os.getloadavg()
     sides = []
     try:
@@ -139,7 +164,7 @@ def measure(
         for r in range(rounds):
             progress(f"round {r + 1} of {rounds}")
             for t, d, y in D.rotate(sides, r):
-                res[t]["steps"].append(steps_round(d, y, k))
+                res[t]["steps"].append(steps_round(d, y, k, server))
                 res[t]["first"] += y.first(max(1, n // rounds))["samples"]
                 res[t]["zero"].append(
                     zero_round(d, y, res[t]["zero_daemon_us"], m, res[t]["zero_tree_us"])
@@ -165,7 +190,13 @@ def report(adapter: str, m: dict[str, Any]) -> str:
             f"{t}\n  steps/s {D.median([s['per_second'] for s in st]):,.0f} "
             f"(rounds {rounds}); CPU/step: daemon "
             f"{D.median([s['daemon_us'] for s in st]):.0f} us, worker "
-            f"{D.median([s['worker_us'] for s in st]):.0f} us\n"
+            f"{D.median([s['worker_us'] for s in st]):.0f} us"
+            + (
+                f", server {D.median([s['server_us'] for s in st]):.0f} us"
+                if st and "server_us" in st[0]
+                else ""
+            )
+            + "\n"
             f"  first line p50 {D.percentile(r['first'], 50) * 1000:.1f} ms, "
             f"p99 {D.percentile(r['first'], 99) * 1000:.1f} ms ({len(r['first'])} samples); "
             f"zero-step/s {D.median(r['zero']):,.0f} "
@@ -202,12 +233,15 @@ def main() -> int:
     with scratch_dir("ab") as scratch, ExitStack() as stack:
         for adapter in adapters:
             database: Callable[[], str | None] = lambda: None  # noqa: E731
+            server: Callable[[], float] | None = None
             if adapter == "postgresql":
                 database = stack.enter_context(postgres_databases(scratch)).create
+                if not os.environ.get("YS_BENCH_POSTGRES_URL"):  # the server started here
+                    server = functools.partial(server_cpu, scratch)
             (scratch / adapter).mkdir()
             progress(f"on {adapter}")
             out[adapter] = measure(
-                trees, scratch / adapter, database, args.rounds, args.k, args.n, args.m
+                trees, scratch / adapter, database, args.rounds, args.k, args.n, args.m, server
             )
             if not args.json:
                 print(report(adapter, out[adapter]), flush=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import Threads
+from tests.support import T0, Threads, wait_until
 from ys.store.postgres import connect, schema
 
 
@@ -101,3 +101,36 @@ def test_a_resumed_workflow_notifies_listeners(pg_url):
             writer.execute("DELETE FROM workflow_pauses WHERE workflow = 'w'")
         got = list(listener.notifies(timeout=5, stop_after=1))
         assert [n.channel for n in got] == ["ys_due"]
+
+
+def test_a_step_save_is_a_heap_only_update_of_its_row(daemons):
+    """A step's save changes the row's `updated_at`, history and outcome, none of which an
+    index of `executions` covers (recent failures are indexed by the computed `failed_at`):
+    PostgreSQL then updates the row in place of its page (HOT), writing no index entry.
+    Counted in the server's statistics, flushed by the writer's backend at its commits."""
+    from ys.values import StepWrite
+
+    (store,) = daemons(1, clock=lambda: T0)
+    store.admit("w", None, execution_id="e1", now=T0)
+    (d,) = store.claim_due(now=T0, limit=1, lease_seconds=60)
+    writer = store.core.writer.conn
+
+    def updates() -> tuple[int, int]:
+        with connect(store.url) as conn:
+            row = conn.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                "WHERE relname = 'executions'"
+            ).fetchone()
+        return int(row[0]), int(row[1])
+
+    writer.execute("SELECT pg_stat_force_next_flush()")
+    store.save_step("e1", d.token, "s0", StepWrite("run", "completed", "0"), now=T0)
+    before = wait_until(lambda: updates() if updates()[0] > 0 else None, message="stats")
+    writer.execute("SELECT pg_stat_force_next_flush()")
+    for i in range(1, 6):
+        store.save_step("e1", d.token, f"s{i}", StepWrite("run", "completed", "1"), now=T0 + i)
+    after = wait_until(
+        lambda: updates() if updates()[0] >= before[0] + 5 else None, message="stats"
+    )
+    saves, heap_only = after[0] - before[0], after[1] - before[1]
+    assert saves >= 5 and heap_only == saves, (before, after)

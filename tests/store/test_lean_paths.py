@@ -156,6 +156,25 @@ def test_a_save_answered_by_its_callback_is_committed_first(store: Any) -> None:
     assert answer.wait().result is True  # a cancellation is now requested
 
 
+def test_a_step_save_does_not_walk_the_history(store_factory: Any) -> None:
+    """A step's save asks for the row, its lease and the step, not when the delivery was
+    claimed (which walks the execution's events back to its `claimed` one: a cost growing
+    with every step before it); the delivery's end still asks for it."""
+    store = store_factory(group_commit=True, clock=lambda: T0)
+    admit(store, "e1")
+    d = claimed(store, "e1")
+    for i in range(3):
+        store.save_step("e1", d.token, f"s{i}", StepWrite("run", "completed", "1"), now=T0)
+    seen: list[str] = []
+    with store_factory.adapter.on_statement(store, seen.append):
+        store.save_step("e1", d.token, "s3", StepWrite("run", "completed", "1"), now=T0)
+        saved = list(seen)
+        store.acknowledge("e1", d.token, outcome_of({"status": "completed"}), now=T0)
+    assert saved and not [s for s in saved if "FROM events" in s]
+    assert [s for s in seen[len(saved) :] if "kind = 'claimed'" in s]
+    assert [s.key for s in store.steps("e1")] == ["s0", "s1", "s2", "s3"]
+
+
 def test_a_save_with_a_stale_token_is_answered_lease_lost_and_writes_nothing(store: Any) -> None:
     admit(store, "e1")
     claimed(store, "e1")

@@ -21,6 +21,13 @@ def undo_activity(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE {table}")
 
 
+def undo_failed_at(conn: sqlite3.Connection) -> None:
+    """Back to the schema before migration 21 (recent failures by `failed_at`)."""
+    conn.execute("DROP INDEX executions_failed")
+    conn.execute("ALTER TABLE executions DROP COLUMN failed_at")
+    conn.execute("CREATE INDEX executions_failed ON executions(updated_at) WHERE status = 'failed'")
+
+
 def undo_limits(conn: sqlite3.Connection) -> None:
     """Back to the schema before migration 20 (limits and attempts across daemons)."""
     conn.execute("DROP INDEX executions_slot_held")
@@ -55,7 +62,8 @@ def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Pa
     store.close()
     conn = sqlite3.connect(path)
     with conn:
-        undo_limits(conn)  # migration 20, made again too
+        undo_failed_at(conn)  # migrations 20 and 21, made again too
+        undo_limits(conn)
         undo_activity(conn)
         conn.execute("DELETE FROM schema_migrations WHERE version >= 19")  # the pictures' on
     conn.close()
@@ -64,6 +72,9 @@ def test_the_migration_counts_the_last_two_days_from_the_executions(tmp_path: Pa
         day = store.activity(hour - 3600, hour + 3600, 3600)
         assert [(b.started, b.completed, b.failed) for b in day] == [(1, 1, 0), (1, 0, 1)]
         assert sum(b.started for b in store.activity(hour - 4 * 86400, hour, 3600)) == 1
+        # migration 21: a failure made before it is found by when it failed
+        assert [r.execution_id for r in store.failed_since(hour)] == ["bad"]
+        assert store.failed_since(hour + 51) == []
         store.admit("wf", execution_id="new", now=hour + 70)  # the triggers count from here
         assert store.activity(hour, hour + 3600, 3600)[0].started == 2
         of_wf = store.activity(hour - 3600, hour + 3600, 3600, workflow="wf")

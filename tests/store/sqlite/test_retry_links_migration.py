@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.store.sqlite.test_activity_migration import undo_activity, undo_limits
+from tests.store.sqlite.test_activity_migration import undo_activity, undo_failed_at, undo_limits
 from tests.store.test_retry_client import T0, failed_at_fourth_step
 from ys.store.sqlite import SqliteStore
 from ys.store.sqlite.schema import MIGRATIONS
@@ -26,7 +26,8 @@ def test_migration_17_links_the_retries_made_before_it(tmp_path: Path):
         conn.execute("DROP INDEX executions_retry_of")
         conn.execute("ALTER TABLE executions DROP COLUMN retried_by")
         conn.execute("DROP TABLE IF EXISTS workflow_pauses")  # migration 18, made again too
-        undo_limits(conn)  # the migrations after 17 run again too
+        undo_failed_at(conn)  # the migrations after 17 run again too
+        undo_limits(conn)
         undo_activity(conn)
         conn.execute("DELETE FROM schema_migrations WHERE version >= 17")
     conn.close()

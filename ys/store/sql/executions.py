@@ -142,20 +142,36 @@ class Fenced(NamedTuple):
         return self.record
 
 
+_FENCED = (
+    f"SELECT {LIGHT}, lease_token = ? AND lease_expires_at > ?, slot, "
+    "(SELECT status FROM steps WHERE execution_id = ? AND key = ?), "
+)
+# when the delivery was claimed: its last `claimed` event, found by walking the execution's
+# history back (a lookup as long as the delivery's steps), asked only by a delivery's end
+_CLAIMED_AT = (
+    "(SELECT at FROM events WHERE execution_id = ? AND kind = 'claimed' ORDER BY seq DESC LIMIT 1) "
+)
+
+
 def fenced(
-    c: Any, execution_id: str, token: str, now: float, step: str | None = None
+    c: Any,
+    execution_id: str,
+    token: str,
+    now: float,
+    step: str | None = None,
+    claimed: bool = True,
 ) -> Fenced | None:
     """The execution's row, locked, with what a step save or an outcome decides on, in one
     statement: the one read a worker's write waits for (docs/design.md, "On PostgreSQL":
-    one round trip per durable operation). None if there is no such execution."""
-    row = c.execute(
-        f"SELECT {LIGHT}, lease_token = ? AND lease_expires_at > ?, slot, "
-        "(SELECT status FROM steps WHERE execution_id = ? AND key = ?), "
-        "(SELECT at FROM events WHERE execution_id = ? AND kind = 'claimed' "
-        "ORDER BY seq DESC LIMIT 1) "
-        "FROM executions WHERE execution_id = ?" + c.dialect.for_update,
-        (token, now, execution_id, step, execution_id, execution_id),
-    ).fetchone()
+    one round trip per durable operation). None if there is no such execution. Without
+    `claimed` (a step's save, which ends no delivery) `claimed_at` is not looked up: None."""
+    if claimed:
+        sql = _FENCED + _CLAIMED_AT + "FROM executions WHERE execution_id = ?"
+        args: tuple[Any, ...] = (token, now, execution_id, step, execution_id, execution_id)
+    else:
+        sql = _FENCED + "NULL FROM executions WHERE execution_id = ?"
+        args = (token, now, execution_id, step, execution_id)
+    row = c.execute(sql + c.dialect.for_update, args).fetchone()
     if row is None:
         return None
     return Fenced(row_to_record(row[:-4]), bool(row[-4]), row[-3], row[-2], row[-1])
@@ -403,7 +419,7 @@ def save_step_tx(
     now: float,
     error: ErrorValue | None,
 ) -> bool:
-    held = fenced(c, execution_id, token, now, step=key)
+    held = fenced(c, execution_id, token, now, step=key, claimed=False)
     if held is None:
         raise not_found(execution_id)
     record = held.check()

@@ -53,8 +53,7 @@ def failed_since(c: Any, since: float, limit: int = 20) -> list[Record]:
     return _records(
         c,
         f"SELECT {FULL} FROM executions{c.dialect.indexed_by('executions_failed')} "
-        "WHERE status = 'failed' "
-        "AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?",
+        "WHERE failed_at >= ? ORDER BY failed_at DESC LIMIT ?",
         (since, limit),
     )
 

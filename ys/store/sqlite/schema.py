@@ -446,6 +446,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX executions_slot_held ON executions(workflow, slot)
         WHERE slot_held_until IS NOT NULL;
     """,
+    # 21: recent failures by `failed_at` (the time of a failed execution's last change, NULL
+    # for any other status; computed, never written), as PostgreSQL's migration 18, where an
+    # index on `updated_at` itself made every step's save rewrite each index of the row
+    # (ys/store/sql/overview.py: failed_since).
+    """
+    ALTER TABLE executions ADD COLUMN failed_at REAL
+        GENERATED ALWAYS AS (CASE WHEN status = 'failed' THEN updated_at END) VIRTUAL;
+    DROP INDEX executions_failed;
+    CREATE INDEX executions_failed ON executions(failed_at) WHERE failed_at IS NOT NULL;
+    """,
 ]
 
 
