@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support import T0
+from ys.daemon.dispatcher import Dispatcher, DispatcherParts, DispatcherTuning
 from ys.daemon.limits import Limits
 from ys.daemon.running import Running
 from ys.daemon.tasks import Background
@@ -93,3 +94,26 @@ def test_a_running_delivery_past_its_deadline_during_an_outage_fails_once_it_is_
     assert r.ended == "timed out"
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1, caplog.text
     assert caplog.text.count("timing out works again") == 1, caplog.text
+
+
+def test_a_full_dispatcher_finds_the_database_back_and_times_out_again(tmp_path: Path) -> None:
+    """At the --concurrency ceiling no claim runs, so the round's read of the next times is
+    what finds a lost database back; until then deadlines are not looked for."""
+    store = open_store(tmp_path / "ys.db", clock=lambda: T0 + 60)
+    store.set_script("job", SHA, timeout=5, now=T0)
+    store.admit("job", {}, execution_id="a", now=T0)  # past its deadline, never delivered
+    parts = DispatcherParts(store, None, None, None, CutHub(fails=0))  # type: ignore[arg-type]
+    d = Dispatcher(parts, DispatcherTuning(concurrency=1))
+    d.running["busy"] = None  # type: ignore[assignment]  # the one slot is taken
+    d.outage.lost(DaemonUnavailable("DAEMON_UNAVAILABLE", "the connection to PostgreSQL broke"))
+
+    async def rounds() -> None:
+        await d._round()  # the database answers the read: back
+        assert not d.outage.down
+        await d._round()  # deadlines are looked for again
+
+    try:
+        asyncio.run(rounds())
+        assert store.get("a").status == "failed"
+    finally:
+        store.close()

@@ -192,8 +192,9 @@ class Dispatcher:
             self._start(d, since)
         if claimed and len(claimed) == free:
             return 0.0  # more may be due
-        if self.outage.down:  # claims could not tell: the database may be back
-            return self.outage.lost(None)
+        # At the ceiling no claim could tell whether a lost database is back: the read below
+        # does (a failure goes to the loop's outage handling), so deadlines are enforced again
+        # without waiting for a slot to free.
         timeout = MAX_IDLE
         # At the --concurrency ceiling nothing can be claimed, but a deadline still falls
         # due (an admitted or suspended execution past it fails without a delivery).
