@@ -36,8 +36,8 @@ def test_install_writes_a_user_unit_that_runs_this_daemon_and_uninstall_removes_
     lines = unit.read_text().splitlines()
     assert f"ExecStart={sys.executable} -m ys.daemon run" in lines
     assert "Restart=on-failure" in lines and "WantedBy=default.target" in lines
-    # a daemon whose database moved exits 3; systemd must not restart it into that refusal
-    assert "RestartPreventExitStatus=3" in lines
+    # exit 3 is also a server not reachable at start (a boot before PostgreSQL): restarted
+    assert not any(line.startswith("RestartPreventExitStatus") for line in lines)
     assert "Delegate=memory" in lines  # memory_max through cgroup v2 (ys.daemon.cgroups)
     assert f"Environment=YS_HOME={ys_home.home}" in lines
     assert f"Environment=YS_WORKFLOWS={ys_home.workflows}" in lines

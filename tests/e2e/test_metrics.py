@@ -254,7 +254,11 @@ def test_a_worker_lingering_after_its_outcome_holds_up_no_claim(tmp_path):
             try:
                 record = c.wait(eid, timeout=15)  # the next round without it: 30 s away
                 assert record["status"] == "completed" and record["outcome"]["result"] == 1
-                assert not go.exists()  # so the child's worker is still there
+                # the child's worker has not ended yet: the parent ran before its exit
+                ended = value(
+                    c.metrics(), "ys_deliveries_ended_total", workflow="linger", result="completed"
+                )
+                assert not ended, ended
             finally:
                 go.write_text("")
             wait_until(

@@ -183,3 +183,25 @@ def test_keys_of_another_version_survive_a_read_a_fold_and_later_writes(store, s
     store.acknowledge("a-1", d.token, outcome_of({"status": "completed", "result": 1}), now=T0)
     stored = [r["data"] for r in store_factory.rows(store, "events") if r["seq"] == 2]
     assert stored == [older]  # later writes keep it as it was
+
+
+def test_an_event_whose_data_does_not_read_as_its_kind_is_shown_verbatim_and_does_not_fold(
+    store, store_factory
+):
+    """A stored step without its key (a row edited by hand, another version's): a history
+    and the event stream still read it, as it is; `verify` says the history does not fold."""
+    store.admit("a", {}, execution_id="a-1", now=T0)
+    [d] = store.claim_due(now=T0, limit=1, lease_seconds=30)
+    store.save_step("a-1", d.token, "s", StepWrite("run", "completed", "1"), now=T0)
+    odd = '{"status":"completed"}'
+    location = store_factory.location_of(store)
+    store_factory.adapter.update_rows(
+        location, "events", {"execution_id": "a-1", "seq": 3}, data=odd
+    )
+    step = store.history("a-1", 100).items[2].event
+    assert step.kind == "step" and step.data == UnknownData("step", {"status": "completed"})
+    assert event_text(step.data.to_json()) == odd
+    streamed, _ = store.event_stream(since=0)
+    assert [e.event.data for e in streamed if e.execution_id == "a-1"][2] == step.data
+    [problem] = store.verify()
+    assert problem.startswith("a-1: history does not fold") and "step" in problem

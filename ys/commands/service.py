@@ -81,8 +81,6 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
         "ExecStart=" + " ".join(_word(a, True) for a in argv),
         "Restart=on-failure",
         "RestartSec=5",
-        # exit 3: its database has moved (`ys migrate`): a restart would only be refused again
-        "RestartPreventExitStatus=3",
         # SIGTERM goes to the daemon alone: it gives running deliveries their grace period and
         # stops its workers itself; whatever is left after the timeout is killed.
         "KillMode=mixed",

@@ -124,6 +124,7 @@ class Dispatcher:
         )
         self._poke = asyncio.Event()
         self._stopping = False
+        self._halted = False  # the database moved: no worker may run on (`halt`)
         self._reserved = 0  # slots reserved by admissions that claim in their transaction
         self._caught_up = False  # the last claim took everything due (it asked for more)
         self._claiming = False  # a round runs, or another follows at once (`busy`)
@@ -218,6 +219,8 @@ class Dispatcher:
     def _start(self, d: Delivery, since: float | None = None) -> None:
         """Run a claimed delivery, whose lease was granted no earlier than `since`
         (time.monotonic(); None: now, a moment after its claim)."""
+        if self._halted:  # claimed in a round that was under way when the move was seen
+            return
         self.hub.notify(d.execution_id)
         if self.parts.metrics is not None:
             self.parts.metrics.deliveries_started.labels(d.workflow).inc()
@@ -386,7 +389,7 @@ class Dispatcher:
         if last is None:
             return None
         assert r.proc is not None
-        if r.ended:  # timed out or cancelled at once while it started
+        if r.ended or self._halted:  # timed out, cancelled or halted while it started
             kill_group(r.proc)
         watch = asyncio.create_task(self._watch_lease(r))
         deadline = (
@@ -724,6 +727,7 @@ class Dispatcher:
         """Claim nothing more and kill every worker now, without a grace period: the
         database was moved (ys.daemon.moved), so its executions run on another one now."""
         self._stopping = True
+        self._halted = True  # and a worker still being launched is killed once it is
         self.poke()
         for r in self.running.values():
             if r.proc is not None and r.proc.returncode is None:

@@ -304,6 +304,7 @@ class Daemon:
         log.error("stopping: %s", exc.message)
         if self._dispatcher is not None:
             self._dispatcher.halt()
+        self.grace = 0.0  # no delivery is given time to run on: it runs elsewhere now
         self.request_stop()
 
     async def _shutdown(self) -> None:

@@ -8,14 +8,16 @@ running daemon, whose lock `ys migrate` takes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import Callable
 
 from ys.daemon.hub import Hub
-from ys.errors import DaemonUnavailable, DatabaseMoved
+from ys.daemon.outage import Outage
+from ys.errors import DatabaseMoved
 from ys.store.protocols import Store
 
 MOVED_CHECK_SECONDS = 5.0
+log = logging.getLogger("ys.daemon")
 
 
 class MovedWatch:
@@ -40,16 +42,21 @@ class MovedWatch:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # whatever ended the watch must not stop the daemon's shutdown
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _loop(self) -> None:
+        # any failure of the read (an outage, or an error of the store) is said once and the
+        # mark looked for again: a watch that died would let a later move run twice
+        trouble = Outage(log, "looking for a moved mark", "looking for a moved mark works again")
         while True:
             await asyncio.sleep(self.every)
             try:
                 target = await self.hub.call(self.store.moved_to)
-            except DaemonUnavailable:
-                continue  # an outage (the store says it): looked for again after it
+            except Exception as exc:
+                trouble.lost(exc)
+                continue
+            trouble.back()
             if target is not None:
                 self.on_moved(DatabaseMoved(self.database, target))
                 return

@@ -24,6 +24,7 @@ from ys.store.eventdata import (
     ReleasedData,
     StepData,
     SuspendedData,
+    UnknownData,
     WakeRequestedData,
     error_of_json,
 )
@@ -43,6 +44,10 @@ CANCEL_REQUESTED = "cancel_requested"
 COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
+KINDS_KNOWN = frozenset(
+    {ADMITTED, WAKE_REQUESTED, CLAIMED, STEP, RELEASED, SUSPENDED}
+    | {CANCEL_REQUESTED, COMPLETED, FAILED, CANCELLED}
+)
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,8 @@ def apply(record: Record | None, event: Event) -> Record:
             return _ended(r, Outcome(FAILED, error=d.outcome_error()))
         case CancelledData():
             return _ended(r, Outcome(CANCELLED))
+    if isinstance(d, UnknownData) and event.kind in KINDS_KNOWN:
+        raise ValueError(f"a {event.kind} event whose data does not read as a {event.kind}'s")
     raise ValueError(f"unknown event kind {event.kind!r}")
 
 

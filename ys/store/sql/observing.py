@@ -17,7 +17,7 @@ from typing import Any
 
 from ys.contract import check_time
 from ys.store.base import LOG_TAIL_BYTES, LogTail, ScriptOptions, SharedCounts
-from ys.store.eventdata import event_data_of
+from ys.store.eventdata import stored_event_data
 from ys.store.paging import MAX_BATCH, check_cursor
 from ys.store.reading import StreamEvent
 from ys.store.records import Event
@@ -72,7 +72,7 @@ def events_after(c: Any, after: int, limit: int) -> tuple[list[StreamEvent], int
             eid,
             wf,
             int(seq),
-            Event(kind, float(at), event_data_of(kind, json.loads(data))),
+            Event(kind, float(at), stored_event_data(kind, json.loads(data))),
         )
         for pos, eid, wf, seq, at, kind, data in rows
     ]

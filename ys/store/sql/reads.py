@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ys.store.base import DEFAULT_PAGE, Description, Page, StepRecord
-from ys.store.eventdata import event_data_of
+from ys.store.eventdata import stored_event_data
 from ys.store.paging import check_limit, history_token, parse_history_token
 from ys.store.reading import ConcurrencyWait, EffectWait, HistoryEvent, StoreWait, Wait
 from ys.store.records import Event, Record, fold, newest_retries
@@ -30,7 +30,7 @@ def events(c: Any, execution_id: str, start: int = 1, limit: int | None = None) 
         + (" LIMIT ?" if limit is not None else ""),
         (execution_id, start) if limit is None else (execution_id, start, limit),
     ).fetchall()
-    return [Event(kind, at, event_data_of(kind, json.loads(data))) for at, kind, data in rows]
+    return [Event(kind, at, stored_event_data(kind, json.loads(data))) for at, kind, data in rows]
 
 
 def history(c: Any, execution_id: str, limit: int, token: str | None) -> Page[HistoryEvent]:
