@@ -433,6 +433,9 @@ _KINDS = {
 }
 
 
+KNOWN_KINDS = frozenset(_KINDS)  # the kinds this version reads (others: UnknownData)
+
+
 def event_data_of(kind: str, data: object) -> EventData:
     """A stored event's data (its decoded JSON) as its kind's value. Raises ValueError for
     data its kind must have and does not."""

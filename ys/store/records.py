@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ys.store.eventdata import (
+    KNOWN_KINDS,
     AdmittedData,
     CancelledData,
     CancelRequestedData,
@@ -44,10 +45,6 @@ CANCEL_REQUESTED = "cancel_requested"
 COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
-KINDS_KNOWN = frozenset(
-    {ADMITTED, WAKE_REQUESTED, CLAIMED, STEP, RELEASED, SUSPENDED}
-    | {CANCEL_REQUESTED, COMPLETED, FAILED, CANCELLED}
-)
 
 
 @dataclass(frozen=True)
@@ -193,7 +190,7 @@ def apply(record: Record | None, event: Event) -> Record:
             return _ended(r, Outcome(FAILED, error=d.outcome_error()))
         case CancelledData():
             return _ended(r, Outcome(CANCELLED))
-    if isinstance(d, UnknownData) and event.kind in KINDS_KNOWN:
+    if isinstance(d, UnknownData) and event.kind in KNOWN_KINDS:
         raise ValueError(f"a {event.kind} event whose data does not read as a {event.kind}'s")
     raise ValueError(f"unknown event kind {event.kind!r}")
 
